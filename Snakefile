@@ -1,0 +1,25 @@
+# ctxvar: layer-by-layer statistics of contextualized token embeddings.
+# Data flow: corpus → (models) → extract → merge → analyse. See README.md.
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/corpus.smk"
+include: "workflow/rules/models.smk"
+include: "workflow/rules/extract.smk"
+include: "workflow/rules/merge.smk"
+include: "workflow/rules/analyse.smk"
+
+
+rule all:
+    input:
+        final_outputs(),
+    default_target: True

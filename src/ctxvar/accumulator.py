@@ -1,0 +1,68 @@
+"""Accumulate per-(layer, type) sums of hidden states on the device, in float64.
+
+Memory on the device, in bytes, for L layers (embedding output included), U
+distinct types in the shard, width d and a batch of N real tokens:
+
+    state:   8 · U · (L · (d + 1) + 1)            (Σx, Σ‖x‖², n)
+    batch:   N · L · d · (4 + 8)                  (gathered fp32 rows + their float64 copy)
+
+plus the model and its activations for the padded batch. The state is allocated
+once per job; the batch term is bounded by the token budget.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+
+def state_bytes(n_layers: int, n_types: int, d: int) -> int:
+    return 8 * n_types * (n_layers * (d + 1) + 1)
+
+
+def batch_bytes(n_layers: int, n_tokens: int, d: int) -> int:
+    return n_tokens * n_layers * d * (4 + 8)
+
+
+class TypeSums:
+    """n_t, Σx and Σ‖x‖² per (layer, type t), float64, on ``device``.
+
+    The layer-major flat index ``layer · U + t`` lets one ``index_add_`` cover all
+    layers of a batch. Nothing here synchronises with the host.
+    """
+
+    def __init__(self, n_layers: int, n_types: int, d: int, device: torch.device):
+        self.n_layers, self.n_types, self.d = n_layers, n_types, d
+        self.count = torch.zeros(n_types, dtype=torch.int64, device=device)  # (U,)
+        self.sum = torch.zeros(n_layers * n_types, d, dtype=torch.float64, device=device)  # (L·U, d)
+        self.sum_sq = torch.zeros(n_layers * n_types, dtype=torch.float64, device=device)  # (L·U,)
+        self._layer_offset = torch.arange(n_layers, device=device)[:, None] * n_types  # (L, 1)
+
+    def accumulate(self, hidden_states: Sequence[torch.Tensor], positions: torch.Tensor, type_index: torch.Tensor) -> None:
+        """Add the rows ``positions`` of every layer's flattened (B·T, d) hidden states.
+
+        ``hidden_states``: L tensors (B, T, d); ``positions``, ``type_index``: (N,) int64.
+        """
+        assert len(hidden_states) == self.n_layers, (len(hidden_states), self.n_layers)
+        assert hidden_states[0].shape[-1] == self.d, (hidden_states[0].shape, self.d)
+        rows = torch.cat([h.reshape(-1, self.d).index_select(0, positions) for h in hidden_states])  # (L·N, d)
+        rows = rows.to(torch.float64)
+        flat = (self._layer_offset + type_index[None, :]).reshape(-1)  # (L·N,)
+        self.sum.index_add_(0, flat, rows)
+        self.sum_sq.index_add_(0, flat, torch.einsum("nd,nd->n", rows, rows))
+        self.count.index_add_(0, type_index, torch.ones_like(type_index))
+
+    def all_finite(self) -> bool:
+        """One host sync: whether every sum is finite (fp16 overflow gives inf/nan)."""
+        return bool(torch.isfinite(self.sum_sq).all() and torch.isfinite(self.sum).all())
+
+    def to_numpy(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(count (U,), sum (L, U, d), sum_sq (L, U))`` on the host."""
+        L, U = self.n_layers, self.n_types
+        return (
+            self.count.cpu().numpy(),
+            self.sum.reshape(L, U, self.d).cpu().numpy(),
+            self.sum_sq.reshape(L, U).cpu().numpy(),
+        )

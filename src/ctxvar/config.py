@@ -1,0 +1,89 @@
+"""Checks the schema cannot express, model ids, and the hash that tags partial sums."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+
+from .errors import ConfigError
+
+MODEL_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+@=-]*$")
+LOCAL_SOURCES = ("text", "parquet", "jsonl")
+RESERVED_IDS = {"corpus", "models", "partials", "summary", "figures"}  # folders of results/
+
+
+def model_id(entry: dict) -> str:
+    """The id used in result paths: ``id`` if given, else ``name`` with '/' → '--', plus '@revision'."""
+    if entry.get("id"):
+        return entry["id"]
+    if not entry.get("name"):
+        raise ConfigError("models[]: an entry without 'name' needs an explicit 'id' (e.g. id: tiny-bert)")
+    derived = entry["name"].rstrip("/").replace("/", "--")
+    if entry.get("revision") not in (None, "main"):
+        derived += "@" + entry["revision"]
+    return derived
+
+
+def models_by_id(config: dict) -> dict[str, dict]:
+    """Model entries keyed by id, in config order, each with its ``id`` filled in."""
+    resolved: dict[str, dict] = {}
+    for entry in config["models"]:
+        mid = model_id(entry)
+        if not MODEL_ID_PATTERN.match(mid):
+            raise ConfigError(
+                f"models[]: id {mid!r} is not usable in file paths; "
+                "use letters, digits and . _ + @ = - (set 'id:' explicitly)"
+            )
+        if mid in RESERVED_IDS:
+            raise ConfigError(f"models[]: id {mid!r} is reserved for a results/ folder; choose another 'id'")
+        if mid in resolved:
+            raise ConfigError(f"models[]: duplicate model id {mid!r}; give each entry a distinct 'id'")
+        resolved[mid] = {**entry, "id": mid}
+    return resolved
+
+
+def check_config(config: dict) -> None:
+    """Raise :class:`ConfigError` (one line) for what the JSON schema cannot check."""
+    corpus = config["corpus"]
+    if corpus["source"] == "hf" and not corpus.get("name"):
+        raise ConfigError("corpus.name: required when corpus.source is 'hf' (a Hub dataset id, e.g. bookcorpus)")
+    if corpus["source"] in LOCAL_SOURCES:
+        paths = corpus_paths(corpus)
+        if not paths:
+            raise ConfigError(f"corpus.path: required when corpus.source is {corpus['source']!r}")
+        missing = [p for p in paths if not os.path.exists(p)]
+        if missing:
+            raise ConfigError(f"corpus.path: file not found: {missing[0]} (paths are relative to the working directory)")
+    for entry in config["models"]:
+        if entry.get("init", "pretrained") == "pretrained" and not entry.get("name"):
+            raise ConfigError(f"models[]: entry {entry.get('id')!r} needs 'name' (a Hub id or a local directory)")
+        if entry.get("init") == "random" and not entry.get("arch"):
+            raise ConfigError(f"models[]: entry {entry.get('id')!r} has init: random and needs 'arch' (bert | roberta | gpt2)")
+    models_by_id(config)
+
+
+def corpus_paths(corpus: dict) -> list[str]:
+    path = corpus.get("path")
+    if path is None:
+        return []
+    return [path] if isinstance(path, str) else list(path)
+
+
+def stable_hash(obj) -> str:
+    """Hex SHA-256 of ``obj`` as canonical JSON (sorted keys); 16 characters."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def extraction_config_hash(config: dict, model: dict) -> str:
+    """Hash of every setting that changes a model's partial sums (not batch size or device)."""
+    return stable_hash(
+        {
+            "corpus": config["corpus"],
+            "shards": config["shards"],
+            "model": model,
+            "dtype": config["dtype"],
+            "tokens": config["tokens"],
+        }
+    )

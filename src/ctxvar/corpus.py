@@ -1,0 +1,171 @@
+"""Load a corpus, sample it as the paper does, and filter by sentence length.
+
+Every source goes through ``datasets``: Hub datasets with ``load_dataset(name)``,
+local files with the ``text``/``parquet``/``json`` builders, and the synthetic
+corpus with ``Dataset.from_dict``. The HF cache and ``HF_HUB_OFFLINE`` apply as usual.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .config import corpus_paths
+from .errors import CorpusError
+from .io import write_json, write_table
+from .sharding import assign_shards, sentence_cost
+
+log = logging.getLogger(__name__)
+
+LOCAL_BUILDERS = {"text": "text", "parquet": "parquet", "jsonl": "json"}
+
+SENTENCES_SCHEMA = pa.schema(
+    [("sentence_id", pa.int64()), ("text", pa.string()), ("n_words", pa.int32())]
+)
+
+
+def load_source(corpus: dict):
+    """The whole corpus as a ``datasets.Dataset`` with the text in ``corpus.text_column``."""
+    import datasets
+
+    source = corpus["source"]
+    if source == "synthetic":
+        return datasets.Dataset.from_dict({corpus["text_column"]: synthetic_sentences(corpus["synthetic"], corpus["seed"])})
+    try:
+        if source == "hf":
+            dataset = datasets.load_dataset(corpus["name"], corpus.get("config_name"), split=corpus["split"])
+        else:
+            dataset = datasets.load_dataset(LOCAL_BUILDERS[source], data_files=corpus_paths(corpus), split="train")
+    except Exception as error:  # datasets raises many types; all mean "cannot load"
+        where = corpus["name"] if source == "hf" else corpus_paths(corpus)
+        raise CorpusError(
+            f"corpus: cannot load {where!r} ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
+            "if the Hub is unreachable, use a cached dataset, a local file (corpus.source: text) or config/demo.yaml"
+        ) from None
+    if corpus["text_column"] not in dataset.column_names:
+        raise CorpusError(
+            f"corpus.text_column: column {corpus['text_column']!r} not found; available: {dataset.column_names}"
+        )
+    return dataset
+
+
+def synthetic_sentences(spec: dict, seed: int) -> list[str]:
+    """A Zipf-distributed corpus of pseudo-words, deterministic in ``seed``.
+
+    Word ranks follow p(r) ∝ r^(−zipf_exponent) over ``vocab_size`` words; sentence
+    lengths are log-normal so that some exceed the usual word limit; a few
+    punctuation marks are ordinary words, as in BookCorpus's pre-split text.
+    """
+    rng = np.random.default_rng(seed)
+    vocab = _pseudo_words(rng, spec["vocab_size"])
+    ranks = np.arange(1, len(vocab) + 1, dtype=np.float64)
+    probs = ranks ** -spec["zipf_exponent"]
+    probs /= probs.sum()
+    lengths = np.clip(rng.lognormal(np.log(spec["mean_words"]), 0.6, spec["n_sentences"]).astype(int), 1, 8 * spec["mean_words"])
+    words = vocab[rng.choice(len(vocab), size=int(lengths.sum()), p=probs)]
+    ends = np.cumsum(lengths)
+    return [" ".join(chunk) for chunk in np.split(words, ends[:-1])]
+
+
+def _pseudo_words(rng: np.random.Generator, size: int) -> np.ndarray:
+    """``size`` distinct lowercase strings; the most frequent ranks are short, like real words."""
+    letters = np.array(list("etaoinshrdlcumwfgypbvkjxqz"))
+    punctuation = np.array([".", ",", "'", "!", "?"])
+    seen, words = set(punctuation), list(punctuation)
+    while len(words) < size:
+        length = 1 + min(rng.geometric(0.25), 11) + len(words) // max(size // 4, 1)
+        word = "".join(rng.choice(letters, size=length))
+        if word not in seen:
+            seen.add(word)
+            words.append(word)
+    return np.array(words[:size], dtype=object)
+
+
+def sample_indices(n_rows: int, fraction: float, seed: int, mode: str) -> np.ndarray:
+    """Row indices of the sample.
+
+    ``paper``: ``numpy.random.seed(seed); numpy.random.choice(n, int(fraction·n), replace=False)``,
+    the legacy global RandomState, in the order drawn (reproduces the paper's sample).
+    ``hash``: rows whose SplitMix64 hash of (seed, row) falls below ``fraction``, in row
+    order; streaming-friendly and stable when rows are appended.
+    """
+    if mode == "paper":
+        return np.random.RandomState(seed).choice(n_rows, int(fraction * n_rows), replace=False)
+    if mode == "hash":
+        keys = _splitmix64(np.arange(n_rows, dtype=np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15))
+        return np.flatnonzero(keys < np.uint64(min(fraction, 1.0) * 2.0**64 - 1))
+    raise CorpusError(f"corpus.sampling: unknown mode {mode!r}; use 'paper' or 'hash'")
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def word_counts(texts: pa.Array) -> np.ndarray:
+    """``len(text.split(' '))`` for every text, vectorised (punctuation counts as words)."""
+    return pc.list_value_length(pc.split_pattern(texts, " ")).to_numpy(zero_copy_only=False)
+
+
+def sample_sentences(corpus: dict) -> tuple[pa.Table, dict]:
+    """The sampled, filtered sentences and counts of what each step kept.
+
+    Order of operations as in the paper: sample rows, then keep sentences with at
+    most ``max_words`` space-separated words. Empty or whitespace-only rows and
+    rows that are not valid text are dropped and counted.
+    """
+    dataset = load_source(corpus)
+    indices = sample_indices(len(dataset), corpus["fraction"], corpus["seed"], corpus["sampling"])
+    column = dataset.flatten_indices().data.column(corpus["text_column"])  # memory-mapped Arrow
+    texts = column.take(pa.array(indices, type=pa.int64())).combine_chunks()
+    if not pa.types.is_string(texts.type) and not pa.types.is_large_string(texts.type):
+        raise CorpusError(f"corpus.text_column: column {corpus['text_column']!r} holds {texts.type}, not text")
+    texts = texts.cast(pa.string())
+    n_words = word_counts(texts)
+    blank = pc.fill_null(pc.equal(pc.utf8_trim_whitespace(texts), ""), True).to_numpy(zero_copy_only=False)
+    keep = (n_words <= corpus["max_words"]) & ~blank
+    table = pa.table(
+        {
+            "sentence_id": pa.array(np.asarray(indices, dtype=np.int64)[keep]),
+            "text": texts.filter(pa.array(keep)),
+            "n_words": pa.array(n_words[keep].astype(np.int32)),
+        },
+        schema=SENTENCES_SCHEMA,
+    )
+    counts = {
+        "rows_in_source": len(dataset),
+        "rows_sampled": len(indices),
+        "dropped_blank": int(blank.sum()),
+        "dropped_too_long": int(((n_words > corpus["max_words"]) & ~blank).sum()),
+        "sentences": table.num_rows,
+    }
+    log.info("corpus: %s", counts)
+    return table, counts
+
+
+def write_sentences(corpus: dict, sentences_path, counts_path) -> dict:
+    """Sample the corpus once and write the sentences (Parquet) and the step counts (JSON)."""
+    table, counts = sample_sentences(corpus)
+    write_table(table, sentences_path)
+    write_json(counts, counts_path)
+    return counts
+
+
+def write_shards(sentences_path, shard_paths: list) -> None:
+    """Split the sentences into ``len(shard_paths)`` files of near-equal token cost.
+
+    Shard i goes to ``shard_paths[i]``; within a shard, sentences keep sample order.
+    """
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(sentences_path)
+    n_chars = pc.utf8_length(table.column("text")).to_numpy(zero_copy_only=False)
+    shard = assign_shards(sentence_cost(n_chars), len(shard_paths))
+    for index, path in enumerate(shard_paths):
+        write_table(table.filter(pa.array(shard == index)), path, metadata={"shard": index, "n_shards": len(shard_paths)})

@@ -1,0 +1,138 @@
+"""The extraction job: one model over one corpus shard → a partial sums file."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow.parquet as pq
+import torch
+from tqdm.auto import tqdm
+
+from . import models
+from .accumulator import TypeSums, batch_bytes, state_bytes
+from .batching import pad_batch, padding_fraction, token_budget_batches
+from .errors import ModelLoadError, StatisticsError
+from .sums import LayerSums, write_sums
+from .tokens import encode, type_table
+from .versions import package_versions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ExtractionSettings:
+    """Everything an extraction job needs besides its shard and output path."""
+
+    model: dict  # resolved model entry (id, name, revision, ...)
+    source: str  # Hub id or local directory to load from
+    dtype: str = "float32"
+    device: str = "auto"
+    merge_markers: bool = True
+    long_sentences: str = "skip"  # skip | error
+    batch_tokens: int = 16384
+    config_hash: str = ""
+    shard: int = 0
+    progress: bool = True
+
+
+def read_shard_texts(path) -> list[str]:
+    return pq.read_table(path, columns=["text"]).column("text").to_pylist()
+
+
+def extract_shard(shard_path, out_path, settings: ExtractionSettings) -> dict:
+    """Run the model over the shard and write n, Σx, Σ‖x‖² per (layer, type). Returns the metadata."""
+    device = models.resolve_device(settings.device)
+    tokenizer, model = models.load(settings.model, settings.source, settings.dtype, device)
+    texts = read_shard_texts(shard_path)
+    encoded = encode(tokenizer, texts)
+    lengths = encoded.lengths
+    keep = _sentences_within_limit(lengths, models.max_positions(model.config), settings)
+    types, type_index = type_table(tokenizer, encoded.ids, settings.merge_markers)
+    batches = token_budget_batches(lengths[keep], settings.batch_tokens)
+    batches = [keep[b] for b in batches]
+
+    n_layers, d = model.config.num_hidden_layers + 1, model.config.hidden_size
+    log.info("%s: %d sentences (%d skipped), %d tokens, %d types, %d batches; device state %.1f MB, batch %.1f MB",
+             settings.model["id"], len(keep), len(lengths) - len(keep), int(lengths[keep].sum()), len(types), len(batches),
+             state_bytes(n_layers, len(types), d) / 1e6, batch_bytes(n_layers, settings.batch_tokens, d) / 1e6)
+    sums = TypeSums(n_layers, len(types), d, device)
+    run_batches(model, sums, encoded, type_index, batches, models.pad_id(tokenizer), device, settings.progress)
+    if not sums.all_finite():
+        raise StatisticsError(
+            f"model {settings.model['id']!r}: hidden states contain NaN or Inf with dtype {settings.dtype} "
+            "(fp16 overflow is common); nothing was written: use dtype: float32 or bfloat16"
+        )
+    metadata = {
+        **model_metadata(settings, tokenizer, model, n_layers, d),
+        "shard": settings.shard,
+        "n_sentences": int(len(keep)),
+        "n_skipped_too_long": int(len(lengths) - len(keep)),
+        "n_tokens": int(lengths[keep].sum()),
+        "padding_fraction": padding_fraction(lengths, batches),
+        "device": str(device),
+    }
+    write_sums(out_path, layer_sums(sums, types), d, metadata)
+    return metadata
+
+
+def _sentences_within_limit(lengths: np.ndarray, limit: int | None, settings: ExtractionSettings) -> np.ndarray:
+    """Indices of sentences the model can take whole; never truncates."""
+    if limit is None:
+        return np.arange(len(lengths))
+    too_long = lengths > limit
+    if too_long.any() and settings.long_sentences == "error":
+        raise ModelLoadError(
+            f"model {settings.model['id']!r}: {int(too_long.sum())} sentence(s) exceed its {limit} positions "
+            f"(longest {int(lengths.max())} tokens); lower corpus.max_words or set tokens.long_sentences: skip"
+        )
+    if too_long.any():
+        log.warning("skipping %d sentence(s) longer than %d tokens", int(too_long.sum()), limit)
+    return np.flatnonzero(~too_long)
+
+
+def run_batches(model, sums: TypeSums, encoded, type_index, batches, pad_id: int, device, progress: bool) -> None:
+    """Forward every batch with all hidden states and add them to ``sums``."""
+    pin = device.type == "cuda"
+    with torch.inference_mode():
+        for rows in tqdm(batches, desc="batches", unit="batch", disable=not progress, mininterval=5):
+            batch = pad_batch(encoded, type_index, rows, pad_id)
+            on_device = [_to_device(a, device, pin) for a in (batch.input_ids, batch.attention_mask, batch.positions, batch.type_index)]
+            input_ids, attention_mask, positions, types = on_device
+            output = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+            if output.hidden_states is None:
+                raise ModelLoadError(f"model {type(model).__name__} returned no hidden states; use a model with output_hidden_states")
+            sums.accumulate(output.hidden_states, positions, types)
+
+
+def _to_device(array: np.ndarray, device, pin: bool) -> torch.Tensor:
+    tensor = torch.from_numpy(array)
+    return tensor.pin_memory().to(device, non_blocking=True) if pin else tensor
+
+
+def layer_sums(sums: TypeSums, types: np.ndarray):
+    """Per-layer :class:`LayerSums`, without types that never occurred."""
+    count, total, total_sq = sums.to_numpy()
+    seen = count > 0
+    for layer in range(sums.n_layers):
+        yield LayerSums(layer, types[seen], count[seen], total[layer][seen], total_sq[layer][seen])
+
+
+def model_metadata(settings: ExtractionSettings, tokenizer, model, n_layers: int, d: int) -> dict:
+    """What identifies the sums' origin; merges refuse files that differ in any of the *_check keys."""
+    return {
+        "model_id": settings.model["id"],
+        "model_name": settings.source,
+        "revision": settings.model.get("revision") or "main",
+        "commit": getattr(model.config, "_commit_hash", None),
+        "dtype": settings.dtype,
+        "n_layers": n_layers,
+        "d": d,
+        "tokenizer_sha256": models.tokenizer_sha256(tokenizer),
+        "weights_sha256": models.weights_sha256(model),
+        "attn_implementation": getattr(model.config, "_attn_implementation", None),
+        "merge_markers": settings.merge_markers,
+        "config_hash": settings.config_hash,
+        "versions": package_versions(),
+    }

@@ -1,0 +1,32 @@
+"""What every workflow script shares: a job log, and one-line errors for the user."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from pathlib import Path
+
+from .errors import CtxvarError
+
+
+@contextlib.contextmanager
+def job_log(path):
+    """Send logging and stderr (progress bars included) to ``path``.
+
+    A :class:`CtxvarError` is written to the log and, as one line, to the console's
+    stderr, and the job exits with status 1, with no traceback.
+    """
+    console = sys.stderr
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        sys.stderr = handle
+        logging.basicConfig(stream=handle, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+        try:
+            yield
+        except CtxvarError as error:
+            logging.error("%s", error)
+            print(f"ctxvar error: {error}", file=console)
+            raise SystemExit(1) from None
+        finally:
+            sys.stderr = console

@@ -1,0 +1,122 @@
+"""Load models and tokenizers the way Hugging Face users do, with one-line errors.
+
+``from_pretrained`` with an explicit ``revision``, ``dtype`` and
+``trust_remote_code`` (False unless the config says so per model). The HF cache
+and ``HF_HUB_OFFLINE`` apply. A Hub id that is neither cached nor reachable fails
+at once instead of retrying for a minute.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+from urllib.parse import urlparse
+
+import torch
+
+from .errors import ModelLoadError
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# Models whose position ids start after the padding index (RoBERTa-style).
+PADDING_OFFSET_POSITIONS = {"roberta", "xlm-roberta", "camembert", "xlm-roberta-xl"}
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` → CUDA if available, else CPU. Asking for CUDA without one is an error."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError("device: 'cuda' requested but torch sees no CUDA device; set device: auto or cpu")
+    return torch.device(device)
+
+
+def load(entry: dict, source: str, dtype: str, device: torch.device):
+    """``(tokenizer, model)`` for a model entry; ``source`` is a Hub id or a local directory."""
+    from transformers import AutoModel, AutoTokenizer
+
+    options = {"revision": entry.get("revision") or "main", "trust_remote_code": bool(entry.get("trust_remote_code", False))}
+    if os.path.isdir(source):
+        options.pop("revision")
+    tokenizer = _from_pretrained(AutoTokenizer, source, entry, options)
+    model = _from_pretrained(AutoModel, source, entry, {**options, "dtype": DTYPES[dtype]})
+    return tokenizer, model.to(device).eval()
+
+
+def _from_pretrained(cls, source: str, entry: dict, options: dict):
+    what = f"model {entry['id']!r} ({source})"
+    if os.path.isdir(source):
+        try:
+            return cls.from_pretrained(source, **options)
+        except (OSError, ValueError) as error:
+            raise ModelLoadError(f"{what}: the directory has no loadable {cls.__name__[4:].lower()} ({_first_line(error)})") from None
+    try:
+        return cls.from_pretrained(source, local_files_only=True, **options)
+    except OSError:
+        pass  # not cached (or not complete): go to the Hub
+    if offline() or not hub_reachable():
+        reason = "HF_HUB_OFFLINE is set" if offline() else "the Hugging Face Hub cannot be reached"
+        raise ModelLoadError(
+            f"{what} is not in the HF cache and {reason}; download it where the Hub is reachable "
+            "(it is then cached), point models[].name at a local directory, or run the offline demo: "
+            "snakemake --cores 2 --configfile config/demo.yaml"
+        )
+    try:
+        return cls.from_pretrained(source, **options)
+    except (OSError, ValueError) as error:
+        raise ModelLoadError(f"{what}: cannot be loaded from the Hub ({_first_line(error)}); check the name and revision") from None
+
+
+def offline() -> bool:
+    from huggingface_hub import constants
+
+    return bool(constants.is_offline_mode())
+
+
+def hub_reachable(timeout: float = 5.0) -> bool:
+    """Whether a TCP connection to the Hub endpoint (``HF_ENDPOINT``) opens within ``timeout``."""
+    from huggingface_hub import constants
+
+    url = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def max_positions(config) -> int | None:
+    """Longest input in tokens the model's position embeddings allow (None: unbounded)."""
+    limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    if limit and getattr(config, "model_type", None) in PADDING_OFFSET_POSITIONS:
+        limit -= (config.pad_token_id or 0) + 1
+    return limit
+
+
+def pad_id(tokenizer) -> int:
+    """Padding id; models without one (GPT-2) pad with eos, which the attention mask hides."""
+    for candidate in (tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.sep_token_id):
+        if candidate is not None:
+            return candidate
+    return 0
+
+
+def weights_sha256(model: torch.nn.Module) -> str:
+    """SHA-256 over every parameter and buffer (name, dtype, shape, bytes), sorted by name."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted({**dict(model.named_parameters()), **dict(model.named_buffers())}.items()):
+        data = tensor.detach().contiguous().cpu()
+        digest.update(f"{name}:{data.dtype}:{tuple(data.shape)}".encode())
+        digest.update(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"")
+    return digest.hexdigest()
+
+
+def tokenizer_sha256(tokenizer) -> str:
+    """SHA-256 of the vocabulary (token → id), sorted."""
+    vocab = sorted(tokenizer.get_vocab().items())
+    return hashlib.sha256(repr(vocab).encode()).hexdigest()

@@ -1,0 +1,110 @@
+"""Tiny random-init models with tokenizers trained on the corpus, for offline runs and tests.
+
+Random-init LayerNorms are the identity (γ = 1, β = 0), which would make every
+final-layer norm equal and Q constant; γ and β are randomised so that statistics
+vary as in trained models.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+# Sizes of an ``init: random`` entry when it does not set them: small enough for a 2-core CPU.
+RANDOM_DEFAULTS = {
+    "vocab_size": 2000,  # trained tokenizer's vocabulary
+    "hidden_size": 64,
+    "num_layers": 4,
+    "num_heads": 4,
+    "intermediate_size": 128,
+    "max_positions": 512,
+    "seed": 0,
+}
+
+ARCH_SPECIALS = {
+    "bert": ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+    "roberta": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+    "gpt2": ["<|endoftext|>"],
+}
+
+
+def train_tokenizer(arch: str, texts, vocab_size: int):
+    """A transformers fast tokenizer of the architecture's kind, trained on ``texts``."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ARCH_SPECIALS[arch]
+    if arch == "bert":
+        core = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        core.normalizer = normalizers.BertNormalizer(lowercase=True)
+        core.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        core.decoder = decoders.WordPiece()
+        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials)
+        names = dict(pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    else:
+        core = Tokenizer(models.BPE())
+        core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        core.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        )
+        if arch == "roberta":
+            names = dict(bos_token="<s>", pad_token="<pad>", eos_token="</s>", unk_token="<unk>", mask_token="<mask>",
+                         cls_token="<s>", sep_token="</s>")
+        else:
+            names = dict(bos_token="<|endoftext|>", eos_token="<|endoftext|>", unk_token="<|endoftext|>")
+    core.train_from_iterator(texts, trainer=trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=core, **names)
+
+
+def model_config(arch: str, spec: dict, tokenizer):
+    """A transformers config of ``arch`` with the entry's sizes."""
+    from transformers import BertConfig, GPT2Config, RobertaConfig
+
+    sizes = dict(vocab_size=len(tokenizer), hidden_size=spec["hidden_size"], num_hidden_layers=spec["num_layers"],
+                 num_attention_heads=spec["num_heads"], intermediate_size=spec["intermediate_size"])
+    if arch == "bert":
+        return BertConfig(**sizes, max_position_embeddings=spec["max_positions"], pad_token_id=tokenizer.pad_token_id)
+    if arch == "roberta":
+        pad = tokenizer.pad_token_id
+        return RobertaConfig(**sizes, max_position_embeddings=spec["max_positions"] + pad + 1, pad_token_id=pad,
+                             bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    return GPT2Config(vocab_size=len(tokenizer), n_embd=spec["hidden_size"], n_layer=spec["num_layers"],
+                      n_head=spec["num_heads"], n_inner=spec["intermediate_size"], n_positions=spec["max_positions"],
+                      bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+
+
+def randomise_layer_norms(model: torch.nn.Module, generator: torch.Generator) -> None:
+    """γ ~ U(0.5, 1.5) and β ~ N(0, 0.1²) elementwise in every LayerNorm."""
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.LayerNorm):
+                module.weight.copy_(0.5 + torch.rand(module.weight.shape, generator=generator))
+                module.bias.copy_(0.1 * torch.randn(module.bias.shape, generator=generator))
+
+
+def random_spec(entry: dict) -> dict:
+    """The entry's sizes and seed, with :data:`RANDOM_DEFAULTS` for those it omits."""
+    return {key: entry.get(key, default) for key, default in RANDOM_DEFAULTS.items()}
+
+
+def build_random_model(entry: dict, texts, out_dir) -> None:
+    """Train a tokenizer on ``texts``, make a random-init model of ``entry['arch']``, save both
+    (``save_pretrained``) into ``out_dir``, which appears only when complete."""
+    from transformers import AutoModel
+
+    spec = random_spec(entry)
+    tokenizer = train_tokenizer(entry["arch"], texts, spec["vocab_size"])
+    torch.manual_seed(spec["seed"])
+    model = AutoModel.from_config(model_config(entry["arch"], spec, tokenizer))
+    randomise_layer_norms(model, torch.Generator().manual_seed(spec["seed"]))
+    out_dir = Path(out_dir)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.replace(tmp, out_dir)

@@ -1,0 +1,138 @@
+"""The sufficient-statistics file: n, Σx and Σ‖x‖² per (layer, token type).
+
+One Parquet file, one row group per layer (row group i holds layer i), rows
+sorted by token. Columns:
+
+    layer   int16                          hidden-state index, 0 = embedding output
+    token   string                         the token type's key
+    n       int64                          occurrences n_t
+    sum_sq  float64                        Σ‖x‖²
+    sum     fixed_size_list<float64>[d]    Σx
+
+Partials (one per model × shard) and the merged file share this layout, so
+merging is adding files. The JSON metadata describes the model and the run.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .errors import StatisticsError
+from .io import METADATA_KEY, atomic_path, read_metadata
+
+
+def sums_schema(d: int, metadata: dict) -> pa.Schema:
+    return pa.schema(
+        [
+            ("layer", pa.int16()),
+            ("token", pa.string()),
+            ("n", pa.int64()),
+            ("sum_sq", pa.float64()),
+            ("sum", pa.list_(pa.float64(), d)),
+        ],
+        metadata={METADATA_KEY: json.dumps(metadata, sort_keys=True)},
+    )
+
+
+@dataclass
+class LayerSums:
+    """One layer's sums for ``types`` (sorted, distinct)."""
+
+    layer: int
+    types: np.ndarray  # (U,) str
+    count: np.ndarray  # (U,) int64
+    sum: np.ndarray  # (U, d) float64
+    sum_sq: np.ndarray  # (U,) float64
+
+    def to_table(self, schema: pa.Schema) -> pa.Table:
+        d = self.sum.shape[1]
+        return pa.table(
+            [
+                pa.array(np.full(len(self.types), self.layer, dtype=np.int16)),
+                pa.array(self.types, type=pa.string()),
+                pa.array(self.count, type=pa.int64()),
+                pa.array(self.sum_sq, type=pa.float64()),
+                pa.FixedSizeListArray.from_arrays(pa.array(self.sum.reshape(-1), type=pa.float64()), d),
+            ],
+            schema=schema,
+        )
+
+
+class LayerWriter:
+    """Write one table per layer, in layer order, one row group each, atomically.
+
+    >>> with LayerWriter(path, schema) as writer:
+    ...     for table in tables: writer.write(table)
+    """
+
+    def __init__(self, path, schema: pa.Schema):
+        self._atomic = atomic_path(path)
+        self._schema = schema
+        self._next_layer = 0
+
+    def __enter__(self):
+        self._tmp = self._atomic.__enter__()
+        self._writer = pq.ParquetWriter(self._tmp, self._schema)
+        return self
+
+    def write(self, table: pa.Table) -> None:
+        assert table.num_rows == 0 or table.column("layer")[0].as_py() == self._next_layer
+        self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+        self._next_layer += 1
+
+    def __exit__(self, *exc):
+        self._writer.close()
+        return self._atomic.__exit__(*exc)
+
+
+def write_sums(path, layers: Iterable[LayerSums], d: int, metadata: dict) -> None:
+    """Write a sums file from layers given in order 0, 1, …"""
+    schema = sums_schema(d, metadata)
+    with LayerWriter(path, schema) as writer:
+        for layer in layers:
+            writer.write(layer.to_table(schema))
+
+
+class SumsFile:
+    """Read access to a sums file, one layer at a time."""
+
+    def __init__(self, path):
+        self.path = str(path)
+        try:
+            self._file = pq.ParquetFile(self.path)
+            self.metadata = read_metadata(self.path)
+        except (OSError, pa.ArrowInvalid) as error:
+            raise StatisticsError(f"{self.path}: not a readable statistics file ({error}); delete it and re-run") from None
+        self.n_layers = self._file.num_row_groups
+        if self.metadata.get("n_layers") != self.n_layers:
+            raise StatisticsError(
+                f"{self.path}: holds {self.n_layers} layers but its metadata says {self.metadata.get('n_layers')}; "
+                "delete it and re-run"
+            )
+        self.d = self._file.schema_arrow.field("sum").type.list_size
+
+    def layer(self, layer: int, columns: list[str] | None = None) -> LayerSums:
+        table = self._file.read_row_group(layer, columns=columns)
+        get = table.column_names.__contains__
+        return LayerSums(
+            layer=layer,
+            types=table.column("token").to_numpy(zero_copy_only=False) if get("token") else None,
+            count=table.column("n").to_numpy() if get("n") else None,
+            sum=_matrix(table.column("sum"), self.d) if get("sum") else None,
+            sum_sq=table.column("sum_sq").to_numpy() if get("sum_sq") else None,
+        )
+
+    def types(self) -> np.ndarray:
+        """The token types (every layer holds the same ones)."""
+        return self.layer(0, columns=["token"]).types
+
+
+def _matrix(column: pa.ChunkedArray, d: int) -> np.ndarray:
+    values = column.combine_chunks().flatten()
+    return values.to_numpy(zero_copy_only=False).reshape(-1, d)

@@ -1,0 +1,59 @@
+import os
+import re
+import sys
+
+# Jobs import the package from this checkout, also inside conda envs and on cluster nodes.
+PACKAGE_ROOT = os.path.abspath(os.path.join(workflow.basedir, "src"))
+sys.path.insert(0, PACKAGE_ROOT)
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, os.environ.get("PYTHONPATH")]))
+
+from ctxvar.config import check_config, extraction_config_hash, models_by_id
+
+check_config(config)
+
+MODELS = models_by_id(config)
+SHARDS = [str(i) for i in range(config["shards"])]
+
+
+wildcard_constraints:
+    model="|".join(re.escape(m) for m in MODELS),
+    shard=r"\d+",
+
+
+def final_outputs():
+    return [
+        *expand("results/{model}/tokens.parquet", model=MODELS),
+        *expand("results/{model}/layers.csv", model=MODELS),
+        "results/summary/layers.csv",
+        "results/summary/models.csv",
+    ]
+
+
+def model_entry(wildcards):
+    return MODELS[wildcards.model]
+
+
+def is_random(model):
+    return MODELS[model].get("init") == "random"
+
+
+def model_source(wildcards):
+    """Where extraction loads the model from: the built directory, or the Hub id / local path."""
+    if is_random(wildcards.model):
+        return f"results/models/{wildcards.model}"
+    return MODELS[wildcards.model]["name"]
+
+
+def extraction_inputs(wildcards):
+    inputs = {"shard": f"results/corpus/shards/{wildcards.shard}.parquet"}
+    if is_random(wildcards.model):
+        inputs["model"] = f"results/models/{wildcards.model}"
+    return inputs
+
+
+def partial_config_hash(wildcards):
+    return extraction_config_hash(config, MODELS[wildcards.model])
+
+
+def model_partials(wildcards):
+    return expand("results/partials/{model}/{shard}.parquet", model=wildcards.model, shard=SHARDS)

@@ -1,0 +1,29 @@
+rule sample_corpus:
+    output:
+        sentences="results/corpus/sentences.parquet",
+        counts="results/corpus/counts.json",
+    params:
+        corpus=config["corpus"],
+    log:
+        "logs/corpus/sample_corpus.log",
+    benchmark:
+        "benchmarks/corpus/sample_corpus.tsv"
+    conda:
+        "../../envs/extract.yaml"
+    script:
+        "../scripts/sample_corpus.py"
+
+
+rule split_corpus:
+    input:
+        sentences="results/corpus/sentences.parquet",
+    output:
+        shards=expand("results/corpus/shards/{shard}.parquet", shard=SHARDS),
+    log:
+        "logs/corpus/split_corpus.log",
+    benchmark:
+        "benchmarks/corpus/split_corpus.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    script:
+        "../scripts/split_corpus.py"

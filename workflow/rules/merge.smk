@@ -1,0 +1,15 @@
+rule merge_statistics:
+    input:
+        partials=model_partials,
+    output:
+        stats="results/{model}/stats.parquet",
+        tokens="results/{model}/tokens.parquet",
+        run="results/{model}/run.json",
+    log:
+        "logs/{model}/merge_statistics.log",
+    benchmark:
+        "benchmarks/{model}/merge_statistics.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    script:
+        "../scripts/merge_statistics.py"

@@ -1,0 +1,8 @@
+import pyarrow.parquet as pq
+
+from ctxvar.jobs import job_log
+from ctxvar.random_models import build_random_model
+
+with job_log(snakemake.log[0]):
+    texts = pq.read_table(snakemake.input.sentences, columns=["text"]).column("text").to_pylist()
+    build_random_model(snakemake.params.entry, texts, snakemake.output.model)

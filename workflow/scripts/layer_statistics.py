@@ -1,0 +1,8 @@
+from ctxvar.io import write_csv
+from ctxvar.jobs import job_log
+from ctxvar.layerstats import layers_table
+
+with job_log(snakemake.log[0]):
+    analysis = snakemake.params.analysis
+    table = layers_table(snakemake.input.stats, analysis["min_log10_n"], analysis["max_log10_n"])
+    write_csv(table, snakemake.output.layers)

@@ -1,0 +1,5 @@
+from ctxvar.corpus import write_sentences
+from ctxvar.jobs import job_log
+
+with job_log(snakemake.log[0]):
+    write_sentences(snakemake.params.corpus, snakemake.output.sentences, snakemake.output.counts)

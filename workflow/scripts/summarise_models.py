@@ -1,0 +1,8 @@
+from ctxvar.io import write_csv
+from ctxvar.jobs import job_log
+from ctxvar.summary import models_table, stack_layers
+
+with job_log(snakemake.log[0]):
+    models = snakemake.params.models
+    write_csv(stack_layers(dict(zip(models, snakemake.input.layers))), snakemake.output.layers)
+    write_csv(models_table(dict(zip(models, snakemake.input.runs))), snakemake.output.models)
