@@ -95,7 +95,8 @@ def sample_indices(n_rows: int, fraction: float, seed: int, mode: str) -> np.nda
     if mode == "paper":
         return np.random.RandomState(seed).choice(n_rows, int(fraction * n_rows), replace=False)
     if mode == "hash":
-        keys = _splitmix64(np.arange(n_rows, dtype=np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15))
+        with np.errstate(over="ignore"):  # uint64 arithmetic wraps by design
+            keys = _splitmix64(np.arange(n_rows, dtype=np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15))
         return np.flatnonzero(keys < np.uint64(min(fraction, 1.0) * 2.0**64 - 1))
     raise CorpusError(f"corpus.sampling: unknown mode {mode!r}; use 'paper' or 'hash'")
 
@@ -157,15 +158,22 @@ def write_sentences(corpus: dict, sentences_path, counts_path) -> dict:
     return counts
 
 
-def write_shards(sentences_path, shard_paths: list) -> None:
+def write_shards(sentences_path, shard_paths: list, chunk_sentences: int) -> None:
     """Split the sentences into ``len(shard_paths)`` files of near-equal token cost.
 
-    Shard i goes to ``shard_paths[i]``; within a shard, sentences keep sample order.
+    Sentences sorted by length are cut into chunks of ``chunk_sentences``; whole
+    chunks are dealt to shards (:func:`assign_shards`). Extraction batches within a
+    chunk only, so every sentence meets the same batch-mates, and gets bitwise the
+    same float32 hidden states, whatever the number of shards. Shard i goes to
+    ``shard_paths[i]`` with a ``chunk`` column; sentences keep sample order.
     """
     import pyarrow.parquet as pq
 
     table = pq.read_table(sentences_path)
-    n_chars = pc.utf8_length(table.column("text")).to_numpy(zero_copy_only=False)
-    shard = assign_shards(sentence_cost(n_chars), len(shard_paths))
+    cost = sentence_cost(pc.utf8_length(table.column("text")).to_numpy(zero_copy_only=False))
+    chunk = np.empty(len(cost), dtype=np.int64)
+    chunk[np.argsort(cost, kind="stable")] = np.arange(len(cost)) // chunk_sentences
+    shard_of_chunk = assign_shards(np.bincount(chunk, weights=cost), len(shard_paths))
+    table = table.append_column("chunk", pa.array(chunk))
     for index, path in enumerate(shard_paths):
-        write_table(table.filter(pa.array(shard == index)), path, metadata={"shard": index, "n_shards": len(shard_paths)})
+        write_table(table.filter(pa.array(shard_of_chunk[chunk] == index)), path, metadata={"shard": index, "n_shards": len(shard_paths)})

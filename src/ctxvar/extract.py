@@ -37,21 +37,31 @@ class ExtractionSettings:
     progress: bool = True
 
 
-def read_shard_texts(path) -> list[str]:
-    return pq.read_table(path, columns=["text"]).column("text").to_pylist()
+def read_shard(path) -> tuple[list[str], np.ndarray]:
+    """The shard's texts and chunk numbers."""
+    table = pq.read_table(path, columns=["text", "chunk"])
+    return table.column("text").to_pylist(), table.column("chunk").to_numpy()
+
+
+def chunk_batches(lengths: np.ndarray, chunk: np.ndarray, keep: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
+    """Token-budget batches of the kept sentences, never mixing chunks (see corpus.write_shards)."""
+    batches = []
+    for number in np.unique(chunk[keep]):
+        members = keep[chunk[keep] == number]
+        batches += [members[b] for b in token_budget_batches(lengths[members], batch_tokens)]
+    return batches
 
 
 def extract_shard(shard_path, out_path, settings: ExtractionSettings) -> dict:
     """Run the model over the shard and write n, Σx, Σ‖x‖² per (layer, type). Returns the metadata."""
     device = models.resolve_device(settings.device)
     tokenizer, model = models.load(settings.model, settings.source, settings.dtype, device)
-    texts = read_shard_texts(shard_path)
+    texts, chunk = read_shard(shard_path)
     encoded = encode(tokenizer, texts)
     lengths = encoded.lengths
     keep = _sentences_within_limit(lengths, models.max_positions(model.config), settings)
     types, type_index = type_table(tokenizer, encoded.ids, settings.merge_markers)
-    batches = token_budget_batches(lengths[keep], settings.batch_tokens)
-    batches = [keep[b] for b in batches]
+    batches = chunk_batches(lengths, chunk, keep, settings.batch_tokens)
 
     n_layers, d = model.config.num_hidden_layers + 1, model.config.hidden_size
     log.info("%s: %d sentences (%d skipped), %d tokens, %d types, %d batches; device state %.1f MB, batch %.1f MB",

@@ -1,4 +1,4 @@
-"""Split sentences into shards of near-equal forward-pass cost."""
+"""Deal items (chunks of sentences) to shards of near-equal forward-pass cost."""
 
 from __future__ import annotations
 

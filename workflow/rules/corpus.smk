@@ -19,6 +19,8 @@ rule split_corpus:
         sentences="results/corpus/sentences.parquet",
     output:
         shards=expand("results/corpus/shards/{shard}.parquet", shard=SHARDS),
+    params:
+        chunk_sentences=config["chunk_sentences"],
     log:
         "logs/corpus/split_corpus.log",
     benchmark:

@@ -2,4 +2,4 @@ from ctxvar.corpus import write_shards
 from ctxvar.jobs import job_log
 
 with job_log(snakemake.log[0]):
-    write_shards(snakemake.input.sentences, list(snakemake.output.shards))
+    write_shards(snakemake.input.sentences, list(snakemake.output.shards), snakemake.params.chunk_sentences)

@@ -1,0 +1,37 @@
+"""Shared, session-scoped, read-only fixtures: a synthetic corpus and tiny random-init models.
+
+The models' LayerNorm γ and β are randomised (see ctxvar.random_models), so Q
+varies across types and a wrong statistic cannot pass by accident.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ctxvar.corpus import synthetic_sentences
+from ctxvar.random_models import build_random_model
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+SYNTHETIC = {"n_sentences": 300, "vocab_size": 300, "zipf_exponent": 1.1, "mean_words": 10}
+
+
+@pytest.fixture(scope="session")
+def corpus_texts() -> list[str]:
+    return synthetic_sentences(SYNTHETIC, seed=7)
+
+
+def _tiny_model(tmp_path_factory, texts, arch: str, seed: int) -> str:
+    out = tmp_path_factory.mktemp("models") / arch
+    entry = {"id": f"tiny-{arch}", "arch": arch, "vocab_size": 300, "hidden_size": 32, "num_layers": 3,
+             "num_heads": 2, "intermediate_size": 64, "max_positions": 512, "seed": seed}
+    build_random_model(entry, texts, out)
+    return str(out)
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory, corpus_texts) -> dict[str, str]:
+    """Directories of saved tiny models, by architecture."""
+    return {arch: _tiny_model(tmp_path_factory, corpus_texts, arch, seed) for seed, arch in enumerate(["bert", "roberta", "gpt2"])}

@@ -1,0 +1,50 @@
+import copy
+
+import pytest
+import yaml
+
+from ctxvar.config import check_config, extraction_config_hash, model_id, models_by_id
+from ctxvar.errors import ConfigError
+
+DEMO = yaml.safe_load(open("config/demo.yaml"))
+
+
+def test_model_id_derived_from_name_and_revision():
+    assert model_id({"name": "EleutherAI/pythia-70m"}) == "EleutherAI--pythia-70m"
+    assert model_id({"name": "EleutherAI/pythia-70m", "revision": "step1000"}) == "EleutherAI--pythia-70m@step1000"
+    assert model_id({"name": "gpt2", "revision": "main"}) == "gpt2"
+    assert model_id({"id": "mine", "name": "gpt2"}) == "mine"
+
+
+@pytest.mark.parametrize(
+    "models, message",
+    [
+        ([{"name": "gpt2"}, {"name": "gpt2"}], "duplicate model id 'gpt2'"),
+        ([{"id": "summary", "name": "gpt2"}], "reserved"),
+        ([{"id": "x", "init": "random"}], "needs 'arch'"),
+        ([{"id": "x"}], "needs 'name'"),
+    ],
+)
+def test_bad_model_entries_fail_with_one_line(models, message):
+    config = {**copy.deepcopy(DEMO), "models": models}
+    with pytest.raises(ConfigError, match=message) as error:
+        check_config(config)
+    assert "\n" not in str(error.value)
+
+
+def test_missing_local_corpus_file_is_named():
+    config = copy.deepcopy(DEMO)
+    config["corpus"].update(source="text", path="no/such/file.txt")
+    with pytest.raises(ConfigError, match="file not found: no/such/file.txt"):
+        check_config(config)
+
+
+def test_config_hash_tracks_science_not_other_models():
+    config = copy.deepcopy(DEMO)
+    models = models_by_id(config)
+    before = extraction_config_hash(config, models["tiny-bert"])
+    config["models"].append({"id": "extra", "init": "random", "arch": "gpt2"})
+    config["device"] = "cpu"
+    assert extraction_config_hash(config, models["tiny-bert"]) == before
+    config["dtype"] = "bfloat16"
+    assert extraction_config_hash(config, models["tiny-bert"]) != before

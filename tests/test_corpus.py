@@ -1,0 +1,74 @@
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from ctxvar.corpus import sample_indices, sample_sentences, synthetic_sentences, write_sentences, write_shards
+from ctxvar.errors import CorpusError
+
+BASE = {"name": None, "config_name": None, "split": "train", "path": None, "text_column": "text", "fraction": 1.0,
+        "max_words": 5, "seed": 0, "sampling": "paper",
+        "synthetic": {"n_sentences": 50, "vocab_size": 40, "zipf_exponent": 1.0, "mean_words": 4}}
+
+
+def test_paper_sampling_is_the_legacy_global_numpy_call():
+    np.random.seed(0)
+    expected = np.random.choice(10_000, int(0.01 * 10_000), replace=False)
+    assert np.array_equal(sample_indices(10_000, 0.01, 0, "paper"), expected)
+
+
+def test_hash_sampling_is_stable_under_appended_rows_and_near_the_fraction():
+    small, large = sample_indices(20_000, 0.1, 3, "hash"), sample_indices(40_000, 0.1, 3, "hash")
+    assert np.array_equal(large[large < 20_000], small)
+    assert abs(len(large) / 40_000 - 0.1) < 0.01
+
+
+def test_synthetic_corpus_is_deterministic_and_zipfian():
+    spec = {"n_sentences": 2000, "vocab_size": 500, "zipf_exponent": 1.1, "mean_words": 12}
+    texts = synthetic_sentences(spec, 5)
+    assert texts == synthetic_sentences(spec, 5) and texts != synthetic_sentences(spec, 6)
+    counts = np.sort(np.unique(" ".join(texts).split(" "), return_counts=True)[1])[::-1]
+    slope = np.polyfit(np.log(np.arange(1, 51)), np.log(counts[:50]), 1)[0]
+    assert -1.4 < slope < -0.8
+
+
+def test_local_text_file_goes_through_datasets_with_the_word_filter(tmp_path):
+    lines = ["a b c", "", "   ", "one two three four five six", "x , y .", "café au lait"]
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    table, counts = sample_sentences({**BASE, "source": "text", "path": str(path)})
+    assert sorted(table.column("text").to_pylist()) == sorted(["a b c", "x , y .", "café au lait"])
+    assert counts == {"rows_in_source": 6, "rows_sampled": 6, "dropped_blank": 2, "dropped_too_long": 1, "sentences": 3}
+    assert set(table.column("sentence_id").to_pylist()) == {0, 4, 5}
+
+
+@pytest.mark.parametrize("source", ["jsonl", "parquet"])
+def test_jsonl_and_parquet_sources_read_the_text_column(tmp_path, source):
+    rows = [{"sentence": "hello world", "other": 1}, {"sentence": "bye", "other": 2}]
+    path = tmp_path / f"c.{source}"
+    if source == "jsonl":
+        path.write_text("\n".join(json.dumps(r) for r in rows))
+    else:
+        import pyarrow as pa
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    table, _ = sample_sentences({**BASE, "source": source, "path": str(path), "text_column": "sentence"})
+    assert sorted(table.column("text").to_pylist()) == ["bye", "hello world"]
+
+
+def test_missing_text_column_is_named(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"body": "x"}\n')
+    with pytest.raises(CorpusError, match="column 'text' not found"):
+        sample_sentences({**BASE, "source": "jsonl", "path": str(path)})
+
+
+def test_shards_partition_the_sentences(tmp_path):
+    write_sentences({**BASE, "source": "synthetic", "max_words": 63}, tmp_path / "s.parquet", tmp_path / "c.json")
+    paths = [tmp_path / f"{i}.parquet" for i in range(3)]
+    write_shards(tmp_path / "s.parquet", paths, chunk_sentences=4)
+    ids = [pq.read_table(p).column("sentence_id").to_pylist() for p in paths]
+    chunks = [set(pq.read_table(p).column("chunk").to_pylist()) for p in paths]
+    assert not (chunks[0] & chunks[1]) and not (chunks[1] & chunks[2]), "a chunk is split across shards"
+    assert sorted(sum(ids, [])) == sorted(pq.read_table(tmp_path / "s.parquet").column("sentence_id").to_pylist())
+    assert all(ids)

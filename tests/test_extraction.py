@@ -1,0 +1,160 @@
+"""Integration tier: extraction + merge on tiny random-init models against brute force.
+
+The oracle keeps every embedding in memory, one unpadded sentence at a time,
+and computes the statistics by definition (V as the mean squared distance to
+the type mean, not as Q − M).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import torch
+from transformers import AutoModel, AutoTokenizer
+
+from ctxvar.corpus import write_shards
+from ctxvar.errors import StatisticsError
+from ctxvar.extract import ExtractionSettings, extract_shard
+from ctxvar.io import read_metadata, write_table
+from ctxvar.layerstats import layers_table
+from ctxvar.merge import merge_partials
+from ctxvar.tokens import boundary_tokens, type_key
+
+pytestmark = pytest.mark.integration
+
+
+def brute_force_embeddings(model_dir, texts):
+    """``(keys, X)``: type key per occurrence and X (layers, occurrences, d) in float64."""
+    tokenizer, model = AutoTokenizer.from_pretrained(model_dir), AutoModel.from_pretrained(model_dir).eval()
+    bos, eos = boundary_tokens(tokenizer)
+    keys, layers = [], []
+    with torch.no_grad():
+        for text in texts:
+            ids = [bos, *tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text)), eos]
+            hidden = model(torch.tensor([ids]), output_hidden_states=True).hidden_states
+            layers.append(torch.stack(hidden)[:, 0].double().numpy())
+            keys += [type_key(t) for t in tokenizer.convert_ids_to_tokens(ids)]
+    return np.array(keys, dtype=object), np.concatenate(layers, axis=1)
+
+
+def brute_force_tokens(keys, X) -> pd.DataFrame:
+    rows = []
+    for layer in range(X.shape[0]):
+        for key in np.unique(keys):
+            x = X[layer, keys == key]
+            mu = x.mean(0)
+            rows.append((layer, key, len(x), (x**2).sum(1).mean(), (mu**2).sum(), ((x - mu) ** 2).sum(1).mean()))
+    return pd.DataFrame(rows, columns=["layer", "token", "n", "Q", "M", "V"])
+
+
+def run_pipeline(tmp, model_dir, texts, n_shards, arch, batch_tokens=512, reverse=False):
+    """Shard, extract, merge; return (tokens DataFrame, layers DataFrame, stats path)."""
+    write_table(__import__("pyarrow").table({"sentence_id": np.arange(len(texts)), "text": texts}), tmp / "sentences.parquet")
+    shards = [tmp / f"shard{i}.parquet" for i in range(n_shards)]
+    write_shards(tmp / "sentences.parquet", shards, chunk_sentences=16)
+    partials = []
+    for i, shard in enumerate(shards):
+        settings = ExtractionSettings(model={"id": f"tiny-{arch}"}, source=model_dir, device="cpu", batch_tokens=batch_tokens,
+                                      shard=i, progress=False, config_hash="test")
+        extract_shard(shard, tmp / f"partial{i}.parquet", settings)
+        partials.append(tmp / f"partial{i}.parquet")
+    merge_partials(partials[::-1] if reverse else partials, tmp / "stats.parquet", tmp / "tokens.parquet")
+    return pd.read_parquet(tmp / "tokens.parquet"), layers_table(tmp / "stats.parquet", 1, 5), tmp / "stats.parquet"
+
+
+@pytest.fixture(scope="module", params=["bert", "roberta", "gpt2"])
+def arch(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def oracle(tiny_models, corpus_texts, arch):
+    return brute_force_embeddings(tiny_models[arch], corpus_texts)
+
+
+@pytest.fixture(scope="module")
+def one_shard(tmp_path_factory, tiny_models, corpus_texts, arch):
+    return run_pipeline(tmp_path_factory.mktemp(f"one-{arch}"), tiny_models[arch], corpus_texts, 1, arch)
+
+
+@pytest.fixture(scope="module")
+def four_shards(tmp_path_factory, tiny_models, corpus_texts, arch):
+    return run_pipeline(tmp_path_factory.mktemp(f"four-{arch}"), tiny_models[arch], corpus_texts, 4, arch)
+
+
+def test_tokens_match_brute_force(one_shard, oracle):
+    tokens = one_shard[0]
+    expected = brute_force_tokens(*oracle)
+    merged = tokens.merge(expected, on=["layer", "token"], how="outer", suffixes=("", "_oracle"), indicator=True)
+    assert (merged["_merge"] == "both").all(), "token sets differ"
+    assert (merged["n"] == merged["n_oracle"]).all()
+    scale = merged["Q_oracle"]
+    for column in ("Q", "M", "V"):
+        assert np.abs(merged[column] - merged[f"{column}_oracle"]).max() <= 1e-6 * scale.max()
+        assert (np.abs(merged[column] - merged[f"{column}_oracle"]) <= 1e-6 * scale).all(), column
+    by_layer = tokens.groupby("layer")["Q"]
+    assert (by_layer.std() / by_layer.mean()).min() > 0.01, "Q nearly constant: the test would be blind"
+
+
+def test_layers_match_brute_force(one_shard, oracle):
+    keys, X = oracle
+    layers = one_shard[1]
+    names, counts = np.unique(keys, return_counts=True)
+    kept = set(names[(counts >= 10) & (counts <= 100_000)])
+    mask = np.array([k in kept for k in keys])
+    assert 5 < len(kept) < len(names), "the filter must matter in this test"
+    for layer in range(X.shape[0]):
+        x = X[layer, mask]
+        mu = x.mean(0)
+        means = {k: X[layer, keys == k].mean(0) for k in kept}
+        row = layers.iloc[layer]
+        assert row["n"] == mask.sum() and row["n_types"] == len(kept)
+        assert row["Q"] == pytest.approx((x**2).sum(1).mean(), rel=1e-6)
+        assert row["M"] == pytest.approx((mu**2).sum(), rel=1e-6, abs=1e-6 * row["Q"])
+        assert row["V"] == pytest.approx(((x - mu) ** 2).sum(1).mean(), rel=1e-6)
+        within = np.mean([((X[layer, i] - means[keys[i]]) ** 2).sum() for i in np.flatnonzero(mask)])
+        assert row["V_W"] == pytest.approx(within, rel=1e-6)
+        assert row["V_B"] == pytest.approx(row["V"] - within, rel=1e-6, abs=1e-9 * row["Q"])
+
+
+def test_four_shards_equal_one_shard(one_shard, four_shards):
+    (t1, l1, _), (t4, l4, _) = one_shard, four_shards
+    assert t1[["layer", "token", "n"]].equals(t4[["layer", "token", "n"]])
+    for column in ("Q", "M", "V"):
+        np.testing.assert_allclose(t4[column], t1[column], rtol=1e-9, atol=1e-12 * t1["Q"].max())
+    numeric = l1.columns.drop(["layer"])
+    np.testing.assert_allclose(l4[numeric].to_numpy(float), l1[numeric].to_numpy(float), rtol=1e-9, atol=1e-12)
+
+
+def test_merge_is_bitwise_independent_of_input_order(tmp_path, four_shards):
+    stats = four_shards[2]
+    partials = sorted(stats.parent.glob("partial*.parquet"))
+    merge_partials(partials[::-1], tmp_path / "stats.parquet", tmp_path / "tokens.parquet")
+    assert pq.read_table(tmp_path / "tokens.parquet").equals(pq.read_table(stats.parent / "tokens.parquet"))
+    assert pq.read_table(tmp_path / "stats.parquet").equals(pq.read_table(stats))
+
+
+def test_metadata_records_provenance(one_shard):
+    metadata = read_metadata(one_shard[2])
+    assert metadata["n_layers"] == 4 and metadata["d"] == 32 and metadata["shards"] == [0]
+    assert len(metadata["weights_sha256"]) == 64 and metadata["versions"]["torch"] == torch.__version__
+    assert metadata["config_hash"] == "test" and metadata["dtype"] == "float32"
+
+
+def test_merge_refuses_partials_of_another_model(tmp_path, tiny_models, corpus_texts, four_shards):
+    partials = sorted(four_shards[2].parent.glob("partial*.parquet"))
+    shard = four_shards[2].parent / "shard1.parquet"
+    other = "gpt2" if "bert" in str(four_shards[2]) else "bert"
+    settings = ExtractionSettings(model={"id": "tiny"}, source=tiny_models[other], device="cpu", shard=1, progress=False, config_hash="test")
+    extract_shard(shard, tmp_path / "foreign.parquet", settings)
+    with pytest.raises(StatisticsError, match="foreign.parquet differs from .* in (model_id|d|tokenizer_sha256|weights_sha256)"):
+        merge_partials([partials[0], tmp_path / "foreign.parquet"], tmp_path / "s.parquet", tmp_path / "t.parquet")
+
+
+def test_corrupt_partial_is_reported_by_name(tmp_path):
+    bad = tmp_path / "partial3.parquet"
+    bad.write_bytes(b"PAR1 not really parquet")
+    with pytest.raises(StatisticsError, match="partial3.parquet: not a readable statistics file"):
+        merge_partials([bad], tmp_path / "s.parquet", tmp_path / "t.parquet")

@@ -1,0 +1,95 @@
+"""Unit tier: finalize, combine and per-layer statistics against definitions on synthetic vectors."""
+
+import numpy as np
+import pytest
+
+from ctxvar.errors import StatisticsError
+from ctxvar.layerstats import frequency_filter, layer_statistics, ols
+from ctxvar.moments import clamp_variance, finalize
+
+
+def clusters(seed=0, n_types=40, d=6, offset=0.0):
+    """Per-type point clouds with Zipf-ish counts; returns (points, type labels)."""
+    rng = np.random.default_rng(seed)
+    counts = np.maximum(1, (2000 / np.arange(1, n_types + 1) ** 1.1).astype(int))
+    labels = np.repeat(np.arange(n_types), counts)
+    means = rng.normal(size=(n_types, d)) * rng.uniform(0.2, 3, size=(n_types, 1))
+    points = offset + means[labels] + rng.normal(size=(len(labels), d)) * rng.uniform(0.1, 2, size=(n_types, 1))[labels]
+    return points, labels
+
+
+def sums_of(points, labels):
+    n_types = labels.max() + 1
+    count = np.bincount(labels, minlength=n_types)
+    sum_ = np.zeros((n_types, points.shape[1]))
+    np.add.at(sum_, labels, points)
+    return count, sum_, np.bincount(labels, weights=(points**2).sum(1), minlength=n_types)
+
+
+@pytest.mark.parametrize("offset", [0.0, 30.0])
+def test_finalize_matches_definitions(offset):
+    points, labels = clusters(offset=offset)
+    mean, q, m, v = finalize(*sums_of(points, labels))
+    for t in range(labels.max() + 1):
+        x = points[labels == t]
+        assert q[t] == pytest.approx((x**2).sum(1).mean(), rel=1e-12)
+        assert m[t] == pytest.approx((x.mean(0) ** 2).sum(), rel=1e-12)
+        assert v[t] == pytest.approx(((x - x.mean(0)) ** 2).sum(1).mean(), rel=1e-9, abs=1e-9 * q[t])
+
+
+def test_single_occurrence_has_zero_variance():
+    x = np.array([[0.1, 0.7, -3.3]])
+    _, q, m, v = finalize(np.array([1]), x, (x**2).sum(1))
+    assert v[0] == 0.0 and q[0] == pytest.approx(m[0])
+
+
+def test_negative_variance_beyond_rounding_is_an_error():
+    assert clamp_variance(np.array([-1e-12]), np.array([10.0]))[0] == 0.0
+    with pytest.raises(StatisticsError, match="negative beyond rounding"):
+        clamp_variance(np.array([-1e-3]), np.array([10.0]))
+
+
+def test_frequency_filter_bounds_are_inclusive():
+    count = np.array([9, 10, 11, 99_999, 100_000, 100_001])
+    assert frequency_filter(count, 1, 5).tolist() == [False, True, True, True, True, False]
+
+
+def test_ols_of_a_line_and_degenerate_cases():
+    x = np.arange(5.0)
+    assert ols(x, 3 - 2 * x) == pytest.approx((-2.0, 3.0, 1.0))
+    assert np.isnan(ols(np.ones(4), x[:4])).all() and np.isnan(ols(x[:1], x[:1])).all()
+
+
+def test_layer_statistics_match_brute_force():
+    points, labels = clusters(seed=3)
+    count, sum_, sum_sq = sums_of(points, labels)
+    row = layer_statistics(count, sum_, sum_sq, layer=2, n_layers=5, min_log10_n=1, max_log10_n=5)
+    kept = np.flatnonzero((count >= 10) & (count <= 100_000))
+    x = points[np.isin(labels, kept)]
+    lab = labels[np.isin(labels, kept)]
+    mu = x.mean(0)
+    type_means = np.array([points[labels == t].mean(0) for t in kept])
+    q_t = np.array([(points[labels == t] ** 2).sum(1).mean() for t in kept])
+    v_t = np.array([((points[labels == t] - type_means[i]) ** 2).sum(1).mean() for i, t in enumerate(kept)])
+    m_t = (type_means**2).sum(1)
+    expected = {
+        "n_types": len(kept), "n": len(x), "depth": 0.5,
+        "Q": (x**2).sum(1).mean(), "M": (mu**2).sum(), "V": ((x - mu) ** 2).sum(1).mean(),
+        "V_W": np.mean([((x[i] - type_means[np.searchsorted(kept, lab[i])]) ** 2).sum() for i in range(len(x))]),
+        "V_B": sum(count[t] * ((type_means[i] - mu) ** 2).sum() for i, t in enumerate(kept)) / len(x),
+        "cv_Q": q_t.std() / q_t.mean(),
+    }
+    slope, intercept = np.polyfit(m_t, v_t, 1)
+    expected.update(slope_VM=slope, intercept_VM=intercept, r2_VM=np.corrcoef(m_t, v_t)[0, 1] ** 2)
+    for name, values in (("Q", q_t), ("M", m_t), ("V", v_t)):
+        y = np.log10(1 + values)
+        expected[f"slope_log{name}"] = np.polyfit(np.log10(count[kept]), y, 1)[0]
+        expected[f"r2_log{name}"] = np.corrcoef(np.log10(count[kept]), y)[0, 1] ** 2
+    for key, value in expected.items():
+        assert row[key] == pytest.approx(value, rel=1e-9), key
+    assert row["V"] == pytest.approx(row["V_W"] + row["V_B"], rel=1e-12)
+
+
+def test_layer_with_no_type_in_range_gives_nans():
+    row = layer_statistics(np.array([1, 2]), np.ones((2, 3)), np.ones(2) * 3, 0, 2, 1, 5)
+    assert row["n_types"] == 0 and row["n"] == 0 and np.isnan(row["Q"]) and np.isnan(row["slope_VM"])

@@ -1,0 +1,78 @@
+import numpy as np
+import pytest
+from transformers import AutoTokenizer
+
+from ctxvar.batching import pad_batch, padding_fraction, token_budget_batches
+from ctxvar.sharding import assign_shards
+from ctxvar.tokens import encode, type_key, type_table
+
+
+@pytest.mark.parametrize(
+    "token, merged",
+    [("##ing", "ing"), ("Ġthe", "the"), ("▁the", "the"), ("the", "the"), ("##", "##"), ("Ġ", "Ġ"), ("ĠĠ", "Ġ"), ("[CLS]", "[CLS]")],
+)
+def test_type_key_strips_one_leading_marker(token, merged):
+    assert type_key(token) == merged
+    assert type_key(token, merge_markers=False) == token
+
+
+@pytest.mark.parametrize("arch, bos, eos", [("bert", "[CLS]", "[SEP]"), ("roberta", "<s>", "</s>"), ("gpt2", "<|endoftext|>", "<|endoftext|>")])
+def test_encode_is_bos_tokenize_eos(tiny_models, corpus_texts, arch, bos, eos):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models[arch])
+    texts = corpus_texts[:20]
+    encoded = encode(tokenizer, texts, chunk=7)
+    for i, text in enumerate(texts):
+        expected = tokenizer.convert_tokens_to_ids([bos, *tokenizer.tokenize(text), eos])
+        assert encoded.ids[encoded.offsets[i] : encoded.offsets[i + 1]].tolist() == expected
+
+
+def test_type_table_merges_ids_with_the_same_key(tiny_models, corpus_texts):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models["bert"])
+    encoded = encode(tokenizer, corpus_texts)
+    types, index = type_table(tokenizer, encoded.ids, merge_markers=True)
+    keys = [type_key(t) for t in tokenizer.convert_ids_to_tokens(encoded.ids.tolist())]
+    assert list(types) == sorted(set(keys))
+    assert [types[i] for i in index] == keys
+    assert any(t.startswith("##") for t in tokenizer.convert_ids_to_tokens(encoded.ids.tolist())), "test needs ## tokens"
+
+
+def test_token_budget_batches_sorted_and_within_budget():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(3, 60, size=500)
+    batches = token_budget_batches(lengths, batch_tokens=256)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(500))
+    for batch in batches:
+        assert len(batch) * lengths[batch].max() <= 256
+    longest = [lengths[b].max() for b in batches]
+    assert longest == sorted(longest, reverse=True)
+    assert 0 <= padding_fraction(lengths, batches) < 0.1
+
+
+def test_a_sentence_longer_than_the_budget_gets_its_own_batch():
+    assert [b.tolist() for b in token_budget_batches(np.array([5, 50, 5]), batch_tokens=10)] == [[1], [0, 2]]
+
+
+def test_pad_batch_places_tokens_and_types():
+    from ctxvar.tokens import EncodedShard
+
+    encoded = EncodedShard(ids=np.array([10, 11, 12, 20, 21, 30, 31, 32, 33]), offsets=np.array([0, 3, 5, 9]))
+    type_index = encoded.ids % 10
+    batch = pad_batch(encoded, type_index, np.array([2, 1]), pad_id=0)
+    assert batch.input_ids.tolist() == [[30, 31, 32, 33], [20, 21, 0, 0]]
+    assert batch.attention_mask.tolist() == [[1, 1, 1, 1], [1, 1, 0, 0]]
+    assert batch.input_ids.reshape(-1)[batch.positions].tolist() == [30, 31, 32, 33, 20, 21]
+    assert batch.type_index.tolist() == [0, 1, 2, 3, 0, 1]
+
+
+def test_shards_balanced_by_cost_and_deterministic():
+    rng = np.random.default_rng(1)
+    cost = rng.integers(5, 400, size=10_001)
+    shard = assign_shards(cost, 8)
+    totals = np.bincount(shard, weights=cost, minlength=8)
+    assert totals.max() - totals.min() <= cost.max()
+    assert np.array_equal(shard, assign_shards(cost, 8))
+    assert set(np.bincount(shard)) <= {1250, 1251}
+
+
+def test_more_shards_than_items_leaves_empty_shards():
+    assert np.bincount(assign_shards(np.array([3, 1]), 4), minlength=4).tolist() == [1, 1, 0, 0]
