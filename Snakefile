@@ -1,6 +1,6 @@
 # ctxvar: layer-by-layer statistics of contextualized token embeddings.
 # Data flow: corpus → (models) → extract → merge → analyse. See README.md.
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("9.0")
 
@@ -8,10 +8,7 @@ min_version("9.0")
 configfile: "config.yaml"
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
-
-
-include: "workflow/rules/common.smk"
+include: "workflow/rules/common.smk"  # validates config against workflow/schemas/config.schema.yaml
 include: "workflow/rules/corpus.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/extract.smk"

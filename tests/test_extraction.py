@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-from transformers import AutoModel, AutoTokenizer
+
+from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
 
 from ctxvar.corpus import write_shards
 from ctxvar.errors import StatisticsError
@@ -20,38 +22,13 @@ from ctxvar.extract import ExtractionSettings, extract_shard
 from ctxvar.io import read_metadata, write_table
 from ctxvar.layerstats import layers_table
 from ctxvar.merge import merge_partials
-from ctxvar.tokens import boundary_tokens, type_key
 
 pytestmark = pytest.mark.integration
 
 
-def brute_force_embeddings(model_dir, texts):
-    """``(keys, X)``: type key per occurrence and X (layers, occurrences, d) in float64."""
-    tokenizer, model = AutoTokenizer.from_pretrained(model_dir), AutoModel.from_pretrained(model_dir).eval()
-    bos, eos = boundary_tokens(tokenizer)
-    keys, layers = [], []
-    with torch.no_grad():
-        for text in texts:
-            ids = [bos, *tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text)), eos]
-            hidden = model(torch.tensor([ids]), output_hidden_states=True).hidden_states
-            layers.append(torch.stack(hidden)[:, 0].double().numpy())
-            keys += [type_key(t) for t in tokenizer.convert_ids_to_tokens(ids)]
-    return np.array(keys, dtype=object), np.concatenate(layers, axis=1)
-
-
-def brute_force_tokens(keys, X) -> pd.DataFrame:
-    rows = []
-    for layer in range(X.shape[0]):
-        for key in np.unique(keys):
-            x = X[layer, keys == key]
-            mu = x.mean(0)
-            rows.append((layer, key, len(x), (x**2).sum(1).mean(), (mu**2).sum(), ((x - mu) ** 2).sum(1).mean()))
-    return pd.DataFrame(rows, columns=["layer", "token", "n", "Q", "M", "V"])
-
-
-def run_pipeline(tmp, model_dir, texts, n_shards, arch, batch_tokens=512, reverse=False):
+def run_pipeline(tmp, model_dir, texts, n_shards, arch, batch_tokens=512):
     """Shard, extract, merge; return (tokens DataFrame, layers DataFrame, stats path)."""
-    write_table(__import__("pyarrow").table({"sentence_id": np.arange(len(texts)), "text": texts}), tmp / "sentences.parquet")
+    write_table(pa.table({"sentence_id": np.arange(len(texts)), "text": texts}), tmp / "sentences.parquet")
     shards = [tmp / f"shard{i}.parquet" for i in range(n_shards)]
     write_shards(tmp / "sentences.parquet", shards, chunk_sentences=16)
     partials = []
@@ -60,7 +37,7 @@ def run_pipeline(tmp, model_dir, texts, n_shards, arch, batch_tokens=512, revers
                                       shard=i, progress=False, config_hash="test")
         extract_shard(shard, tmp / f"partial{i}.parquet", settings)
         partials.append(tmp / f"partial{i}.parquet")
-    merge_partials(partials[::-1] if reverse else partials, tmp / "stats.parquet", tmp / "tokens.parquet")
+    merge_partials(partials, tmp / "stats.parquet", tmp / "tokens.parquet")
     return pd.read_parquet(tmp / "tokens.parquet"), layers_table(tmp / "stats.parquet", 1, 5), tmp / "stats.parquet"
 
 
@@ -86,14 +63,7 @@ def four_shards(tmp_path_factory, tiny_models, corpus_texts, arch):
 
 def test_tokens_match_brute_force(one_shard, oracle):
     tokens = one_shard[0]
-    expected = brute_force_tokens(*oracle)
-    merged = tokens.merge(expected, on=["layer", "token"], how="outer", suffixes=("", "_oracle"), indicator=True)
-    assert (merged["_merge"] == "both").all(), "token sets differ"
-    assert (merged["n"] == merged["n_oracle"]).all()
-    scale = merged["Q_oracle"]
-    for column in ("Q", "M", "V"):
-        assert np.abs(merged[column] - merged[f"{column}_oracle"]).max() <= 1e-6 * scale.max()
-        assert (np.abs(merged[column] - merged[f"{column}_oracle"]) <= 1e-6 * scale).all(), column
+    assert_tokens_match(tokens, brute_force_tokens(*oracle))
     by_layer = tokens.groupby("layer")["Q"]
     assert (by_layer.std() / by_layer.mean()).min() > 0.01, "Q nearly constant: the test would be blind"
 

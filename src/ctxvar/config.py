@@ -44,6 +44,24 @@ def models_by_id(config: dict) -> dict[str, dict]:
     return resolved
 
 
+def check_schema(config: dict, schema_path) -> None:
+    """Raise :class:`ConfigError` naming the key and what is allowed, for the most relevant schema violation."""
+    import jsonschema
+    import yaml
+
+    schema = yaml.safe_load(open(schema_path))
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(config))
+    if error is None:
+        return
+    where = ".".join(str(part) for part in error.absolute_path) or "config"
+    message = error.message
+    if error.validator == "additionalProperties":
+        message += f"; allowed keys: {', '.join(error.schema['properties'])}"
+    elif error.validator == "enum":
+        message = f"{error.instance!r} is not allowed; use one of {', '.join(map(str, error.validator_value))}"
+    raise ConfigError(f"{where}: {message}")
+
+
 def check_config(config: dict) -> None:
     """Raise :class:`ConfigError` (one line) for what the JSON schema cannot check."""
     corpus = config["corpus"]

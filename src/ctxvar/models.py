@@ -68,9 +68,11 @@ def _from_pretrained(cls, source: str, entry: dict, options: dict):
 
 
 def offline() -> bool:
+    """``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) as set now, not only at import time."""
     from huggingface_hub import constants
 
-    return bool(constants.is_offline_mode())
+    flag = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
+    return bool(constants.is_offline_mode()) or flag.upper() in {"1", "ON", "YES", "TRUE"}
 
 
 def hub_reachable(timeout: float = 5.0) -> bool:

@@ -4,7 +4,7 @@ rule layer_statistics:
     output:
         layers="results/{model}/layers.csv",
     params:
-        analysis=config["analysis"],
+        analysis=canonical(config["analysis"]),
     log:
         "logs/{model}/layer_statistics.log",
     benchmark:

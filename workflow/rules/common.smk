@@ -1,14 +1,19 @@
+import json
 import os
 import re
 import sys
+
+from snakemake.utils import validate
 
 # Jobs import the package from this checkout, also inside conda envs and on cluster nodes.
 PACKAGE_ROOT = os.path.abspath(os.path.join(workflow.basedir, "src"))
 sys.path.insert(0, PACKAGE_ROOT)
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, os.environ.get("PYTHONPATH")]))
 
-from ctxvar.config import check_config, extraction_config_hash, models_by_id
+from ctxvar.config import check_config, check_schema, extraction_config_hash, models_by_id
 
+check_schema(config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml"))  # one readable line
+validate(config, "../schemas/config.schema.yaml")  # fills in the schema's defaults
 check_config(config)
 
 MODELS = models_by_id(config)
@@ -29,8 +34,13 @@ def final_outputs():
     ]
 
 
+def canonical(value):
+    """``value`` with dict keys sorted, so that reordering config keys does not look like a params change."""
+    return json.loads(json.dumps(value, sort_keys=True))
+
+
 def model_entry(wildcards):
-    return MODELS[wildcards.model]
+    return canonical(MODELS[wildcards.model])
 
 
 def is_random(model):

@@ -3,7 +3,7 @@ rule sample_corpus:
         sentences="results/corpus/sentences.parquet",
         counts="results/corpus/counts.json",
     params:
-        corpus=config["corpus"],
+        corpus=canonical(config["corpus"]),
     log:
         "logs/corpus/sample_corpus.log",
     benchmark:

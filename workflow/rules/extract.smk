@@ -8,7 +8,7 @@ rule extract_statistics:
         source=model_source,
         dtype=config["dtype"],
         device=config["device"],
-        tokens=config["tokens"],
+        tokens=canonical(config["tokens"]),
         config_hash=partial_config_hash,
     resources:
         batch_tokens=16384,

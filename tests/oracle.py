@@ -1,0 +1,44 @@
+"""Brute-force oracle: every embedding in memory, statistics by definition."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+from transformers import AutoModel, AutoTokenizer
+
+from ctxvar.tokens import boundary_tokens, type_key
+
+
+def brute_force_embeddings(model_dir, texts):
+    """``(keys, X)``: type key per occurrence and X (layers, occurrences, d) in float64."""
+    tokenizer, model = AutoTokenizer.from_pretrained(model_dir), AutoModel.from_pretrained(model_dir).eval()
+    bos, eos = boundary_tokens(tokenizer)
+    keys, layers = [], []
+    with torch.no_grad():
+        for text in texts:
+            ids = [bos, *tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text)), eos]
+            hidden = model(torch.tensor([ids]), output_hidden_states=True).hidden_states
+            layers.append(torch.stack(hidden)[:, 0].double().numpy())
+            keys += [type_key(t) for t in tokenizer.convert_ids_to_tokens(ids)]
+    return np.array(keys, dtype=object), np.concatenate(layers, axis=1)
+
+
+def brute_force_tokens(keys, X) -> pd.DataFrame:
+    rows = []
+    for layer in range(X.shape[0]):
+        for key in np.unique(keys):
+            x = X[layer, keys == key]
+            mu = x.mean(0)
+            rows.append((layer, key, len(x), (x**2).sum(1).mean(), (mu**2).sum(), ((x - mu) ** 2).sum(1).mean()))
+    return pd.DataFrame(rows, columns=["layer", "token", "n", "Q", "M", "V"])
+
+
+def assert_tokens_match(tokens: pd.DataFrame, expected: pd.DataFrame) -> None:
+    """Same (layer, token) set and counts; Q, M, V within 1e-6 of the type's Q."""
+    merged = tokens.merge(expected, on=["layer", "token"], how="outer", suffixes=("", "_oracle"), indicator=True)
+    assert (merged["_merge"] == "both").all(), "token sets differ"
+    assert (merged["n"] == merged["n_oracle"]).all()
+    for column in ("Q", "M", "V"):
+        error = np.abs(merged[column] - merged[f"{column}_oracle"])
+        assert (error <= 1e-6 * merged["Q_oracle"]).all(), column

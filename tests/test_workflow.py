@@ -1,0 +1,128 @@
+"""Workflow tier: Snakemake in a subprocess on the shipped configs and on local inputs."""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
+
+from ctxvar.layerstats import COLUMNS
+
+pytestmark = pytest.mark.workflow
+REPO = Path(__file__).resolve().parents[1]
+DEMO = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+
+
+def snakemake(workdir: Path, config: dict | Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run the workflow with ``config`` in ``workdir``; returns the finished process (not checked)."""
+    if isinstance(config, dict):
+        path = workdir / "config.yaml"
+        workdir.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(config))
+        config = path
+    command = ["snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile", str(config),
+               "--cores", "2", *args]
+    return subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=900)
+
+
+def scheduled_jobs(dry_run: subprocess.CompletedProcess) -> dict[str, int]:
+    """Rule → job count from a dry-run's 'Job stats' table."""
+    assert dry_run.returncode == 0, dry_run.stderr + dry_run.stdout
+    table = (dry_run.stdout + dry_run.stderr).split("Job stats:")[-1]
+    return {rule: int(count) for rule, count in re.findall(r"^(\w+)\s+(\d+)$", table, flags=re.M) if rule != "total"}
+
+
+def test_paper_config_dry_run_fans_out_models_times_shards(tmp_path):
+    jobs = scheduled_jobs(snakemake(tmp_path, REPO / "config.yaml", "-n"))
+    assert jobs == {"sample_corpus": 1, "split_corpus": 1, "extract_statistics": 48, "merge_statistics": 6,
+                    "layer_statistics": 6, "summarise_models": 1, "all": 1}
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"corpus": {**DEMO["corpus"], "fraction": 0}}, "corpus.fraction: 0 is less than or equal to the minimum of 0"),
+        ({"shards": 0}, "shards: 0 is less than the minimum of 1"),
+        ({"dtype": "fp8"}, "dtype: 'fp8' is not allowed; use one of float32, bfloat16, float16"),
+        ({"modles": []}, "Additional properties are not allowed ('modles' was unexpected)"),
+        ({"models": DEMO["models"] + DEMO["models"][:1]}, "duplicate model id 'tiny-bert'"),
+    ],
+)
+def test_bad_config_stops_before_any_job_with_a_readable_line(tmp_path, change, message):
+    run = snakemake(tmp_path, {**DEMO, **change}, "-n")
+    assert run.returncode != 0 and message in run.stderr + run.stdout
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> Path:
+    workdir = tmp_path_factory.mktemp("demo")
+    run = snakemake(workdir, REPO / "config" / "demo.yaml")
+    assert run.returncode == 0, run.stderr[-3000:]
+    return workdir
+
+
+def test_demo_writes_every_documented_output(demo):
+    for model in ("tiny-bert", "tiny-roberta", "tiny-gpt2"):
+        tokens = pd.read_parquet(demo / "results" / model / "tokens.parquet")
+        assert list(tokens.columns) == ["layer", "token", "n", "Q", "M", "V"]
+        assert (tokens["V"] >= 0).all() and (tokens["n"] >= 1).all()
+        layers = pd.read_csv(demo / "results" / model / "layers.csv")
+        assert list(layers.columns) == COLUMNS and len(layers) == 5
+        np.testing.assert_allclose(layers["V"], layers["V_W"] + layers["V_B"], rtol=1e-9)
+    summary = pd.read_csv(demo / "results" / "summary" / "layers.csv")
+    assert list(summary["model"].unique()) == ["tiny-bert", "tiny-roberta", "tiny-gpt2"]
+    models = pd.read_csv(demo / "results" / "summary" / "models.csv")
+    assert (models["n_tokens"] > 100_000).all() and (models["n_layers"] == 5).all()
+
+
+def test_rerun_with_the_same_config_does_nothing(demo):
+    run = snakemake(demo, REPO / "config" / "demo.yaml", "-n")
+    assert run.returncode == 0 and "Nothing to be done" in run.stdout + run.stderr
+
+
+def test_reordering_config_keys_does_not_rerun(tmp_path, demo):
+    reordered = tmp_path / "reordered.yaml"
+    reordered.write_text(yaml.safe_dump(DEMO, sort_keys=True))
+    run = snakemake(demo, reordered, "-n")
+    assert run.returncode == 0 and "Nothing to be done" in run.stdout + run.stderr
+
+
+def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
+    config = copy.deepcopy(DEMO)
+    config["models"].append({"id": "tiny-gpt2-wide", "init": "random", "arch": "gpt2", "hidden_size": 96, "seed": 4})
+    run = snakemake(demo, config, "-n")
+    assert scheduled_jobs(run) == {"build_random_model": 1, "extract_statistics": DEMO["shards"], "merge_statistics": 1,
+                                   "layer_statistics": 1, "summarise_models": 1, "all": 1}
+    assert set(re.findall(r"wildcards: model=([\w.-]+)", run.stdout)) == {"tiny-gpt2-wide"}
+
+
+def test_local_model_directory_and_text_file_offline(tmp_path, tiny_models, corpus_texts):
+    text_file = tmp_path / "sentences.txt"
+    text_file.write_text("\n".join(corpus_texts) + "\n", encoding="utf-8")
+    config = {"corpus": {"source": "text", "path": str(text_file), "fraction": 1.0, "max_words": 30},
+              "chunk_sentences": 32, "shards": 3, "models": [{"id": "local-bert", "name": tiny_models["bert"]}],
+              "device": "cpu"}
+    run = snakemake(tmp_path, config, env={"HF_HUB_OFFLINE": "1"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    kept = pd.read_parquet(tmp_path / "results" / "corpus" / "sentences.parquet")["text"].tolist()
+    assert 0 < len(kept) < len(corpus_texts), "max_words must drop some sentences here"
+    tokens = pd.read_parquet(tmp_path / "results" / "local-bert" / "tokens.parquet")
+    assert_tokens_match(tokens, brute_force_tokens(*brute_force_embeddings(tiny_models["bert"], kept)))
+
+
+def test_uncached_hub_model_fails_its_job_with_one_line(tmp_path):
+    config = {**DEMO, "models": [{"name": "bert-base-uncased"}]}
+    run = snakemake(tmp_path, config, "results/partials/bert-base-uncased/0.parquet", env={"HF_HUB_OFFLINE": "1"})
+    assert run.returncode != 0
+    assert "ctxvar error: model 'bert-base-uncased' (bert-base-uncased) is not in the HF cache" in run.stderr
+    assert "Traceback" not in run.stderr
