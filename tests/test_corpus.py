@@ -72,3 +72,21 @@ def test_shards_partition_the_sentences(tmp_path):
     assert not (chunks[0] & chunks[1]) and not (chunks[1] & chunks[2]), "a chunk is split across shards"
     assert sorted(sum(ids, [])) == sorted(pq.read_table(tmp_path / "s.parquet").column("sentence_id").to_pylist())
     assert all(ids)
+
+
+def test_hub_dataset_when_offline_and_uncached_fails_with_one_line(monkeypatch):
+    # As if HF_HUB_OFFLINE=1 had been set before the libraries were imported (as in a job).
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    monkeypatch.setattr("datasets.config.HF_HUB_OFFLINE", True)
+    with pytest.raises(CorpusError, match="cannot load 'no-such-user/no-such-dataset'.*config/demo.yaml") as error:
+        sample_sentences({**BASE, "source": "hf", "name": "no-such-user/no-such-dataset"})
+    assert "\n" not in str(error.value)
+
+
+def test_hub_dataset_when_hub_unreachable_fails_at_once(monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", "http://127.0.0.1:9")
+    with pytest.raises(CorpusError, match="Hub cannot be reached.*HF_HUB_OFFLINE=1"):
+        sample_sentences({**BASE, "source": "hf", "name": "bookcorpus"})

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import hub
 from .config import corpus_paths
 from .errors import CorpusError
 from .io import write_json, write_table
@@ -34,6 +35,11 @@ def load_source(corpus: dict):
     source = corpus["source"]
     if source == "synthetic":
         return datasets.Dataset.from_dict({corpus["text_column"]: synthetic_sentences(corpus["synthetic"], corpus["seed"])})
+    if source == "hf" and not hub.offline() and not hub.hub_reachable():  # else datasets retries for minutes
+        raise CorpusError(
+            f"corpus: dataset {corpus['name']!r} cannot be loaded: the Hugging Face Hub cannot be reached; "
+            "set HF_HUB_OFFLINE=1 to use the HF cache, or use a local file (corpus.source: text) or config/demo.yaml"
+        )
     try:
         if source == "hf":
             dataset = datasets.load_dataset(corpus["name"], corpus.get("config_name"), split=corpus["split"])

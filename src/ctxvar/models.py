@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
-from urllib.parse import urlparse
 
 import torch
 
+from . import hub
 from .errors import ModelLoadError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -54,8 +53,8 @@ def _from_pretrained(cls, source: str, entry: dict, options: dict):
         return cls.from_pretrained(source, local_files_only=True, **options)
     except OSError:
         pass  # not cached (or not complete): go to the Hub
-    if offline() or not hub_reachable():
-        reason = "HF_HUB_OFFLINE is set" if offline() else "the Hugging Face Hub cannot be reached"
+    reason = hub.unavailable_reason()
+    if reason:
         raise ModelLoadError(
             f"{what} is not in the HF cache and {reason}; download it where the Hub is reachable "
             "(it is then cached), point models[].name at a local directory, or run the offline demo: "
@@ -65,26 +64,6 @@ def _from_pretrained(cls, source: str, entry: dict, options: dict):
         return cls.from_pretrained(source, **options)
     except (OSError, ValueError) as error:
         raise ModelLoadError(f"{what}: cannot be loaded from the Hub ({_first_line(error)}); check the name and revision") from None
-
-
-def offline() -> bool:
-    """``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) as set now, not only at import time."""
-    from huggingface_hub import constants
-
-    flag = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
-    return bool(constants.is_offline_mode()) or flag.upper() in {"1", "ON", "YES", "TRUE"}
-
-
-def hub_reachable(timeout: float = 5.0) -> bool:
-    """Whether a TCP connection to the Hub endpoint (``HF_ENDPOINT``) opens within ``timeout``."""
-    from huggingface_hub import constants
-
-    url = urlparse(constants.ENDPOINT)
-    try:
-        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
 
 
 def _first_line(error: Exception) -> str:

@@ -1,14 +1,8 @@
 import json
 import os
 import re
-import sys
 
 from snakemake.utils import validate
-
-# Jobs import the package from this checkout, also inside conda envs and on cluster nodes.
-PACKAGE_ROOT = os.path.abspath(os.path.join(workflow.basedir, "src"))
-sys.path.insert(0, PACKAGE_ROOT)
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, os.environ.get("PYTHONPATH")]))
 
 from ctxvar.config import check_config, check_schema, extraction_config_hash, models_by_id
 

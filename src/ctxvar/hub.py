@@ -1,0 +1,36 @@
+"""Whether the Hugging Face Hub can be used now, decided in seconds rather than after a minute of retries."""
+
+from __future__ import annotations
+
+import os
+import socket
+from urllib.parse import urlparse
+
+
+def offline() -> bool:
+    """``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) as set now, not only at import time."""
+    from huggingface_hub import constants
+
+    flag = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
+    return bool(constants.is_offline_mode()) or flag.upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def hub_reachable(timeout: float = 5.0) -> bool:
+    """Whether a TCP connection to the Hub endpoint (``HF_ENDPOINT``) opens within ``timeout``."""
+    from huggingface_hub import constants
+
+    url = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def unavailable_reason() -> str | None:
+    """Why the Hub cannot be used (offline mode, or no connection), or None if it can."""
+    if offline():
+        return "HF_HUB_OFFLINE is set"
+    if not hub_reachable():
+        return "the Hugging Face Hub cannot be reached"
+    return None
