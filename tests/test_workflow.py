@@ -6,6 +6,7 @@ import copy
 import os
 import re
 import subprocess
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -24,10 +25,11 @@ DEMO = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
 
 def snakemake(workdir: Path, config: dict | Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run the workflow with ``config`` in ``workdir``; returns the finished process (not checked)."""
-    if isinstance(config, dict):
-        path = workdir / "config.yaml"
+    if isinstance(config, dict):  # written beside workdir: a config.yaml inside it would be loaded too
         workdir.mkdir(parents=True, exist_ok=True)
-        path.write_text(yaml.safe_dump(config))
+        handle, path = tempfile.mkstemp(suffix=".yaml", dir=workdir.parent)
+        os.write(handle, yaml.safe_dump(config).encode())
+        os.close(handle)
         config = path
     command = ["snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile", str(config),
                "--cores", "2", *args]
@@ -104,6 +106,20 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
     assert scheduled_jobs(run) == {"build_random_model": 1, "extract_statistics": DEMO["shards"], "merge_statistics": 1,
                                    "layer_statistics": 1, "summarise_models": 1, "all": 1}
     assert set(re.findall(r"wildcards: model=([\w.-]+)", run.stdout)) == {"tiny-gpt2-wide"}
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        ({"device": "cpu"}, {}),
+        ({"analysis": {"min_log10_n": 0.5, "max_log10_n": 5}}, {"layer_statistics": 3, "summarise_models": 1, "all": 1}),
+        ({"models": DEMO["models"][:2]}, {"summarise_models": 1, "all": 1}),
+    ],
+    ids=["device", "analysis", "remove-model"],
+)
+def test_config_changes_schedule_the_minimum(demo, change, expected):
+    run = snakemake(demo, {**copy.deepcopy(DEMO), **change}, "-n")
+    assert scheduled_jobs(run) == expected
 
 
 def test_local_model_directory_and_text_file_offline(tmp_path, tiny_models, corpus_texts):

@@ -7,7 +7,6 @@ rule extract_statistics:
         model=model_entry,
         source=model_source,
         dtype=config["dtype"],
-        device=config["device"],
         tokens=canonical(config["tokens"]),
         config_hash=partial_config_hash,
     resources:

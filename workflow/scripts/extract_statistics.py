@@ -6,7 +6,7 @@ with job_log(snakemake.log[0]):
         model=snakemake.params.model,
         source=snakemake.params.source,
         dtype=snakemake.params.dtype,
-        device=snakemake.params.device,
+        device=snakemake.config["device"],  # not a param: moving to another device must not re-run
         merge_markers=snakemake.params.tokens["merge_markers"],
         long_sentences=snakemake.params.tokens["long_sentences"],
         batch_tokens=snakemake.resources.batch_tokens,
