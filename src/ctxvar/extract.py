@@ -32,6 +32,7 @@ class ExtractionSettings:
     merge_markers: bool = True
     long_sentences: str = "skip"  # skip | error
     batch_tokens: int = 16384
+    threads: int | None = None  # CPU threads for torch; None keeps torch's default
     config_hash: str = ""
     shard: int = 0
     progress: bool = True
@@ -55,6 +56,8 @@ def chunk_batches(lengths: np.ndarray, chunk: np.ndarray, keep: np.ndarray, batc
 def extract_shard(shard_path, out_path, settings: ExtractionSettings) -> dict:
     """Run the model over the shard and write n, Σx, Σ‖x‖² per (layer, type). Returns the metadata."""
     device = models.resolve_device(settings.device)
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
     tokenizer, model = models.load(settings.model, settings.source, settings.dtype, device)
     texts, chunk = read_shard(shard_path)
     encoded = encode(tokenizer, texts)

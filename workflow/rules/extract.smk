@@ -9,6 +9,7 @@ rule extract_statistics:
         dtype=config["dtype"],
         tokens=canonical(config["tokens"]),
         config_hash=partial_config_hash,
+    threads: 1
     resources:
         batch_tokens=16384,
     log:

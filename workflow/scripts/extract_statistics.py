@@ -10,6 +10,7 @@ with job_log(snakemake.log[0]):
         merge_markers=snakemake.params.tokens["merge_markers"],
         long_sentences=snakemake.params.tokens["long_sentences"],
         batch_tokens=snakemake.resources.batch_tokens,
+        threads=snakemake.threads,
         config_hash=snakemake.params.config_hash,
         shard=int(snakemake.wildcards.shard),
     )
