@@ -49,6 +49,11 @@ def test_paper_config_dry_run_fans_out_models_times_shards(tmp_path):
                     "layer_statistics": 6, "summarise_models": 1, "all": 1}
 
 
+def test_default_profile_is_picked_up_without_flags(tmp_path):
+    run = snakemake(tmp_path, REPO / "config" / "demo.yaml", "-n", "results/partials/tiny-bert/0.parquet")
+    assert "workflow specific profile" in run.stderr and "mem_mb=2000" in run.stdout and "batch_tokens=16384" in run.stdout
+
+
 @pytest.mark.parametrize(
     "change, message",
     [
