@@ -10,17 +10,23 @@ from transformers import AutoModel, AutoTokenizer
 from ctxvar.tokens import boundary_tokens, type_key
 
 
-def brute_force_embeddings(model_dir, texts):
-    """``(keys, X)``: type key per occurrence and X (layers, occurrences, d) in float64."""
+def brute_force_embeddings(model_dir, texts, window: int | None = None):
+    """``(keys, X)``: type key per occurrence and X (layers, occurrences, d) in float64.
+
+    With ``window``, a sentence longer than that runs as [bos] + piece + [eos] windows.
+    """
     tokenizer, model = AutoTokenizer.from_pretrained(model_dir), AutoModel.from_pretrained(model_dir).eval()
     bos, eos = boundary_tokens(tokenizer)
     keys, layers = [], []
     with torch.no_grad():
         for text in texts:
-            ids = [bos, *tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text)), eos]
-            hidden = model(torch.tensor([ids]), output_hidden_states=True).hidden_states
-            layers.append(torch.stack(hidden)[:, 0].double().numpy())
-            keys += [type_key(t) for t in tokenizer.convert_ids_to_tokens(ids)]
+            inner = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text))
+            step = window - 2 if window and len(inner) + 2 > window else max(len(inner), 1)
+            for start in range(0, max(len(inner), 1), step):
+                ids = [bos, *inner[start : start + step], eos]
+                hidden = model(torch.tensor([ids]), output_hidden_states=True).hidden_states
+                layers.append(torch.stack(hidden)[:, 0].double().numpy())
+                keys += [type_key(t) for t in tokenizer.convert_ids_to_tokens(ids)]
     return np.array(keys, dtype=object), np.concatenate(layers, axis=1)
 
 

@@ -39,7 +39,8 @@ def test_local_text_file_goes_through_datasets_with_the_word_filter(tmp_path):
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     table, counts = sample_sentences({**BASE, "source": "text", "path": str(path)})
     assert sorted(table.column("text").to_pylist()) == sorted(["a b c", "x , y .", "café au lait"])
-    assert counts == {"rows_in_source": 6, "rows_sampled": 6, "dropped_blank": 2, "dropped_too_long": 1, "sentences": 3}
+    assert counts == {"rows_in_source": 6, "rows_sampled": 6, "dropped_blank": 2, "dropped_invalid_utf8": 0,
+                      "dropped_too_long": 1, "sentences": 3}
     assert set(table.column("sentence_id").to_pylist()) == {0, 4, 5}
 
 
@@ -90,3 +91,17 @@ def test_hub_dataset_when_hub_unreachable_fails_at_once(monkeypatch):
     monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", "http://127.0.0.1:9")
     with pytest.raises(CorpusError, match="Hub cannot be reached.*HF_HUB_OFFLINE=1"):
         sample_sentences({**BASE, "source": "hf", "name": "bookcorpus"})
+
+
+def test_undecodable_bytes_drop_their_line_and_are_counted(tmp_path):
+    path = tmp_path / "mixed.txt"
+    path.write_bytes("good line\nbad \xff\xfe bytes\ncafé ok\n".encode("utf-8").replace(b"\xc3\xbf\xc3\xbe", b"\xff\xfe"))
+    table, counts = sample_sentences({**BASE, "source": "text", "path": str(path)})
+    assert sorted(table.column("text").to_pylist()) == ["café ok", "good line"] and counts["dropped_invalid_utf8"] == 1
+
+
+def test_empty_corpus_file_gives_no_sentences_not_a_crash(tmp_path):
+    path = tmp_path / "empty.txt"
+    path.write_text("")
+    table, counts = sample_sentences({**BASE, "source": "text", "path": str(path)})
+    assert table.num_rows == 0 and counts["rows_in_source"] == 0

@@ -8,6 +8,7 @@ corpus with ``Dataset.from_dict``. The HF cache and ``HF_HUB_OFFLINE`` apply as 
 from __future__ import annotations
 
 import logging
+import os
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +22,7 @@ from .sharding import assign_shards, sentence_cost
 
 log = logging.getLogger(__name__)
 
+REPLACEMENT_CHARACTER = "\ufffd"
 LOCAL_BUILDERS = {"text": "text", "parquet": "parquet", "jsonl": "json"}
 
 SENTENCES_SCHEMA = pa.schema(
@@ -43,8 +45,12 @@ def load_source(corpus: dict):
     try:
         if source == "hf":
             dataset = datasets.load_dataset(corpus["name"], corpus.get("config_name"), split=corpus["split"])
+        elif all(os.path.getsize(path) == 0 for path in corpus_paths(corpus)):
+            return datasets.Dataset.from_dict({corpus["text_column"]: []}, features=datasets.Features({corpus["text_column"]: datasets.Value("string")}))
         else:
-            dataset = datasets.load_dataset(LOCAL_BUILDERS[source], data_files=corpus_paths(corpus), split="train")
+            # Undecodable bytes become U+FFFD; sample_sentences drops and counts such rows.
+            options = {} if source == "parquet" else {"encoding_errors": "replace"}
+            dataset = datasets.load_dataset(LOCAL_BUILDERS[source], data_files=corpus_paths(corpus), split="train", **options)
     except Exception as error:  # datasets raises many types; all mean "cannot load"
         where = corpus["name"] if source == "hf" else corpus_paths(corpus)
         raise CorpusError(
@@ -124,8 +130,8 @@ def sample_sentences(corpus: dict) -> tuple[pa.Table, dict]:
     """The sampled, filtered sentences and counts of what each step kept.
 
     Order of operations as in the paper: sample rows, then keep sentences with at
-    most ``max_words`` space-separated words. Empty or whitespace-only rows and
-    rows that are not valid text are dropped and counted.
+    most ``max_words`` space-separated words. Empty or whitespace-only rows, and
+    rows with bytes that are not UTF-8 (decoded as U+FFFD), are dropped and counted.
     """
     dataset = load_source(corpus)
     indices = sample_indices(len(dataset), corpus["fraction"], corpus["seed"], corpus["sampling"])
@@ -136,7 +142,9 @@ def sample_sentences(corpus: dict) -> tuple[pa.Table, dict]:
     texts = texts.cast(pa.string())
     n_words = word_counts(texts)
     blank = pc.fill_null(pc.equal(pc.utf8_trim_whitespace(texts), ""), True).to_numpy(zero_copy_only=False)
-    keep = (n_words <= corpus["max_words"]) & ~blank
+    invalid = pc.fill_null(pc.match_substring(texts, REPLACEMENT_CHARACTER), False).to_numpy(zero_copy_only=False) & ~blank
+    too_long = (n_words > corpus["max_words"]) & ~blank & ~invalid
+    keep = ~(blank | invalid | too_long)
     table = pa.table(
         {
             "sentence_id": pa.array(np.asarray(indices, dtype=np.int64)[keep]),
@@ -149,7 +157,8 @@ def sample_sentences(corpus: dict) -> tuple[pa.Table, dict]:
         "rows_in_source": len(dataset),
         "rows_sampled": len(indices),
         "dropped_blank": int(blank.sum()),
-        "dropped_too_long": int(((n_words > corpus["max_words"]) & ~blank).sum()),
+        "dropped_invalid_utf8": int(invalid.sum()),
+        "dropped_too_long": int(too_long.sum()),
         "sentences": table.num_rows,
     }
     log.info("corpus: %s", counts)

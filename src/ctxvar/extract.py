@@ -15,7 +15,7 @@ from .accumulator import TypeSums, batch_bytes, state_bytes
 from .batching import pad_batch, padding_fraction, token_budget_batches
 from .errors import ModelLoadError, StatisticsError
 from .sums import LayerSums, write_sums
-from .tokens import encode, type_table
+from .tokens import EncodedShard, encode, select, split_long, type_table
 from .versions import package_versions
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ class ExtractionSettings:
     dtype: str = "float32"
     device: str = "auto"
     merge_markers: bool = True
-    long_sentences: str = "skip"  # skip | error
+    long_sentences: str = "skip"  # skip | split | error
     batch_tokens: int = 16384
     threads: int | None = None  # CPU threads for torch; None keeps torch's default
     config_hash: str = ""
@@ -44,11 +44,11 @@ def read_shard(path) -> tuple[list[str], np.ndarray]:
     return table.column("text").to_pylist(), table.column("chunk").to_numpy()
 
 
-def chunk_batches(lengths: np.ndarray, chunk: np.ndarray, keep: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
-    """Token-budget batches of the kept sentences, never mixing chunks (see corpus.write_shards)."""
+def chunk_batches(lengths: np.ndarray, chunk: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
+    """Token-budget batches of sequence indices, never mixing chunks (see corpus.write_shards)."""
     batches = []
-    for number in np.unique(chunk[keep]):
-        members = keep[chunk[keep] == number]
+    for number in np.unique(chunk):
+        members = np.flatnonzero(chunk == number)
         batches += [members[b] for b in token_budget_batches(lengths[members], batch_tokens)]
     return batches
 
@@ -60,15 +60,15 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings) -> dict:
         torch.set_num_threads(settings.threads)
     tokenizer, model = models.load(settings.model, settings.source, settings.dtype, device)
     texts, chunk = read_shard(shard_path)
-    encoded = encode(tokenizer, texts)
+    encoded, source_row, long_counts = fit_to_positions(encode(tokenizer, texts), models.max_positions(model.config), settings)
+    chunk = chunk[source_row]
     lengths = encoded.lengths
-    keep = _sentences_within_limit(lengths, models.max_positions(model.config), settings)
     types, type_index = type_table(tokenizer, encoded.ids, settings.merge_markers)
-    batches = chunk_batches(lengths, chunk, keep, settings.batch_tokens)
+    batches = chunk_batches(lengths, chunk, settings.batch_tokens)
 
     n_layers, d = model.config.num_hidden_layers + 1, model.config.hidden_size
-    log.info("%s: %d sentences (%d skipped), %d tokens, %d types, %d batches; device state %.1f MB, batch %.1f MB",
-             settings.model["id"], len(keep), len(lengths) - len(keep), int(lengths[keep].sum()), len(types), len(batches),
+    log.info("%s: %d sequences, %d tokens, %d types, %d batches; device state %.1f MB, batch %.1f MB",
+             settings.model["id"], len(lengths), len(encoded.ids), len(types), len(batches),
              state_bytes(n_layers, len(types), d) / 1e6, batch_bytes(n_layers, settings.batch_tokens, d) / 1e6)
     sums = TypeSums(n_layers, len(types), d, device)
     run_batches(model, sums, encoded, type_index, batches, models.pad_id(tokenizer), device, settings.progress)
@@ -80,9 +80,10 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings) -> dict:
     metadata = {
         **model_metadata(settings, tokenizer, model, n_layers, d),
         "shard": settings.shard,
-        "n_sentences": int(len(keep)),
-        "n_skipped_too_long": int(len(lengths) - len(keep)),
-        "n_tokens": int(lengths[keep].sum()),
+        "n_sentences": len(texts) - long_counts["n_skipped_too_long"],
+        **long_counts,
+        "n_sequences": len(lengths),
+        "n_tokens": len(encoded.ids),
         "padding_fraction": padding_fraction(lengths, batches),
         "device": str(device),
     }
@@ -90,19 +91,27 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings) -> dict:
     return metadata
 
 
-def _sentences_within_limit(lengths: np.ndarray, limit: int | None, settings: ExtractionSettings) -> np.ndarray:
-    """Indices of sentences the model can take whole; never truncates."""
-    if limit is None:
-        return np.arange(len(lengths))
-    too_long = lengths > limit
-    if too_long.any() and settings.long_sentences == "error":
-        raise ModelLoadError(
-            f"model {settings.model['id']!r}: {int(too_long.sum())} sentence(s) exceed its {limit} positions "
-            f"(longest {int(lengths.max())} tokens); lower corpus.max_words or set tokens.long_sentences: skip"
-        )
-    if too_long.any():
-        log.warning("skipping %d sentence(s) longer than %d tokens", int(too_long.sum()), limit)
-    return np.flatnonzero(~too_long)
+def fit_to_positions(encoded: EncodedShard, limit: int | None, settings: ExtractionSettings):
+    """Apply ``tokens.long_sentences`` to sentences longer than the model's positions; never truncate.
+
+    Returns ``(encoded, source_row, counts)``: the sequences to run, the sentence
+    each comes from, and how many sentences were skipped or split.
+    """
+    lengths = encoded.lengths
+    too_long = lengths > limit if limit else np.zeros(len(lengths), dtype=bool)
+    counts = {"n_skipped_too_long": 0, "n_split_too_long": 0}
+    if not too_long.any():
+        return encoded, np.arange(len(lengths)), counts
+    message = f"{int(too_long.sum())} sentence(s) exceed the {limit} positions of model {settings.model['id']!r} (longest {int(lengths.max())} tokens)"
+    if settings.long_sentences == "error":
+        raise ModelLoadError(f"{message}; lower corpus.max_words or set tokens.long_sentences: skip or split")
+    log.warning("%s: %s", message, "splitting them into windows" if settings.long_sentences == "split" else "skipping them")
+    if settings.long_sentences == "split":
+        counts["n_split_too_long"] = int(too_long.sum())
+        return (*split_long(encoded, limit), counts)
+    counts["n_skipped_too_long"] = int(too_long.sum())
+    keep = np.flatnonzero(~too_long)
+    return select(encoded, keep), keep, counts
 
 
 def run_batches(model, sums: TypeSums, encoded, type_index, batches, pad_id: int, device, progress: bool) -> None:

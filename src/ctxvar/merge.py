@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 # Partials that differ in any of these cannot be added together.
 MUST_MATCH = ("model_id", "model_name", "revision", "dtype", "n_layers", "d", "tokenizer_sha256", "weights_sha256",
               "merge_markers", "config_hash")
-ADDITIVE = ("n_sentences", "n_skipped_too_long", "n_tokens")
+ADDITIVE = ("n_sentences", "n_skipped_too_long", "n_split_too_long", "n_sequences", "n_tokens")
 
 TOKENS_SCHEMA = [("layer", pa.int16()), ("token", pa.string()), ("n", pa.int64()), ("Q", pa.float64()), ("M", pa.float64()), ("V", pa.float64())]
 

@@ -38,7 +38,13 @@ def load(entry: dict, source: str, dtype: str, device: torch.device):
     if os.path.isdir(source):
         options.pop("revision")
     tokenizer = _from_pretrained(AutoTokenizer, source, entry, options)
-    model = _from_pretrained(AutoModel, source, entry, {**options, "dtype": DTYPES[dtype]})
+    # safetensors only: pickled checkpoints (pytorch_model.bin) can run code when loaded.
+    model = _from_pretrained(AutoModel, source, entry, {**options, "dtype": DTYPES[dtype], "use_safetensors": True})
+    if getattr(model.config, "is_encoder_decoder", False):
+        raise ModelLoadError(
+            f"model {entry['id']!r} is an encoder-decoder ({model.config.model_type}); its forward pass has no single "
+            "stack of hidden states per token: use an encoder or decoder model"
+        )
     return tokenizer, model.to(device).eval()
 
 
@@ -48,7 +54,10 @@ def _from_pretrained(cls, source: str, entry: dict, options: dict):
         try:
             return cls.from_pretrained(source, **options)
         except (OSError, ValueError) as error:
-            raise ModelLoadError(f"{what}: the directory has no loadable {cls.__name__[4:].lower()} ({_first_line(error)})") from None
+            raise ModelLoadError(
+                f"{what}: the directory has no loadable {cls.__name__[4:].lower()} ({_first_line(error)}); "
+                "weights must be safetensors (save_pretrained's default), and custom code needs trust_remote_code: true"
+            ) from None
     try:
         return cls.from_pretrained(source, local_files_only=True, **options)
     except OSError:

@@ -80,3 +80,36 @@ def type_table(tokenizer, ids: np.ndarray, merge_markers: bool) -> tuple[np.ndar
     keys = np.array([type_key(t, merge_markers) for t in tokenizer.convert_ids_to_tokens(present.tolist())], dtype=object)
     types, key_index = np.unique(keys, return_inverse=True)
     return types, key_index[np.searchsorted(present, ids)].astype(np.int64)
+
+
+def select(encoded: EncodedShard, rows: np.ndarray) -> EncodedShard:
+    """The sequences ``rows`` of ``encoded``, in that order."""
+    lengths = encoded.lengths[rows]
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    source = np.repeat(encoded.offsets[:-1][rows] - offsets[:-1], lengths) + np.arange(int(offsets[-1]))
+    return EncodedShard(ids=encoded.ids[source], offsets=offsets)
+
+
+def split_long(encoded: EncodedShard, limit: int) -> tuple[EncodedShard, np.ndarray]:
+    """Split sequences longer than ``limit`` into consecutive windows that fit.
+
+    Each window keeps the sentence's own [bos] and [eos] around at most
+    ``limit − 2`` inner tokens, so every window is ``[bos] + piece + [eos]``; no
+    token is dropped. Returns the new shard and each new sequence's source row.
+    """
+    pieces, source = [], []
+    for row, (start, end) in enumerate(zip(encoded.offsets[:-1], encoded.offsets[1:])):
+        sequence = encoded.ids[start:end]
+        if len(sequence) <= limit:
+            pieces.append(sequence)
+            source.append(row)
+            continue
+        bos, inner, eos = sequence[:1], sequence[1:-1], sequence[-1:]
+        for window in range(0, len(inner), limit - 2):
+            pieces.append(np.concatenate([bos, inner[window : window + limit - 2], eos]))
+            source.append(row)
+    offsets = np.zeros(len(pieces) + 1, dtype=np.int64)
+    np.cumsum([len(p) for p in pieces], out=offsets[1:])
+    ids = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+    return EncodedShard(ids=ids, offsets=offsets), np.asarray(source, dtype=np.int64)
