@@ -194,6 +194,15 @@ def test_atomic_path_leaves_nothing_on_failure(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_atomic_path_clears_temporaries_of_killed_attempts(tmp_path):
+    target = tmp_path / "out.csv"
+    (tmp_path / ".out.csv.abc123.tmp").write_text("left by a killed job")
+    (tmp_path / ".other.csv.abc123.tmp").write_text("not ours")
+    with atomic_path(target) as tmp:
+        tmp.write_text("done")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".other.csv.abc123.tmp", "out.csv"]
+
+
 def test_merge_killed_mid_way_leaves_no_output_and_a_rerun_is_identical(tmp_path, two_partials):
     script = textwrap.dedent(f"""
         import os, signal

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import os
 import re
+import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -125,6 +128,34 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
 def test_config_changes_schedule_the_minimum(demo, change, expected):
     run = snakemake(demo, {**copy.deepcopy(DEMO), **change}, "-n")
     assert scheduled_jobs(run) == expected
+
+
+def test_killed_run_resumes_only_unfinished_jobs_with_bit_identical_results(tmp_path, demo):
+    workdir, config = tmp_path / "killed", REPO / "config" / "demo.yaml"
+    workdir.mkdir()
+    command = ["snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile", str(config), "--cores", "2"]
+    process = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    partials = workdir / "results" / "partials"
+    deadline = time.monotonic() + 600
+    while len(list(partials.glob("*/*.parquet"))) < 3 and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.1)
+    os.killpg(process.pid, signal.SIGKILL)  # Snakemake and its running jobs, as a cluster would
+    process.wait()
+    # A job that wrote its file just before the kill is still marked incomplete: it re-runs too.
+    marked = {base64.b64decode(p.name).decode() for p in (workdir / ".snakemake" / "incomplete").glob("*")}
+    finished = {p: p.stat().st_mtime_ns for p in partials.glob("*/*.parquet") if str(p.relative_to(workdir)) not in marked}
+    assert 1 <= len(finished) < 12
+
+    assert snakemake(workdir, config, "--unlock").returncode == 0
+    dry_run = snakemake(workdir, config, "-n", "--rerun-incomplete")
+    assert scheduled_jobs(dry_run)["extract_statistics"] == 12 - len(finished)
+    resumed = snakemake(workdir, config, "--rerun-incomplete")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert {path: path.stat().st_mtime_ns for path in finished} == finished, "finished jobs re-ran"
+    assert not list(workdir.glob("results/**/.*.tmp")), "temporaries of killed jobs were left"
+    outputs = [f"results/{m}/{f}" for m in ("tiny-bert", "tiny-roberta", "tiny-gpt2") for f in ("tokens.parquet", "stats.parquet", "layers.csv")]
+    for output in [*outputs, "results/summary/layers.csv"]:
+        assert (workdir / output).read_bytes() == (demo / output).read_bytes(), output
 
 
 def test_local_model_directory_and_text_file_offline(tmp_path, tiny_models, corpus_texts):

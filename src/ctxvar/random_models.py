@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -33,7 +34,7 @@ ARCH_SPECIALS = {
 
 
 def train_tokenizer(arch: str, texts, vocab_size: int):
-    """A transformers fast tokenizer of the architecture's kind, trained on ``texts``."""
+    """A transformers fast tokenizer of the architecture's kind, built from ``texts``, deterministically."""
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -42,23 +43,38 @@ def train_tokenizer(arch: str, texts, vocab_size: int):
         core = Tokenizer(models.WordPiece(unk_token="[UNK]"))
         core.normalizer = normalizers.BertNormalizer(lowercase=True)
         core.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        core.model = models.WordPiece(wordpiece_vocab(core, texts, vocab_size, specials), unk_token="[UNK]")
         core.decoder = decoders.WordPiece()
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials)
-        names = dict(pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
-    else:
-        core = Tokenizer(models.BPE())
-        core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        core.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(
-            vocab_size=vocab_size, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-        )
-        if arch == "roberta":
-            names = dict(bos_token="<s>", pad_token="<pad>", eos_token="</s>", unk_token="<unk>", mask_token="<mask>",
-                         cls_token="<s>", sep_token="</s>")
-        else:
-            names = dict(bos_token="<|endoftext|>", eos_token="<|endoftext|>", unk_token="<|endoftext|>")
-    core.train_from_iterator(texts, trainer=trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=core, **names)
+        return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
+                                       sep_token="[SEP]", mask_token="[MASK]")
+    # Byte-level BPE, as RoBERTa and GPT-2; with the full byte alphabet given, training is deterministic.
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    core.train_from_iterator(texts, trainer=trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    if arch == "roberta":
+        return PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", pad_token="<pad>", eos_token="</s>",
+                                       unk_token="<unk>", mask_token="<mask>", cls_token="<s>", sep_token="</s>")
+    return PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
+                                   unk_token="<|endoftext|>")
+
+
+def wordpiece_vocab(core, texts, vocab_size: int, specials: list[str]) -> dict[str, int]:
+    """A deterministic WordPiece vocabulary: specials, every character alone and as ``##c``,
+    then the most frequent words (ties alphabetical) up to ``vocab_size``.
+
+    (The ``tokenizers`` WordPiece trainer breaks ties in hash order, so its
+    vocabulary changes from run to run.) Rarer words split into ``##`` pieces.
+    """
+    words: Counter = Counter()
+    for text in texts:
+        words.update(word for word, _ in core.pre_tokenizer.pre_tokenize_str(core.normalizer.normalize_str(text)))
+    characters = sorted({c for word in words for c in word})
+    pieces = [*specials, *characters, *(f"##{c}" for c in characters)]
+    frequent = [w for w, _ in sorted(words.items(), key=lambda item: (-item[1], item[0])) if len(w) > 1]
+    pieces += frequent[: max(vocab_size - len(pieces), 0)]
+    return {piece: index for index, piece in enumerate(pieces)}
 
 
 def model_config(arch: str, spec: dict, tokenizer):
@@ -103,6 +119,9 @@ def build_random_model(entry: dict, texts, out_dir) -> None:
     model = AutoModel.from_config(model_config(entry["arch"], spec, tokenizer))
     randomise_layer_norms(model, torch.Generator().manual_seed(spec["seed"]))
     out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    for stale in out_dir.parent.glob(f".{out_dir.name}.*"):  # left by a killed earlier build
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)

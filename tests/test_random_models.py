@@ -1,0 +1,35 @@
+"""Random-init models: deterministic, with LayerNorms that are not the identity."""
+
+import subprocess
+import sys
+
+import torch
+
+from ctxvar.random_models import randomise_layer_norms, train_tokenizer
+
+SCRIPT = """
+import hashlib, json
+from ctxvar.corpus import synthetic_sentences
+from ctxvar.random_models import train_tokenizer
+texts = synthetic_sentences({"n_sentences": 800, "vocab_size": 600, "zipf_exponent": 1.1, "mean_words": 12}, 0)
+print(json.dumps({arch: sorted(train_tokenizer(arch, texts, 300).get_vocab().items()) for arch in ("bert", "roberta", "gpt2")}))
+"""
+
+
+def test_tokenizers_are_identical_across_processes():
+    """tokenizers' trainers break ties in hash order, which changes per process: guard against it."""
+    runs = [subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, check=True).stdout for _ in range(3)]
+    assert runs[0] == runs[1] == runs[2]
+
+
+def test_wordpiece_vocabulary_has_continuation_pieces(corpus_texts):
+    tokenizer = train_tokenizer("bert", corpus_texts, 120)
+    tokens = [t for text in corpus_texts[:50] for t in tokenizer.tokenize(text)]
+    assert any(t.startswith("##") for t in tokens) and any(not t.startswith("##") and len(t) > 1 for t in tokens)
+    assert len(tokenizer) <= 120 + 2 * 40
+
+
+def test_layer_norms_are_randomised():
+    norm = torch.nn.LayerNorm(8)
+    randomise_layer_norms(torch.nn.Sequential(norm), torch.Generator().manual_seed(0))
+    assert norm.weight.std() > 0.1 and norm.bias.abs().max() > 0
