@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
 import os
 import re
 import signal
@@ -19,6 +20,7 @@ import yaml
 
 from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
 
+from ctxvar.io import read_metadata
 from ctxvar.layerstats import COLUMNS
 
 pytestmark = pytest.mark.workflow
@@ -63,6 +65,9 @@ def test_default_profile_is_picked_up_without_flags(tmp_path):
         ({"corpus": {**DEMO["corpus"], "fraction": 0}}, "corpus.fraction: 0 is less than or equal to the minimum of 0"),
         ({"shards": 0}, "shards: 0 is less than the minimum of 1"),
         ({"dtype": "fp8"}, "dtype: 'fp8' is not allowed; use one of float32, bfloat16, float16"),
+        ({"shards": "eight"}, "shards: 'eight' is not of type 'integer'"),
+        ({"corpus": {**DEMO["corpus"], "source": "csv"}}, "corpus.source: 'csv' is not allowed; use one of hf, text, parquet, jsonl"),
+        ({"corpus": {**DEMO["corpus"], "source": "text", "path": "missing.txt"}}, "corpus.path: file not found: missing.txt"),
         ({"modles": []}, "Additional properties are not allowed ('modles' was unexpected)"),
         ({"models": DEMO["models"] + DEMO["models"][:1]}, "duplicate model id 'tiny-bert'"),
     ],
@@ -93,6 +98,15 @@ def test_demo_writes_every_documented_output(demo):
     assert list(summary["model"].unique()) == ["tiny-bert", "tiny-roberta", "tiny-gpt2"]
     models = pd.read_csv(demo / "results" / "summary" / "models.csv")
     assert (models["n_tokens"] > 100_000).all() and (models["n_layers"] == 5).all()
+
+
+def test_every_model_output_records_its_provenance(demo):
+    for model in ("tiny-bert", "tiny-roberta", "tiny-gpt2"):
+        run = json.loads((demo / "results" / model / "run.json").read_text())
+        for source in (run, read_metadata(demo / "results" / model / "tokens.parquet")):
+            assert source["revision"] == "main" and len(source["weights_sha256"]) == 64 and len(source["config_hash"]) == 16
+            assert {"torch", "transformers", "ctxvar", "python"} <= set(source["versions"])
+            assert source["shards"] == [0, 1, 2, 3]
 
 
 def test_rerun_with_the_same_config_does_nothing(demo):
