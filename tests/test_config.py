@@ -48,3 +48,18 @@ def test_config_hash_tracks_science_not_other_models():
     assert extraction_config_hash(config, models["tiny-bert"]) == before
     config["dtype"] = "bfloat16"
     assert extraction_config_hash(config, models["tiny-bert"]) != before
+
+
+def test_config_values_are_data_never_code(tmp_path, monkeypatch):
+    import torch
+
+    from ctxvar import models
+    from ctxvar.errors import ModelLoadError
+
+    marker = tmp_path / "code-ran"
+    entry = {"id": "m", "name": f"__import__('pathlib').Path({str(marker)!r}).touch()"}
+    check_config({**copy.deepcopy(DEMO), "models": [entry]})
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelLoadError):
+        models.load(entry, entry["name"], "float32", torch.device("cpu"))
+    assert not marker.exists()

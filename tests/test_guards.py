@@ -20,7 +20,7 @@ from transformers import AutoTokenizer
 from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
 
 from ctxvar.corpus import write_shards
-from ctxvar.errors import ModelLoadError, StatisticsError
+from ctxvar.errors import CorpusError, ModelLoadError, StatisticsError
 from ctxvar.extract import ExtractionSettings, extract_shard
 from ctxvar.io import METADATA_KEY, atomic_path, read_metadata, write_table
 from ctxvar.layerstats import layers_table
@@ -51,7 +51,7 @@ def short_model(tmp_path_factory, corpus_texts):
 
 
 def test_long_sentences_error_names_the_remedy(tmp_path, short_model, corpus_texts):
-    with pytest.raises(ModelLoadError, match="exceed the 24 positions of model 'm'.*long_sentences: skip or split"):
+    with pytest.raises(CorpusError, match="exceed the 24 positions of model 'm'.*long_sentences: skip or split"):
         extract(short_model, shard_of(tmp_path, corpus_texts[:40]), tmp_path / "p.parquet", long_sentences="error")
     assert not (tmp_path / "p.parquet").exists()
 

@@ -13,7 +13,7 @@ from tqdm.auto import tqdm
 from . import models
 from .accumulator import TypeSums, batch_bytes, state_bytes
 from .batching import pad_batch, padding_fraction, token_budget_batches
-from .errors import ModelLoadError, StatisticsError
+from .errors import CorpusError, ModelLoadError, StatisticsError
 from .sums import LayerSums, write_sums
 from .tokens import EncodedShard, encode, select, split_long, type_table
 from .versions import package_versions
@@ -104,7 +104,7 @@ def fit_to_positions(encoded: EncodedShard, limit: int | None, settings: Extract
         return encoded, np.arange(len(lengths)), counts
     message = f"{int(too_long.sum())} sentence(s) exceed the {limit} positions of model {settings.model['id']!r} (longest {int(lengths.max())} tokens)"
     if settings.long_sentences == "error":
-        raise ModelLoadError(f"{message}; lower corpus.max_words or set tokens.long_sentences: skip or split")
+        raise CorpusError(f"{message}; lower corpus.max_words or set tokens.long_sentences: skip or split")
     log.warning("%s: %s", message, "splitting them into windows" if settings.long_sentences == "split" else "skipping them")
     if settings.long_sentences == "split":
         counts["n_split_too_long"] = int(too_long.sum())
@@ -123,8 +123,8 @@ def run_batches(model, sums: TypeSums, encoded, type_index, batches, pad_id: int
             on_device = [_to_device(a, device, pin) for a in (batch.input_ids, batch.attention_mask, batch.positions, batch.type_index)]
             input_ids, attention_mask, positions, types = on_device
             output = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
-            if output.hidden_states is None:
-                raise ModelLoadError(f"model {type(model).__name__} returned no hidden states; use a model with output_hidden_states")
+            if getattr(output, "hidden_states", None) is None:
+                raise ModelLoadError(f"model {type(model).__name__} returned no hidden states; use an encoder or decoder model")
             sums.accumulate(output.hidden_states, positions, types)
 
 
@@ -134,15 +134,14 @@ def _to_device(array: np.ndarray, device, pin: bool) -> torch.Tensor:
 
 
 def layer_sums(sums: TypeSums, types: np.ndarray):
-    """Per-layer :class:`LayerSums`, without types that never occurred."""
+    """Per-layer :class:`LayerSums` from the device state (every type in ``types`` occurred)."""
     count, total, total_sq = sums.to_numpy()
-    seen = count > 0
     for layer in range(sums.n_layers):
-        yield LayerSums(layer, types[seen], count[seen], total[layer][seen], total_sq[layer][seen])
+        yield LayerSums(layer, types, count, total[layer], total_sq[layer])
 
 
 def model_metadata(settings: ExtractionSettings, tokenizer, model, n_layers: int, d: int) -> dict:
-    """What identifies the sums' origin; merges refuse files that differ in any of the *_check keys."""
+    """What identifies the sums' origin; merges refuse partials that differ in any of merge.MUST_MATCH."""
     return {
         "model_id": settings.model["id"],
         "model_name": settings.source,

@@ -118,14 +118,18 @@ class SumsFile:
         self.d = self._file.schema_arrow.field("sum").type.list_size
 
     def layer(self, layer: int, columns: list[str] | None = None) -> LayerSums:
-        table = self._file.read_row_group(layer, columns=columns)
-        get = table.column_names.__contains__
+        """Row group ``layer``; columns not asked for are None."""
+        try:
+            table = self._file.read_row_group(layer, columns=columns)
+        except (OSError, pa.ArrowException) as error:
+            raise StatisticsError(f"{self.path}: layer {layer} cannot be read ({error}); delete the file and re-run") from None
+        names = set(table.column_names)
         return LayerSums(
             layer=layer,
-            types=table.column("token").to_numpy(zero_copy_only=False) if get("token") else None,
-            count=table.column("n").to_numpy() if get("n") else None,
-            sum=_matrix(table.column("sum"), self.d) if get("sum") else None,
-            sum_sq=table.column("sum_sq").to_numpy() if get("sum_sq") else None,
+            types=table.column("token").to_numpy(zero_copy_only=False) if "token" in names else None,
+            count=table.column("n").to_numpy() if "n" in names else None,
+            sum=_matrix(table.column("sum"), self.d) if "sum" in names else None,
+            sum_sq=table.column("sum_sq").to_numpy() if "sum_sq" in names else None,
         )
 
     def types(self) -> np.ndarray:
