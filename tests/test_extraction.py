@@ -16,7 +16,7 @@ import torch
 
 from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
 
-from ctxvar.corpus import write_shards
+from ctxvar.sharding import write_shards
 from ctxvar.errors import StatisticsError
 from ctxvar.extract import ExtractionSettings, extract_shard
 from ctxvar.io import read_metadata, write_table

@@ -19,7 +19,7 @@ from transformers import AutoTokenizer
 
 from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
 
-from ctxvar.corpus import write_shards
+from ctxvar.sharding import write_shards
 from ctxvar.errors import CorpusError, ModelLoadError, StatisticsError
 from ctxvar.extract import ExtractionSettings, extract_shard
 from ctxvar.io import METADATA_KEY, atomic_path, read_metadata, write_table

@@ -59,6 +59,12 @@ def test_default_profile_is_picked_up_without_flags(tmp_path):
     assert "workflow specific profile" in run.stderr and "mem_mb=2000" in run.stdout and "batch_tokens=16384" in run.stdout
 
 
+@pytest.mark.parametrize("device, gpus", [("cuda", 1), ("cpu", 0)])
+def test_extraction_asks_for_a_gpu_only_on_cuda(tmp_path, device, gpus):
+    run = snakemake(tmp_path, {**DEMO, "device": device}, "-n", "results/partials/tiny-bert/0.parquet")
+    assert f"gpu={gpus}," in run.stdout, run.stdout[-2000:]
+
+
 @pytest.mark.parametrize(
     "change, message",
     [

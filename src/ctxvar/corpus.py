@@ -18,7 +18,6 @@ from . import hub
 from .config import corpus_paths
 from .errors import CorpusError
 from .io import write_json, write_table
-from .sharding import assign_shards, sentence_cost
 
 log = logging.getLogger(__name__)
 
@@ -171,24 +170,3 @@ def write_sentences(corpus: dict, sentences_path, counts_path) -> dict:
     write_table(table, sentences_path)
     write_json(counts, counts_path)
     return counts
-
-
-def write_shards(sentences_path, shard_paths: list, chunk_sentences: int) -> None:
-    """Split the sentences into ``len(shard_paths)`` files of near-equal token cost.
-
-    Sentences sorted by length are cut into chunks of ``chunk_sentences``; whole
-    chunks are dealt to shards (:func:`assign_shards`). Extraction batches within a
-    chunk only, so every sentence meets the same batch-mates, and gets bitwise the
-    same float32 hidden states, whatever the number of shards. Shard i goes to
-    ``shard_paths[i]`` with a ``chunk`` column; sentences keep sample order.
-    """
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(sentences_path)
-    cost = sentence_cost(pc.utf8_length(table.column("text")).to_numpy(zero_copy_only=False))
-    chunk = np.empty(len(cost), dtype=np.int64)
-    chunk[np.argsort(cost, kind="stable")] = np.arange(len(cost)) // chunk_sentences
-    shard_of_chunk = assign_shards(np.bincount(chunk, weights=cost), len(shard_paths))
-    table = table.append_column("chunk", pa.array(chunk))
-    for index, path in enumerate(shard_paths):
-        write_table(table.filter(pa.array(shard_of_chunk[chunk] == index)), path, metadata={"shard": index, "n_shards": len(shard_paths)})

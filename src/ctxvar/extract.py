@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import torch
 from tqdm.auto import tqdm
 
-from . import models
+from . import gpus, models
 from .accumulator import TypeSums, batch_bytes, state_bytes
 from .batching import pad_batch, padding_fraction, token_budget_batches
 from .errors import CorpusError, ModelLoadError, StatisticsError
@@ -56,6 +56,9 @@ def chunk_batches(lengths: np.ndarray, chunk: np.ndarray, batch_tokens: int) -> 
 def extract_shard(shard_path, out_path, settings: ExtractionSettings) -> dict:
     """Run the model over the shard and write n, Σx, Σ‖x‖² per (layer, type). Returns the metadata."""
     device = models.resolve_device(settings.device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", gpus.claim_gpu())
+        log.info("claimed %s", device)
     if settings.threads:
         torch.set_num_threads(settings.threads)
     tokenizer, model = models.load(settings.model, settings.source, settings.dtype, device)

@@ -1,6 +1,7 @@
 import json
 import os
 import re
+import shutil
 
 from snakemake.utils import validate
 
@@ -31,6 +32,13 @@ def final_outputs():
 def canonical(value):
     """``value`` with dict keys sorted, so that reordering config keys does not look like a params change."""
     return json.loads(json.dumps(value, sort_keys=True))
+
+
+def extraction_gpus():
+    """GPUs per extraction job: 1 with device cuda, or auto on a machine with an NVIDIA driver."""
+    if config["device"] == "auto":
+        return int(shutil.which("nvidia-smi") is not None)
+    return int(config["device"] == "cuda")
 
 
 def model_entry(wildcards):

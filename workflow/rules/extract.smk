@@ -11,6 +11,7 @@ rule extract_statistics:
         config_hash=partial_config_hash,
     threads: 1
     resources:
+        gpu=extraction_gpus(),
         batch_tokens=16384,
     log:
         "logs/partials/{model}/{shard}.log",

@@ -1,4 +1,4 @@
-from ctxvar.corpus import write_shards
+from ctxvar.sharding import write_shards
 from ctxvar.jobs import job_log
 
 with job_log(snakemake.log[0]):

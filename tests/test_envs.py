@@ -1,0 +1,72 @@
+"""Conda environments: they parse, each rule's env declares every package its code imports,
+and their lower bounds agree with pyproject.toml."""
+
+import ast
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+CONDA_NAME = {"torch": "pytorch", "yaml": "pyyaml", "matplotlib": "matplotlib-base", "huggingface_hub": "huggingface_hub"}
+RULE = re.compile(r"^rule (\w+):.*?conda:\s*\"\.\./\.\./envs/(\w+)\.yaml\".*?script:\s*\"\.\./scripts/(\w+)\.py\"", re.M | re.S)
+
+
+def requirement(spec: str) -> tuple[str, str]:
+    name, _, bound = re.match(r"([A-Za-z0-9_.-]+)(\[.*\])?(.*)", spec).group(1, 2, 3)
+    return name.lower(), bound.strip()
+
+
+def env_packages(env: str) -> dict[str, str]:
+    dependencies = yaml.safe_load((REPO / "envs" / f"{env}.yaml").read_text())["dependencies"]
+    return dict(requirement(d) for d in dependencies if isinstance(d, str))
+
+
+def imported_packages(path: Path, seen: set) -> set[str]:
+    """Top-level third-party modules imported by ``path`` and, recursively, by the ctxvar modules it imports."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+            [("." * node.level) + (node.module or "")] if isinstance(node, ast.ImportFrom) else [])
+        for name in names:
+            if name.startswith(".") or name.startswith("ctxvar"):
+                module = name.lstrip(".").removeprefix("ctxvar").lstrip(".") or "__init__"
+                target = REPO / "src" / "ctxvar" / (module.replace(".", "/") + ".py")
+                if isinstance(node, ast.ImportFrom) and not target.exists():  # from . import models
+                    targets = [REPO / "src" / "ctxvar" / f"{a.name}.py" for a in node.names]
+                else:
+                    targets = [target]
+                for t in targets:
+                    if t.exists() and t not in seen:
+                        seen.add(t)
+                        found |= imported_packages(t, seen)
+            else:
+                found.add(name.split(".")[0])
+    return {m for m in found if m not in sys.stdlib_module_names}
+
+
+RULES = RULE.findall("\n".join(p.read_text() for p in sorted((REPO / "workflow" / "rules").glob("*.smk"))))
+
+
+def test_every_rule_with_a_script_has_an_env():
+    assert len(RULES) == 7
+
+
+@pytest.mark.parametrize("rule, env, script", RULES, ids=[r[0] for r in RULES])
+def test_rule_env_declares_what_its_code_imports(rule, env, script):
+    packages = env_packages(env)
+    needed = imported_packages(REPO / "workflow" / "scripts" / f"{script}.py", set()) - {"ctxvar"}
+    missing = {m for m in needed if CONDA_NAME.get(m, m).lower() not in packages}
+    assert not missing, f"rule {rule}: envs/{env}.yaml lacks {sorted(missing)}"
+
+
+@pytest.mark.parametrize("env", ["extract", "analysis"])
+def test_env_lower_bounds_match_pyproject(env):
+    project = dict(requirement(d) for d in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"])
+    pip_name = {"pytorch": "torch", "matplotlib-base": "matplotlib"}
+    for name, bound in env_packages(env).items():
+        if name != "python":
+            assert project[pip_name.get(name, name)] == bound, f"{name} in envs/{env}.yaml"

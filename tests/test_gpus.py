@@ -1,0 +1,39 @@
+"""GPU claims: concurrent jobs never share a device (faked device list, no GPU needed)."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+from ctxvar import gpus
+
+JOB = textwrap.dedent("""
+    import json, sys, time
+    from ctxvar.gpus import claim_gpu
+    index = claim_gpu(poll_seconds=0.05)
+    start = time.monotonic()
+    time.sleep(0.4)
+    print(json.dumps({"gpu": index, "start": start, "end": time.monotonic()}))
+""")
+
+
+def test_concurrent_jobs_never_share_a_gpu(tmp_path):
+    env = {"CTXVAR_GPUS": "0,1,2,3", "CTXVAR_GPU_LOCK_DIR": str(tmp_path)}
+    jobs = [subprocess.Popen([sys.executable, "-c", JOB], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, **env}) for _ in range(10)]
+    claims = [json.loads(job.communicate(timeout=60)[0]) for job in jobs]
+    assert {c["gpu"] for c in claims} == {0, 1, 2, 3}
+    for a in claims:
+        for b in claims:
+            if a is not b and a["gpu"] == b["gpu"]:
+                assert a["end"] <= b["start"] or b["end"] <= a["start"], "two jobs held one GPU at once"
+
+
+def test_a_claim_is_released_when_its_process_dies(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXVAR_GPUS", "5")
+    monkeypatch.setenv("CTXVAR_GPU_LOCK_DIR", str(tmp_path))
+    holder = subprocess.run([sys.executable, "-c", "from ctxvar.gpus import claim_gpu; print(claim_gpu())"],
+                            capture_output=True, text=True, check=True)
+    assert holder.stdout.strip() == "5"
+    assert gpus.claim_gpu(poll_seconds=0.05) == 5
