@@ -35,3 +35,14 @@ def _tiny_model(tmp_path_factory, texts, arch: str, seed: int) -> str:
 def tiny_models(tmp_path_factory, corpus_texts) -> dict[str, str]:
     """Directories of saved tiny models, by architecture."""
     return {arch: _tiny_model(tmp_path_factory, corpus_texts, arch, seed) for seed, arch in enumerate(["bert", "roberta", "gpt2"])}
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory):
+    """A finished local run of config/demo.yaml (read-only)."""
+    from workflow_runs import REPO, snakemake
+
+    workdir = tmp_path_factory.mktemp("demo")
+    run = snakemake(workdir, REPO / "config" / "demo.yaml")
+    assert run.returncode == 0, run.stderr[-3000:]
+    return workdir

@@ -9,9 +9,7 @@ import os
 import re
 import signal
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -19,33 +17,12 @@ import pytest
 import yaml
 
 from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
+from workflow_runs import DEMO, REPO, scheduled_jobs, snakemake
 
 from ctxvar.io import read_metadata
 from ctxvar.layerstats import COLUMNS
 
 pytestmark = pytest.mark.workflow
-REPO = Path(__file__).resolve().parents[1]
-DEMO = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
-
-
-def snakemake(workdir: Path, config: dict | Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run the workflow with ``config`` in ``workdir``; returns the finished process (not checked)."""
-    if isinstance(config, dict):  # written beside workdir: a config.yaml inside it would be loaded too
-        workdir.mkdir(parents=True, exist_ok=True)
-        handle, path = tempfile.mkstemp(suffix=".yaml", dir=workdir.parent)
-        os.write(handle, yaml.safe_dump(config).encode())
-        os.close(handle)
-        config = path
-    command = ["snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile", str(config),
-               "--cores", "2", *args]
-    return subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=900)
-
-
-def scheduled_jobs(dry_run: subprocess.CompletedProcess) -> dict[str, int]:
-    """Rule → job count from a dry-run's 'Job stats' table."""
-    assert dry_run.returncode == 0, dry_run.stderr + dry_run.stdout
-    table = (dry_run.stdout + dry_run.stderr).split("Job stats:")[-1]
-    return {rule: int(count) for rule, count in re.findall(r"^(\w+)\s+(\d+)$", table, flags=re.M) if rule != "total"}
 
 
 def test_paper_config_dry_run_fans_out_models_times_shards(tmp_path):
@@ -82,14 +59,6 @@ def test_bad_config_stops_before_any_job_with_a_readable_line(tmp_path, change, 
     run = snakemake(tmp_path, {**DEMO, **change}, "-n")
     assert run.returncode != 0 and message in run.stderr + run.stdout
     assert not (tmp_path / "results").exists()
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory) -> Path:
-    workdir = tmp_path_factory.mktemp("demo")
-    run = snakemake(workdir, REPO / "config" / "demo.yaml")
-    assert run.returncode == 0, run.stderr[-3000:]
-    return workdir
 
 
 def test_demo_writes_every_documented_output(demo):
