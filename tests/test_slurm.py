@@ -37,7 +37,7 @@ def test_demo_through_slurm_equals_the_local_run(tmp_path, cluster, demo):
         "--profile", str(REPO / "workflow" / "profiles" / "slurm"),
         # the test cluster's partition and sizes, as a user would fill them into the profile
         "--default-resources", "slurm_partition=debug", "mem_mb=500", "runtime=10",
-        "--set-resources", "extract_statistics:slurm_partition=debug", "extract_statistics:mem_mb=1500",
+        "--set-resources", "extract_statistics:slurm_partition=debug",
         "--slurm-init-seconds-before-status-checks", "2", "--latency-wait", "5",
         "--slurm-logdir", str(tmp_path / "logs" / "slurm"),  # the plugin resolves it from the caller's cwd
     )

@@ -7,6 +7,7 @@ import copy
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -111,12 +112,27 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
         ({"device": "cpu"}, {}),
         ({"analysis": {"min_log10_n": 0.5, "max_log10_n": 5}}, {"layer_statistics": 3, "summarise_models": 1, "all": 1}),
         ({"models": DEMO["models"][:2]}, {"summarise_models": 1, "all": 1}),
+        ({"shards": 3}, {"split_corpus": 1, "extract_statistics": 9, "merge_statistics": 3, "layer_statistics": 3,
+                         "summarise_models": 1, "all": 1}),
     ],
-    ids=["device", "analysis", "remove-model"],
+    ids=["device", "analysis", "remove-model", "shards"],
 )
 def test_config_changes_schedule_the_minimum(demo, change, expected):
     run = snakemake(demo, {**copy.deepcopy(DEMO), **change}, "-n")
     assert scheduled_jobs(run) == expected
+
+
+def test_changing_analysis_code_never_reruns_extraction(tmp_path, demo):
+    copy_of_workflow = tmp_path / "workflow-copy"
+    shutil.copytree(REPO / "workflow", copy_of_workflow / "workflow")
+    shutil.copy(REPO / "Snakefile", copy_of_workflow)
+    (copy_of_workflow / "profiles").symlink_to("workflow/profiles")
+    arguments = ["-s", str(copy_of_workflow / "Snakefile"), "-n"]
+    assert "Nothing to be done" in snakemake(demo, REPO / "config" / "demo.yaml", *arguments).stdout
+    with open(copy_of_workflow / "workflow" / "scripts" / "layer_statistics.py", "a") as script:
+        script.write("# an edit\n")
+    run = snakemake(demo, REPO / "config" / "demo.yaml", *arguments)
+    assert scheduled_jobs(run) == {"layer_statistics": 3, "summarise_models": 1, "all": 1}
 
 
 def test_killed_run_resumes_only_unfinished_jobs_with_bit_identical_results(tmp_path, demo):

@@ -23,7 +23,7 @@ def snakemake(workdir: Path, config: dict | Path, *args: str, env: dict | None =
         os.close(handle)
         config = path
     command = ["snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile", str(config),
-               "--cores", "2", *args]
+               "--cores", "2", *args]  # a later -s in args wins
     return subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=900)
 
 

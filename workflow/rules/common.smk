@@ -5,6 +5,7 @@ import shutil
 
 from snakemake.utils import validate
 
+from ctxvar import resources as estimates
 from ctxvar.config import check_config, check_schema, extraction_config_hash, models_by_id
 
 check_schema(config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml"))  # one readable line
@@ -39,6 +40,17 @@ def extraction_gpus():
     if config["device"] == "auto":
         return int(shutil.which("nvidia-smi") is not None)
     return int(config["device"] == "cuda")
+
+
+def extraction_mem_mb(wildcards, input, attempt):
+    tokens = estimates.shard_tokens(input.shard)
+    return estimates.extraction_mem_mb(tokens, estimates.model_shape(MODELS[wildcards.model], model_source(wildcards)), attempt)
+
+
+def extraction_runtime(wildcards, input, threads, attempt):
+    tokens = estimates.shard_tokens(input.shard)
+    shape = estimates.model_shape(MODELS[wildcards.model], model_source(wildcards))
+    return estimates.extraction_runtime_min(tokens, shape, bool(extraction_gpus()), threads, attempt)
 
 
 def model_entry(wildcards):

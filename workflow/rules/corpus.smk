@@ -21,6 +21,7 @@ rule split_corpus:
         shards=expand("results/corpus/shards/{shard}.parquet", shard=SHARDS),
     params:
         chunk_sentences=config["chunk_sentences"],
+        n_shards=config["shards"],  # existing files 0…n−1 of another shard count must be rewritten
     log:
         "logs/corpus/split_corpus.log",
     benchmark:

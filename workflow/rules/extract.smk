@@ -12,6 +12,8 @@ rule extract_statistics:
     threads: 1
     resources:
         gpu=extraction_gpus(),
+        mem_mb=extraction_mem_mb,  # estimated from the shard's words and the model's shape
+        runtime=extraction_runtime,
         batch_tokens=16384,
     log:
         "logs/partials/{model}/{shard}.log",

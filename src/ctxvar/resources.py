@@ -1,0 +1,86 @@
+"""Resource estimates for extraction jobs, from what is known before they run.
+
+Known before a job: its shard's word count (corpus rules write it) and the
+model's shape (the entry's sizes for ``init: random``, else ``config.json`` from
+a local directory or the HF cache). Unknown shapes fall back to bert-large-sized
+guesses. Estimates are deliberately generous; a retry doubles them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+TOKENS_PER_WORD = 1.4  # subword tokens per space-separated word, BERT/GPT-2 on English prose
+HOST_BASELINE_MB = 1500  # Python, torch and transformers imported
+GPU_FLOPS = 2e13  # sustained fp32/TF32 forward throughput assumed for a GPU
+CPU_FLOPS_PER_THREAD = 2e10
+
+
+@dataclass
+class ModelShape:
+    n_layers: int  # hidden states, embedding output included
+    d: int
+    vocab_size: int
+
+    @property
+    def parameters(self) -> int:
+        """≈ 12·L·d² for the blocks plus the embedding matrix."""
+        return 12 * (self.n_layers - 1) * self.d**2 + self.vocab_size * self.d
+
+
+FALLBACK_SHAPE = ModelShape(n_layers=25, d=1024, vocab_size=50_000)
+
+
+def shard_tokens(shard_path) -> int:
+    """Estimated tokens in a shard: words × TOKENS_PER_WORD plus [bos]/[eos] per sentence."""
+    words = pq.read_table(shard_path, columns=["n_words"]).column("n_words")
+    return int(TOKENS_PER_WORD * (pc.sum(words).as_py() or 0) + 2 * len(words))
+
+
+def model_shape(entry: dict, source: str) -> ModelShape:
+    """The model's shape without loading it; :data:`FALLBACK_SHAPE` when it cannot be known yet."""
+    if entry.get("init") == "random":
+        from .random_models import random_spec
+
+        spec = random_spec(entry)
+        return ModelShape(spec["num_layers"] + 1, spec["hidden_size"], spec["vocab_size"])
+    config = _config_json(source, entry.get("revision") or "main")
+    if not config:
+        return FALLBACK_SHAPE
+    layers = config.get("num_hidden_layers") or config.get("n_layer")
+    d = config.get("hidden_size") or config.get("n_embd") or config.get("d_model")
+    if not layers or not d:
+        return FALLBACK_SHAPE
+    return ModelShape(int(layers) + 1, int(d), int(config.get("vocab_size") or FALLBACK_SHAPE.vocab_size))
+
+
+def _config_json(source: str, revision: str) -> dict | None:
+    path = os.path.join(source, "config.json")
+    if not os.path.isfile(path):
+        from huggingface_hub import try_to_load_from_cache
+
+        path = try_to_load_from_cache(source, "config.json", revision=revision)
+    if not isinstance(path, str) or not os.path.isfile(path):
+        return None
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def extraction_mem_mb(tokens: int, shape: ModelShape, attempt: int = 1) -> int:
+    """Host memory: baseline + fp32 weights + token arrays + the host copy of the sums
+    (8 · U · L · (d + 1) bytes, U ≤ min(vocabulary, tokens)), ×1.5, doubled on each retry."""
+    types = min(shape.vocab_size, tokens)
+    total = 4 * shape.parameters + 32 * tokens + 8 * types * shape.n_layers * (shape.d + 1)
+    return int((HOST_BASELINE_MB + 1.5 * total / 2**20) * 2 ** (attempt - 1))
+
+
+def extraction_runtime_min(tokens: int, shape: ModelShape, gpu: bool, threads: int = 1, attempt: int = 1) -> int:
+    """Minutes: forward FLOPs 2 · parameters · tokens at an assumed throughput, ×3, + 10, doubled on retry."""
+    flops_per_second = GPU_FLOPS if gpu else CPU_FLOPS_PER_THREAD * max(threads, 1)
+    minutes = 3 * 2 * shape.parameters * tokens / flops_per_second / 60 + 10
+    return int(minutes * 2 ** (attempt - 1))

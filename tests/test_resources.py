@@ -1,0 +1,36 @@
+"""Resource estimates for extraction jobs: from the shard and the model's shape, before the run."""
+
+import numpy as np
+import pyarrow as pa
+
+from ctxvar import resources
+from ctxvar.io import write_table
+
+
+def test_shard_tokens_from_word_counts(tmp_path):
+    write_table(pa.table({"text": ["a b c", "d"], "n_words": pa.array([3, 1], pa.int32())}), tmp_path / "s.parquet")
+    assert resources.shard_tokens(tmp_path / "s.parquet") == int(1.4 * 4 + 4)
+
+
+def test_model_shape_from_entry_local_config_or_fallback(tiny_models):
+    random_entry = {"id": "r", "init": "random", "arch": "gpt2", "hidden_size": 96, "num_layers": 6}
+    assert resources.model_shape(random_entry, "results/models/r") == resources.ModelShape(7, 96, 2000)
+    assert resources.model_shape({"id": "t"}, tiny_models["bert"]) == resources.ModelShape(4, 32, 300)
+    assert resources.model_shape({"id": "x"}, "nobody/not-cached-anywhere") == resources.FALLBACK_SHAPE
+
+
+def test_estimates_grow_with_tokens_model_size_and_retries():
+    small, large = resources.ModelShape(13, 768, 30_522), resources.ModelShape(25, 1024, 30_522)
+    for estimate in (resources.extraction_mem_mb, lambda t, s, attempt=1: resources.extraction_runtime_min(t, s, True, 1, attempt)):
+        values = [estimate(1_000_000, small), estimate(10_000_000, small), estimate(10_000_000, large)]
+        assert values == sorted(values) and len(set(values)) == 3
+        assert estimate(10_000_000, large, attempt=2) == 2 * estimate(10_000_000, large) or \
+            abs(estimate(10_000_000, large, attempt=2) - 2 * estimate(10_000_000, large)) <= 1
+
+
+def test_bert_base_shard_of_the_paper_fits_a_common_node():
+    bert_base = resources.ModelShape(13, 768, 30_522)
+    tokens = 12_400_000 // 8
+    assert 2_000 < resources.extraction_mem_mb(tokens, bert_base) < 8_000
+    assert resources.extraction_runtime_min(tokens, bert_base, gpu=True) < 60
+    assert np.isfinite(resources.extraction_runtime_min(tokens, bert_base, gpu=False, threads=8))
