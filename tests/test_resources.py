@@ -34,3 +34,7 @@ def test_bert_base_shard_of_the_paper_fits_a_common_node():
     assert 2_000 < resources.extraction_mem_mb(tokens, bert_base) < 8_000
     assert resources.extraction_runtime_min(tokens, bert_base, gpu=True) < 60
     assert np.isfinite(resources.extraction_runtime_min(tokens, bert_base, gpu=False, threads=8))
+
+
+def test_a_shard_not_written_yet_gets_a_default_estimate(tmp_path):
+    assert resources.shard_tokens(tmp_path / "later.parquet") == resources.UNKNOWN_SHARD_TOKENS

@@ -19,6 +19,7 @@ TOKENS_PER_WORD = 1.4  # subword tokens per space-separated word, BERT/GPT-2 on 
 HOST_BASELINE_MB = 1500  # Python, torch and transformers imported
 GPU_FLOPS = 2e13  # sustained fp32/TF32 forward throughput assumed for a GPU
 CPU_FLOPS_PER_THREAD = 2e10
+UNKNOWN_SHARD_TOKENS = 1_600_000  # one of 8 shards of the paper's corpus
 
 
 @dataclass
@@ -37,7 +38,10 @@ FALLBACK_SHAPE = ModelShape(n_layers=25, d=1024, vocab_size=50_000)
 
 
 def shard_tokens(shard_path) -> int:
-    """Estimated tokens in a shard: words × TOKENS_PER_WORD plus [bos]/[eos] per sentence."""
+    """Estimated tokens in a shard: words × TOKENS_PER_WORD plus [bos]/[eos] per sentence;
+    :data:`UNKNOWN_SHARD_TOKENS` while the shard does not exist yet (dry-runs)."""
+    if not os.path.exists(shard_path):
+        return UNKNOWN_SHARD_TOKENS
     words = pq.read_table(shard_path, columns=["n_words"]).column("n_words")
     return int(TOKENS_PER_WORD * (pc.sum(words).as_py() or 0) + 2 * len(words))
 

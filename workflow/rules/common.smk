@@ -44,7 +44,8 @@ def extraction_gpus():
 
 def extraction_mem_mb(wildcards, input, attempt):
     tokens = estimates.shard_tokens(input.shard)
-    return estimates.extraction_mem_mb(tokens, estimates.model_shape(MODELS[wildcards.model], model_source(wildcards)), attempt)
+    shape = estimates.model_shape(MODELS[wildcards.model], model_source(wildcards))
+    return estimates.extraction_mem_mb(tokens, shape, attempt)
 
 
 def extraction_runtime(wildcards, input, threads, attempt):
