@@ -22,7 +22,7 @@ from oracle import assert_tokens_match, brute_force_embeddings, brute_force_toke
 from ctxvar.sharding import write_shards
 from ctxvar.errors import CorpusError, ModelLoadError, StatisticsError
 from ctxvar.extract import ExtractionSettings, extract_shard
-from ctxvar.io import METADATA_KEY, atomic_path, read_metadata, write_table
+from ctxvar.io import atomic_path, read_metadata, schema_metadata, write_table
 from ctxvar.layerstats import layers_table
 from ctxvar.merge import MUST_MATCH, merge_partials
 from ctxvar.random_models import build_random_model
@@ -170,7 +170,7 @@ def two_partials(tmp_path_factory, tiny_models, corpus_texts):
 def test_merge_refuses_a_partial_that_differs(tmp_path, two_partials, key):
     source = pq.ParquetFile(two_partials[1])
     metadata = {**read_metadata(two_partials[1]), key: "something else"}
-    schema = source.schema_arrow.with_metadata({METADATA_KEY: json.dumps(metadata)})
+    schema = source.schema_arrow.with_metadata(schema_metadata(metadata))
     odd = tmp_path / "odd.parquet"
     with pq.ParquetWriter(odd, schema) as writer:
         for layer in range(source.num_row_groups):

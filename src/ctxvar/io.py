@@ -41,10 +41,15 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             os.remove(tmp)
 
 
+def schema_metadata(metadata: dict) -> dict[bytes, str]:
+    """``metadata`` as the Parquet schema metadata that :func:`read_metadata` reads back."""
+    return {METADATA_KEY: json.dumps(metadata, sort_keys=True)}
+
+
 def write_table(table: pa.Table, path, metadata: dict | None = None, **kwargs) -> None:
     """Write a Parquet file atomically, with ``metadata`` stored as JSON in its schema."""
     if metadata is not None:
-        table = table.replace_schema_metadata({METADATA_KEY: json.dumps(metadata, sort_keys=True)})
+        table = table.replace_schema_metadata(schema_metadata(metadata))
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp, **kwargs)
 

@@ -15,7 +15,6 @@ merging is adding files. The JSON metadata describes the model and the run.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -24,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import StatisticsError
-from .io import METADATA_KEY, atomic_path, read_metadata
+from .io import atomic_path, read_metadata, schema_metadata
 
 
 def sums_schema(d: int, metadata: dict) -> pa.Schema:
@@ -36,7 +35,7 @@ def sums_schema(d: int, metadata: dict) -> pa.Schema:
             ("sum_sq", pa.float64()),
             ("sum", pa.list_(pa.float64(), d)),
         ],
-        metadata={METADATA_KEY: json.dumps(metadata, sort_keys=True)},
+        metadata=schema_metadata(metadata),
     )
 
 
