@@ -7,11 +7,12 @@ as root) and stops exactly those daemons, by PID, when the tier ends.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 
 import pytest
 
-from workflow_runs import REPO, snakemake
+from workflow_runs import DEMO, REPO, snakemake
 
 pytestmark = pytest.mark.slurm
 CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"
@@ -46,3 +47,25 @@ def test_demo_through_slurm_equals_the_local_run(tmp_path, cluster, demo):
     outputs = [f"results/{m}/{f}" for m in ("tiny-bert", "tiny-roberta", "tiny-gpt2") for f in ("tokens.parquet", "layers.csv")]
     for output in [*outputs, "results/summary/layers.csv"]:
         assert (tmp_path / output).read_bytes() == (demo / output).read_bytes(), output
+
+
+def test_only_extraction_jobs_are_granted_a_gpu(tmp_path, cluster):
+    """device: cuda → extraction jobs get gres/gpu from SLURM, the CPU rules none.
+
+    The test node's GPU is a stand-in (File=/dev/null), so the extraction job itself then
+    fails with ctxvar's one-line CUDA message; what is checked is SLURM's allocation.
+    """
+    run = snakemake(
+        tmp_path, {**DEMO, "device": "cuda"}, "results/partials/tiny-bert/0.parquet",
+        "--profile", str(REPO / "workflow" / "profiles" / "slurm"), "--retries", "0",
+        "--default-resources", "slurm_partition=debug", "mem_mb=500", "runtime=10",
+        "--slurm-init-seconds-before-status-checks", "2", "--latency-wait", "5",
+        "--slurm-logdir", str(tmp_path / "logs" / "slurm"),
+    )
+    output = run.stdout + run.stderr
+    assert run.returncode != 0 and "torch sees no CUDA device" in "".join(p.read_text() for p in (tmp_path / "logs").rglob("*.log"))
+    submitted = dict(re.findall(r"rule (\w+):.*?submitted with SLURM jobid (\d+)", output, flags=re.S))
+    assert set(submitted) >= {"sample_corpus", "extract_statistics"}, output[-3000:]
+    for rule, jobid in submitted.items():
+        details = subprocess.run(["scontrol", "show", "job", jobid], capture_output=True, text=True, check=True).stdout
+        assert bool(re.search(r"gres[:/]gpu", details)) == (rule == "extract_statistics"), (rule, details)
