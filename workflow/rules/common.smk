@@ -42,15 +42,18 @@ def extraction_gpus():
     return int(config["device"] == "cuda")
 
 
-def extraction_mem_mb(wildcards, input, attempt):
-    tokens = estimates.shard_tokens(input.shard)
+def extraction_size(wildcards, input):
+    """(estimated tokens in the job's shard, the model's shape), known before the job runs."""
     shape = estimates.model_shape(MODELS[wildcards.model], model_source(wildcards))
-    return estimates.extraction_mem_mb(tokens, shape, attempt)
+    return estimates.shard_tokens(input.shard), shape
+
+
+def extraction_mem_mb(wildcards, input, attempt):
+    return estimates.extraction_mem_mb(*extraction_size(wildcards, input), attempt)
 
 
 def extraction_runtime(wildcards, input, threads, attempt):
-    tokens = estimates.shard_tokens(input.shard)
-    shape = estimates.model_shape(MODELS[wildcards.model], model_source(wildcards))
+    tokens, shape = extraction_size(wildcards, input)
     return estimates.extraction_runtime_min(tokens, shape, bool(extraction_gpus()), threads, attempt)
 
 
