@@ -1,5 +1,5 @@
 # ctxvar: layer-by-layer statistics of contextualized token embeddings.
-# Data flow: corpus → (models) → extract → merge → analyse. See README.md.
+# Data flow: corpus → (models) → extract → merge → analyse → (pca second pass) → figures. See README.md.
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -8,12 +8,17 @@ min_version("9.0")
 configfile: "config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"  # validates config against workflow/schemas/config.schema.yaml
 include: "workflow/rules/corpus.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/extract.smk"
 include: "workflow/rules/merge.smk"
 include: "workflow/rules/analyse.smk"
+include: "workflow/rules/pca.smk"
+include: "workflow/rules/figures.smk"
 
 
 rule all:

@@ -79,7 +79,15 @@ def check_config(config: dict) -> None:
             raise ConfigError(f"models[]: entry {entry.get('id')!r} needs 'name' (a Hub id or a local directory)")
         if entry.get("init") == "random" and not entry.get("arch"):
             raise ConfigError(f"models[]: entry {entry.get('id')!r} has init: random and needs 'arch' (bert | roberta | gpt2)")
-    models_by_id(config)
+    models = models_by_id(config)
+    pca_model = config.get("figures", {}).get("pca", {}).get("model")
+    if pca_model is not None and pca_model not in models:
+        raise ConfigError(f"figures.pca.model: {pca_model!r} is not a model id (ids: {', '.join(models)}); use one of them or null")
+
+
+def pca_model(config: dict) -> str:
+    """The model whose embeddings Fig. 1 shows: figures.pca.model, or the first model."""
+    return config["figures"]["pca"]["model"] or next(iter(models_by_id(config)))
 
 
 def corpus_paths(corpus: dict) -> list[str]:

@@ -38,6 +38,22 @@ class ExtractionSettings:
     progress: bool = True
 
 
+def job_settings(job, config_hash: str = "") -> ExtractionSettings:
+    """Settings of a Snakemake job that runs a model over a shard, from its ``snakemake`` object."""
+    return ExtractionSettings(
+        model=job.params.model,
+        source=job.params.source,
+        dtype=job.params.dtype,
+        device=job.config["device"],  # not a param: moving to another device must not re-run
+        merge_markers=job.params.tokens["merge_markers"],
+        long_sentences=job.params.tokens["long_sentences"],
+        batch_tokens=job.resources.batch_tokens,
+        threads=job.threads,
+        config_hash=config_hash,
+        shard=int(job.wildcards.shard),
+    )
+
+
 def read_shard(path) -> tuple[list[str], np.ndarray]:
     """The shard's texts and chunk numbers."""
     table = pq.read_table(path, columns=["text", "chunk"])
@@ -53,8 +69,30 @@ def chunk_batches(lengths: np.ndarray, chunk: np.ndarray, batch_tokens: int) -> 
     return batches
 
 
-def extract_shard(shard_path, out_path, settings: ExtractionSettings) -> dict:
-    """Run the model over the shard and write n, Σx, Σ‖x‖² per (layer, type). Returns the metadata."""
+@dataclass
+class ShardRun:
+    """A loaded model and one shard, tokenized and batched, ready for :func:`run_batches`."""
+
+    device: torch.device
+    tokenizer: object
+    model: object
+    n_texts: int
+    encoded: EncodedShard
+    long_counts: dict
+    types: np.ndarray  # (U,) type keys of the shard, sorted
+    type_index: np.ndarray  # (tokens,) index into types
+    chunk: np.ndarray  # (sequences,) chunk of each sequence
+    batches: list[np.ndarray]
+    n_layers: int
+    d: int
+
+    def run(self, accumulator, settings: ExtractionSettings, batches: list[np.ndarray] | None = None) -> None:
+        run_batches(self.model, accumulator, self.encoded, self.type_index, self.batches if batches is None else batches,
+                    models.pad_id(self.tokenizer), self.device, settings.progress)
+
+
+def prepare_shard(shard_path, settings: ExtractionSettings) -> ShardRun:
+    """Claim a device, load the model, read, tokenize and batch the shard."""
     device = models.resolve_device(settings.device)
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", gpus.claim_gpu())
@@ -65,32 +103,37 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings) -> dict:
     texts, chunk = read_shard(shard_path)
     encoded, source_row, long_counts = fit_to_positions(encode(tokenizer, texts), models.max_positions(model.config), settings)
     chunk = chunk[source_row]
-    lengths = encoded.lengths
     types, type_index = type_table(tokenizer, encoded.ids, settings.merge_markers)
-    batches = chunk_batches(lengths, chunk, settings.batch_tokens)
+    batches = chunk_batches(encoded.lengths, chunk, settings.batch_tokens)
+    return ShardRun(device, tokenizer, model, len(texts), encoded, long_counts, types, type_index, chunk, batches,
+                    model.config.num_hidden_layers + 1, model.config.hidden_size)
 
-    n_layers, d = model.config.num_hidden_layers + 1, model.config.hidden_size
+
+def extract_shard(shard_path, out_path, settings: ExtractionSettings) -> dict:
+    """Run the model over the shard and write n, Σx, Σ‖x‖² per (layer, type). Returns the metadata."""
+    job = prepare_shard(shard_path, settings)
+    lengths, n_layers, d = job.encoded.lengths, job.n_layers, job.d
     log.info("%s: %d sequences, %d tokens, %d types, %d batches; device state %.1f MB, batch %.1f MB",
-             settings.model["id"], len(lengths), len(encoded.ids), len(types), len(batches),
-             state_bytes(n_layers, len(types), d) / 1e6, batch_bytes(n_layers, settings.batch_tokens, d) / 1e6)
-    sums = TypeSums(n_layers, len(types), d, device)
-    run_batches(model, sums, encoded, type_index, batches, models.pad_id(tokenizer), device, settings.progress)
+             settings.model["id"], len(lengths), len(job.encoded.ids), len(job.types), len(job.batches),
+             state_bytes(n_layers, len(job.types), d) / 1e6, batch_bytes(n_layers, settings.batch_tokens, d) / 1e6)
+    sums = TypeSums(n_layers, len(job.types), d, job.device)
+    job.run(sums, settings)
     if not sums.all_finite():
         raise StatisticsError(
             f"model {settings.model['id']!r}: hidden states contain NaN or Inf with dtype {settings.dtype} "
             "(fp16 overflow is common); nothing was written: use dtype: float32 or bfloat16"
         )
     metadata = {
-        **model_metadata(settings, tokenizer, model, n_layers, d),
+        **model_metadata(settings, job.tokenizer, job.model, n_layers, d),
         "shard": settings.shard,
-        "n_sentences": len(texts) - long_counts["n_skipped_too_long"],
-        **long_counts,
+        "n_sentences": job.n_texts - job.long_counts["n_skipped_too_long"],
+        **job.long_counts,
         "n_sequences": len(lengths),
-        "n_tokens": len(encoded.ids),
-        "padding_fraction": padding_fraction(lengths, batches),
-        "device": str(device),
+        "n_tokens": len(job.encoded.ids),
+        "padding_fraction": padding_fraction(lengths, job.batches),
+        "device": str(job.device),
     }
-    write_sums(out_path, layer_sums(sums, types), d, metadata)
+    write_sums(out_path, layer_sums(sums, job.types), d, metadata)
     return metadata
 
 

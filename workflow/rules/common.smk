@@ -6,7 +6,8 @@ import shutil
 from snakemake.utils import validate
 
 from ctxvar import resources as estimates
-from ctxvar.config import check_config, check_schema, extraction_config_hash, models_by_id
+from ctxvar.config import check_config, check_schema, extraction_config_hash, models_by_id, pca_model
+from ctxvar.figures import MODEL_FIGURES, PCA_FIGURES, SUMMARY_FIGURES
 
 check_schema(config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml"))  # one readable line
 validate(config, "../schemas/config.schema.yaml")  # fills in the schema's defaults
@@ -14,6 +15,7 @@ check_config(config)
 
 MODELS = models_by_id(config)
 SHARDS = [str(i) for i in range(config["shards"])]
+PCA_MODEL = pca_model(config)
 
 
 wildcard_constraints:
@@ -27,7 +29,42 @@ def final_outputs():
         *expand("results/{model}/layers.csv", model=MODELS),
         "results/summary/layers.csv",
         "results/summary/models.csv",
+        *expand("results/{model}/figures/{figure}.{ext}", model=MODELS, figure=MODEL_FIGURES, ext=FIGURE_FILES),
+        *expand("results/figures/{figure}.{ext}", figure=SUMMARY_FIGURES, ext=FIGURE_FILES),
+        *expand("results/{model}/figures/{figure}.{ext}", model=PCA_MODEL, figure=PCA_FIGURES, ext=FIGURE_FILES),
+        *expand("results/{model}/table2.{ext}", model=PCA_MODEL, ext=("csv", "tex")),
     ]
+
+
+FIGURE_FILES = ("png", "pdf", "csv")  # the picture, for papers, and the numbers drawn
+
+
+def figure_spec(wildcards):
+    return {**MODEL_FIGURES, **SUMMARY_FIGURES}[wildcards.figure]
+
+
+def figure_group(wildcards):
+    """The report's subcategory: the figure type."""
+    return figure_spec(wildcards).group
+
+
+def figure_caption(wildcards):
+    return figure_spec(wildcards).caption
+
+
+def summary_figure_inputs(wildcards):
+    """Only what the figure draws, so that e.g. Fig. 9 (corpus only) does not re-run when models change."""
+    needs = SUMMARY_FIGURES[wildcards.figure].needs
+    inputs = {
+        "layers": "results/summary/layers.csv",
+        "tokens": expand("results/{model}/tokens.parquet", model=MODELS),
+        "sentences": "results/corpus/sentences.parquet",
+    }
+    return {name: path for name, path in inputs.items() if name in needs}
+
+
+def pca_points(wildcards):
+    return expand("results/{model}/pca/points/{shard}.parquet", model=wildcards.model, shard=SHARDS)
 
 
 def canonical(value):

@@ -1,0 +1,7 @@
+from ctxvar.collect import collect_points
+from ctxvar.extract import job_settings
+from ctxvar.jobs import job_log
+
+with job_log(snakemake.log[0]):
+    collect_points(snakemake.input.shard, snakemake.output.points, job_settings(snakemake), snakemake.input.selection,
+                   snakemake.input.components)

@@ -1,0 +1,8 @@
+from ctxvar.figures import model_figure
+from ctxvar.jobs import job_log
+from ctxvar.plotting import save_plot
+
+with job_log(snakemake.log[0]):
+    plot = model_figure(snakemake.wildcards.figure, snakemake.wildcards.model, snakemake.input.layers,
+                        snakemake.input.tokens, snakemake.params.analysis)
+    save_plot(plot, snakemake.output.png, snakemake.output.pdf, snakemake.output.data)
