@@ -16,12 +16,15 @@ import torch
 
 from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
 
-from ctxvar.sharding import write_shards
+from ctxvar.collect import collect_points
 from ctxvar.errors import StatisticsError
 from ctxvar.extract import ExtractionSettings, extract_shard
-from ctxvar.io import read_metadata, write_table
+from ctxvar.io import read_metadata, write_csv, write_table
 from ctxvar.layerstats import layers_table
 from ctxvar.merge import merge_partials
+from ctxvar.pca import select_pca_tokens
+from ctxvar.pca_figures import point_summary
+from ctxvar.sharding import write_shards
 
 pytestmark = pytest.mark.integration
 
@@ -128,3 +131,28 @@ def test_corrupt_partial_is_reported_by_name(tmp_path):
     bad.write_bytes(b"PAR1 not really parquet")
     with pytest.raises(StatisticsError, match="partial3.parquet: not a readable statistics file"):
         merge_partials([bad], tmp_path / "s.parquet", tmp_path / "t.parquet")
+
+
+def test_second_pass_collects_every_occurrence_of_the_selected_types(tmp_path, four_shards, tiny_models, arch):
+    """Fig. 1's per-shard pass against the first pass: counts equal n_t exactly; mean squared norm and mean
+    coordinates equal Q_t and μ_t·W up to float32 batch-composition rounding."""
+    _, _, stats = four_shards
+    folder = stats.parent
+    pca = {"layer": None, "seed": 3, "min_chars": 3, "n_bins": 10}
+    selection, components = select_pca_tokens(stats, folder / "tokens.parquet", pca, {"min_log10_n": 1, "max_log10_n": 5})
+    write_csv(selection, tmp_path / "selection.csv")
+    write_csv(components, tmp_path / "components.csv")
+    assert selection["layer"].eq(2).all() and len(selection) >= 5
+    points = []
+    for i in range(4):
+        settings = ExtractionSettings(model={"id": f"tiny-{arch}"}, source=tiny_models[arch], device="cpu", batch_tokens=512,
+                                      shard=i, progress=False)
+        collect_points(folder / f"shard{i}.parquet", tmp_path / f"points{i}.parquet", settings, tmp_path / "selection.csv",
+                       tmp_path / "components.csv")
+        points.append(pd.read_parquet(tmp_path / f"points{i}.parquet"))
+    summary = point_summary(pd.concat(points)).set_index("token").loc[selection["token"]]
+    np.testing.assert_array_equal(summary["points"], selection["n"])
+    np.testing.assert_allclose(summary["mean_sq_norm"], selection["Q"], rtol=1e-5)
+    scale = np.sqrt(selection["Q"].to_numpy())
+    np.testing.assert_allclose(summary["mean_pc1"] / scale, selection["pc1"] / scale, atol=1e-5)
+    np.testing.assert_allclose(summary["mean_pc2"] / scale, selection["pc2"] / scale, atol=1e-5)

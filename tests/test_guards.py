@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -201,6 +202,17 @@ def test_atomic_path_clears_temporaries_of_killed_attempts(tmp_path):
     with atomic_path(target) as tmp:
         tmp.write_text("done")
     assert sorted(p.name for p in tmp_path.iterdir()) == [".other.csv.abc123.tmp", "out.csv"]
+
+
+def test_atomic_outputs_get_the_permissions_of_ordinary_new_files(tmp_path):
+    previous = os.umask(0o022)
+    try:
+        with atomic_path(tmp_path / "out.csv") as tmp:
+            tmp.write_text("done")
+        (tmp_path / "plain.csv").write_text("done")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "out.csv").stat().st_mode & 0o777 == (tmp_path / "plain.csv").stat().st_mode & 0o777 == 0o644
 
 
 def test_merge_killed_mid_way_leaves_no_output_and_a_rerun_is_identical(tmp_path, two_partials):

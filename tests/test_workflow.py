@@ -20,6 +20,7 @@ import yaml
 from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
 from workflow_runs import DEMO, REPO, scheduled_jobs, snakemake
 
+from ctxvar.catalogue import MODEL_FIGURES, SUMMARY_FIGURES
 from ctxvar.io import read_metadata
 from ctxvar.layerstats import COLUMNS
 
@@ -29,7 +30,9 @@ pytestmark = pytest.mark.workflow
 def test_paper_config_dry_run_fans_out_models_times_shards(tmp_path):
     jobs = scheduled_jobs(snakemake(tmp_path, REPO / "config.yaml", "-n"))
     assert jobs == {"sample_corpus": 1, "split_corpus": 1, "extract_statistics": 48, "merge_statistics": 6,
-                    "layer_statistics": 6, "summarise_models": 1, "all": 1}
+                    "layer_statistics": 6, "summarise_models": 1, "plot_model_figure": 6 * len(MODEL_FIGURES),
+                    "plot_summary_figure": len(SUMMARY_FIGURES), "select_pca_tokens": 1, "collect_pca_points": 8,
+                    "plot_pca": 1, "all": 1}
 
 
 def test_default_profile_is_picked_up_without_flags(tmp_path):
@@ -102,7 +105,8 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
     config["models"].append({"id": "tiny-gpt2-wide", "init": "random", "arch": "gpt2", "hidden_size": 96, "seed": 4})
     run = snakemake(demo, config, "-n")
     assert scheduled_jobs(run) == {"build_random_model": 1, "extract_statistics": DEMO["shards"], "merge_statistics": 1,
-                                   "layer_statistics": 1, "summarise_models": 1, "all": 1}
+                                   "layer_statistics": 1, "summarise_models": 1, "plot_model_figure": len(MODEL_FIGURES),
+                                   "plot_summary_figure": len(SUMMARY_FIGURES) - 1, "all": 1}  # all but Fig. 9 (corpus)
     assert set(re.findall(r"wildcards: model=([\w.-]+)", run.stdout)) == {"tiny-gpt2-wide"}
 
 
@@ -110,12 +114,17 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
     "change, expected",
     [
         ({"device": "cpu"}, {}),
-        ({"analysis": {"min_log10_n": 0.5, "max_log10_n": 5}}, {"layer_statistics": 3, "summarise_models": 1, "all": 1}),
-        ({"models": DEMO["models"][:2]}, {"summarise_models": 1, "all": 1}),
+        ({"analysis": {"min_log10_n": 0.5, "max_log10_n": 5}},
+         {"layer_statistics": 3, "summarise_models": 1, "plot_model_figure": 12, "plot_summary_figure": 8,
+          "select_pca_tokens": 1, "collect_pca_points": 4, "plot_pca": 1, "all": 1}),
+        ({"models": DEMO["models"][:2]}, {"summarise_models": 1, "plot_summary_figure": 8, "all": 1}),
         ({"shards": 3}, {"split_corpus": 1, "extract_statistics": 9, "merge_statistics": 3, "layer_statistics": 3,
-                         "summarise_models": 1, "all": 1}),
+                         "summarise_models": 1, "plot_model_figure": 12, "plot_summary_figure": 8,
+                         "select_pca_tokens": 1, "collect_pca_points": 3, "plot_pca": 1, "all": 1}),
+        ({"figures": {"pca": {"model": "tiny-gpt2", "seed": 4}}},
+         {"select_pca_tokens": 1, "collect_pca_points": 4, "plot_pca": 1, "all": 1}),
     ],
-    ids=["device", "analysis", "remove-model", "shards"],
+    ids=["device", "analysis", "remove-model", "shards", "pca-model"],
 )
 def test_config_changes_schedule_the_minimum(demo, change, expected):
     run = snakemake(demo, {**copy.deepcopy(DEMO), **change}, "-n")
@@ -132,7 +141,8 @@ def test_changing_analysis_code_never_reruns_extraction(tmp_path, demo):
     with open(copy_of_workflow / "workflow" / "scripts" / "layer_statistics.py", "a") as script:
         script.write("# an edit\n")
     run = snakemake(demo, REPO / "config" / "demo.yaml", *arguments)
-    assert scheduled_jobs(run) == {"layer_statistics": 3, "summarise_models": 1, "all": 1}
+    assert scheduled_jobs(run) == {"layer_statistics": 3, "summarise_models": 1, "plot_model_figure": 3,
+                                   "plot_summary_figure": 6, "all": 1}  # Figs. 5 and those drawn from layers.csv
 
 
 def test_killed_run_resumes_only_unfinished_jobs_with_bit_identical_results(tmp_path, demo):

@@ -33,12 +33,19 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results should be as readable as any new file
         os.replace(tmp, path)
         for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
             stale.unlink(missing_ok=True)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def schema_metadata(metadata: dict) -> dict[bytes, str]:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .plotting import (Plot, TokenStats, filtered, fit_label, grid_layers, middle_layer, panels, paper_style,
+from .plotting import (Plot, fit_label, grid_layers, middle_layer, panels, paper_style,
                        regression_panel)
+from .tokentable import TokenStats, filtered
 
 DECOMPOSITION_PARTS = (("M", "$M(X)/Q(X)$", "tab:blue"), ("V_W", "$V_W(X)/Q(X)$", "tab:orange"),
                        ("V_B", "$V_B(X)/Q(X)$", "tab:green"))

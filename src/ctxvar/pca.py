@@ -21,8 +21,8 @@ import pandas as pd
 
 from .errors import ConfigError
 from .moments import finalize
-from .plotting import TokenStats, filtered
 from .sums import SumsFile
+from .tokentable import TokenStats, filtered
 
 SELECTION_COLUMNS = ["layer", "token", "n", "Q", "M", "V", "bin", "pc1", "pc2"]
 

@@ -9,8 +9,9 @@ from matplotlib.colors import Normalize
 
 from .io import atomic_path, write_csv
 from .pca import table2, table2_latex
-from .plotting import (Plot, TokenStats, filtered, fit_label, include_points, panels, paper_style, percentile_limits, place_labels,
+from .plotting import (Plot, fit_label, include_points, panels, paper_style, percentile_limits, place_labels,
                        regression_panel, save_plot)
+from .tokentable import TokenStats, filtered
 
 
 def point_summary(points: pd.DataFrame) -> pd.DataFrame:

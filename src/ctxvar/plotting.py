@@ -15,13 +15,12 @@ from dataclasses import dataclass
 import matplotlib
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.transforms import Bbox
 
-from .io import atomic_path, read_metadata, write_csv
-from .layerstats import frequency_filter, ols
+from .io import atomic_path, write_csv
+from .layerstats import ols
 
 PAPER_STYLE = {  # 7–8 pt text stays readable when a 2-3 panel figure is printed one column wide
     "font.size": 8,
@@ -101,7 +100,7 @@ def fit_label(fit: dict) -> str:
     return f"slope {fit['slope']:.3f}, $R^2$ {fit['r2']:.3f}"
 
 
-LABEL_OFFSETS = [(0.0, 0.0)] + [(r * np.cos(a), r * np.sin(a)) for r in (9, 18, 27, 36, 45)
+LABEL_OFFSETS = [(0.0, 0.0)] + [(r * np.cos(a), r * np.sin(a)) for r in range(9, 91, 9)
                                 for a in np.linspace(0, 2 * np.pi, 12, endpoint=False)]  # points, spiralling out
 
 
@@ -177,21 +176,3 @@ def grid_layers(n_layers: int) -> list[int]:
     """Layers 0, L/4, L/2, 3L/4, L of the L + 1 hidden states (Figs. 11–13), without repeats."""
     last = n_layers - 1
     return sorted({round(last * f) for f in (0, 0.25, 0.5, 0.75, 1)})
-
-
-class TokenStats:
-    """Per-type n, Q, M, V of one model (``tokens.parquet``), read one layer at a time."""
-
-    def __init__(self, path):
-        self._file = pq.ParquetFile(path)
-        self.n_layers = self._file.num_row_groups
-        self.metadata = read_metadata(path)
-
-    def layer(self, layer: int) -> pd.DataFrame:
-        """Columns token, n, Q, M, V of ``layer``."""
-        return self._file.read_row_group(layer, columns=["token", "n", "Q", "M", "V"]).to_pandas()
-
-
-def filtered(frame: pd.DataFrame, analysis: dict) -> np.ndarray:
-    """The frequency filter of the per-layer statistics, as a mask over ``frame``'s rows."""
-    return frequency_filter(frame["n"].to_numpy(), analysis["min_log10_n"], analysis["max_log10_n"])

@@ -13,8 +13,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from matplotlib.colors import Normalize
 
-from .plotting import (Plot, TokenStats, filtered, fit_label, grid_shape, hide_unused, middle_layer, panels, paper_style,
+from .plotting import (Plot, fit_label, grid_shape, hide_unused, middle_layer, panels, paper_style,
                        percentile_limits, regression_panel, scale_groups)
+from .tokentable import TokenStats, filtered
 
 MARKERS = "osD^v<>ph*"
 DEPTH_LABEL = "relative depth (layer / L)"

@@ -7,7 +7,7 @@ from snakemake.utils import validate
 
 from ctxvar import resources as estimates
 from ctxvar.config import check_config, check_schema, extraction_config_hash, models_by_id, pca_model
-from ctxvar.figures import MODEL_FIGURES, PCA_FIGURES, SUMMARY_FIGURES
+from ctxvar.catalogue import MODEL_FIGURES, PCA_FIGURES, SUMMARY_FIGURES
 
 check_schema(config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml"))  # one readable line
 validate(config, "../schemas/config.schema.yaml")  # fills in the schema's defaults
@@ -52,15 +52,34 @@ def figure_caption(wildcards):
     return figure_spec(wildcards).caption
 
 
+def figure_needs(wildcards):
+    return figure_spec(wildcards).needs
+
+
+def model_figure_inputs(wildcards):
+    """Only what the figure draws, so that a change elsewhere does not re-plot it."""
+    inputs = {"layers": f"results/{wildcards.model}/layers.csv", "tokens": f"results/{wildcards.model}/tokens.parquet"}
+    return {name: path for name, path in inputs.items() if name in figure_needs(wildcards)}
+
+
 def summary_figure_inputs(wildcards):
     """Only what the figure draws, so that e.g. Fig. 9 (corpus only) does not re-run when models change."""
-    needs = SUMMARY_FIGURES[wildcards.figure].needs
     inputs = {
         "layers": "results/summary/layers.csv",
         "tokens": expand("results/{model}/tokens.parquet", model=MODELS),
         "sentences": "results/corpus/sentences.parquet",
     }
-    return {name: path for name, path in inputs.items() if name in needs}
+    return {name: path for name, path in inputs.items() if name in figure_needs(wildcards)}
+
+
+def figure_models(wildcards):
+    """The model ids, for figures drawn from per-model files (their order sets legends and panels)."""
+    return list(MODELS) if {"layers", "tokens"} & set(figure_needs(wildcards)) else []
+
+
+def figure_analysis(wildcards):
+    """The frequency filter, for figures that apply it themselves (those drawn from tokens.parquet)."""
+    return canonical(config["analysis"]) if "tokens" in figure_needs(wildcards) else {}
 
 
 def pca_points(wildcards):

@@ -1,7 +1,6 @@
 rule plot_model_figure:
     input:
-        layers="results/{model}/layers.csv",
-        tokens="results/{model}/tokens.parquet",
+        unpack(model_figure_inputs),
     output:
         png=report("results/{model}/figures/{figure}.png", caption="../report/figure.rst", category="{model}",
                    subcategory=figure_group),
@@ -11,7 +10,7 @@ rule plot_model_figure:
         figure="|".join(MODEL_FIGURES),
     params:
         caption=figure_caption,
-        analysis=canonical(config["analysis"]),
+        analysis=figure_analysis,
     log:
         "logs/{model}/figures/{figure}.log",
     benchmark:
@@ -34,8 +33,8 @@ rule plot_summary_figure:
         figure="|".join(SUMMARY_FIGURES),
     params:
         caption=figure_caption,
-        models=list(MODELS),
-        analysis=canonical(config["analysis"]),
+        models=figure_models,
+        analysis=figure_analysis,
     log:
         "logs/figures/{figure}.log",
     benchmark:

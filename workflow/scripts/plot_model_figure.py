@@ -3,6 +3,6 @@ from ctxvar.jobs import job_log
 from ctxvar.plotting import save_plot
 
 with job_log(snakemake.log[0]):
-    plot = model_figure(snakemake.wildcards.figure, snakemake.wildcards.model, snakemake.input.layers,
-                        snakemake.input.tokens, snakemake.params.analysis)
+    plot = model_figure(snakemake.wildcards.figure, snakemake.wildcards.model, snakemake.params.analysis,
+                        layers_path=snakemake.input.get("layers"), tokens_path=snakemake.input.get("tokens"))
     save_plot(plot, snakemake.output.png, snakemake.output.pdf, snakemake.output.data)

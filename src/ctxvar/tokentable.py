@@ -1,0 +1,28 @@
+"""Reading tokens.parquet (per-type n, Q, M, V) one layer at a time, and its frequency filter."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from .io import read_metadata
+from .layerstats import frequency_filter
+
+
+class TokenStats:
+    """Per-type n, Q, M, V of one model (``tokens.parquet``), read one layer at a time."""
+
+    def __init__(self, path):
+        self._file = pq.ParquetFile(path)
+        self.n_layers = self._file.num_row_groups
+        self.metadata = read_metadata(path)
+
+    def layer(self, layer: int) -> pd.DataFrame:
+        """Columns token, n, Q, M, V of ``layer``."""
+        return self._file.read_row_group(layer, columns=["token", "n", "Q", "M", "V"]).to_pandas()
+
+
+def filtered(frame: pd.DataFrame, analysis: dict) -> np.ndarray:
+    """The frequency filter of the per-layer statistics, as a mask over ``frame``'s rows."""
+    return frequency_filter(frame["n"].to_numpy(), analysis["min_log10_n"], analysis["max_log10_n"])

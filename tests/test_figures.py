@@ -1,0 +1,188 @@
+"""Unit tier: figure helpers, the paper's token selection and PCA, and what figures draw (synthetic data)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.text import Text
+
+from ctxvar.collect import TypeProjections, sequences_with
+from ctxvar.errors import ConfigError
+from ctxvar.model_figures import decomposition_bars
+from ctxvar.pca import check_layer, draws_per_bin, frequency_bins, pca_components, select_tokens, table2, table2_latex
+from ctxvar.plotting import grid_layers, middle_layer, panels, paper_style, place_labels, scale_groups
+from ctxvar.summary_figures import within_between
+
+ANALYSIS = {"min_log10_n": 1, "max_log10_n": 5}
+
+
+def token_table(n_types=400, seed=0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    n = np.round(10 ** rng.uniform(0, 5.5, n_types)).astype(int)
+    q = rng.uniform(50, 100, n_types)
+    m = q * rng.uniform(0.2, 0.9, n_types)
+    words = [f"{'x' * (i % 5 + 1)}{i}" for i in range(n_types)]  # lengths 2 … 8
+    return pd.DataFrame({"token": words, "n": n, "Q": q, "M": m, "V": q - m})
+
+
+def test_middle_and_grid_layers_follow_the_paper():
+    assert middle_layer(13) == 6 and middle_layer(25) == 12 and middle_layer(5) == 2
+    assert grid_layers(13) == [0, 3, 6, 9, 12]
+    assert grid_layers(25) == [0, 6, 12, 18, 24]
+    assert grid_layers(3) == [0, 1, 2]
+
+
+def test_scale_groups_put_only_far_larger_series_on_the_right():
+    assert scale_groups({"bert": 300.0, "roberta": 150.0, "gpt2": 9000.0}) == (["bert", "roberta"], ["gpt2"])
+    assert scale_groups({"a": 1.0, "b": 9.0}) == (["a", "b"], [])
+    assert scale_groups({"a": np.nan, "b": 1.0}) == (["a", "b"], [])
+
+
+def test_frequency_bins_are_equal_width_and_close_on_the_right():
+    values = np.array([1.0, 1.39, 1.4, 2.0, 3.0, 5.0])
+    np.testing.assert_array_equal(frequency_bins(values, 10), [0, 0, 1, 2, 5, 9])
+
+
+def test_draws_per_bin_follow_the_authors_formula():
+    sizes = np.array([100, 25, 1, 0, 4])
+    # 2 + ⌊4·√(|T_r| / max|T_r|)⌋, at most |T_r|
+    np.testing.assert_array_equal(draws_per_bin(sizes), [6, 4, 1, 0, 2])
+
+
+def test_selection_takes_filtered_types_with_enough_characters_bin_by_bin():
+    tokens = token_table()
+    chosen = select_tokens(tokens, ANALYSIS, min_chars=3, n_bins=10, seed=3)
+    log_n = np.log10(chosen["n"])
+    assert ((log_n >= 1) & (log_n <= 5)).all() and (chosen["token"].str.len() >= 3).all()
+    candidates = tokens[(np.log10(tokens["n"]).between(1, 5)) & (tokens["token"].str.len() >= 3)]
+    bins = frequency_bins(np.log10(candidates["n"].to_numpy()), 10)
+    expected = draws_per_bin(np.bincount(bins, minlength=10))
+    np.testing.assert_array_equal(np.bincount(chosen["bin"], minlength=10), expected)
+    assert chosen["bin"].is_monotonic_increasing and not chosen["token"].duplicated().any()
+
+
+def test_selection_is_seeded():
+    tokens = token_table()
+    first = select_tokens(tokens, ANALYSIS, 3, 10, seed=3)
+    assert first.equals(select_tokens(tokens.sample(frac=1, random_state=1), ANALYSIS, 3, 10, seed=3))
+    assert not first["token"].equals(select_tokens(tokens, ANALYSIS, 3, 10, seed=4)["token"])
+
+
+def test_selection_without_candidates_says_what_to_change():
+    with pytest.raises(ConfigError, match="min_chars"):
+        select_tokens(token_table(), ANALYSIS, min_chars=50, n_bins=10, seed=3)
+
+
+def test_pca_components_span_the_top_two_axes_of_the_means_and_the_origin():
+    rng = np.random.default_rng(0)
+    means = rng.normal(size=(20, 8)) * np.arange(1, 9) + 3.0
+    components = pca_components(means)
+    points = np.vstack([means, np.zeros(8)])
+    values, vectors = np.linalg.eigh(np.cov(points, rowvar=False))
+    top = vectors[:, ::-1][:, :2].T
+    np.testing.assert_allclose(np.abs(components @ top.T), np.eye(2), atol=1e-9)
+    # after shifting the projected origin to (0, 0), a point's coordinates are x·W
+    centre = points.mean(axis=0)
+    shifted = (means - centre) @ components.T - (0 - centre) @ components.T
+    np.testing.assert_allclose(shifted, means @ components.T, atol=1e-9)
+    assert (components[np.arange(2), np.abs(components).argmax(axis=1)] > 0).all()
+
+
+def test_pca_layer_defaults_to_the_middle_and_is_range_checked():
+    assert check_layer(None, 13) == 6 and check_layer(0, 13) == 0
+    with pytest.raises(ConfigError, match="figures.pca.layer: 13"):
+        check_layer(13, 13)
+
+
+def test_table2_sorts_by_frequency_and_escapes_latex():
+    selected = pd.DataFrame({"token": ["a_b", "#x", "c&d"], "n": [10, 1000, 100], "Q": [1.0, 2.0, 3.0],
+                             "M": [0.5, 1.5, 2.5], "V": [0.5, 0.5, 0.5]})
+    table = table2(selected)
+    assert list(table["token"]) == ["#x", "c&d", "a_b"]
+    latex = table2_latex(table, "my_model", 6)
+    assert r"\#x" in latex and r"c\&d" in latex and r"a\_b" in latex and r"my\_model" in latex
+    assert "1000" in latex and r"\begin{tabular}" in latex
+
+
+def test_sequences_with_finds_sentences_holding_a_wanted_type():
+    offsets = np.array([0, 3, 5, 9])
+    type_index = np.array([0, 1, 0, 0, 0, 2, 0, 0, 0])
+    np.testing.assert_array_equal(sequences_with(type_index, offsets, np.array([False, True, True])), [0, 2])
+    np.testing.assert_array_equal(sequences_with(type_index, offsets, np.array([True, False, False])), [0, 1, 2])
+
+
+def test_type_projections_keep_exactly_the_selected_rows():
+    torch.manual_seed(0)
+    hidden = [torch.randn(2, 5, 6) for _ in range(3)]  # (B, T, d) per layer
+    positions = torch.tensor([0, 1, 2, 5, 6, 7])
+    type_index = torch.tensor([0, 1, 2, 1, 3, 1])
+    selected = torch.tensor([False, True, False, True])
+    components = torch.randn(2, 6, dtype=torch.float64)
+    collector = TypeProjections(1, 3, selected, components)
+    collector.accumulate(hidden, positions, type_index)
+    kept, coordinates, sq_norm = collector.to_numpy()
+    rows = hidden[1].reshape(-1, 6)[positions[selected[type_index]]].double()
+    np.testing.assert_array_equal(kept, [1, 1, 3, 1])
+    np.testing.assert_allclose(coordinates, (rows @ components.T).numpy())
+    np.testing.assert_allclose(sq_norm, (rows**2).sum(1).numpy())
+
+
+def layers_frame(models=("a", "b"), n_layers=5, seed=0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i, model in enumerate(models):
+        for layer in range(n_layers):
+            q = rng.uniform(50, 100) * (1000 if i == 1 else 1)
+            m, v_w = q * rng.uniform(0.1, 0.5), q * rng.uniform(0.1, 0.4)
+            rows.append({"model": model, "layer": layer, "depth": layer / (n_layers - 1), "Q": q, "M": m,
+                         "V": q - m, "V_W": v_w, "V_B": q - m - v_w})
+    return pd.DataFrame(rows)
+
+
+def test_decomposition_bars_stack_to_one():
+    layers = layers_frame(models=("a",)).drop(columns="model")
+    plot = decomposition_bars(layers, "a")
+    bars = plot.figure.axes[0].patches
+    tops = {}
+    for bar in bars:
+        tops[round(bar.get_x() + bar.get_width() / 2)] = max(tops.get(round(bar.get_x() + bar.get_width() / 2), 0),
+                                                             bar.get_y() + bar.get_height())
+    np.testing.assert_allclose(list(tops.values()), 1.0)
+    np.testing.assert_allclose(plot.data[["M_over_Q", "V_W_over_Q", "V_B_over_Q"]].sum(axis=1), 1.0)
+    assert len(bars) == 3 * len(layers)
+
+
+def test_far_larger_model_goes_on_a_second_axis_but_ratios_do_not():
+    layers = layers_frame()
+    plot = within_between(layers, ["a", "b"])
+    assert set(plot.data.loc[plot.data["model"] == "b", "axis"]) == {"right"}
+    first, twin = plot.figure.axes[0], plot.figure.axes[3]  # V_W panel and its twin
+    assert [line.get_label() for line in first.lines] == ["a"] and [line.get_label() for line in twin.lines] == ["b"]
+    ratio_panel = plot.figure.axes[2]
+    assert sorted(line.get_label() for line in ratio_panel.lines) == ["a", "b"]
+    assert [text.get_text() for text in plot.figure.legends[0].texts] == ["a", "b"]
+
+
+@paper_style
+def crowded_labels():
+    figure, axes = panels(1, 1, size=(3, 3))
+    ax = axes[0, 0]
+    rng = np.random.default_rng(1)
+    xy = rng.normal(scale=0.3, size=(25, 2))
+    ax.scatter(xy[:, 0], xy[:, 1])
+    ax.set(xlim=(-3, 3), ylim=(-3, 3))
+    place_labels(ax, xy[:, 0], xy[:, 1], [f"token{i}" for i in range(25)])
+    return figure, ax
+
+
+def test_placed_labels_do_not_overlap():
+    figure, ax = crowded_labels()
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    figure.draw_without_rendering()
+    boxes = [Text.get_window_extent(t, renderer) for t in ax.texts]  # the text itself, not its leader line
+    assert len(boxes) == 25
+    overlapping = [(i, j) for i in range(25) for j in range(i + 1, 25) if boxes[i].overlaps(boxes[j])]
+    assert not overlapping

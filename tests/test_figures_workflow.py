@@ -1,0 +1,113 @@
+"""Workflow tier: the demo's figures, tables and report, and that what they draw agrees with the statistics."""
+
+from __future__ import annotations
+
+import json
+
+import matplotlib.image
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from workflow_runs import REPO, snakemake
+
+from ctxvar.catalogue import MODEL_FIGURES, PCA_FIGURES, SUMMARY_FIGURES
+from ctxvar.plotting import grid_layers
+
+pytestmark = pytest.mark.workflow
+
+MODELS = ["tiny-bert", "tiny-roberta", "tiny-gpt2"]
+MIDDLE = 2  # the demo's models have 5 hidden states
+
+
+def figure_files(demo):
+    for model in MODELS:
+        yield from (demo / "results" / model / "figures" / name for name in MODEL_FIGURES)
+    yield from (demo / "results" / "figures" / name for name in SUMMARY_FIGURES)
+    yield from (demo / "results" / "tiny-bert" / "figures" / name for name in PCA_FIGURES)
+
+
+def test_every_figure_is_written_as_png_pdf_and_data(demo):
+    for stem in figure_files(demo):
+        image = matplotlib.image.imread(stem.with_suffix(".png"))
+        assert image.shape[0] > 300 and image.shape[1] > 300 and image.std() > 0.05, stem  # not blank
+        assert stem.with_suffix(".pdf").read_bytes().startswith(b"%PDF")
+        assert len(pd.read_csv(stem.with_suffix(".csv"))) > 0, stem
+
+
+def layers(demo, model):
+    return pd.read_csv(demo / "results" / model / "layers.csv")
+
+
+def test_fig2_annotates_the_layer_statistics_slope_and_r2(demo):
+    drawn = pd.read_csv(demo / "results" / "figures" / "fig02_variance_on_mean.csv")
+    assert list(drawn["model"]) == MODELS and (drawn["layer"] == MIDDLE).all()
+    for row in drawn.itertuples():
+        expected = layers(demo, row.model).loc[MIDDLE]
+        np.testing.assert_allclose([row.slope, row.r2, row.n_fit], [expected.slope_VM, expected.r2_VM, expected.n_types], rtol=1e-9)
+
+
+def test_fig5_bars_are_the_decomposition_and_stack_to_one(demo):
+    for model in MODELS:
+        drawn = pd.read_csv(demo / "results" / model / "figures" / "fig05_decomposition.csv")
+        np.testing.assert_allclose(drawn[["M_over_Q", "V_W_over_Q", "V_B_over_Q"]].sum(axis=1), 1.0, rtol=1e-9)
+        table = layers(demo, model)
+        np.testing.assert_allclose(drawn["M_over_Q"], table["M"] / table["Q"], rtol=1e-12)
+
+
+def test_fig11_slopes_equal_the_log_frequency_regressions(demo):
+    for model in MODELS:
+        drawn = pd.read_csv(demo / "results" / model / "figures" / "fig11_frequency_grid.csv")
+        table = layers(demo, model).set_index("layer")
+        assert sorted(drawn["layer"].unique()) == grid_layers(5)
+        for row in drawn.itertuples():
+            column = "slope_VM" if row.y == "V" else f"slope_log{row.y[-2]}"  # log10(1+Q) → slope_logQ
+            np.testing.assert_allclose(row.slope, table.loc[row.layer, column], rtol=1e-9)
+
+
+def test_layer_curves_draw_the_summary_table(demo):
+    summary = pd.read_csv(demo / "results" / "summary" / "layers.csv")
+    fig4 = pd.read_csv(demo / "results" / "figures" / "fig04_cv_slope_r2.csv")
+    pd.testing.assert_frame_equal(fig4[["model", "layer", "cv_Q", "slope_VM", "r2_VM"]],
+                                  summary[["model", "layer", "cv_Q", "slope_VM", "r2_VM"]])
+    fig6 = pd.read_csv(demo / "results" / "figures" / "fig06_within_share.csv")
+    np.testing.assert_allclose(fig6["V_W_over_V"], summary["V_W"] / summary["V"], rtol=1e-12)
+
+
+def test_histograms_count_every_type(demo):
+    models = pd.read_csv(demo / "results" / "summary" / "models.csv").set_index("model")
+    fig10 = pd.read_csv(demo / "results" / "figures" / "fig10_frequency_histogram.csv")
+    assert fig10.groupby("model")["count"].sum().to_dict() == models["n_types"].to_dict()
+    sentences = pq.read_metadata(demo / "results" / "corpus" / "sentences.parquet").num_rows
+    assert pd.read_csv(demo / "results" / "figures" / "fig09_sentence_lengths.csv")["count"].sum() == sentences
+    for model in MODELS:
+        fig14 = pd.read_csv(demo / "results" / model / "figures" / "fig14_histograms.csv")
+        counts = fig14.groupby(["layer", "statistic"])["count"].sum().unstack()
+        for statistic in ("Q", "M", "V"):
+            np.testing.assert_array_equal(counts[statistic], layers(demo, model)["n_types"])
+
+
+def test_pca_pass_collects_every_occurrence_and_table2_matches_the_statistics(demo):
+    folder = demo / "results" / "tiny-bert"
+    selection = pd.read_csv(folder / "pca" / "selection.csv", keep_default_na=False)
+    fig1 = pd.read_csv(folder / "figures" / "fig01_pca.csv", keep_default_na=False).set_index("token")
+    np.testing.assert_array_equal(fig1.loc[selection["token"], "points"], selection["n"])
+    np.testing.assert_allclose(fig1.loc[selection["token"], "mean_sq_norm"], selection["Q"], rtol=1e-5)
+    tokens = pd.read_parquet(folder / "tokens.parquet").query(f"layer == {MIDDLE}").set_index("token")
+    table = pd.read_csv(folder / "table2.csv", keep_default_na=False)
+    assert table["n"].is_monotonic_decreasing and set(table["token"]) == set(selection["token"])
+    np.testing.assert_allclose(table[["Q", "M", "V"]], tokens.loc[table["token"], ["Q", "M", "V"]], rtol=1e-12)
+    latex = (folder / "table2.tex").read_text()
+    assert latex.count(r"\\") >= len(table) and "tiny-bert, layer 2" in latex
+
+
+def test_report_holds_every_figure_grouped_by_model(demo):
+    run = snakemake(demo, REPO / "config" / "demo.yaml", "--report", str(demo / "report.html"))
+    assert run.returncode == 0, run.stderr[-2000:]
+    html = (demo / "report.html").read_text()
+    for stem in figure_files(demo):
+        assert f"{stem.name}.png" in html, stem.name
+    for model in [*MODELS, "All models"]:
+        assert json.dumps(model) in html
+    assert MODEL_FIGURES["fig05_decomposition"].caption.split(",")[0] in html
