@@ -16,6 +16,7 @@ import torch
 
 from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
 
+from ctxvar.accumulator import layer_groups, state_bytes
 from ctxvar.collect import collect_points
 from ctxvar.errors import StatisticsError
 from ctxvar.extract import ExtractionSettings, extract_shard
@@ -156,3 +157,15 @@ def test_second_pass_collects_every_occurrence_of_the_selected_types(tmp_path, f
     scale = np.sqrt(selection["Q"].to_numpy())
     np.testing.assert_allclose(summary["mean_pc1"] / scale, selection["pc1"] / scale, atol=1e-5)
     np.testing.assert_allclose(summary["mean_pc2"] / scale, selection["pc2"] / scale, atol=1e-5)
+
+
+def test_state_cap_splits_layers_into_passes_with_bitwise_equal_sums(tmp_path, four_shards, tiny_models, arch):
+    shard = four_shards[2].parent / "shard0.parquet"
+    uncapped = pq.read_table(four_shards[2].parent / "partial0.parquet")
+    types = len(uncapped.filter(pa.compute.equal(uncapped.column("layer"), 0)))
+    cap_mb = state_bytes(2, types, 32) / 1e6  # two of the five layers per pass: three passes
+    capped = ExtractionSettings(model={"id": f"tiny-{arch}"}, source=tiny_models[arch], device="cpu", batch_tokens=512,
+                                shard=0, progress=False, config_hash="test", max_state_mb=cap_mb)
+    assert len(layer_groups(5, types, 32, cap_mb * 1e6)) == 3
+    extract_shard(shard, tmp_path / "capped.parquet", capped)
+    assert pq.read_table(tmp_path / "capped.parquet").equals(uncapped)

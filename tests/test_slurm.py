@@ -33,8 +33,10 @@ def cluster(tmp_path_factory):
 
 
 def test_demo_through_slurm_equals_the_local_run(tmp_path, cluster, demo):
+    outputs = [f"results/{m}/{f}" for m in ("tiny-bert", "tiny-roberta", "tiny-gpt2") for f in ("tokens.parquet", "layers.csv")]
+    targets = [*outputs, "results/summary/layers.csv", "results/figures/fig04_cv_slope_r2.csv"]  # figures: one is enough
     run = snakemake(
-        tmp_path, REPO / "config" / "demo.yaml",
+        tmp_path, REPO / "config" / "demo.yaml", *targets,
         "--profile", str(REPO / "workflow" / "profiles" / "slurm"),
         # the test cluster's partition and sizes, as a user would fill them into the profile
         "--default-resources", "slurm_partition=debug", "mem_mb=500", "runtime=10",
@@ -44,8 +46,7 @@ def test_demo_through_slurm_equals_the_local_run(tmp_path, cluster, demo):
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert list((tmp_path / "logs" / "slurm").rglob("*.log")), "no per-job SLURM logs"
-    outputs = [f"results/{m}/{f}" for m in ("tiny-bert", "tiny-roberta", "tiny-gpt2") for f in ("tokens.parquet", "layers.csv")]
-    for output in [*outputs, "results/summary/layers.csv"]:
+    for output in targets:
         assert (tmp_path / output).read_bytes() == (demo / output).read_bytes(), output
 
 

@@ -2,7 +2,9 @@
 
 import numpy as np
 import pytest
+import torch
 
+from ctxvar.accumulator import TypeSums, layer_groups, state_bytes
 from ctxvar.errors import StatisticsError
 from ctxvar.layerstats import frequency_filter, layer_statistics, ols
 from ctxvar.moments import clamp_variance, finalize
@@ -93,3 +95,23 @@ def test_layer_statistics_match_brute_force():
 def test_layer_with_no_type_in_range_gives_nans():
     row = layer_statistics(np.array([1, 2]), np.ones((2, 3)), np.ones(2) * 3, 0, 2, 1, 5)
     assert row["n_types"] == 0 and row["n"] == 0 and np.isnan(row["Q"]) and np.isnan(row["slope_VM"])
+
+
+def test_layer_groups_keep_the_state_under_the_cap():
+    # Llama-size: 128k types, d = 4096, 33 hidden states: 138 GB of sums in one pass
+    assert state_bytes(33, 128_000, 4096) > 138e9
+    groups = layer_groups(33, 128_000, 4096, max_state_bytes=40e9)
+    assert [layer for group in groups for layer in group] == list(range(33))
+    assert len(groups) == 4 and all(state_bytes(len(g), 128_000, 4096) <= 40e9 for g in groups)
+    assert layer_groups(13, 20_000, 768, float("inf")) == [range(0, 13)]
+
+
+def test_layer_groups_refuse_a_cap_below_one_layer():
+    with pytest.raises(StatisticsError, match="raise max_state_mb"):
+        layer_groups(33, 128_000, 4096, max_state_bytes=1e9)
+
+
+def test_device_state_is_what_the_memory_model_says():
+    sums = TypeSums(range(2, 5), 6, n_types=300, d=16, device=torch.device("cpu"))
+    allocated = sum(t.numel() * t.element_size() for t in (sums.count, sums.sum, sums.sum_sq))
+    assert allocated == state_bytes(3, 300, 16)

@@ -6,8 +6,11 @@ distinct types in the shard, width d and a batch of N real tokens:
     state:   8 · U · (L · (d + 1) + 1)            (Σx, Σ‖x‖², n)
     batch:   N · L · d · (4 + 8)                  (gathered fp32 rows + their float64 copy)
 
-plus the model and its activations for the padded batch. The state is allocated
-once per job; the batch term is bounded by the token budget.
+plus the model and its activations for the padded batch. The batch term is
+bounded by the token budget. The state is bounded by a cap: when all L layers do
+not fit, :func:`layer_groups` splits them into groups that do, and the job runs
+its forward pass once per group (the same batches each time, so the sums are
+bitwise those of a single pass).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from typing import Sequence
 
 import numpy as np
 import torch
+
+from .errors import StatisticsError
 
 
 def state_bytes(n_layers: int, n_types: int, d: int) -> int:
@@ -26,14 +31,30 @@ def batch_bytes(n_layers: int, n_tokens: int, d: int) -> int:
     return n_tokens * n_layers * d * (4 + 8)
 
 
-class TypeSums:
-    """n_t, Σx and Σ‖x‖² per (layer, type t), float64, on ``device``.
+def layer_groups(n_layers: int, n_types: int, d: int, max_state_bytes: float) -> list[range]:
+    """Consecutive groups of layers, as few as possible, each with ``state_bytes`` ≤ the cap."""
+    per_group = n_layers
+    while per_group > 1 and state_bytes(per_group, n_types, d) > max_state_bytes:
+        per_group -= 1
+    if state_bytes(per_group, n_types, d) > max_state_bytes:
+        raise StatisticsError(
+            f"one layer of sums for {n_types} types at d={d} needs {state_bytes(1, n_types, d) / 1e6:.0f} MB, more than "
+            f"the cap of {max_state_bytes / 1e6:.0f} MB: raise max_state_mb in the profile or use more shards"
+        )
+    return [range(start, min(start + per_group, n_layers)) for start in range(0, n_layers, per_group)]
 
-    The layer-major flat index ``layer · U + t`` lets one ``index_add_`` cover all
-    layers of a batch. Nothing here synchronises with the host.
+
+class TypeSums:
+    """n_t, Σx and Σ‖x‖² per (layer, type t), float64, on ``device``, for the hidden states ``layers``.
+
+    The layer-major flat index ``i · U + t`` (i-th of ``layers``) lets one
+    ``index_add_`` cover all the layers of a batch. Nothing here synchronises
+    with the host. ``n_hidden`` is the model's number of hidden states.
     """
 
-    def __init__(self, n_layers: int, n_types: int, d: int, device: torch.device):
+    def __init__(self, layers: Sequence[int], n_hidden: int, n_types: int, d: int, device: torch.device):
+        self.layers, self.n_hidden = list(layers), n_hidden
+        n_layers = len(self.layers)
         self.n_layers, self.n_types, self.d = n_layers, n_types, d
         self.count = torch.zeros(n_types, dtype=torch.int64, device=device)  # (U,)
         self.sum = torch.zeros(n_layers * n_types, d, dtype=torch.float64, device=device)  # (L·U, d)
@@ -41,13 +62,13 @@ class TypeSums:
         self._layer_offset = torch.arange(n_layers, device=device)[:, None] * n_types  # (L, 1)
 
     def accumulate(self, hidden_states: Sequence[torch.Tensor], positions: torch.Tensor, type_index: torch.Tensor) -> None:
-        """Add the rows ``positions`` of every layer's flattened (B·T, d) hidden states.
+        """Add the rows ``positions`` of the flattened (B·T, d) hidden states of each of ``layers``.
 
-        ``hidden_states``: L tensors (B, T, d); ``positions``, ``type_index``: (N,) int64.
+        ``hidden_states``: n_hidden tensors (B, T, d); ``positions``, ``type_index``: (N,) int64.
         """
-        assert len(hidden_states) == self.n_layers, (len(hidden_states), self.n_layers)
+        assert len(hidden_states) == self.n_hidden, (len(hidden_states), self.n_hidden)
         assert hidden_states[0].shape[-1] == self.d, (hidden_states[0].shape, self.d)
-        rows = torch.cat([h.reshape(-1, self.d).index_select(0, positions) for h in hidden_states])  # (L·N, d)
+        rows = torch.cat([hidden_states[i].reshape(-1, self.d).index_select(0, positions) for i in self.layers])  # (L·N, d)
         rows = rows.to(torch.float64)
         flat = (self._layer_offset + type_index[None, :]).reshape(-1)  # (L·N,)
         self.sum.index_add_(0, flat, rows)

@@ -11,7 +11,7 @@ import torch
 from tqdm.auto import tqdm
 
 from . import gpus, models
-from .accumulator import TypeSums, batch_bytes, state_bytes
+from .accumulator import TypeSums, batch_bytes, layer_groups, state_bytes
 from .batching import pad_batch, padding_fraction, token_budget_batches
 from .errors import CorpusError, ModelLoadError, StatisticsError
 from .sums import LayerSums, write_sums
@@ -32,6 +32,7 @@ class ExtractionSettings:
     merge_markers: bool = True
     long_sentences: str = "skip"  # skip | split | error
     batch_tokens: int = 16384
+    max_state_mb: float = 0  # cap on the device state of the sums; 0: half the GPU's memory, no cap on CPU
     threads: int | None = None  # CPU threads for torch; None keeps torch's default
     config_hash: str = ""
     shard: int = 0
@@ -48,6 +49,7 @@ def job_settings(job, config_hash: str = "") -> ExtractionSettings:
         merge_markers=job.params.tokens["merge_markers"],
         long_sentences=job.params.tokens["long_sentences"],
         batch_tokens=job.resources.batch_tokens,
+        max_state_mb=job.resources.get("max_state_mb", 0),
         threads=job.threads,
         config_hash=config_hash,
         shard=int(job.wildcards.shard),
@@ -113,16 +115,11 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings) -> dict:
     """Run the model over the shard and write n, Σx, Σ‖x‖² per (layer, type). Returns the metadata."""
     job = prepare_shard(shard_path, settings)
     lengths, n_layers, d = job.encoded.lengths, job.n_layers, job.d
-    log.info("%s: %d sequences, %d tokens, %d types, %d batches; device state %.1f MB, batch %.1f MB",
+    groups = layer_groups(n_layers, len(job.types), d, state_cap_bytes(settings, job.device))
+    log.info("%s: %d sequences, %d tokens, %d types, %d batches; device state %.1f MB in %d pass(es), batch %.1f MB",
              settings.model["id"], len(lengths), len(job.encoded.ids), len(job.types), len(job.batches),
-             state_bytes(n_layers, len(job.types), d) / 1e6, batch_bytes(n_layers, settings.batch_tokens, d) / 1e6)
-    sums = TypeSums(n_layers, len(job.types), d, job.device)
-    job.run(sums, settings)
-    if not sums.all_finite():
-        raise StatisticsError(
-            f"model {settings.model['id']!r}: hidden states contain NaN or Inf with dtype {settings.dtype} "
-            "(fp16 overflow is common); nothing was written: use dtype: float32 or bfloat16"
-        )
+             state_bytes(len(groups[0]), len(job.types), d) / 1e6, len(groups),
+             batch_bytes(n_layers, settings.batch_tokens, d) / 1e6)
     metadata = {
         **model_metadata(settings, job.tokenizer, job.model, n_layers, d),
         "shard": settings.shard,
@@ -133,8 +130,30 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings) -> dict:
         "padding_fraction": padding_fraction(lengths, job.batches),
         "device": str(job.device),
     }
-    write_sums(out_path, layer_sums(sums, job.types), d, metadata)
+    write_sums(out_path, accumulate_groups(job, groups, settings), d, metadata)
     return metadata
+
+
+def state_cap_bytes(settings: ExtractionSettings, device: torch.device) -> float:
+    if settings.max_state_mb:
+        return settings.max_state_mb * 1e6
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory / 2
+    return float("inf")
+
+
+def accumulate_groups(job: ShardRun, groups: list[range], settings: ExtractionSettings):
+    """Every layer's :class:`LayerSums`, in order, with one pass over the shard per group of layers."""
+    for layers in groups:
+        sums = TypeSums(layers, job.n_layers, len(job.types), job.d, job.device)
+        job.run(sums, settings)
+        if not sums.all_finite():
+            raise StatisticsError(
+                f"model {settings.model['id']!r}: hidden states contain NaN or Inf with dtype {settings.dtype} "
+                "(fp16 overflow is common); nothing was written: use dtype: float32 or bfloat16"
+            )
+        yield from layer_sums(sums, job.types)
+        del sums
 
 
 def fit_to_positions(encoded: EncodedShard, limit: int | None, settings: ExtractionSettings):
@@ -182,8 +201,8 @@ def _to_device(array: np.ndarray, device, pin: bool) -> torch.Tensor:
 def layer_sums(sums: TypeSums, types: np.ndarray):
     """Per-layer :class:`LayerSums` from the device state (every type in ``types`` occurred)."""
     count, total, total_sq = sums.to_numpy()
-    for layer in range(sums.n_layers):
-        yield LayerSums(layer, types, count, total[layer], total_sq[layer])
+    for i, layer in enumerate(sums.layers):
+        yield LayerSums(layer, types, count, total[i], total_sq[i])
 
 
 def model_metadata(settings: ExtractionSettings, tokenizer, model, n_layers: int, d: int) -> dict:

@@ -15,6 +15,7 @@ rule extract_statistics:
         mem_mb=extraction_mem_mb,  # estimated from the shard's words and the model's shape
         runtime=extraction_runtime,
         batch_tokens=16384,
+        max_state_mb=0,  # cap on the sums' device memory; 0: half the GPU's memory (no cap on CPU)
     log:
         "logs/partials/{model}/{shard}.log",
     benchmark:

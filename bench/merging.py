@@ -1,0 +1,43 @@
+"""(d) The merge on synthetic partials; no torch imported, as in the workflow's merge jobs."""
+
+from __future__ import annotations
+
+import resource
+import time
+
+import numpy as np
+
+from ctxvar.layerstats import layers_table
+from ctxvar.merge import merge_partials
+from ctxvar.sums import LayerSums, write_sums
+
+
+def synthetic_partials(folder, n_shards: int, vocabulary: int, types_per_shard: int, n_layers: int, d: int) -> list[str]:
+    """Partial sums files shaped like real ones: each shard holds a random subset of the vocabulary."""
+    rng = np.random.default_rng(0)
+    words = np.array([f"w{i:06d}" for i in range(vocabulary)], dtype=object)
+    paths = []
+    for shard in range(n_shards):
+        types = np.sort(rng.choice(words, types_per_shard, replace=False))
+        count = rng.integers(1, 1000, types_per_shard)
+
+        def layers():
+            for layer in range(n_layers):
+                total = rng.normal(size=(types_per_shard, d)) * count[:, None]
+                yield LayerSums(layer, types, count, total, np.einsum("ud,ud->u", total, total) / count + count)
+
+        metadata = {"model_id": "bench", "model_name": "bench", "revision": "main", "dtype": "float32", "n_layers": n_layers,
+                    "d": d, "tokenizer_sha256": "0", "weights_sha256": "0", "merge_markers": True, "config_hash": "bench",
+                    "shard": shard}
+        path = f"{folder}/partial{shard}.parquet"
+        write_sums(path, layers(), d, metadata)
+        paths.append(path)
+    return paths
+
+
+def merge(partials: list[str], folder: str) -> dict:
+    """(d) Merge the partials and compute layers.csv, as the workflow's reduce rules do."""
+    start = time.perf_counter()
+    merge_partials(partials, f"{folder}/stats.parquet", f"{folder}/tokens.parquet")
+    layers_table(f"{folder}/stats.parquet", 1, 5)
+    return {"seconds": time.perf_counter() - start, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}

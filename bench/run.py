@@ -1,0 +1,184 @@
+"""Benchmark of the extraction and the merge; writes report.md and results.csv.
+
+    python bench/run.py --quick            # a few minutes on a 2-core CPU
+    python bench/run.py                    # CPU: more tokens, bert-base-scale merge (≈ 10 GB of partials on disk)
+    python bench/run.py --device cuda      # GPU: bert-base, gpt2-medium and a 1.2B-parameter GPT-2
+
+On one machine, over the same token-budget batches of a synthetic Zipf corpus,
+with random-weight models of real sizes (same cost as trained ones):
+
+    (a) forward      the bare forward pass with all hidden states (the limit)
+    (b) extraction   our job end to end, shard Parquet → partial sums Parquet, less model loading
+    (c) reference    forward + every layer copied to the host + Python dict updates per token and layer
+    (d) merge        merge + layer statistics of synthetic partials as shards, layers, d and types grow
+    (e) precision    bf16 forward vs fp32: speed, and the error it puts on Q, M, V and the per-layer statistics
+
+Each step runs in a fresh process, so peak RSS is the step's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import multiprocessing
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import torch
+
+import merging
+import steps
+from ctxvar.corpus import synthetic_sentences
+from ctxvar.io import write_table
+from ctxvar.layerstats import layers_table
+from ctxvar.merge import merge_partials
+from ctxvar.random_models import build_random_model
+from ctxvar.sharding import write_shards
+
+ARCHS = {  # random-weight models with the published shapes
+    "bert-base": {"arch": "bert", "hidden_size": 768, "num_layers": 12, "num_heads": 12, "intermediate_size": 3072},
+    "gpt2": {"arch": "gpt2", "hidden_size": 768, "num_layers": 12, "num_heads": 12, "intermediate_size": 3072},
+    "gpt2-medium": {"arch": "gpt2", "hidden_size": 1024, "num_layers": 24, "num_heads": 16, "intermediate_size": 4096},
+    "gpt2-1.2b": {"arch": "gpt2", "hidden_size": 2048, "num_layers": 24, "num_heads": 16, "intermediate_size": 8192},
+}
+MODES = {
+    "quick": {"sentences": 120, "archs": ["bert-base", "gpt2"], "merge": (3000, 2000, 13, 128, [1, 2, 4, 8])},
+    "cpu": {"sentences": 1500, "archs": ["bert-base", "gpt2"], "merge": (25000, 15000, 13, 768, [1, 2, 4, 8])},
+    "gpu": {"sentences": 60000, "archs": ["bert-base", "gpt2-medium", "gpt2-1.2b"], "merge": (25000, 15000, 13, 768, [1, 2, 4, 8])},
+}
+CORPUS = {"vocab_size": 20000, "zipf_exponent": 1.1, "mean_words": 14}
+
+
+def in_fresh_process(function, *args, **kwargs) -> dict:
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        return pool.submit(function, *args, **kwargs).result()
+
+
+def write_corpus(folder: Path, n_sentences: int, seed: int = 0) -> Path:
+    """One shard of synthetic sentences (sentence_id, text, chunk) as the workflow writes them."""
+    texts = synthetic_sentences({"n_sentences": n_sentences, **CORPUS}, seed)
+    texts = [t for t in texts if len(t.split(" ")) < 64]
+    write_table(pa.table({"sentence_id": np.arange(len(texts)), "text": texts}), folder / "sentences.parquet")
+    # chunks of similar length, as a real corpus gives (the paper's: 1,024 of ≈ 92,000 sentences per shard)
+    write_shards(folder / "sentences.parquet", [folder / "shard.parquet"], chunk_sentences=max(8, len(texts) // 64))
+    return folder / "shard.parquet"
+
+
+def extraction_rows(name: str, folder: Path, device: str) -> list[dict]:
+    model_dir = folder / name
+    texts = pd.read_parquet(folder / "sentences.parquet")["text"].tolist()
+    build_random_model({"id": name, **ARCHS[name], "vocab_size": 8000, "seed": 0}, texts, model_dir)
+    shard = str(folder / "shard.parquet")
+    load = in_fresh_process(steps.load_model, str(model_dir), device)
+    a = in_fresh_process(steps.forward, str(model_dir), shard, device)
+    b = in_fresh_process(steps.extraction, str(model_dir), shard, str(folder / f"{name}-fp32.parquet"), device)
+    b_net = b["seconds"] - load["seconds"]
+    rows = [
+        {"step": "(a) forward", **a},
+        {"step": "(b) extraction", **b, "seconds_less_load": b_net, "load_seconds": load["seconds"]},
+    ]
+    c = in_fresh_process(steps.reference_loop, str(model_dir), shard, device)
+    rows.append({"step": "(c) reference loop", **c, "loop_share": 1 - a["seconds"] / c["seconds"]})
+    bf16 = in_fresh_process(steps.forward, str(model_dir), shard, device, "bfloat16")
+    rows.append({"step": "(e) forward bf16", **bf16})
+    b16 = in_fresh_process(steps.extraction, str(model_dir), shard, str(folder / f"{name}-bf16.parquet"), device, "bfloat16")
+    rows.append({"step": "(e) extraction bf16", **b16})
+    for row in rows:
+        row.update(model=name, device=device, tokens_per_s=row["tokens"] / row.get("seconds_less_load", row["seconds"]))
+    rows[1]["overhead_b_over_a"] = b_net / a["seconds"]
+    rows[2]["speedup_c_over_b"] = (c["seconds"] / c["tokens"]) / (b_net / b["tokens"])
+    return rows
+
+
+def precision_rows(name: str, folder: Path) -> list[dict]:
+    """bf16 against fp32 on the same shard: relative error of Q, M, V per (layer, type) with n ≥ 10, and
+    absolute error of the per-layer statistics."""
+    results = {}
+    for dtype in ("fp32", "bf16"):
+        merge_partials([folder / f"{name}-{dtype}.parquet"], folder / f"{dtype}-stats.parquet", folder / f"{dtype}-tokens.parquet")
+        results[dtype] = (pd.read_parquet(folder / f"{dtype}-tokens.parquet"), layers_table(folder / f"{dtype}-stats.parquet", 1, 5))
+    (t32, l32), (t16, l16) = results["fp32"], results["bf16"]
+    keep = (t32["n"] >= 10).to_numpy()
+    row = {"model": name, "types_compared": int(keep.sum() // l32.shape[0])}
+    for column in ("Q", "M", "V"):
+        exact, approx = t32[column].to_numpy()[keep], t16[column].to_numpy()[keep]
+        nonzero = exact > 0  # V = 0 for types that only occur where the context cannot reach (position 0 of layer 0)
+        error = np.abs(approx[nonzero] - exact[nonzero]) / exact[nonzero]
+        row[f"{column}_median_rel_error"], row[f"{column}_max_rel_error"] = float(np.median(error)), float(error.max())
+    for column in ("cv_Q", "slope_VM", "r2_VM"):
+        row[f"{column}_max_abs_error"] = float(np.nanmax(np.abs(l16[column] - l32[column])))
+    share16, share32 = l16["M"] / l16["Q"], l32["M"] / l32["Q"]
+    row["M_over_Q_max_abs_error"] = float(np.nanmax(np.abs(share16 - share32)))
+    return [row]
+
+
+def merge_rows(folder: Path, vocabulary: int, types: int, n_layers: int, d: int, shard_counts: list[int]) -> list[dict]:
+    partials = merging.synthetic_partials(folder, max(shard_counts), vocabulary, types, n_layers, d)
+    rows = []
+    for n in shard_counts:
+        out = folder / f"merged{n}"
+        out.mkdir()
+        result = in_fresh_process(merging.merge, partials[:n], str(out))
+        rows.append({"step": "(d) merge + layer statistics", "shards": n, "types_per_shard": types, "vocabulary": vocabulary,
+                     "layers": n_layers, "d": d, "partials_gb": n * 8 * types * n_layers * (d + 2) / 1e9, **result})
+    return rows
+
+
+def markdown(frame: pd.DataFrame) -> str:
+    return frame.to_markdown(index=False, floatfmt=".3g") if not frame.empty else "(none)"
+
+
+def report(extraction: pd.DataFrame, precision: pd.DataFrame, merging: pd.DataFrame, device: str, mode: str, seconds: float) -> str:
+    cpu = platform.processor() or platform.machine()
+    lines = [
+        "# ctxvar benchmark", "",
+        f"`python bench/run.py{' --quick' if mode == 'quick' else ''}{' --device cuda' if device == 'cuda' else ''}`: "
+        f"{time.strftime('%Y-%m-%d')}, {cpu}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, "
+        f"device {device}{' (' + torch.cuda.get_device_name() + ')' if device == 'cuda' else ''}; ran {seconds:.0f} s.", "",
+        "## Extraction: (a) forward, (b) our job less model loading, (c) reference-style loop, (e) bf16", "",
+        markdown(extraction[[c for c in ["model", "step", "tokens", "seconds", "seconds_less_load", "tokens_per_s",
+                                         "overhead_b_over_a", "speedup_c_over_b", "loop_share", "padding_fraction",
+                                         "peak_rss_mb", "peak_gpu_mb"] if c in extraction]]), "",
+        "## Precision: bf16 forward against fp32 (sums float64 in both)", "", markdown(precision), "",
+        "## Merge: (d) merge + layers.csv of synthetic partials", "", markdown(merging), "",
+    ]
+    if device != "cuda":
+        lines += ["GPU rows: not measured (no GPU on this machine).", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small corpus and merge: a few minutes on a 2-core CPU")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--out", default="bench/results", help="folder for report.md and results.csv")
+    args = parser.parse_args(argv)
+    mode = "quick" if args.quick else ("gpu" if args.device == "cuda" else "cpu")
+    spec, start = MODES[mode], time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        write_corpus(folder, spec["sentences"])
+        extraction, precision = [], []
+        for name in spec["archs"]:
+            extraction += extraction_rows(name, folder, args.device)
+            precision += precision_rows(name, folder)
+        merge_folder = folder / "merge"
+        merge_folder.mkdir()
+        merging = merge_rows(merge_folder, *spec["merge"])
+    frames = [pd.DataFrame(rows) for rows in (extraction, precision, merging)]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.md").write_text(report(*frames, args.device, mode, time.perf_counter() - start))
+    pd.concat([f.assign(table=name) for f, name in zip(frames, ["extraction", "precision", "merge"])]).to_csv(out / "results.csv", index=False)
+    print((out / "report.md").read_text())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

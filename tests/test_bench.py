@@ -1,0 +1,30 @@
+"""The benchmark runs in --quick mode and reports every measurement (its numbers are not checked: not a timed test)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from workflow_runs import REPO
+
+pytestmark = pytest.mark.bench
+
+
+def test_quick_benchmark_reports_every_step(tmp_path):
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), "--quick", "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=1200)
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = pd.read_csv(tmp_path / "results.csv")
+    extraction = results[results["table"] == "extraction"]
+    assert set(extraction["step"]) == {"(a) forward", "(b) extraction", "(c) reference loop", "(e) forward bf16",
+                                       "(e) extraction bf16"}
+    assert set(extraction["model"]) == {"bert-base", "gpt2"} and (extraction["tokens_per_s"] > 0).all()
+    assert extraction["overhead_b_over_a"].notna().sum() == 2 and extraction["speedup_c_over_b"].notna().sum() == 2
+    merge = results[results["table"] == "merge"]
+    assert list(merge["shards"]) == [1, 2, 4, 8] and (merge["peak_rss_mb"] > 0).all()
+    precision = results[results["table"] == "precision"]
+    assert (precision["Q_median_rel_error"] < 0.05).all()
+    assert "GPU rows: not measured" in (tmp_path / "report.md").read_text()
