@@ -19,13 +19,15 @@ from oracle import assert_tokens_match, brute_force_embeddings, brute_force_toke
 from ctxvar.accumulator import layer_groups, state_bytes
 from ctxvar.collect import collect_points
 from ctxvar.errors import StatisticsError
-from ctxvar.extract import ExtractionSettings, extract_shard
+from ctxvar import models
+from ctxvar.extract import ExtractionSettings, extract_shard, prepare_shard, read_shard
 from ctxvar.io import read_metadata, write_csv, write_table
 from ctxvar.layerstats import layers_table
 from ctxvar.merge import merge_partials
 from ctxvar.pca import select_pca_tokens
 from ctxvar.pca_figures import point_summary
 from ctxvar.sharding import write_shards
+from ctxvar.tokens import encode
 
 pytestmark = pytest.mark.integration
 
@@ -169,3 +171,13 @@ def test_state_cap_splits_layers_into_passes_with_bitwise_equal_sums(tmp_path, f
     assert len(layer_groups(5, types, 32, cap_mb * 1e6)) == 3
     extract_shard(shard, tmp_path / "capped.parquet", capped)
     assert pq.read_table(tmp_path / "capped.parquet").equals(uncapped)
+
+
+def test_background_tokenization_and_weight_hash_equal_the_direct_ones(four_shards, tiny_models, arch):
+    shard = four_shards[2].parent / "shard0.parquet"
+    settings = ExtractionSettings(model={"id": f"tiny-{arch}"}, source=tiny_models[arch], device="cpu", progress=False)
+    job = prepare_shard(shard, settings)
+    assert job.weights_hash.result() == models.weights_sha256(job.model)
+    direct = encode(job.tokenizer, read_shard(shard)[0])
+    np.testing.assert_array_equal(job.encoded.ids, direct.ids)
+    np.testing.assert_array_equal(job.encoded.offsets, direct.offsets)

@@ -4,7 +4,7 @@ Memory on the device, in bytes, for L layers (embedding output included), U
 distinct types in the shard, width d and a batch of N real tokens:
 
     state:   8 · U · (L · (d + 1) + 1)            (Σx, Σ‖x‖², n)
-    batch:   N · L · d · (4 + 8)                  (gathered fp32 rows + their float64 copy)
+    batch:   N · L · d · 8 + N · d · 4            (float64 rows of all layers, one layer's fp32 gather)
 
 plus the model and its activations for the padded batch. The batch term is
 bounded by the token budget. The state is bounded by a cap: when all L layers do
@@ -28,7 +28,7 @@ def state_bytes(n_layers: int, n_types: int, d: int) -> int:
 
 
 def batch_bytes(n_layers: int, n_tokens: int, d: int) -> int:
-    return n_tokens * n_layers * d * (4 + 8)
+    return n_tokens * d * (8 * n_layers + 4)
 
 
 def layer_groups(n_layers: int, n_types: int, d: int, max_state_bytes: float) -> list[range]:
@@ -60,6 +60,7 @@ class TypeSums:
         self.sum = torch.zeros(n_layers * n_types, d, dtype=torch.float64, device=device)  # (L·U, d)
         self.sum_sq = torch.zeros(n_layers * n_types, dtype=torch.float64, device=device)  # (L·U,)
         self._layer_offset = torch.arange(n_layers, device=device)[:, None] * n_types  # (L, 1)
+        self._buffer: torch.Tensor | None = None  # float64 rows of a batch, grown to the largest batch
 
     def accumulate(self, hidden_states: Sequence[torch.Tensor], positions: torch.Tensor, type_index: torch.Tensor) -> None:
         """Add the rows ``positions`` of the flattened (B·T, d) hidden states of each of ``layers``.
@@ -68,12 +69,19 @@ class TypeSums:
         """
         assert len(hidden_states) == self.n_hidden, (len(hidden_states), self.n_hidden)
         assert hidden_states[0].shape[-1] == self.d, (hidden_states[0].shape, self.d)
-        rows = torch.cat([hidden_states[i].reshape(-1, self.d).index_select(0, positions) for i in self.layers])  # (L·N, d)
-        rows = rows.to(torch.float64)
+        n = positions.shape[0]
+        rows = self._rows(len(self.layers) * n)  # (L·N, d) float64
+        for i, layer in enumerate(self.layers):  # into a reused buffer: allocating L·N·d fresh floats costs more than the copy
+            rows[i * n : (i + 1) * n].copy_(hidden_states[layer].reshape(-1, self.d)[positions])
         flat = (self._layer_offset + type_index[None, :]).reshape(-1)  # (L·N,)
         self.sum.index_add_(0, flat, rows)
         self.sum_sq.index_add_(0, flat, torch.einsum("nd,nd->n", rows, rows))
         self.count.index_add_(0, type_index, torch.ones_like(type_index))
+
+    def _rows(self, size: int) -> torch.Tensor:
+        if self._buffer is None or self._buffer.shape[0] < size:
+            self._buffer = torch.empty(size, self.d, dtype=torch.float64, device=self.sum.device)
+        return self._buffer[:size]
 
     def all_finite(self) -> bool:
         """One host sync: whether every sum is finite (fp16 overflow gives inf/nan)."""

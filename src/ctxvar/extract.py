@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,6 +88,7 @@ class ShardRun:
     batches: list[np.ndarray]
     n_layers: int
     d: int
+    weights_hash: Future  # of the SHA-256 of the weights as loaded (see models.weights_sha256)
 
     def run(self, accumulator, settings: ExtractionSettings, batches: list[np.ndarray] | None = None) -> None:
         run_batches(self.model, accumulator, self.encoded, self.type_index, self.batches if batches is None else batches,
@@ -94,21 +96,32 @@ class ShardRun:
 
 
 def prepare_shard(shard_path, settings: ExtractionSettings) -> ShardRun:
-    """Claim a device, load the model, read, tokenize and batch the shard."""
+    """Claim a device, load the model, read, tokenize and batch the shard.
+
+    The shard is tokenized, and the weights hashed, in background threads while
+    the weights load and (for the hash) while the batches run: the fast tokenizer
+    and hashlib release the GIL. ``ShardRun.weights_sha256`` waits for the hash.
+    """
     device = models.resolve_device(settings.device)
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", gpus.claim_gpu())
         log.info("claimed %s", device)
     if settings.threads:
         torch.set_num_threads(settings.threads)
-    tokenizer, model = models.load(settings.model, settings.source, settings.dtype, device)
+    tokenizer = models.load_tokenizer(settings.model, settings.source)
     texts, chunk = read_shard(shard_path)
-    encoded, source_row, long_counts = fit_to_positions(encode(tokenizer, texts), models.max_positions(model.config), settings)
+    background = ThreadPoolExecutor(max_workers=2)
+    encoding = background.submit(encode, tokenizer, texts)
+    hashing = []
+    model = models.load_model(settings.model, settings.source, settings.dtype, device,
+                              on_host=lambda m: hashing.append(background.submit(models.tensors_sha256, models.named_tensors(m))))
+    background.shutdown(wait=False)
+    encoded, source_row, long_counts = fit_to_positions(encoding.result(), models.max_positions(model.config), settings)
     chunk = chunk[source_row]
     types, type_index = type_table(tokenizer, encoded.ids, settings.merge_markers)
     batches = chunk_batches(encoded.lengths, chunk, settings.batch_tokens)
     return ShardRun(device, tokenizer, model, len(texts), encoded, long_counts, types, type_index, chunk, batches,
-                    model.config.num_hidden_layers + 1, model.config.hidden_size)
+                    model.config.num_hidden_layers + 1, model.config.hidden_size, hashing[0])
 
 
 def extract_shard(shard_path, out_path, settings: ExtractionSettings) -> dict:
@@ -121,7 +134,7 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings) -> dict:
              state_bytes(len(groups[0]), len(job.types), d) / 1e6, len(groups),
              batch_bytes(n_layers, settings.batch_tokens, d) / 1e6)
     metadata = {
-        **model_metadata(settings, job.tokenizer, job.model, n_layers, d),
+        **model_metadata(settings, job),
         "shard": settings.shard,
         "n_sentences": job.n_texts - job.long_counts["n_skipped_too_long"],
         **job.long_counts,
@@ -205,19 +218,19 @@ def layer_sums(sums: TypeSums, types: np.ndarray):
         yield LayerSums(layer, types, count, total[i], total_sq[i])
 
 
-def model_metadata(settings: ExtractionSettings, tokenizer, model, n_layers: int, d: int) -> dict:
+def model_metadata(settings: ExtractionSettings, job: ShardRun) -> dict:
     """What identifies the sums' origin; merges refuse partials that differ in any of merge.MUST_MATCH."""
     return {
         "model_id": settings.model["id"],
         "model_name": settings.source,
         "revision": settings.model.get("revision") or "main",
-        "commit": getattr(model.config, "_commit_hash", None),
+        "commit": getattr(job.model.config, "_commit_hash", None),
         "dtype": settings.dtype,
-        "n_layers": n_layers,
-        "d": d,
-        "tokenizer_sha256": models.tokenizer_sha256(tokenizer),
-        "weights_sha256": models.weights_sha256(model),
-        "attn_implementation": getattr(model.config, "_attn_implementation", None),
+        "n_layers": job.n_layers,
+        "d": job.d,
+        "tokenizer_sha256": models.tokenizer_sha256(job.tokenizer),
+        "weights_sha256": job.weights_hash.result(),
+        "attn_implementation": getattr(job.model.config, "_attn_implementation", None),
         "merge_markers": settings.merge_markers,
         "config_hash": settings.config_hash,
         "versions": package_versions(),

@@ -32,20 +32,36 @@ def resolve_device(device: str) -> torch.device:
 
 def load(entry: dict, source: str, dtype: str, device: torch.device):
     """``(tokenizer, model)`` for a model entry; ``source`` is a Hub id or a local directory."""
-    from transformers import AutoModel, AutoTokenizer
+    return load_tokenizer(entry, source), load_model(entry, source, dtype, device)
 
+
+def _options(entry: dict, source: str) -> dict:
     options = {"revision": entry.get("revision") or "main", "trust_remote_code": bool(entry.get("trust_remote_code", False))}
     if os.path.isdir(source):
         options.pop("revision")
-    tokenizer = _from_pretrained(AutoTokenizer, source, entry, options)
+    return options
+
+
+def load_tokenizer(entry: dict, source: str):
+    from transformers import AutoTokenizer
+
+    return _from_pretrained(AutoTokenizer, source, entry, _options(entry, source))
+
+
+def load_model(entry: dict, source: str, dtype: str, device: torch.device, on_host=None):
+    """The model in eval mode on ``device``; ``on_host(model)`` is called before it moves there."""
+    from transformers import AutoModel
+
     # safetensors only: pickled checkpoints (pytorch_model.bin) can run code when loaded.
-    model = _from_pretrained(AutoModel, source, entry, {**options, "dtype": DTYPES[dtype], "use_safetensors": True})
+    model = _from_pretrained(AutoModel, source, entry, {**_options(entry, source), "dtype": DTYPES[dtype], "use_safetensors": True})
     if getattr(model.config, "is_encoder_decoder", False):
         raise ModelLoadError(
             f"model {entry['id']!r} is an encoder-decoder ({model.config.model_type}); its forward pass has no single "
             "stack of hidden states per token: use an encoder or decoder model"
         )
-    return tokenizer, model.to(device).eval()
+    if on_host is not None:
+        on_host(model)
+    return model.to(device).eval()
 
 
 def _from_pretrained(cls, source: str, entry: dict, options: dict):
@@ -98,8 +114,21 @@ def pad_id(tokenizer) -> int:
 
 def weights_sha256(model: torch.nn.Module) -> str:
     """SHA-256 over every parameter and buffer (name, dtype, shape, bytes), sorted by name."""
+    return tensors_sha256(named_tensors(model))
+
+
+def named_tensors(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    """Every parameter and buffer, sorted by name: what :func:`weights_sha256` hashes.
+
+    Detached now, so the list keeps the host copies even after the model moves to a GPU.
+    """
+    tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    return [(name, tensor.detach()) for name, tensor in sorted(tensors.items())]
+
+
+def tensors_sha256(tensors: list[tuple[str, torch.Tensor]]) -> str:
     digest = hashlib.sha256()
-    for name, tensor in sorted({**dict(model.named_parameters()), **dict(model.named_buffers())}.items()):
+    for name, tensor in tensors:
         data = tensor.detach().contiguous().cpu()
         digest.update(f"{name}:{data.dtype}:{tuple(data.shape)}".encode())
         digest.update(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"")

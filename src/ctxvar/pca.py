@@ -103,8 +103,9 @@ def select_pca_tokens(stats_path, tokens_path, settings: dict, analysis: dict) -
 
 
 def components_table(components: np.ndarray) -> pd.DataFrame:
-    return pd.DataFrame(components, columns=[str(i) for i in range(components.shape[1])]).assign(
-        component=["pc1", "pc2"][: len(components)]).set_index("component").reset_index()
+    frame = pd.DataFrame(components, columns=[str(i) for i in range(components.shape[1])])
+    frame.insert(0, "component", ["pc1", "pc2"])
+    return frame
 
 
 def read_components(path) -> np.ndarray:
@@ -119,7 +120,7 @@ def table2(selected: pd.DataFrame) -> pd.DataFrame:
 
 def table2_latex(table: pd.DataFrame, model: str, layer: int) -> str:
     """Table 2 as a LaTeX table (booktabs rules), token strings escaped."""
-    return table.rename(columns={"token": "token", "n": "$n_t$", "Q": "$Q(X_t)$", "M": "$M(X_t)$", "V": "$V(X_t)$"}).to_latex(
+    return table.rename(columns={"n": "$n_t$", "Q": "$Q(X_t)$", "M": "$M(X_t)$", "V": "$V(X_t)$"}).to_latex(
         index=False, escape=False, formatters={"token": _latex_escape}, float_format="%.1f",
         caption=f"$n_t$, $Q(X_t)$, $M(X_t)$ and $V(X_t)$ of the tokens in Fig.~1 ({_latex_escape(model)}, layer {layer}).",
         label="tab:selected-tokens", column_format="lrrrr")

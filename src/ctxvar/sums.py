@@ -104,7 +104,8 @@ class SumsFile:
     def __init__(self, path):
         self.path = str(path)
         try:
-            self._file = pq.ParquetFile(self.path)
+            # pre_buffer would keep each open file's last row group cached: memory O(shards) in a merge
+            self._file = pq.ParquetFile(self.path, pre_buffer=False)
             self.metadata = read_metadata(self.path)
         except (OSError, pa.ArrowInvalid) as error:
             raise StatisticsError(f"{self.path}: not a readable statistics file ({error}); delete it and re-run") from None
