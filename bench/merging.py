@@ -1,12 +1,17 @@
-"""(d) The merge on synthetic partials; no torch imported, as in the workflow's merge jobs."""
+"""(d) The merge and the layer statistics on synthetic partials, each run as its own process as in the
+workflow (and, like its jobs, without torch and with the system allocator):
+``python bench/merging.py merge|layers OUT PARTIAL...`` prints the result as JSON."""
 
 from __future__ import annotations
 
+import json
 import resource
+import sys
 import time
 
 import numpy as np
 
+from ctxvar.io import use_system_allocator
 from ctxvar.layerstats import layers_table
 from ctxvar.merge import merge_partials
 from ctxvar.sums import LayerSums, write_sums
@@ -36,8 +41,20 @@ def synthetic_partials(folder, n_shards: int, vocabulary: int, types_per_shard: 
 
 
 def merge(partials: list[str], folder: str) -> dict:
-    """(d) Merge the partials and compute layers.csv, as the workflow's reduce rules do."""
+    """The merge_statistics job: stats.parquet and tokens.parquet from the partials."""
     start = time.perf_counter()
     merge_partials(partials, f"{folder}/stats.parquet", f"{folder}/tokens.parquet")
+    return {"seconds": time.perf_counter() - start, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def layers(folder: str) -> dict:
+    """The layer_statistics job: layers.csv from stats.parquet."""
+    start = time.perf_counter()
     layers_table(f"{folder}/stats.parquet", 1, 5)
     return {"seconds": time.perf_counter() - start, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+if __name__ == "__main__":
+    use_system_allocator()
+    step, folder, *paths = sys.argv[1:]
+    print(json.dumps(merge(paths, folder) if step == "merge" else layers(folder)))

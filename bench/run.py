@@ -13,15 +13,17 @@ with random-weight models of real sizes (same cost as trained ones):
     (d) merge        merge + layer statistics of synthetic partials as shards, layers, d and types grow
     (e) precision    bf16 forward vs fp32: speed, and the error it puts on Q, M, V and the per-layer statistics
 
-Each step runs in a fresh process, so peak RSS is the step's own.
+Each step runs in a fresh process, so peak RSS is the step's own (the merge's without torch imported).
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import json
 import multiprocessing
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -125,10 +127,16 @@ def merge_rows(folder: Path, vocabulary: int, types: int, n_layers: int, d: int,
     for n in shard_counts:
         out = folder / f"merged{n}"
         out.mkdir()
-        result = in_fresh_process(merging.merge, partials[:n], str(out))
-        rows.append({"step": "(d) merge + layer statistics", "shards": n, "types_per_shard": types, "vocabulary": vocabulary,
-                     "layers": n_layers, "d": d, "partials_gb": n * 8 * types * n_layers * (d + 2) / 1e9, **result})
+        job = {step: run_json([sys.executable, merging.__file__, step, str(out), *partials[:n]]) for step in ("merge", "layers")}
+        rows.append({"step": "(d) merge, then layer statistics", "shards": n, "types_per_shard": types, "vocabulary": vocabulary,
+                     "layers": n_layers, "d": d, "partials_gb": n * 8 * types * n_layers * (d + 2) / 1e9,
+                     "merge_seconds": job["merge"]["seconds"], "merge_peak_rss_mb": job["merge"]["peak_rss_mb"],
+                     "layers_seconds": job["layers"]["seconds"], "layers_peak_rss_mb": job["layers"]["peak_rss_mb"]})
     return rows
+
+
+def run_json(command: list[str]) -> dict:
+    return json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
 
 
 def markdown(frame: pd.DataFrame) -> str:

@@ -24,7 +24,7 @@ def test_quick_benchmark_reports_every_step(tmp_path):
     assert set(extraction["model"]) == {"bert-base", "gpt2"} and (extraction["tokens_per_s"] > 0).all()
     assert extraction["overhead_b_over_a"].notna().sum() == 2 and extraction["speedup_c_over_b"].notna().sum() == 2
     merge = results[results["table"] == "merge"]
-    assert list(merge["shards"]) == [1, 2, 4, 8] and (merge["peak_rss_mb"] > 0).all()
+    assert list(merge["shards"]) == [1, 2, 4, 8] and (merge[["merge_peak_rss_mb", "layers_peak_rss_mb"]] > 0).all().all()
     precision = results[results["table"] == "precision"]
     assert (precision["Q_median_rel_error"] < 0.05).all()
     assert "GPU rows: not measured" in (tmp_path / "report.md").read_text()

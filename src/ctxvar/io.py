@@ -42,6 +42,16 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             os.remove(tmp)
 
 
+def use_system_allocator() -> None:
+    """Give Arrow buffers back to the OS as soon as they are freed.
+
+    Arrow's default jemalloc pool keeps freed row-group buffers: computing layers.csv
+    from a 25k-type, d = 768 merge peaked at 1.4 GB for 154 MB layers; with the
+    system allocator, 0.9 GB. Every job calls this (see jobs.job_log).
+    """
+    pa.set_memory_pool(pa.system_memory_pool())
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

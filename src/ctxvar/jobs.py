@@ -8,16 +8,18 @@ import sys
 from pathlib import Path
 
 from .errors import CtxvarError
+from .io import use_system_allocator
 
 
 @contextlib.contextmanager
 def job_log(path):
-    """Send logging and stderr (progress bars included) to ``path``.
+    """Send logging and stderr (progress bars included) to ``path``; use the system allocator for Arrow.
 
     A :class:`CtxvarError` is written to the log and, as one line, to the console's
     stderr, and the job exits with status 1, with no traceback.
     """
     console = sys.stderr
+    use_system_allocator()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as handle:
         sys.stderr = handle

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from matplotlib.colors import Normalize
 
-from .plotting import (Plot, fit_label, grid_shape, hide_unused, middle_layer, panels, paper_style,
+from .plotting import (PANEL_SIZE, Plot, fit_label, grid_shape, hide_unused, middle_layer, panels, paper_style,
                        percentile_limits, regression_panel, scale_groups)
 from .tokentable import TokenStats, filtered
 
@@ -41,7 +41,7 @@ def curve_data(layers: pd.DataFrame, columns: dict[str, pd.Series]) -> pd.DataFr
 @paper_style
 def layer_panels(layers: pd.DataFrame, models: list[str], columns: dict[str, tuple[pd.Series, str]], title: str = "") -> Plot:
     """One panel per ``columns`` entry (name → (values, y label)), one curve per model, a shared legend."""
-    figure, axes = panels(1, len(columns))
+    figure, axes = panels(1, len(columns), size=(3.4, 2.4) if len(columns) == 1 else PANEL_SIZE)
     styles = model_style(models)
     for ax, (values, label) in zip(axes[0], columns.values()):
         layer_curves(ax, layers, models, values, styles)
