@@ -67,7 +67,7 @@ def collect_points(shard_path, out_path, settings: ExtractionSettings, selection
     sq_norm) with the components of components.csv; returns the number of occurrences."""
     selection = pd.read_csv(selection_path, keep_default_na=False)
     layer, components = int(selection["layer"].iloc[0]), read_components(components_path)
-    job = prepare_shard(shard_path, settings)
+    job = prepare_shard(shard_path, settings, hash_weights=False)  # the points carry no provenance hash
     wanted = np.isin(job.types, selection["token"].to_numpy())
     rows = sequences_with(job.type_index, job.encoded.offsets, wanted)
     batches = [rows[b] for b in chunk_batches(job.encoded.lengths[rows], job.chunk[rows], settings.batch_tokens)]

@@ -88,19 +88,20 @@ class ShardRun:
     batches: list[np.ndarray]
     n_layers: int
     d: int
-    weights_hash: Future  # of the SHA-256 of the weights as loaded (see models.weights_sha256)
+    weights_hash: Future | None  # of the SHA-256 of the weights as loaded (see models.weights_sha256)
 
     def run(self, accumulator, settings: ExtractionSettings, batches: list[np.ndarray] | None = None) -> None:
         run_batches(self.model, accumulator, self.encoded, self.type_index, self.batches if batches is None else batches,
                     models.pad_id(self.tokenizer), self.device, settings.progress)
 
 
-def prepare_shard(shard_path, settings: ExtractionSettings) -> ShardRun:
+def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool = True) -> ShardRun:
     """Claim a device, load the model, read, tokenize and batch the shard.
 
-    The shard is tokenized, and the weights hashed, in background threads while
-    the weights load and (for the hash) while the batches run: the fast tokenizer
-    and hashlib release the GIL. ``ShardRun.weights_sha256`` waits for the hash.
+    The shard is tokenized, and (with ``hash_weights``) the weights hashed, in
+    background threads while the weights load and (for the hash) while the batches
+    run: the fast tokenizer and hashlib release the GIL. ``ShardRun.weights_hash``
+    is the hash's future, None without ``hash_weights``.
     """
     device = models.resolve_device(settings.device)
     if device.type == "cuda" and device.index is None:
@@ -112,16 +113,16 @@ def prepare_shard(shard_path, settings: ExtractionSettings) -> ShardRun:
     texts, chunk = read_shard(shard_path)
     background = ThreadPoolExecutor(max_workers=2)
     encoding = background.submit(encode, tokenizer, texts)
-    hashing = []
-    model = models.load_model(settings.model, settings.source, settings.dtype, device,
-                              on_host=lambda m: hashing.append(background.submit(models.tensors_sha256, models.named_tensors(m))))
+    hashes: list[Future] = []  # submitted by load_model while the weights are still on the host
+    on_host = (lambda m: hashes.append(background.submit(models.tensors_sha256, models.named_tensors(m)))) if hash_weights else None
+    model = models.load_model(settings.model, settings.source, settings.dtype, device, on_host=on_host)
     background.shutdown(wait=False)
     encoded, source_row, long_counts = fit_to_positions(encoding.result(), models.max_positions(model.config), settings)
     chunk = chunk[source_row]
     types, type_index = type_table(tokenizer, encoded.ids, settings.merge_markers)
     batches = chunk_batches(encoded.lengths, chunk, settings.batch_tokens)
     return ShardRun(device, tokenizer, model, len(texts), encoded, long_counts, types, type_index, chunk, batches,
-                    model.config.num_hidden_layers + 1, model.config.hidden_size, hashing[0])
+                    model.config.num_hidden_layers + 1, model.config.hidden_size, hashes[0] if hashes else None)
 
 
 def extract_shard(shard_path, out_path, settings: ExtractionSettings) -> dict:

@@ -128,8 +128,8 @@ def named_tensors(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
 
 def tensors_sha256(tensors: list[tuple[str, torch.Tensor]]) -> str:
     digest = hashlib.sha256()
-    for name, tensor in tensors:
-        data = tensor.detach().contiguous().cpu()
+    for name, tensor in tensors:  # detached by named_tensors
+        data = tensor.contiguous().cpu()
         digest.update(f"{name}:{data.dtype}:{tuple(data.shape)}".encode())
         digest.update(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"")
     return digest.hexdigest()
