@@ -30,13 +30,14 @@ class PaddedBatch:
     """Right-padded inputs plus where the real tokens sit.
 
     ``positions`` indexes the flattened (batch × length) grid; ``type_index`` gives
-    each real token's type, in the same order.
+    each real token's type and ``tokens`` its index in the shard, in the same order.
     """
 
     input_ids: np.ndarray  # (B, T) int64
     attention_mask: np.ndarray  # (B, T) int64
     positions: np.ndarray  # (N,) int64, N real tokens
     type_index: np.ndarray  # (N,) int64
+    tokens: np.ndarray  # (N,) int64
 
 
 def pad_batch(encoded: EncodedShard, type_index: np.ndarray, rows: np.ndarray, pad_id: int) -> PaddedBatch:
@@ -53,6 +54,7 @@ def pad_batch(encoded: EncodedShard, type_index: np.ndarray, rows: np.ndarray, p
         attention_mask=mask.astype(np.int64),
         positions=np.flatnonzero(mask),
         type_index=type_index[source],
+        tokens=source,
     )
 
 

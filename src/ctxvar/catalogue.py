@@ -3,8 +3,12 @@
 ``MODEL_FIGURES`` go to results/{model}/figures/, one set per model;
 ``SUMMARY_FIGURES`` to results/figures/, one each across all models;
 ``PCA_FIGURES`` to results/{model}/figures/ of the model chosen in figures.pca.
+``GEOMETRY_MODEL_FIGURES`` / ``GEOMETRY_SUMMARY_FIGURES`` likewise, for the
+geometry metrics; ``CHECKPOINT_FIGURE`` goes to results/figures/checkpoints/,
+one per model entry with ``revisions``.
 Inputs: ``layers`` (layers.csv, per model or stacked in results/summary/layers.csv),
-``tokens`` (tokens.parquet, per model), ``sentences`` (the sampled corpus).
+``geometry`` (geometry.csv, likewise), ``tokens`` (tokens.parquet, per model),
+``sentences`` (the sampled corpus).
 The workflow reads this at start-up, so it imports nothing heavy; :mod:`ctxvar.figures` draws.
 """
 
@@ -17,7 +21,7 @@ from dataclasses import dataclass
 class FigureSpec:
     group: str  # the figure type, as the report groups it
     caption: str  # one line: what the figure shows
-    needs: tuple[str, ...]  # inputs among layers, tokens, sentences
+    needs: tuple[str, ...]  # inputs among layers, geometry, tokens, sentences
 
 
 MODEL_FIGURES = {
@@ -79,3 +83,31 @@ PCA_FIGURES = {
         "V(X_t) against M(X_t) for all token types (grey, OLS over the filtered ones) with the tokens of Fig. 1 named.",
         ()),
 }
+
+GEOMETRY_MODEL_FIGURES = {
+    "geo04_spectrum": FigureSpec(
+        "Covariance spectrum",
+        "The leading explained-variance ratios λ_i/tr C of the covariance of all embeddings, one line per layer.",
+        ("geometry",)),
+    "geo05_cv_by_min_count": FigureSpec(
+        "Appendix I: C.V. of Q against n_min",
+        "C.V. of Q(X_t) over the types with n_t ≥ n_min, log-log, per layer, with fitted slopes and a slope −1/2 reference "
+        "(LayerNorm outputs: C.V. = O(1/√n_min)).",
+        ("tokens",)),
+}
+
+GEOMETRY_SUMMARY_FIGURES = {
+    "geo01_isotropy": FigureSpec(
+        "Isotropy", "Per layer and model: anisotropy λ₁/tr C, IsoScore, effective rank and participation ratio of the "
+        "covariance of all embeddings (ring: after a final norm).", ("geometry",)),
+    "geo02_cosine": FigureSpec(
+        "Cosine similarity", "Per layer and model: exact mean cosine over all pairs of embeddings, mean self-similarity of "
+        "the filtered token types, and their difference (Ethayarajh 2019).", ("geometry",)),
+    "geo03_intrinsic_dimension": FigureSpec(
+        "Intrinsic dimension", "Per layer and model: TwoNN intrinsic dimension of the bottom-k sample (solid) and of "
+        "Gaussian points of the same n and d (dashed, the estimator's high-dimensional bias).", ("geometry",)),
+}
+
+CHECKPOINT_FIGURE = FigureSpec(
+    "Training checkpoints", "Across training steps, per layer: anisotropy, TwoNN dimension, C.V. of Q(X_t) and M(X)/Q(X) "
+    "(dashed: after a final norm).", ("layers", "geometry"))

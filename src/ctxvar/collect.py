@@ -29,7 +29,7 @@ POINTS_SCHEMA = pa.schema([("token", pa.string()), ("pc1", pa.float64()), ("pc2"
 
 
 class TypeProjections:
-    """Occurrences of selected types at one layer, projected on ``components``; same interface as TypeSums.
+    """Occurrences of selected types at one layer, projected on ``components``; same interface as EmbeddingSums.
 
     Boolean selection of the kept rows synchronises with the host once per batch;
     this pass covers a handful of types, so it is not worth avoiding.
@@ -41,8 +41,9 @@ class TypeProjections:
         self.components = components  # (2, d) float64
         self.parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
 
-    def accumulate(self, hidden_states: Sequence[torch.Tensor], positions: torch.Tensor, type_index: torch.Tensor) -> None:
-        """``hidden_states``: L tensors (B, T, d); ``positions``, ``type_index``: (N,) int64."""
+    def accumulate(self, hidden_states: Sequence[torch.Tensor], positions: torch.Tensor, type_index: torch.Tensor,
+                   tokens=None) -> None:
+        """``hidden_states``: L tensors (B, T, d); ``positions``, ``type_index``: (N,) int64; ``tokens`` unused."""
         assert len(hidden_states) == self.n_layers, (len(hidden_states), self.n_layers)
         keep = self.selected[type_index]  # (N,)
         d = hidden_states[self.layer].shape[-1]

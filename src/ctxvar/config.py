@@ -14,6 +14,9 @@ LOCAL_SOURCES = ("text", "parquet", "jsonl")
 RESERVED_IDS = {"corpus", "models", "partials", "summary", "figures"}  # folders of results/
 
 
+CHECKPOINT_PATTERN = re.compile(r"^step(\d+)$")
+
+
 def model_id(entry: dict) -> str:
     """The id used in result paths: ``id`` if given, else ``name`` with '/' → '--', plus '@revision'."""
     if entry.get("id"):
@@ -26,10 +29,33 @@ def model_id(entry: dict) -> str:
     return derived
 
 
+def expand_revisions(entry: dict) -> list[dict]:
+    """An entry with ``revisions`` → one entry per revision, id ``<id or name>@<revision>``, with ``family``
+    (the id without revision) and ``step`` (N of 'stepN', else the revision's position in the list)."""
+    if "revisions" not in entry:
+        return [entry]
+    if entry.get("revision"):
+        raise ConfigError(f"models[]: entry {entry.get('id') or entry.get('name')!r} sets both revision and revisions; keep one")
+    if entry.get("init") == "gaussian":
+        raise ConfigError(f"models[]: entry {entry.get('id')!r}: revisions apply to pretrained and random models, not gaussian; "
+                          "list one gaussian entry per seed instead")
+    base = {key: value for key, value in entry.items() if key != "revisions"}
+    family = model_id(base)
+    expanded = []
+    for position, revision in enumerate(entry["revisions"]):
+        step = CHECKPOINT_PATTERN.match(revision)
+        if entry.get("init") == "random" and not step:
+            raise ConfigError(f"models[]: entry {family!r}: revision {revision!r} of a random model must be stepN "
+                              "(the random-init model trained N steps on the corpus)")
+        expanded.append({**base, "id": f"{family}@{revision}", "revision": revision, "family": family,
+                         "step": int(step.group(1)) if step else position})
+    return expanded
+
+
 def models_by_id(config: dict) -> dict[str, dict]:
-    """Model entries keyed by id, in config order, each with its ``id`` filled in."""
+    """Model entries keyed by id, in config order, each with its ``id`` filled in; revisions expanded."""
     resolved: dict[str, dict] = {}
-    for entry in config["models"]:
+    for entry in (e for listed in config["models"] for e in expand_revisions(listed)):
         mid = model_id(entry)
         if not MODEL_ID_PATTERN.match(mid):
             raise ConfigError(
@@ -75,6 +101,9 @@ def check_config(config: dict) -> None:
         if missing:
             raise ConfigError(f"corpus.path: file not found: {missing[0]} (paths are relative to the working directory)")
     for entry in config["models"]:
+        if entry.get("init") != "gaussian" and GAUSSIAN_ONLY & set(entry):
+            raise ConfigError(f"models[]: entry {entry.get('id') or entry.get('name')!r} sets "
+                              f"{', '.join(sorted(GAUSSIAN_ONLY & set(entry)))}, which only init: gaussian uses")
         if entry.get("init", "pretrained") == "pretrained" and not entry.get("name"):
             raise ConfigError(f"models[]: entry {entry.get('id')!r} needs 'name' (a Hub id or a local directory)")
         if entry.get("init") == "random" and not entry.get("arch"):
@@ -83,6 +112,23 @@ def check_config(config: dict) -> None:
     pca_model = config.get("figures", {}).get("pca", {}).get("model")
     if pca_model is not None and pca_model not in models:
         raise ConfigError(f"figures.pca.model: {pca_model!r} is not a model id (ids: {', '.join(models)}); use one of them or null")
+
+
+GAUSSIAN_ONLY = {"mean_scale", "noise_scale", "offset", "layer_norm"}
+
+
+def checkpoint_families(models: dict[str, dict]) -> dict[str, list[str]]:
+    """``{family: [model ids by step]}`` for entries expanded from ``revisions``."""
+    families: dict[str, list[str]] = {}
+    for mid, entry in models.items():
+        if "family" in entry:
+            families.setdefault(entry["family"], []).append(mid)
+    return {family: sorted(ids, key=lambda m: models[m]["step"]) for family, ids in families.items()}
+
+
+def extraction_geometry(config: dict) -> dict:
+    """The geometry settings that change what extraction accumulates (not spectrum_k, an analysis choice)."""
+    return {key: config["geometry"][key] for key in ("covariance", "cosine", "twonn", "sample_size", "seed")}
 
 
 def pca_model(config: dict) -> str:
@@ -112,5 +158,6 @@ def extraction_config_hash(config: dict, model: dict) -> str:
             "model": model,
             "dtype": config["dtype"],
             "tokens": config["tokens"],
+            "geometry": extraction_geometry(config),
         }
     )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -12,10 +13,11 @@ import torch
 from tqdm.auto import tqdm
 
 from . import gpus, models
-from .accumulator import TypeSums, batch_bytes, layer_groups, state_bytes
+from .accumulator import NO_GEOMETRY, EmbeddingSums, GeometryOptions, batch_bytes, layer_groups, state_bytes
 from .batching import pad_batch, padding_fraction, token_budget_batches
 from .errors import CorpusError, ModelLoadError, StatisticsError
-from .sums import LayerSums, write_sums
+from .sample import bottom_k, sample_schema, sample_table, sequence_windows, token_keys
+from .sums import LayerSums, LayerWriter, moments_schema, moments_table, sums_schema
 from .tokens import EncodedShard, encode, select, split_long, type_table
 from .versions import package_versions
 
@@ -34,6 +36,8 @@ class ExtractionSettings:
     long_sentences: str = "skip"  # skip | split | error
     batch_tokens: int = 16384
     max_state_mb: float = 0  # cap on the device state of the sums; 0: half the GPU's memory, no cap on CPU
+    geometry: GeometryOptions = field(default_factory=lambda: NO_GEOMETRY)  # sums beyond n, Σx, Σ‖x‖²
+    sample_seed: int = 0  # seed of the sample's position hash (geometry.seed)
     threads: int | None = None  # CPU threads for torch; None keeps torch's default
     config_hash: str = ""
     shard: int = 0
@@ -41,7 +45,9 @@ class ExtractionSettings:
 
 
 def job_settings(job, config_hash: str = "") -> ExtractionSettings:
-    """Settings of a Snakemake job that runs a model over a shard, from its ``snakemake`` object."""
+    """Settings of a Snakemake job that runs a model over a shard, from its ``snakemake`` object
+    (``params.geometry`` only for jobs that accumulate sums)."""
+    geometry = job.params.get("geometry")
     return ExtractionSettings(
         model=job.params.model,
         source=job.params.source,
@@ -51,16 +57,18 @@ def job_settings(job, config_hash: str = "") -> ExtractionSettings:
         long_sentences=job.params.tokens["long_sentences"],
         batch_tokens=job.resources.batch_tokens,
         max_state_mb=job.resources.get("max_state_mb", 0),
+        geometry=GeometryOptions.from_config(geometry) if geometry else NO_GEOMETRY,
+        sample_seed=geometry["seed"] if geometry else 0,
         threads=job.threads,
         config_hash=config_hash,
         shard=int(job.wildcards.shard),
     )
 
 
-def read_shard(path) -> tuple[list[str], np.ndarray]:
-    """The shard's texts and chunk numbers."""
-    table = pq.read_table(path, columns=["text", "chunk"])
-    return table.column("text").to_pylist(), table.column("chunk").to_numpy()
+def read_shard(path) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The shard's texts, chunk numbers and sentence ids."""
+    table = pq.read_table(path, columns=["text", "chunk", "sentence_id"])
+    return table.column("text").to_pylist(), table.column("chunk").to_numpy(), table.column("sentence_id").to_numpy()
 
 
 def chunk_batches(lengths: np.ndarray, chunk: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
@@ -85,6 +93,8 @@ class ShardRun:
     types: np.ndarray  # (U,) type keys of the shard, sorted
     type_index: np.ndarray  # (tokens,) index into types
     chunk: np.ndarray  # (sequences,) chunk of each sequence
+    sentence_id: np.ndarray  # (sequences,) corpus sentence of each sequence
+    window: np.ndarray  # (sequences,) piece of a split sentence, else 0
     batches: list[np.ndarray]
     n_layers: int
     d: int
@@ -110,7 +120,7 @@ def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool =
     if settings.threads:
         torch.set_num_threads(settings.threads)
     tokenizer = models.load_tokenizer(settings.model, settings.source)
-    texts, chunk = read_shard(shard_path)
+    texts, chunk, sentence_id = read_shard(shard_path)
     background = ThreadPoolExecutor(max_workers=2)
     encoding = background.submit(encode, tokenizer, texts)
     hashes: list[Future] = []  # submitted by load_model while the weights are still on the host
@@ -118,22 +128,31 @@ def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool =
     model = models.load_model(settings.model, settings.source, settings.dtype, device, on_host=on_host)
     background.shutdown(wait=False)
     encoded, source_row, long_counts = fit_to_positions(encoding.result(), models.max_positions(model.config), settings)
-    chunk = chunk[source_row]
+    chunk, sentence_id = chunk[source_row], sentence_id[source_row]
     types, type_index = type_table(tokenizer, encoded.ids, settings.merge_markers)
     batches = chunk_batches(encoded.lengths, chunk, settings.batch_tokens)
-    return ShardRun(device, tokenizer, model, len(texts), encoded, long_counts, types, type_index, chunk, batches,
-                    model.config.num_hidden_layers + 1, model.config.hidden_size, hashes[0] if hashes else None)
+    return ShardRun(device, tokenizer, model, len(texts), encoded, long_counts, types, type_index, chunk, sentence_id,
+                    sequence_windows(source_row), batches, model.config.num_hidden_layers + 1, model.config.hidden_size,
+                    hashes[0] if hashes else None)
 
 
-def extract_shard(shard_path, out_path, settings: ExtractionSettings) -> dict:
-    """Run the model over the shard and write n, Σx, Σ‖x‖² per (layer, type). Returns the metadata."""
+def extract_shard(shard_path, out_path, settings: ExtractionSettings, moments_path=None, sample_path=None) -> dict:
+    """Run the model over the shard and write its sums (see :mod:`ctxvar.sums`, :mod:`ctxvar.sample`).
+
+    ``out_path``: n, Σx, Σ‖x‖² (and Σ x/‖x‖ with geometry.cosine) per (layer, type);
+    ``moments_path``: N, Σx, Σxxᵀ per layer (geometry.covariance); ``sample_path``:
+    the shard's bottom-k sampled points (geometry.twonn). Returns the metadata.
+    """
+    options = settings.geometry
+    if (moments_path is not None) != options.covariance or (sample_path is not None) != bool(options.sample_size):
+        raise ValueError("extract_shard: give moments_path exactly with geometry.covariance, sample_path with a sample size")
     job = prepare_shard(shard_path, settings)
     lengths, n_layers, d = job.encoded.lengths, job.n_layers, job.d
-    groups = layer_groups(n_layers, len(job.types), d, state_cap_bytes(settings, job.device))
+    groups = layer_groups(n_layers, len(job.types), d, state_cap_bytes(settings, job.device), options)
     log.info("%s: %d sequences, %d tokens, %d types, %d batches; device state %.1f MB in %d pass(es), batch %.1f MB",
              settings.model["id"], len(lengths), len(job.encoded.ids), len(job.types), len(job.batches),
-             state_bytes(len(groups[0]), len(job.types), d) / 1e6, len(groups),
-             batch_bytes(n_layers, settings.batch_tokens, d) / 1e6)
+             state_bytes(len(groups[0]), len(job.types), d, options) / 1e6, len(groups),
+             batch_bytes(n_layers, settings.batch_tokens, d, options) / 1e6)
     metadata = {
         **model_metadata(settings, job),
         "shard": settings.shard,
@@ -144,8 +163,33 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings) -> dict:
         "padding_fraction": padding_fraction(lengths, job.batches),
         "device": str(job.device),
     }
-    write_sums(out_path, accumulate_groups(job, groups, settings), d, metadata)
+    sampled = sample_positions(job, settings)
+    with ExitStack() as files:
+        sums_file = files.enter_context(LayerWriter(out_path, sums_schema(d, metadata, options.cosine)))
+        moments_file = files.enter_context(LayerWriter(moments_path, moments_schema(d, metadata))) if moments_path else None
+        sample_file = files.enter_context(LayerWriter(sample_path, sample_schema(d, metadata))) if sample_path else None
+        for sums, outer, points in accumulate_groups(job, groups, settings, sampled):
+            sums_file.write(sums.to_table(sums_file.schema))
+            if moments_file:
+                total = sums.sum.sum(axis=0)
+                moments_file.write(moments_table(sums.layer, int(sums.count.sum()), total, outer, moments_file.schema))
+            if sample_file:
+                sample_file.write(sample_table(sums.layer, sampled, points, sample_file.schema))
     return metadata
+
+
+def sample_positions(job: ShardRun, settings: ExtractionSettings) -> dict[str, np.ndarray] | None:
+    """The shard's bottom-k token positions by :func:`ctxvar.sample.token_keys`: shard token index,
+    key, sentence_id, window, position and token type of each, in key order; None without a sample."""
+    k = settings.geometry.sample_size
+    if not k:
+        return None
+    offsets = job.encoded.offsets
+    keys = token_keys(job.sentence_id, job.window, offsets, settings.sample_seed)
+    tokens = bottom_k(keys, k)
+    sequence = np.searchsorted(offsets, tokens, side="right") - 1
+    return {"tokens": tokens, "key": keys[tokens], "sentence_id": job.sentence_id[sequence], "window": job.window[sequence],
+            "position": tokens - offsets[sequence], "token": job.types[job.type_index[tokens]]}
 
 
 def state_cap_bytes(settings: ExtractionSettings, device: torch.device) -> float:
@@ -156,17 +200,22 @@ def state_cap_bytes(settings: ExtractionSettings, device: torch.device) -> float
     return float("inf")
 
 
-def accumulate_groups(job: ShardRun, groups: list[range], settings: ExtractionSettings):
-    """Every layer's :class:`LayerSums`, in order, with one pass over the shard per group of layers."""
+def accumulate_groups(job: ShardRun, groups: list[range], settings: ExtractionSettings, sampled: dict | None = None):
+    """``(LayerSums, Σxxᵀ or None, sampled points or None)`` for every layer, in order, with one pass over
+    the shard per group of layers."""
     for layers in groups:
-        sums = TypeSums(layers, job.n_layers, len(job.types), job.d, job.device)
+        sums = EmbeddingSums(layers, job.n_layers, len(job.types), job.d, job.device, settings.geometry,
+                             sampled["tokens"] if sampled else None)
         job.run(sums, settings)
         if not sums.all_finite():
             raise StatisticsError(
                 f"model {settings.model['id']!r}: hidden states contain NaN or Inf with dtype {settings.dtype} "
                 "(fp16 overflow is common); nothing was written: use dtype: float32 or bfloat16"
             )
-        yield from layer_sums(sums, job.types)
+        outer = sums.moments.to_numpy() if sums.moments is not None else None
+        points = sums.sample.to_numpy() if sums.sample is not None else None
+        for i, layer in enumerate(layer_sums(sums, job.types)):
+            yield layer, (outer[i] if outer is not None else None), (points[i] if points is not None else None)
         del sums
 
 
@@ -193,7 +242,7 @@ def fit_to_positions(encoded: EncodedShard, limit: int | None, settings: Extract
     return select(encoded, keep), keep, counts
 
 
-def run_batches(model, sums: TypeSums, encoded, type_index, batches, pad_id: int, device, progress: bool) -> None:
+def run_batches(model, sums: EmbeddingSums, encoded, type_index, batches, pad_id: int, device, progress: bool) -> None:
     """Forward every batch with all hidden states and add them to ``sums``."""
     pin = device.type == "cuda"
     with torch.inference_mode():
@@ -204,7 +253,7 @@ def run_batches(model, sums: TypeSums, encoded, type_index, batches, pad_id: int
             output = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
             if getattr(output, "hidden_states", None) is None:
                 raise ModelLoadError(f"model {type(model).__name__} returned no hidden states; use an encoder or decoder model")
-            sums.accumulate(output.hidden_states, positions, types)
+            sums.accumulate(output.hidden_states, positions, types, batch.tokens)
 
 
 def _to_device(array: np.ndarray, device, pin: bool) -> torch.Tensor:
@@ -212,11 +261,12 @@ def _to_device(array: np.ndarray, device, pin: bool) -> torch.Tensor:
     return tensor.pin_memory().to(device, non_blocking=True) if pin else tensor
 
 
-def layer_sums(sums: TypeSums, types: np.ndarray):
+def layer_sums(sums: EmbeddingSums, types: np.ndarray):
     """Per-layer :class:`LayerSums` from the device state (every type in ``types`` occurred)."""
-    count, total, total_sq = sums.to_numpy()
+    arrays = sums.types.to_numpy()
+    unit = arrays.get("sum_unit")
     for i, layer in enumerate(sums.layers):
-        yield LayerSums(layer, types, count, total[i], total_sq[i])
+        yield LayerSums(layer, types, arrays["count"], arrays["sum"][i], arrays["sum_sq"][i], unit[i] if unit is not None else None)
 
 
 def model_metadata(settings: ExtractionSettings, job: ShardRun) -> dict:
@@ -233,6 +283,8 @@ def model_metadata(settings: ExtractionSettings, job: ShardRun) -> dict:
         "weights_sha256": job.weights_hash.result(),
         "attn_implementation": getattr(job.model.config, "_attn_implementation", None),
         "merge_markers": settings.merge_markers,
+        "geometry": {**asdict(settings.geometry), "seed": settings.sample_seed},
+        "final_norm": models.ends_in_final_norm(job.model),
         "config_hash": settings.config_hash,
         "versions": package_versions(),
     }

@@ -31,7 +31,10 @@ def decomposition_bars(layers: pd.DataFrame, model: str) -> Plot:
         data[f"{column}_over_Q"] = share
         bottom += share
     ax.set(xlabel="layer", ylabel="share of $Q(X)$", ylim=(0, 1.0), title=model)
-    ax.set_xticks(layers["layer"])
+    final = layers["final_norm"].astype(bool) if "final_norm" in layers else pd.Series(False, index=layers.index)
+    ax.set_xticks(layers["layer"], [f"{layer}*" if f else str(layer) for layer, f in zip(layers["layer"], final)])
+    if final.any():
+        ax.set_xlabel("layer (* after final norm)")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return Plot(figure, data)
 

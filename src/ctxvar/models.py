@@ -65,6 +65,9 @@ def load_model(entry: dict, source: str, dtype: str, device: torch.device, on_ho
 
 
 def _from_pretrained(cls, source: str, entry: dict, options: dict):
+    from .null_models import register
+
+    register()  # the Gaussian null model's type, read from config.json by the Auto classes
     what = f"model {entry['id']!r} ({source})"
     if os.path.isdir(source):
         try:
@@ -102,6 +105,26 @@ def max_positions(config) -> int | None:
     if limit and getattr(config, "model_type", None) in PADDING_OFFSET_POSITIONS:
         limit -= (config.pad_token_id or 0) + 1
     return limit
+
+
+def ends_in_final_norm(model: torch.nn.Module) -> bool:
+    """Whether the last hidden state is the output of a final norm (pre-LN decoders: GPT-2's ``ln_f``,
+    GPT-NeoX's ``final_layer_norm``, Llama's ``norm``, OPT's with ``do_layer_norm_before``).
+
+    transformers applies such a norm to the last entry of ``hidden_states``; the
+    other entries are the raw residual stream. Recognised as a normalisation module
+    outside the per-layer lists (no numeric name part) and outside the embeddings.
+    Post-LN encoders (BERT, RoBERTa) have none: every layer ends in its own LayerNorm.
+    A model may declare it with a boolean ``ends_in_final_norm`` attribute.
+    """
+    declared = getattr(model, "ends_in_final_norm", None)
+    if isinstance(declared, bool):
+        return declared
+    for name, module in model.named_modules():
+        parts = name.split(".")
+        if "Norm" in type(module).__name__ and not any(p.isdigit() for p in parts) and not any("emb" in p.lower() for p in parts):
+            return True
+    return False
 
 
 def pad_id(tokenizer) -> int:

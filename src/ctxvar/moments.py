@@ -42,13 +42,12 @@ def clamp_variance(v: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.maximum(v, 0.0)
 
 
-def combine_into(total: tuple[np.ndarray, np.ndarray, np.ndarray], part: tuple[np.ndarray, np.ndarray, np.ndarray], index: np.ndarray) -> None:
-    """Add a part's (n, Σx, Σ‖x‖²) rows into ``total`` at rows ``index`` (distinct), in place.
+def combine_into(total: tuple[np.ndarray, ...], part: tuple[np.ndarray, ...], index: np.ndarray) -> None:
+    """Add a part's rows (n, Σx, Σ‖x‖², and Σ x/‖x‖ when kept) into ``total`` at rows ``index`` (distinct), in place.
 
     Addition is exact for n; for the float sums the result depends only on the
     order parts are added in, which callers fix (shard order).
     """
-    count, sum_, sum_sq = total
-    count[index] += part[0]
-    sum_[index] += part[1]
-    sum_sq[index] += part[2]
+    assert len(total) == len(part), (len(total), len(part))
+    for into, values in zip(total, part):
+        into[index] += values

@@ -24,6 +24,7 @@ RANDOM_DEFAULTS = {
     "intermediate_size": 128,
     "max_positions": 512,
     "seed": 0,
+    "learning_rate": 1e-3,  # revisions stepN: AdamW
 }
 
 ARCH_SPECIALS = {
@@ -108,16 +109,41 @@ def random_spec(entry: dict) -> dict:
     return {key: entry.get(key, default) for key, default in RANDOM_DEFAULTS.items()}
 
 
-def build_random_model(entry: dict, texts, out_dir) -> None:
+def build_random_model(entry: dict, texts, out_dir, merge_markers: bool = True) -> None:
     """Train a tokenizer on ``texts``, make a random-init model of ``entry['arch']``, save both
-    (``save_pretrained``) into ``out_dir``, which appears only when complete."""
+    (``save_pretrained``) into ``out_dir``, which appears only when complete.
+
+    With ``revision: stepN`` the model is built with its pretraining head and
+    trained N steps on ``texts`` (:mod:`ctxvar.training`); the base model is saved.
+    ``init: gaussian`` builds the Gaussian null model (:mod:`ctxvar.null_models`)
+    over an ``arch`` (default bert) tokenizer, its types keyed with ``merge_markers``.
+    """
     from transformers import AutoModel
 
+    from .config import CHECKPOINT_PATTERN
+    from .null_models import build_gaussian_model
+    from .training import language_model, train_steps
+
     spec = random_spec(entry)
-    tokenizer = train_tokenizer(entry["arch"], texts, spec["vocab_size"])
+    tokenizer = train_tokenizer(entry.get("arch", "bert"), texts, spec["vocab_size"])
+    if entry.get("init") == "gaussian":
+        save_model(build_gaussian_model(entry, tokenizer, merge_markers, spec["hidden_size"], spec["seed"]), tokenizer, out_dir)
+        return
     torch.manual_seed(spec["seed"])
-    model = AutoModel.from_config(model_config(entry["arch"], spec, tokenizer))
+    config = model_config(entry["arch"], spec, tokenizer)
+    checkpoint = CHECKPOINT_PATTERN.match(entry.get("revision") or "")
+    model = language_model(entry["arch"], config) if checkpoint else AutoModel.from_config(config)
     randomise_layer_norms(model, torch.Generator().manual_seed(spec["seed"]))
+    if checkpoint:
+        train_steps(model, tokenizer, entry["arch"], list(texts), int(checkpoint.group(1)), spec["seed"], spec["learning_rate"])
+        torch.manual_seed(spec["seed"])  # parts the pretraining model lacks (BERT's pooler) get fixed weights
+        trained, model = model, AutoModel.from_config(config)
+        model.load_state_dict(trained.base_model.state_dict(), strict=False)
+    save_model(model, tokenizer, out_dir)
+
+
+def save_model(model, tokenizer, out_dir) -> None:
+    """``save_pretrained`` both into ``out_dir``, which appears only when complete."""
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     for stale in out_dir.parent.glob(f".{out_dir.name}.*"):  # left by a killed earlier build

@@ -48,11 +48,12 @@ def shard_tokens(shard_path) -> int:
 
 def model_shape(entry: dict, source: str) -> ModelShape:
     """The model's shape without loading it; :data:`FALLBACK_SHAPE` when it cannot be known yet."""
-    if entry.get("init") == "random":
+    if entry.get("init") in ("random", "gaussian"):
         from .random_models import random_spec
 
         spec = random_spec(entry)
-        return ModelShape(spec["num_layers"] + 1, spec["hidden_size"], spec["vocab_size"])
+        layers = spec["num_layers"] if entry.get("init") == "random" else int(entry.get("layer_norm", True))
+        return ModelShape(layers + 1, spec["hidden_size"], spec["vocab_size"])
     config = _config_json(source, entry.get("revision") or "main")
     if not config:
         return FALLBACK_SHAPE

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pandas as pd
 
-MODEL_COLUMNS = ["model", "model_name", "revision", "dtype", "n_layers", "d", "n_types", "n_tokens", "n_sentences",
-                 "n_skipped_too_long", "weights_sha256", "config_hash"]
+log = logging.getLogger(__name__)
+
+MODEL_COLUMNS = ["model", "family", "model_name", "revision", "dtype", "n_layers", "d", "final_norm", "n_types", "n_tokens",
+                 "n_sentences", "n_skipped_too_long", "weights_sha256", "same_weights_as", "config_hash"]
 
 
 def stack_layers(layer_csvs: dict[str, str]) -> pd.DataFrame:
@@ -17,10 +20,22 @@ def stack_layers(layer_csvs: dict[str, str]) -> pd.DataFrame:
     return table[["model", *[c for c in table.columns if c != "model"]]]
 
 
-def models_table(run_jsons: dict[str, str]) -> pd.DataFrame:
-    """``{model id: run.json}`` → one row per model (|T| = n_types, |X| = n_tokens as in the paper's Table 3)."""
+def models_table(run_jsons: dict[str, str], families: dict[str, str | None] | None = None) -> pd.DataFrame:
+    """``{model id: run.json}`` → one row per model (|T| = n_types, |X| = n_tokens as in the paper's Table 3).
+
+    ``family``: the entry a revision came from (``families``). ``same_weights_as``:
+    the other models whose loaded weights hash the same (some published checkpoint
+    branches serve another step's weights); each such group is also logged as a warning.
+    """
     rows = []
     for model, path in run_jsons.items():
         run = json.loads(open(path).read())
-        rows.append({"model": model, **{c: run.get(c) for c in MODEL_COLUMNS[1:]}})
-    return pd.DataFrame(rows, columns=MODEL_COLUMNS)
+        rows.append({"model": model, "family": (families or {}).get(model), **{c: run.get(c) for c in MODEL_COLUMNS[2:]}})
+    table = pd.DataFrame(rows, columns=MODEL_COLUMNS)
+    groups = table.groupby("weights_sha256")["model"].agg(list)
+    table["same_weights_as"] = [" ".join(m for m in groups[h] if m != model) if pd.notna(h) else ""
+                                for model, h in zip(table["model"], table["weights_sha256"])]
+    for same in groups[groups.map(len) > 1]:
+        log.warning("models %s load identical weights (SHA-256 of every tensor); if they are different checkpoints, "
+                    "the published revisions serve the same files: check them on the Hub", ", ".join(same))
+    return table

@@ -25,11 +25,19 @@ def model_style(models: list[str]) -> dict[str, dict]:
     return {m: {"color": f"C{i % 10}", "marker": MARKERS[(i // 10) % len(MARKERS)]} for i, m in enumerate(models)}
 
 
+FINAL_NORM_LABEL = "after final norm"
+
+
 def layer_curves(ax, layers: pd.DataFrame, models: list[str], values: pd.Series, styles: dict, linestyle="-") -> None:
-    """One line per model of ``values`` (aligned with ``layers``) against depth."""
+    """One line per model of ``values`` (aligned with ``layers``) against depth; a ring marks a
+    hidden state that is the output of a final norm (column ``final_norm``)."""
     for model in models:
         rows = (layers["model"] == model).to_numpy()
         ax.plot(layers["depth"][rows], values[rows], label=model, linestyle=linestyle, markersize=3, **styles[model])
+        if "final_norm" in layers:
+            ring = rows & layers["final_norm"].astype(bool).to_numpy()
+            ax.scatter(layers["depth"][ring], values[ring], s=45, facecolors="none", edgecolors="black", linewidths=0.8,
+                       label=FINAL_NORM_LABEL, zorder=3)
 
 
 def curve_data(layers: pd.DataFrame, columns: dict[str, pd.Series]) -> pd.DataFrame:
@@ -45,15 +53,17 @@ def layer_panels(layers: pd.DataFrame, models: list[str], columns: dict[str, tup
     for ax, (values, label) in zip(axes[0], columns.values()):
         layer_curves(ax, layers, models, values, styles)
         ax.set(xlabel=DEPTH_LABEL, ylabel=label)
-    _legend(figure, axes[0, -1], len(models))
+    figure_legend(figure, axes[0, -1], len(models))
     if title:
         figure.suptitle(title)
     return Plot(figure, curve_data(layers, {k: v for k, (v, _) in columns.items()}))
 
 
-def _legend(figure, ax, n_models: int) -> None:
-    handles, labels = ax.get_legend_handles_labels()
-    figure.legend(handles, labels, loc="outside right upper", frameon=False, ncols=1 if n_models <= 12 else 2)
+def figure_legend(figure, ax, n_models: int) -> None:
+    found = dict(zip(*reversed(ax.get_legend_handles_labels())))  # label → handle, one ring entry
+    if FINAL_NORM_LABEL in found:
+        found[FINAL_NORM_LABEL] = found.pop(FINAL_NORM_LABEL)  # last
+    figure.legend(found.values(), found.keys(), loc="outside right upper", frameon=False, ncols=1 if n_models <= 12 else 2)
 
 
 def cv_slope_r2(layers: pd.DataFrame, models: list[str]) -> Plot:
@@ -102,7 +112,8 @@ def twin_axis_panels(layers: pd.DataFrame, models: list[str], columns: dict[str,
         elif right:
             layer_curves(ax, layers, right, values, styles)
     found = {label: handle for a in figure.axes for handle, label in zip(*a.get_legend_handles_labels())}
-    figure.legend([found[m] for m in models], models, loc="outside right upper", frameon=False)
+    shown = [m for m in models] + ([FINAL_NORM_LABEL] if FINAL_NORM_LABEL in found else [])
+    figure.legend([found[m] for m in shown], shown, loc="outside right upper", frameon=False)
     return Plot(figure, data)
 
 

@@ -1,15 +1,23 @@
-"""The sufficient-statistics file: n, Σx and Σ‖x‖² per (layer, token type).
+"""The sufficient-statistics files: sums per (layer, token type), and per layer.
 
-One Parquet file, one row group per layer (row group i holds layer i), rows
-sorted by token. Columns:
+Sums file: one Parquet file, one row group per layer (row group i holds layer
+i), rows sorted by token. Columns:
 
-    layer   int16                          hidden-state index, 0 = embedding output
-    token   string                         the token type's key
-    n       int64                          occurrences n_t
-    sum_sq  float64                        Σ‖x‖²
-    sum     fixed_size_list<float64>[d]    Σx
+    layer     int16                          hidden-state index, 0 = embedding output
+    token     string                         the token type's key
+    n         int64                          occurrences n_t
+    sum_sq    float64                        Σ‖x‖²
+    sum       fixed_size_list<float64>[d]    Σx
+    sum_unit  fixed_size_list<float64>[d]    Σ x/‖x‖   (only with geometry.cosine)
 
-Partials (one per model × shard) and the merged file share this layout, so
+Moments file (geometry.covariance), one row per layer, row group i = layer i:
+
+    layer      int16                            hidden-state index
+    n          int64                            tokens N
+    sum        fixed_size_list<float64>[d]      Σx over all tokens
+    sum_outer  fixed_size_list<float64>[d·d]    Σxxᵀ, row-major
+
+Partials (one per model × shard) and the merged files share these layouts, so
 merging is adding files. The JSON metadata describes the model and the run.
 """
 
@@ -26,17 +34,38 @@ from .errors import StatisticsError
 from .io import atomic_path, read_metadata, schema_metadata
 
 
-def sums_schema(d: int, metadata: dict) -> pa.Schema:
+def sums_schema(d: int, metadata: dict, unit: bool = False) -> pa.Schema:
+    fields = [("layer", pa.int16()), ("token", pa.string()), ("n", pa.int64()), ("sum_sq", pa.float64()),
+              ("sum", pa.list_(pa.float64(), d))]
+    return pa.schema(fields + ([("sum_unit", pa.list_(pa.float64(), d))] if unit else []), metadata=schema_metadata(metadata))
+
+
+def moments_schema(d: int, metadata: dict) -> pa.Schema:
     return pa.schema(
-        [
-            ("layer", pa.int16()),
-            ("token", pa.string()),
-            ("n", pa.int64()),
-            ("sum_sq", pa.float64()),
-            ("sum", pa.list_(pa.float64(), d)),
-        ],
+        [("layer", pa.int16()), ("n", pa.int64()), ("sum", pa.list_(pa.float64(), d)), ("sum_outer", pa.list_(pa.float64(), d * d))],
         metadata=schema_metadata(metadata),
     )
+
+
+def moments_table(layer: int, n: int, sum_: np.ndarray, sum_outer: np.ndarray, schema: pa.Schema) -> pa.Table:
+    d = len(sum_)
+    return pa.table(
+        [pa.array([layer], pa.int16()), pa.array([n], pa.int64()),
+         pa.FixedSizeListArray.from_arrays(pa.array(sum_, pa.float64()), d),
+         pa.FixedSizeListArray.from_arrays(pa.array(sum_outer.reshape(-1), pa.float64()), d * d)],
+        schema=schema,
+    )
+
+
+def read_moments(path, layer: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """``(N, Σx (d,), Σxxᵀ (d, d))`` of one layer of a moments file."""
+    try:
+        table = pq.ParquetFile(str(path), pre_buffer=False).read_row_group(layer)
+    except (OSError, pa.ArrowException) as error:
+        raise StatisticsError(f"{path}: layer {layer} of the moments cannot be read ({error}); delete the file and re-run") from None
+    d = table.schema.field("sum").type.list_size
+    return (int(table.column("n")[0].as_py()), _matrix(table.column("sum"), d)[0],
+            _matrix(table.column("sum_outer"), d * d).reshape(d, d))
 
 
 @dataclass
@@ -48,19 +77,24 @@ class LayerSums:
     count: np.ndarray  # (U,) int64
     sum: np.ndarray  # (U, d) float64
     sum_sq: np.ndarray  # (U,) float64
+    sum_unit: np.ndarray | None = None  # (U, d) float64, Σ x/‖x‖ (geometry.cosine)
 
     def to_table(self, schema: pa.Schema) -> pa.Table:
         d = self.sum.shape[1]
-        return pa.table(
-            [
-                pa.array(np.full(len(self.types), self.layer, dtype=np.int16)),
-                pa.array(self.types, type=pa.string()),
-                pa.array(self.count, type=pa.int64()),
-                pa.array(self.sum_sq, type=pa.float64()),
-                pa.FixedSizeListArray.from_arrays(pa.array(self.sum.reshape(-1), type=pa.float64()), d),
-            ],
-            schema=schema,
-        )
+        columns = [
+            pa.array(np.full(len(self.types), self.layer, dtype=np.int16)),
+            pa.array(self.types, type=pa.string()),
+            pa.array(self.count, type=pa.int64()),
+            pa.array(self.sum_sq, type=pa.float64()),
+            pa.FixedSizeListArray.from_arrays(pa.array(self.sum.reshape(-1), type=pa.float64()), d),
+        ]
+        if "sum_unit" in schema.names:
+            columns.append(pa.FixedSizeListArray.from_arrays(pa.array(self.sum_unit.reshape(-1), type=pa.float64()), d))
+        return pa.table(columns, schema=schema)
+
+    def additive(self) -> tuple[np.ndarray, ...]:
+        """The sums that add across shards, in a fixed order."""
+        return (self.count, self.sum, self.sum_sq) + ((self.sum_unit,) if self.sum_unit is not None else ())
 
 
 class LayerWriter:
@@ -72,12 +106,12 @@ class LayerWriter:
 
     def __init__(self, path, schema: pa.Schema):
         self._atomic = atomic_path(path)
-        self._schema = schema
+        self.schema = schema
         self._next_layer = 0
 
     def __enter__(self):
         self._tmp = self._atomic.__enter__()
-        self._writer = pq.ParquetWriter(self._tmp, self._schema)
+        self._writer = pq.ParquetWriter(self._tmp, self.schema)
         return self
 
     def write(self, table: pa.Table) -> None:
@@ -90,9 +124,9 @@ class LayerWriter:
         return self._atomic.__exit__(*exc)
 
 
-def write_sums(path, layers: Iterable[LayerSums], d: int, metadata: dict) -> None:
+def write_sums(path, layers: Iterable[LayerSums], d: int, metadata: dict, unit: bool = False) -> None:
     """Write a sums file from layers given in order 0, 1, …"""
-    schema = sums_schema(d, metadata)
+    schema = sums_schema(d, metadata, unit)
     with LayerWriter(path, schema) as writer:
         for layer in layers:
             writer.write(layer.to_table(schema))
@@ -116,6 +150,7 @@ class SumsFile:
                 "delete it and re-run"
             )
         self.d = self._file.schema_arrow.field("sum").type.list_size
+        self.has_unit = "sum_unit" in self._file.schema_arrow.names
 
     def layer(self, layer: int, columns: list[str] | None = None) -> LayerSums:
         """Row group ``layer``; columns not asked for are None."""
@@ -130,6 +165,7 @@ class SumsFile:
             count=table.column("n").to_numpy() if "n" in names else None,
             sum=_matrix(table.column("sum"), self.d) if "sum" in names else None,
             sum_sq=table.column("sum_sq").to_numpy() if "sum_sq" in names else None,
+            sum_unit=_matrix(table.column("sum_unit"), self.d) if "sum_unit" in names else None,
         )
 
     def types(self) -> np.ndarray:

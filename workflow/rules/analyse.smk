@@ -15,15 +15,37 @@ rule layer_statistics:
         "../scripts/layer_statistics.py"
 
 
+rule geometry_statistics:
+    input:
+        unpack(geometry_inputs),
+    output:
+        geometry="results/{model}/geometry.csv",
+    params:
+        analysis=canonical(config["analysis"]),
+        spectrum_k=GEOMETRY["spectrum_k"],
+        seed=GEOMETRY["seed"],
+    log:
+        "logs/{model}/geometry_statistics.log",
+    benchmark:
+        "benchmarks/{model}/geometry_statistics.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    script:
+        "../scripts/geometry_statistics.py"
+
+
 rule summarise_models:
     input:
         layers=expand("results/{model}/layers.csv", model=MODELS),
+        geometry=expand("results/{model}/geometry.csv", model=MODELS),
         runs=expand("results/{model}/run.json", model=MODELS),
     output:
         layers="results/summary/layers.csv",
+        geometry="results/summary/geometry.csv",
         models="results/summary/models.csv",
     params:
         models=list(MODELS),
+        families={model: entry.get("family") for model, entry in MODELS.items()},
     log:
         "logs/summary/summarise_models.log",
     benchmark:

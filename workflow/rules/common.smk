@@ -6,8 +6,10 @@ import shutil
 from snakemake.utils import validate
 
 from ctxvar import resources as estimates
-from ctxvar.config import check_config, check_schema, extraction_config_hash, models_by_id, pca_model
-from ctxvar.catalogue import MODEL_FIGURES, PCA_FIGURES, SUMMARY_FIGURES
+from ctxvar.config import (check_config, check_schema, checkpoint_families, extraction_config_hash, extraction_geometry,
+                           models_by_id, pca_model)
+from ctxvar.catalogue import (CHECKPOINT_FIGURE, GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES,
+                              PCA_FIGURES, SUMMARY_FIGURES)
 
 check_schema(config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml"))  # one readable line
 validate(config, "../schemas/config.schema.yaml")  # fills in the schema's defaults
@@ -16,6 +18,8 @@ check_config(config)
 MODELS = models_by_id(config)
 SHARDS = [str(i) for i in range(config["shards"])]
 PCA_MODEL = pca_model(config)
+FAMILIES = checkpoint_families(MODELS)  # {family: [id@revision, …]} from revisions:
+GEOMETRY = config["geometry"]
 
 
 wildcard_constraints:
@@ -33,14 +37,25 @@ def final_outputs():
         *expand("results/figures/{figure}.{ext}", figure=SUMMARY_FIGURES, ext=FIGURE_FILES),
         *expand("results/{model}/figures/{figure}.{ext}", model=PCA_MODEL, figure=PCA_FIGURES, ext=FIGURE_FILES),
         *expand("results/{model}/table2.{ext}", model=PCA_MODEL, ext=("csv", "tex")),
+        *expand("results/{model}/geometry.csv", model=MODELS),
+        "results/summary/geometry.csv",
+        *expand("results/{model}/figures/{figure}.{ext}", model=MODELS, figure=GEOMETRY_MODEL_FIGURES, ext=FIGURE_FILES),
+        *expand("results/figures/{figure}.{ext}", figure=GEOMETRY_SUMMARY_FIGURES, ext=FIGURE_FILES),
+        *expand("results/figures/checkpoints/{family}.{ext}", family=FAMILIES, ext=FIGURE_FILES),
     ]
+
+
+def geometry_files(prefix):
+    """The extra sums files of ``prefix`` (a partial or a merged model) that config geometry asks for."""
+    files = {"moments": f"{prefix}.moments.parquet"} if GEOMETRY["covariance"] else {}
+    return {**files, "sample": f"{prefix}.sample.parquet"} if GEOMETRY["twonn"] else files
 
 
 FIGURE_FILES = ("png", "pdf", "csv")  # the picture, for papers, and the numbers drawn
 
 
 def figure_spec(wildcards):
-    return {**MODEL_FIGURES, **SUMMARY_FIGURES}[wildcards.figure]
+    return {**MODEL_FIGURES, **SUMMARY_FIGURES, **GEOMETRY_MODEL_FIGURES, **GEOMETRY_SUMMARY_FIGURES}[wildcards.figure]
 
 
 def figure_group(wildcards):
@@ -58,7 +73,8 @@ def figure_needs(wildcards):
 
 def model_figure_inputs(wildcards):
     """Only what the figure draws, so that a change elsewhere does not re-plot it."""
-    inputs = {"layers": f"results/{wildcards.model}/layers.csv", "tokens": f"results/{wildcards.model}/tokens.parquet"}
+    inputs = {name: f"results/{wildcards.model}/{file}" for name, file in
+              (("layers", "layers.csv"), ("tokens", "tokens.parquet"), ("geometry", "geometry.csv"))}
     return {name: path for name, path in inputs.items() if name in figure_needs(wildcards)}
 
 
@@ -66,6 +82,7 @@ def summary_figure_inputs(wildcards):
     """Only what the figure draws, so that e.g. Fig. 9 (corpus only) does not re-run when models change."""
     inputs = {
         "layers": "results/summary/layers.csv",
+        "geometry": "results/summary/geometry.csv",
         "tokens": expand("results/{model}/tokens.parquet", model=MODELS),
         "sentences": "results/corpus/sentences.parquet",
     }
@@ -74,7 +91,7 @@ def summary_figure_inputs(wildcards):
 
 def figure_models(wildcards):
     """The model ids, for figures drawn from per-model files (their order sets legends and panels)."""
-    return list(MODELS) if {"layers", "tokens"} & set(figure_needs(wildcards)) else []
+    return list(MODELS) if {"layers", "geometry", "tokens"} & set(figure_needs(wildcards)) else []
 
 
 def figure_analysis(wildcards):
@@ -117,20 +134,26 @@ def model_entry(wildcards):
     return canonical(MODELS[wildcards.model])
 
 
-def is_random(model):
-    return MODELS[model].get("init") == "random"
+def is_built_locally(model):
+    """init random and gaussian models are built by build_random_model (no weights to download)."""
+    return MODELS[model].get("init") in ("random", "gaussian")
+
+
+def type_keying(wildcards):
+    """tokens.merge_markers, for the Gaussian null, whose per-type means follow the types."""
+    return config["tokens"]["merge_markers"] if MODELS[wildcards.model].get("init") == "gaussian" else None
 
 
 def model_source(wildcards):
     """Where extraction loads the model from: the built directory, or the Hub id / local path."""
-    if is_random(wildcards.model):
+    if is_built_locally(wildcards.model):
         return f"results/models/{wildcards.model}"
     return MODELS[wildcards.model]["name"]
 
 
 def extraction_inputs(wildcards):
     inputs = {"shard": f"results/corpus/shards/{wildcards.shard}.parquet"}
-    if is_random(wildcards.model):
+    if is_built_locally(wildcards.model):
         inputs["model"] = f"results/models/{wildcards.model}"
     return inputs
 
@@ -140,4 +163,18 @@ def partial_config_hash(wildcards):
 
 
 def model_partials(wildcards):
-    return expand("results/partials/{model}/{shard}.parquet", model=wildcards.model, shard=SHARDS)
+    prefixes = expand("results/partials/{model}/{shard}", model=wildcards.model, shard=SHARDS)
+    files = {"partials": [f"{prefix}.parquet" for prefix in prefixes]}
+    for name in geometry_files(""):
+        files[name] = [geometry_files(prefix)[name] for prefix in prefixes]
+    return files
+
+
+def geometry_inputs(wildcards):
+    return {"stats": f"results/{wildcards.model}/stats.parquet", **geometry_files(f"results/{wildcards.model}/stats")}
+
+
+def checkpoint_inputs(wildcards):
+    members = FAMILIES[wildcards.family]
+    return {"layers": expand("results/{model}/layers.csv", model=members),
+            "geometry": expand("results/{model}/geometry.csv", model=members)}

@@ -3,11 +3,13 @@ rule extract_statistics:
         unpack(extraction_inputs),
     output:
         partial="results/partials/{model}/{shard}.parquet",
+        **geometry_files("results/partials/{model}/{shard}"),
     params:
         model=model_entry,
         source=model_source,
         dtype=config["dtype"],
         tokens=canonical(config["tokens"]),
+        geometry=extraction_geometry(config),
         config_hash=partial_config_hash,
     threads: 1
     resources:

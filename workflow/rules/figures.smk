@@ -7,7 +7,7 @@ rule plot_model_figure:
         pdf="results/{model}/figures/{figure}.pdf",
         data="results/{model}/figures/{figure}.csv",
     wildcard_constraints:
-        figure="|".join(MODEL_FIGURES),
+        figure="|".join([*MODEL_FIGURES, *GEOMETRY_MODEL_FIGURES]),
     params:
         caption=figure_caption,
         analysis=figure_analysis,
@@ -30,7 +30,7 @@ rule plot_summary_figure:
         pdf="results/figures/{figure}.pdf",
         data="results/figures/{figure}.csv",
     wildcard_constraints:
-        figure="|".join(SUMMARY_FIGURES),
+        figure="|".join([*SUMMARY_FIGURES, *GEOMETRY_SUMMARY_FIGURES]),
     params:
         caption=figure_caption,
         models=figure_models,
@@ -43,3 +43,26 @@ rule plot_summary_figure:
         "../../envs/analysis.yaml"
     script:
         "../scripts/plot_summary_figure.py"
+
+
+rule plot_checkpoints:
+    input:
+        unpack(checkpoint_inputs),
+    output:
+        png=report("results/figures/checkpoints/{family}.png", caption="../report/figure.rst", category="All models",
+                   subcategory=CHECKPOINT_FIGURE.group),
+        pdf="results/figures/checkpoints/{family}.pdf",
+        data="results/figures/checkpoints/{family}.csv",
+    wildcard_constraints:
+        family="|".join(re.escape(f) for f in FAMILIES) or "$^",
+    params:
+        caption=CHECKPOINT_FIGURE.caption,
+        steps=lambda wildcards: {model: MODELS[model]["step"] for model in FAMILIES[wildcards.family]},
+    log:
+        "logs/figures/checkpoints/{family}.log",
+    benchmark:
+        "benchmarks/figures/checkpoints/{family}.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    script:
+        "../scripts/plot_checkpoints.py"

@@ -1,8 +1,9 @@
 rule merge_statistics:
     input:
-        partials=model_partials,
+        unpack(model_partials),
     output:
         stats="results/{model}/stats.parquet",
+        **geometry_files("results/{model}/stats"),
         tokens="results/{model}/tokens.parquet",
         run="results/{model}/run.json",
     log:

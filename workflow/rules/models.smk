@@ -5,6 +5,7 @@ rule build_random_model:
         model=directory("results/models/{model}"),
     params:
         entry=model_entry,
+        merge_markers=type_keying,
     log:
         "logs/models/{model}.log",
     benchmark:

@@ -5,4 +5,4 @@ from ctxvar.random_models import build_random_model
 
 with job_log(snakemake.log[0]):
     texts = pq.read_table(snakemake.input.sentences, columns=["text"]).column("text").to_pylist()
-    build_random_model(snakemake.params.entry, texts, snakemake.output.model)
+    build_random_model(snakemake.params.entry, texts, snakemake.output.model, snakemake.params.merge_markers is not False)

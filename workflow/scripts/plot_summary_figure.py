@@ -5,5 +5,5 @@ from ctxvar.plotting import save_plot
 with job_log(snakemake.log[0]):
     plot = summary_figure(snakemake.wildcards.figure, snakemake.params.models, snakemake.params.analysis,
                           layers_path=snakemake.input.get("layers"), tokens_paths=snakemake.input.get("tokens", ()),
-                          sentences_path=snakemake.input.get("sentences"))
+                          sentences_path=snakemake.input.get("sentences"), geometry_path=snakemake.input.get("geometry"))
     save_plot(plot, snakemake.output.png, snakemake.output.pdf, snakemake.output.data)

@@ -1,0 +1,160 @@
+"""Geometry metrics (Σxxᵀ, Σ x/‖x‖, the TwoNN sample) against brute force on tiny models, and merging.
+
+The oracle keeps every embedding in memory and computes each metric by its
+definition: the covariance with numpy, IsoScore by Rudman et al.'s algorithm
+(not the closed form), cosines from all pairs, TwoNN by scikit-dimension.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import skdim
+
+from oracle import brute_force_embeddings
+
+from ctxvar.accumulator import GeometryOptions
+from ctxvar.extract import ExtractionSettings, extract_shard
+from ctxvar.geometry import geometry_table
+from ctxvar.io import write_table
+from ctxvar.merge import merge_moments, merge_partials, merge_sample_partials
+from ctxvar.sample import points, token_keys
+from ctxvar.sharding import write_shards
+from ctxvar.twonn import distinct_points, twonn_dimension
+
+pytestmark = pytest.mark.integration
+
+OPTIONS = GeometryOptions(covariance=True, cosine=True, sample_size=600)
+SPECTRUM_K = 5
+RTOL = 1e-6
+
+
+def run_geometry(tmp, model_dir, texts, n_shards):
+    """Shard, extract with every geometry sum, merge; return (geometry table, merged sample path)."""
+    write_table(pa.table({"sentence_id": np.arange(len(texts)), "text": texts}), tmp / "sentences.parquet")
+    shards = [tmp / f"shard{i}.parquet" for i in range(n_shards)]
+    write_shards(tmp / "sentences.parquet", shards, chunk_sentences=16)
+    files = {"sums": [], "moments": [], "sample": []}
+    for i, shard in enumerate(shards):
+        settings = ExtractionSettings(model={"id": "tiny"}, source=model_dir, device="cpu", batch_tokens=512, shard=i,
+                                      progress=False, config_hash="test", geometry=OPTIONS)
+        paths = {name: tmp / f"{name}{i}.parquet" for name in files}
+        extract_shard(shard, paths["sums"], settings, paths["moments"], paths["sample"])
+        for name in files:
+            files[name].append(paths[name])
+    run = merge_partials(files["sums"], tmp / "stats.parquet", tmp / "tokens.parquet")
+    merge_moments(files["moments"], tmp / "moments.parquet", run)
+    merge_sample_partials(files["sample"], tmp / "sample.parquet", run)
+    table = geometry_table(tmp / "stats.parquet", tmp / "moments.parquet", tmp / "sample.parquet", SPECTRUM_K, 0, 1, 5)
+    return table, tmp / "sample.parquet"
+
+
+@pytest.fixture(scope="module", params=["bert", "gpt2"])
+def arch(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def oracle(tiny_models, corpus_texts, arch):
+    return brute_force_embeddings(tiny_models[arch], corpus_texts)
+
+
+@pytest.fixture(scope="module")
+def one_shard(tmp_path_factory, tiny_models, corpus_texts, arch):
+    return run_geometry(tmp_path_factory.mktemp(f"geo1-{arch}"), tiny_models[arch], corpus_texts, 1)
+
+
+@pytest.fixture(scope="module")
+def three_shards(tmp_path_factory, tiny_models, corpus_texts, arch):
+    return run_geometry(tmp_path_factory.mktemp(f"geo3-{arch}"), tiny_models[arch], corpus_texts, 3)
+
+
+def isoscore_by_algorithm(x: np.ndarray) -> float:
+    """IsoScore as Rudman et al. (2022) define it: variances in the PCA basis, normalised to norm √d, the
+    defect δ from the identity's diagonal, k = (d − δ²(d − √d))², φ = k/d², score (dφ − 1)/(d − 1)."""
+    d = x.shape[1]
+    centred = x - x.mean(0)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    variance = (centred @ vt.T).var(axis=0)
+    variance = np.pad(variance, (0, d - len(variance)))
+    normalised = np.sqrt(d) * variance / np.linalg.norm(variance)
+    defect = np.linalg.norm(normalised - np.ones(d)) / np.sqrt(2 * (d - np.sqrt(d)))
+    k = (d - defect**2 * (d - np.sqrt(d))) ** 2
+    return (d * (k / d**2) - 1) / (d - 1)
+
+
+def brute_force_geometry(keys: np.ndarray, x: np.ndarray) -> dict:
+    """Every metric of one layer from all N embeddings ``x`` (N, d) by definition."""
+    c = np.cov(x.T, bias=True)
+    eigenvalues = np.sort(np.linalg.eigvalsh(c))[::-1]
+    p = eigenvalues / eigenvalues.sum()
+    unit = x / np.linalg.norm(x, axis=1, keepdims=True)
+    cos = unit @ unit.T
+    n = len(x)
+    mean_cos = (cos.sum() - np.trace(cos)) / (n * (n - 1))
+    names, counts = np.unique(keys, return_counts=True)
+    self_sims = []
+    for name in names[(counts >= 10) & (counts <= 100_000)]:
+        block = cos[np.ix_(keys == name, keys == name)]
+        m = len(block)
+        self_sims.append((block.sum() - np.trace(block)) / (m * (m - 1)))
+    row = {"anisotropy": p[0], "participation_ratio": eigenvalues.sum() ** 2 / (eigenvalues**2).sum(),
+           "isoscore": isoscore_by_algorithm(x), "effective_rank": np.exp(-np.sum(p * np.log(p))),
+           "mean_cosine": mean_cos, "self_similarity": np.mean(self_sims), "n_types": len(self_sims)}
+    row.update({f"explained_{i + 1}": p[i] for i in range(SPECTRUM_K)})
+    row["self_similarity_adjusted"] = row["self_similarity"] - mean_cos
+    return row
+
+
+def test_every_metric_matches_brute_force(one_shard, oracle):
+    table, _ = one_shard
+    keys, X = oracle
+    assert len(table) == X.shape[0]
+    for layer in range(X.shape[0]):
+        expected = brute_force_geometry(keys, X[layer])
+        got = table.loc[layer]
+        assert got["n"] == X.shape[1]
+        for name, value in expected.items():
+            np.testing.assert_allclose(got[name], value, rtol=RTOL, err_msg=f"layer {layer} {name}")
+    assert table["anisotropy"].std() > 0 and table["mean_cosine"].std() > 0, "metrics constant: the test would be blind"
+
+
+def test_merged_shards_equal_one_shard(one_shard, three_shards):
+    pd.testing.assert_frame_equal(one_shard[0], three_shards[0], rtol=1e-9)
+    one, three = (pq.read_table(path) for path in (one_shard[1], three_shards[1]))
+    assert one.equals(three), "the bottom-k sample depends on the sharding"
+
+
+def test_sample_is_the_bottom_k_positions_with_their_embeddings(one_shard, oracle, tiny_models, corpus_texts, arch):
+    _, sample_path = one_shard
+    keys, X = oracle
+    offsets = sentence_offsets(tiny_models[arch], corpus_texts)
+    assert offsets[-1] == X.shape[1]
+    all_keys = token_keys(np.arange(len(corpus_texts)), np.zeros(len(corpus_texts)), offsets, seed=0)
+    expected = np.sort(all_keys)[: OPTIONS.sample_size]
+    for layer in range(X.shape[0]):
+        table = pq.ParquetFile(sample_path).read_row_group(layer)
+        np.testing.assert_array_equal(table.column("key").to_numpy(), expected)
+        rows = offsets[table.column("sentence_id").to_numpy()] + table.column("position").to_numpy()
+        np.testing.assert_array_equal(table.column("token").to_numpy(zero_copy_only=False), keys[rows])
+        np.testing.assert_allclose(points(table), X[layer, rows], rtol=0, atol=1e-5 * np.abs(X[layer]).max())
+
+
+def sentence_offsets(model_dir, texts) -> np.ndarray:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    lengths = [len(tokenizer.tokenize(t)) + 2 for t in texts]
+    return np.concatenate([[0], np.cumsum(lengths)])
+
+
+def test_twonn_matches_the_reference_estimator(one_shard):
+    table, sample_path = one_shard
+    for layer in range(len(table)):
+        distinct = distinct_points(points(pq.ParquetFile(sample_path).read_row_group(layer))).astype(np.float64)
+        assert table.loc[layer, "twonn_points"] == len(distinct)
+        reference = skdim.id.TwoNN().fit(distinct).dimension_
+        np.testing.assert_allclose(table.loc[layer, "twonn"], reference, rtol=RTOL)

@@ -1,0 +1,7 @@
+from ctxvar.figures import checkpoint_figure
+from ctxvar.jobs import job_log
+from ctxvar.plotting import save_plot
+
+with job_log(snakemake.log[0]):
+    plot = checkpoint_figure(snakemake.wildcards.family, snakemake.params.steps, snakemake.input.layers, snakemake.input.geometry)
+    save_plot(plot, snakemake.output.png, snakemake.output.pdf, snakemake.output.data)
