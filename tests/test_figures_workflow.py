@@ -12,20 +12,22 @@ import pytest
 
 from workflow_runs import REPO, snakemake
 
-from ctxvar.catalogue import MODEL_FIGURES, PCA_FIGURES, SUMMARY_FIGURES
-from ctxvar.plotting import grid_layers
+from ctxvar.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES, PCA_FIGURES, SUMMARY_FIGURES
+from ctxvar.plotting import grid_layers, middle_layer
 
 pytestmark = pytest.mark.workflow
 
-MODELS = ["tiny-bert", "tiny-roberta", "tiny-gpt2"]
+MODELS = ["tiny-bert", "tiny-roberta", "tiny-gpt2"]  # the random-init models with 5 hidden states
+ALL_MODELS = [*MODELS, "gaussian-null", "trained-gpt2@step0", "trained-gpt2@step100", "trained-gpt2@step400"]
 MIDDLE = 2  # the demo's models have 5 hidden states
 
 
 def figure_files(demo):
-    for model in MODELS:
-        yield from (demo / "results" / model / "figures" / name for name in MODEL_FIGURES)
-    yield from (demo / "results" / "figures" / name for name in SUMMARY_FIGURES)
+    for model in ALL_MODELS:
+        yield from (demo / "results" / model / "figures" / name for name in [*MODEL_FIGURES, *GEOMETRY_MODEL_FIGURES])
+    yield from (demo / "results" / "figures" / name for name in [*SUMMARY_FIGURES, *GEOMETRY_SUMMARY_FIGURES])
     yield from (demo / "results" / "tiny-bert" / "figures" / name for name in PCA_FIGURES)
+    yield demo / "results" / "figures" / "checkpoints" / "trained-gpt2"
 
 
 def test_every_figure_is_written_as_png_pdf_and_data(demo):
@@ -42,9 +44,11 @@ def layers(demo, model):
 
 def test_fig2_annotates_the_layer_statistics_slope_and_r2(demo):
     drawn = pd.read_csv(demo / "results" / "figures" / "fig02_variance_on_mean.csv")
-    assert list(drawn["model"]) == MODELS and (drawn["layer"] == MIDDLE).all()
+    assert list(drawn["model"]) == ALL_MODELS
     for row in drawn.itertuples():
-        expected = layers(demo, row.model).loc[MIDDLE]
+        table = layers(demo, row.model)
+        assert row.layer == middle_layer(len(table))
+        expected = table.loc[row.layer]
         np.testing.assert_allclose([row.slope, row.r2, row.n_fit], [expected.slope_VM, expected.r2_VM, expected.n_types], rtol=1e-9)
 
 
@@ -108,6 +112,6 @@ def test_report_holds_every_figure_grouped_by_model(demo):
     html = (demo / "report.html").read_text()
     for stem in figure_files(demo):
         assert f"{stem.name}.png" in html, stem.name
-    for model in [*MODELS, "All models"]:
+    for model in [*ALL_MODELS, "All models"]:
         assert json.dumps(model) in html
     assert MODEL_FIGURES["fig05_decomposition"].caption.split(",")[0] in html

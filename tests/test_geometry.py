@@ -23,7 +23,7 @@ from ctxvar.io import write_table
 from ctxvar.merge import merge_moments, merge_partials, merge_sample_partials
 from ctxvar.sample import points, token_keys
 from ctxvar.sharding import write_shards
-from ctxvar.twonn import distinct_points, twonn_dimension
+from ctxvar.twonn import distinct_points
 
 pytestmark = pytest.mark.integration
 
@@ -158,3 +158,19 @@ def test_twonn_matches_the_reference_estimator(one_shard):
         assert table.loc[layer, "twonn_points"] == len(distinct)
         reference = skdim.id.TwoNN().fit(distinct).dimension_
         np.testing.assert_allclose(table.loc[layer, "twonn"], reference, rtol=RTOL)
+
+
+def test_gaussian_null_model_through_the_pipeline(tmp_path, corpus_texts):
+    """The Gaussian null (no per-type means): mean cosine ≈ 0, anisotropy ≈ (1 + √(d/n))²/d, the
+    Marchenko–Pastur edge over the mean eigenvalue; its LayerNorm layer is flagged as a final norm."""
+    from ctxvar.random_models import build_random_model
+
+    d = 32
+    build_random_model({"id": "null", "init": "gaussian", "hidden_size": d, "mean_scale": 0.0, "seed": 3}, corpus_texts,
+                       tmp_path / "null")
+    table, _ = run_geometry(tmp_path, str(tmp_path / "null"), corpus_texts, 2)
+    n = table.loc[0, "n"]
+    assert table.loc[0, "anisotropy"] == pytest.approx((1 + np.sqrt(d / n)) ** 2 / d, rel=0.05)
+    assert abs(table.loc[0, "mean_cosine"]) < 3 / np.sqrt(n * d)
+    assert abs(table.loc[0, "self_similarity_adjusted"]) < 0.01  # occurrences of a type share nothing but noise
+    assert list(table["final_norm"]) == [False, True]

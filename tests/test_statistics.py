@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from ctxvar.accumulator import TypeSums, batch_bytes, layer_groups, state_bytes
+from ctxvar.accumulator import EmbeddingSums, batch_bytes, layer_groups, state_bytes
 from ctxvar.errors import StatisticsError
 from ctxvar.layerstats import frequency_filter, layer_statistics, ols
 from ctxvar.moments import clamp_variance, finalize
@@ -112,8 +112,8 @@ def test_layer_groups_refuse_a_cap_below_one_layer():
 
 
 def test_device_state_is_what_the_memory_model_says():
-    sums = TypeSums(range(2, 5), 6, n_types=300, d=16, device=torch.device("cpu"))
-    allocated = sum(t.numel() * t.element_size() for t in (sums.count, sums.sum, sums.sum_sq))
+    sums = EmbeddingSums(range(2, 5), 6, n_types=300, d=16, device=torch.device("cpu"))
+    allocated = sum(t.numel() * t.element_size() for t in (sums.types.count, sums.types.sum, sums.types.sum_sq))
     assert allocated == state_bytes(3, 300, 16)
     hidden = [torch.randn(4, 10, 16) for _ in range(6)]
     sums.accumulate(hidden, torch.arange(0, 40, 2), torch.randint(0, 300, (20,)))

@@ -20,7 +20,7 @@ import yaml
 from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
 from workflow_runs import DEMO, REPO, scheduled_jobs, snakemake
 
-from ctxvar.catalogue import MODEL_FIGURES, SUMMARY_FIGURES
+from ctxvar.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES, SUMMARY_FIGURES
 from ctxvar.io import read_metadata
 from ctxvar.layerstats import COLUMNS
 
@@ -65,18 +65,25 @@ def test_bad_config_stops_before_any_job_with_a_readable_line(tmp_path, change, 
     assert not (tmp_path / "results").exists()
 
 
+N_MODELS = 7  # demo: 3 random-init models, the Gaussian null, 3 checkpoints
+PER_MODEL_FIGURES = len(MODEL_FIGURES) + len(GEOMETRY_MODEL_FIGURES)
+SUMMARY_FIGURE_COUNT = len(SUMMARY_FIGURES) + len(GEOMETRY_SUMMARY_FIGURES)
+
+
 def test_demo_writes_every_documented_output(demo):
     for model in ("tiny-bert", "tiny-roberta", "tiny-gpt2"):
         tokens = pd.read_parquet(demo / "results" / model / "tokens.parquet")
-        assert list(tokens.columns) == ["layer", "token", "n", "Q", "M", "V"]
+        assert list(tokens.columns) == ["layer", "token", "n", "Q", "M", "V", "self_similarity"]
         assert (tokens["V"] >= 0).all() and (tokens["n"] >= 1).all()
         layers = pd.read_csv(demo / "results" / model / "layers.csv")
         assert list(layers.columns) == COLUMNS and len(layers) == 5
         np.testing.assert_allclose(layers["V"], layers["V_W"] + layers["V_B"], rtol=1e-9)
     summary = pd.read_csv(demo / "results" / "summary" / "layers.csv")
-    assert list(summary["model"].unique()) == ["tiny-bert", "tiny-roberta", "tiny-gpt2"]
+    assert list(summary["model"].unique())[:3] == ["tiny-bert", "tiny-roberta", "tiny-gpt2"] and summary["model"].nunique() == N_MODELS
     models = pd.read_csv(demo / "results" / "summary" / "models.csv")
-    assert (models["n_tokens"] > 100_000).all() and (models["n_layers"] == 5).all()
+    assert (models["n_tokens"] > 100_000).all() and list(models["n_layers"]) == [5, 5, 5, 2, 5, 5, 5]
+    for name in ("stats.moments.parquet", "stats.sample.parquet", "geometry.csv"):
+        assert (demo / "results" / "tiny-bert" / name).exists()
 
 
 def test_every_model_output_records_its_provenance(demo):
@@ -105,8 +112,9 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
     config["models"].append({"id": "tiny-gpt2-wide", "init": "random", "arch": "gpt2", "hidden_size": 96, "seed": 4})
     run = snakemake(demo, config, "-n")
     assert scheduled_jobs(run) == {"build_random_model": 1, "extract_statistics": DEMO["shards"], "merge_statistics": 1,
-                                   "layer_statistics": 1, "summarise_models": 1, "plot_model_figure": len(MODEL_FIGURES),
-                                   "plot_summary_figure": len(SUMMARY_FIGURES) - 1, "all": 1}  # all but Fig. 9 (corpus)
+                                   "layer_statistics": 1, "geometry_statistics": 1, "summarise_models": 1,
+                                   "plot_model_figure": PER_MODEL_FIGURES,
+                                   "plot_summary_figure": SUMMARY_FIGURE_COUNT - 1, "all": 1}  # all but Fig. 9 (corpus)
     assert set(re.findall(r"wildcards: model=([\w.-]+)", run.stdout)) == {"tiny-gpt2-wide"}
 
 
@@ -114,17 +122,25 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
     "change, expected",
     [
         ({"device": "cpu"}, {}),
-        ({"analysis": {"min_log10_n": 0.5, "max_log10_n": 5}},
-         {"layer_statistics": 3, "summarise_models": 1, "plot_model_figure": 12, "plot_summary_figure": 8,
-          "select_pca_tokens": 1, "collect_pca_points": 4, "plot_pca": 1, "all": 1}),
-        ({"models": DEMO["models"][:2]}, {"summarise_models": 1, "plot_summary_figure": 8, "all": 1}),
-        ({"shards": 3}, {"split_corpus": 1, "extract_statistics": 9, "merge_statistics": 3, "layer_statistics": 3,
-                         "summarise_models": 1, "plot_model_figure": 12, "plot_summary_figure": 8,
-                         "select_pca_tokens": 1, "collect_pca_points": 3, "plot_pca": 1, "all": 1}),
+        ({"analysis": {"min_log10_n": 0.5, "max_log10_n": 5}},  # self-similarity averages over the filtered types
+         {"layer_statistics": 7, "geometry_statistics": 7, "summarise_models": 1, "plot_model_figure": 42,
+          "plot_summary_figure": 11, "plot_checkpoints": 1, "select_pca_tokens": 1, "collect_pca_points": 4, "plot_pca": 1,
+          "all": 1}),
+        ({"models": DEMO["models"][:2]}, {"summarise_models": 1, "plot_summary_figure": 11, "all": 1}),
+        ({"shards": 3}, {"split_corpus": 1, "extract_statistics": 21, "merge_statistics": 7, "layer_statistics": 7,
+                         "geometry_statistics": 7, "summarise_models": 1, "plot_model_figure": 42, "plot_summary_figure": 11,
+                         "plot_checkpoints": 1, "select_pca_tokens": 1, "collect_pca_points": 3, "plot_pca": 1, "all": 1}),
         ({"figures": {"pca": {"model": "tiny-gpt2", "seed": 4}}},
          {"select_pca_tokens": 1, "collect_pca_points": 4, "plot_pca": 1, "all": 1}),
+        ({"geometry": {**DEMO["geometry"], "spectrum_k": 5}},  # an analysis choice: no extraction
+         {"geometry_statistics": 7, "summarise_models": 1, "plot_model_figure": 7, "plot_summary_figure": 9,
+          "plot_checkpoints": 1, "all": 1}),
+        ({"geometry": {**DEMO["geometry"], "cosine": False}},  # changes what extraction accumulates
+         {"extract_statistics": 28, "merge_statistics": 7, "layer_statistics": 7, "geometry_statistics": 7,
+          "summarise_models": 1, "plot_model_figure": 42, "plot_summary_figure": 11, "plot_checkpoints": 1,
+          "select_pca_tokens": 1, "collect_pca_points": 4, "plot_pca": 1, "all": 1}),
     ],
-    ids=["device", "analysis", "remove-model", "shards", "pca-model"],
+    ids=["device", "analysis", "remove-model", "shards", "pca-model", "spectrum-k", "cosine-off"],
 )
 def test_config_changes_schedule_the_minimum(demo, change, expected):
     run = snakemake(demo, {**copy.deepcopy(DEMO), **change}, "-n")
