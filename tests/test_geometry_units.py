@@ -17,6 +17,7 @@ from ctxvar.config import checkpoint_families, models_by_id
 from ctxvar.errors import ConfigError
 from ctxvar.geometry import covariance, mean_cosine, self_similarity, spectrum_metrics
 from ctxvar.geometry_figures import cv_by_min_count
+from ctxvar.jobs import job_log
 from ctxvar.null_models import GaussianNullConfig, GaussianNullModel, occurrence_noise, splitmix64 as torch_splitmix64
 from ctxvar.sample import bottom_k, sequence_windows, splitmix64, token_keys
 from ctxvar.summary import models_table
@@ -191,3 +192,11 @@ def test_identical_weights_are_flagged_and_logged(tmp_path, caplog):
         table = models_table(runs, {m: "p" for m in runs})
     assert list(table["same_weights_as"]) == ["", "p@step2", "p@step1"]
     assert "p@step1, p@step2 load identical weights" in caplog.text
+
+
+def test_job_warnings_reach_the_console_as_one_line(tmp_path, capsys):
+    with job_log(tmp_path / "job.log"):
+        logging.getLogger("ctxvar.summary").warning("models a, b load identical weights")
+        logging.getLogger("ctxvar.summary").info("not for the console")
+    assert capsys.readouterr().err == "ctxvar warning: models a, b load identical weights\n"
+    assert "not for the console" in (tmp_path / "job.log").read_text()

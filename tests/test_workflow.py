@@ -30,9 +30,9 @@ pytestmark = pytest.mark.workflow
 def test_paper_config_dry_run_fans_out_models_times_shards(tmp_path):
     jobs = scheduled_jobs(snakemake(tmp_path, REPO / "config.yaml", "-n"))
     assert jobs == {"sample_corpus": 1, "split_corpus": 1, "extract_statistics": 48, "merge_statistics": 6,
-                    "layer_statistics": 6, "summarise_models": 1, "plot_model_figure": 6 * len(MODEL_FIGURES),
-                    "plot_summary_figure": len(SUMMARY_FIGURES), "select_pca_tokens": 1, "collect_pca_points": 8,
-                    "plot_pca": 1, "all": 1}
+                    "layer_statistics": 6, "geometry_statistics": 6, "summarise_models": 1,
+                    "plot_model_figure": 6 * PER_MODEL_FIGURES, "plot_summary_figure": SUMMARY_FIGURE_COUNT,
+                    "select_pca_tokens": 1, "collect_pca_points": 8, "plot_pca": 1, "all": 1}
 
 
 def test_default_profile_is_picked_up_without_flags(tmp_path):

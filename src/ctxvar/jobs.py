@@ -15,8 +15,10 @@ from .io import use_system_allocator
 def job_log(path):
     """Send logging and stderr (progress bars included) to ``path``; use the system allocator for Arrow.
 
-    A :class:`CtxvarError` is written to the log and, as one line, to the console's
-    stderr, and the job exits with status 1, with no traceback.
+    Warnings also go to the console's stderr as one line each (what Snakemake shows
+    or, on a cluster, the job's log). A :class:`CtxvarError` is written to the log
+    and, as one line, to the console's stderr, and the job exits with status 1,
+    with no traceback.
     """
     console = sys.stderr
     use_system_allocator()
@@ -24,6 +26,10 @@ def job_log(path):
     with open(path, "w") as handle:
         sys.stderr = handle
         logging.basicConfig(stream=handle, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+        echo = logging.StreamHandler(console)
+        echo.addFilter(lambda record: record.levelno == logging.WARNING)  # errors get their own line below
+        echo.setFormatter(logging.Formatter("ctxvar warning: %(message)s"))
+        logging.getLogger().addHandler(echo)
         try:
             yield
         except CtxvarError as error:
@@ -32,3 +38,4 @@ def job_log(path):
             raise SystemExit(1) from None
         finally:
             sys.stderr = console
+            logging.getLogger().removeHandler(echo)
