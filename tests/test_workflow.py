@@ -157,24 +157,31 @@ def test_changing_analysis_code_never_reruns_extraction(tmp_path, demo):
     with open(copy_of_workflow / "workflow" / "scripts" / "layer_statistics.py", "a") as script:
         script.write("# an edit\n")
     run = snakemake(demo, REPO / "config" / "demo.yaml", *arguments)
-    assert scheduled_jobs(run) == {"layer_statistics": 3, "summarise_models": 1, "plot_model_figure": 3,
-                                   "plot_summary_figure": 6, "all": 1}  # Figs. 5 and those drawn from layers.csv
+    # Fig. 5, the checkpoint figure and the figures drawn from the summary tables (summarise_models writes both)
+    assert scheduled_jobs(run) == {"layer_statistics": 7, "summarise_models": 1, "plot_model_figure": 7,
+                                   "plot_summary_figure": 9, "plot_checkpoints": 1, "all": 1}
+
+
+def core_partials(partials):
+    """The sums partials (not their .moments / .sample companions)."""
+    return [p for p in partials.glob("*/*.parquet") if re.fullmatch(r"\d+\.parquet", p.name)]
 
 
 def test_killed_run_resumes_only_unfinished_jobs_with_bit_identical_results(tmp_path, demo):
-    workdir, config = tmp_path / "killed", REPO / "config" / "demo.yaml"
+    workdir, config = tmp_path / "killed", tmp_path / "three-models.yaml"
     workdir.mkdir()
+    config.write_text(yaml.safe_dump({**DEMO, "models": DEMO["models"][:3]}))  # their outputs do not depend on the others
     command = ["snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile", str(config), "--cores", "2"]
     process = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     partials = workdir / "results" / "partials"
     deadline = time.monotonic() + 600
-    while len(list(partials.glob("*/*.parquet"))) < 3 and time.monotonic() < deadline and process.poll() is None:
+    while len(core_partials(partials)) < 3 and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.1)
     os.killpg(process.pid, signal.SIGKILL)  # Snakemake and its running jobs, as a cluster would
     process.wait()
     # A job that wrote its file just before the kill is still marked incomplete: it re-runs too.
     marked = {base64.b64decode(p.name).decode() for p in (workdir / ".snakemake" / "incomplete").glob("*")}
-    finished = {p: p.stat().st_mtime_ns for p in partials.glob("*/*.parquet") if str(p.relative_to(workdir)) not in marked}
+    finished = {p: p.stat().st_mtime_ns for p in core_partials(partials) if str(p.relative_to(workdir)) not in marked}
     assert 1 <= len(finished) < 12
 
     assert snakemake(workdir, config, "--unlock").returncode == 0
@@ -184,8 +191,9 @@ def test_killed_run_resumes_only_unfinished_jobs_with_bit_identical_results(tmp_
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert {path: path.stat().st_mtime_ns for path in finished} == finished, "finished jobs re-ran"
     assert not list(workdir.glob("results/**/.*.tmp")), "temporaries of killed jobs were left"
-    outputs = [f"results/{m}/{f}" for m in ("tiny-bert", "tiny-roberta", "tiny-gpt2") for f in ("tokens.parquet", "stats.parquet", "layers.csv")]
-    for output in [*outputs, "results/summary/layers.csv"]:
+    outputs = [f"results/{m}/{f}" for m in ("tiny-bert", "tiny-roberta", "tiny-gpt2")
+               for f in ("tokens.parquet", "stats.parquet", "layers.csv", "stats.moments.parquet", "stats.sample.parquet", "geometry.csv")]
+    for output in outputs:
         assert (workdir / output).read_bytes() == (demo / output).read_bytes(), output
 
 
