@@ -37,6 +37,14 @@ def tiny_models(tmp_path_factory, corpus_texts) -> dict[str, str]:
     return {arch: _tiny_model(tmp_path_factory, corpus_texts, arch, seed) for seed, arch in enumerate(["bert", "roberta", "gpt2"])}
 
 
+@pytest.fixture(scope="module")
+def oracle(tiny_models, corpus_texts, arch):
+    """``(keys, X)`` of :func:`oracle.brute_force_embeddings` for the module's ``arch`` fixture."""
+    from oracle import brute_force_embeddings
+
+    return brute_force_embeddings(tiny_models[arch], corpus_texts)
+
+
 @pytest.fixture(scope="session")
 def demo(tmp_path_factory):
     """A finished local run of config/demo.yaml (read-only)."""

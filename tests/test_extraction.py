@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
+from oracle import assert_tokens_match, brute_force_tokens
 
 from ctxvar.accumulator import layer_groups, state_bytes
 from ctxvar.collect import collect_points
@@ -50,11 +50,6 @@ def run_pipeline(tmp, model_dir, texts, n_shards, arch, batch_tokens=512):
 @pytest.fixture(scope="module", params=["bert", "roberta", "gpt2"])
 def arch(request):
     return request.param
-
-
-@pytest.fixture(scope="module")
-def oracle(tiny_models, corpus_texts, arch):
-    return brute_force_embeddings(tiny_models[arch], corpus_texts)
 
 
 @pytest.fixture(scope="module")

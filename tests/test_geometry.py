@@ -14,8 +14,6 @@ import pyarrow.parquet as pq
 import pytest
 import skdim
 
-from oracle import brute_force_embeddings
-
 from ctxvar.accumulator import GeometryOptions
 from ctxvar.extract import ExtractionSettings, extract_shard
 from ctxvar.geometry import geometry_table
@@ -55,11 +53,6 @@ def run_geometry(tmp, model_dir, texts, n_shards):
 @pytest.fixture(scope="module", params=["bert", "gpt2"])
 def arch(request):
     return request.param
-
-
-@pytest.fixture(scope="module")
-def oracle(tiny_models, corpus_texts, arch):
-    return brute_force_embeddings(tiny_models[arch], corpus_texts)
 
 
 @pytest.fixture(scope="module")

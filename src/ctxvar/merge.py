@@ -37,16 +37,21 @@ def open_partials(paths) -> list[SumsFile]:
         raise StatisticsError("merge: no partial files given")
     reference = files[0]
     for other in files[1:]:
-        for key in MUST_MATCH:
-            if other.metadata.get(key) != reference.metadata.get(key):
-                raise StatisticsError(
-                    f"merge: {other.path} differs from {reference.path} in {key} "
-                    f"({other.metadata.get(key)!r} vs {reference.metadata.get(key)!r}); re-run extraction for the stale file"
-                )
+        check_same_run(other.path, other.metadata, reference.path, reference.metadata)
     shards = [f.metadata.get("shard") for f in files]
     if len(set(shards)) != len(shards):
         raise StatisticsError(f"merge: shard numbers repeat among the partials ({shards})")
     return files
+
+
+def check_same_run(path, metadata: dict, reference_name: str, reference: dict) -> None:
+    """Raise unless ``metadata`` (of ``path``) equals ``reference`` in every key of :data:`MUST_MATCH`."""
+    for key in MUST_MATCH:
+        if metadata.get(key) != reference.get(key):
+            raise StatisticsError(
+                f"merge: {path} differs from {reference_name} in {key} "
+                f"({metadata.get(key)!r} vs {reference.get(key)!r}); re-run extraction for the stale file"
+            )
 
 
 def merged_metadata(files: list[SumsFile]) -> dict:
@@ -102,10 +107,7 @@ def in_shard_order(paths, metadata: dict) -> list[str]:
     by_shard = {}
     for path in map(str, paths):
         own = read_metadata(path)
-        for key in MUST_MATCH:
-            if own.get(key) != metadata.get(key):
-                raise StatisticsError(f"merge: {path} differs from the sums in {key} ({own.get(key)!r} vs {metadata.get(key)!r}); "
-                                      "re-run extraction for the stale file")
+        check_same_run(path, own, "the sums", metadata)
         by_shard[own.get("shard")] = path
     if sorted(by_shard) != sorted(metadata["shards"]):
         raise StatisticsError(f"merge: files of shards {sorted(by_shard)} given for sums of shards {metadata['shards']}")

@@ -25,9 +25,6 @@ from transformers.modeling_outputs import BaseModelOutput
 MODEL_TYPE = "ctxvar-gaussian"
 GAUSSIAN_DEFAULTS = {"mean_scale": 1.0, "noise_scale": 1.0, "offset": 0.0, "layer_norm": True}
 
-_MASK64 = (1 << 64) - 1
-
-
 def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 

@@ -23,9 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import StatisticsError
 from .io import schema_metadata
-from .sums import LayerWriter
+from .sums import LayerWriter, read_layer
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
@@ -81,10 +80,7 @@ def sample_table(layer: int, where: dict[str, np.ndarray], points: np.ndarray, s
 
 
 def read_sample_layer(path, layer: int) -> pa.Table:
-    try:
-        return pq.ParquetFile(str(path), pre_buffer=False).read_row_group(layer)
-    except (OSError, pa.ArrowException) as error:
-        raise StatisticsError(f"{path}: layer {layer} of the sample cannot be read ({error}); delete the file and re-run") from None
+    return read_layer(path, layer, "sample")
 
 
 def points(table: pa.Table) -> np.ndarray:

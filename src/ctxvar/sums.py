@@ -57,12 +57,17 @@ def moments_table(layer: int, n: int, sum_: np.ndarray, sum_outer: np.ndarray, s
     )
 
 
+def read_layer(path, layer: int, what: str) -> pa.Table:
+    """Row group ``layer`` of a per-layer file (``what`` names it in the error); no pre-buffering (see SumsFile)."""
+    try:
+        return pq.ParquetFile(str(path), pre_buffer=False).read_row_group(layer)
+    except (OSError, pa.ArrowException) as error:
+        raise StatisticsError(f"{path}: layer {layer} of the {what} cannot be read ({error}); delete the file and re-run") from None
+
+
 def read_moments(path, layer: int) -> tuple[int, np.ndarray, np.ndarray]:
     """``(N, Σx (d,), Σxxᵀ (d, d))`` of one layer of a moments file."""
-    try:
-        table = pq.ParquetFile(str(path), pre_buffer=False).read_row_group(layer)
-    except (OSError, pa.ArrowException) as error:
-        raise StatisticsError(f"{path}: layer {layer} of the moments cannot be read ({error}); delete the file and re-run") from None
+    table = read_layer(path, layer, "moments")
     d = table.schema.field("sum").type.list_size
     return (int(table.column("n")[0].as_py()), _matrix(table.column("sum"), d)[0],
             _matrix(table.column("sum_outer"), d * d).reshape(d, d))
