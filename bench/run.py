@@ -8,8 +8,10 @@ On one machine, over the same token-budget batches of a synthetic Zipf corpus,
 with random-weight models of real sizes (same cost as trained ones):
 
     (a) forward      the bare forward pass with all hidden states (the limit)
-    (b) extraction   our job end to end, shard Parquet → partial sums Parquet, less model loading
-    (c) reference    forward + every layer copied to the host + Python dict updates per token and layer
+    (b) extraction   our job end to end, shard Parquet → partial sums Parquet, less model loading;
+                     the paper's sums alone, and with the workflow's default geometry sums
+    (c) reference    the reference code's algorithm: forward, every layer copied to the host, a running
+                     mean per token and layer in a Python dict (checked to give our Q and V)
     (d) merge        merge + layer statistics of synthetic partials as shards, layers, d and types grow
     (e) precision    bf16 forward vs fp32: speed, and the error it puts on Q, M, V and the per-layer statistics
 
@@ -77,35 +79,47 @@ def extraction_rows(name: str, folder: Path, device: str) -> list[dict]:
     model_dir = folder / name
     texts = pd.read_parquet(folder / "sentences.parquet")["text"].tolist()
     build_random_model({"id": name, **ARCHS[name], "vocab_size": 8000, "seed": 0}, texts, model_dir)
-    shard = str(folder / "shard.parquet")
-    load = in_fresh_process(steps.load_model, str(model_dir), device)
-    a = in_fresh_process(steps.forward, str(model_dir), shard, device)
-    b = in_fresh_process(steps.extraction, str(model_dir), shard, str(folder / f"{name}-fp32.parquet"), device)
-    b_net = b["seconds"] - load["seconds"]
-    rows = [
-        {"step": "(a) forward", **a},
-        {"step": "(b) extraction", **b, "seconds_less_load": b_net, "load_seconds": load["seconds"]},
-    ]
-    c = in_fresh_process(steps.reference_loop, str(model_dir), shard, device)
-    rows.append({"step": "(c) reference loop", **c, "loop_share": 1 - a["seconds"] / c["seconds"]})
-    bf16 = in_fresh_process(steps.forward, str(model_dir), shard, device, "bfloat16")
-    rows.append({"step": "(e) forward bf16", **bf16})
-    b16 = in_fresh_process(steps.extraction, str(model_dir), shard, str(folder / f"{name}-bf16.parquet"), device, "bfloat16")
-    rows.append({"step": "(e) extraction bf16", **b16})
+    model_dir, shard = str(model_dir), str(folder / "shard.parquet")
+    load = in_fresh_process(steps.load_model, model_dir, device)
+    rows = [{"step": "(a) forward", **in_fresh_process(steps.forward, model_dir, shard, device)}]
+    for step, out, args in [("(b) extraction", f"{name}-fp32.parquet", ()),
+                            ("(b) extraction + geometry", f"{name}-geometry.parquet", ("float32", True)),
+                            ("(e) extraction bf16", f"{name}-bf16.parquet", ("bfloat16",))]:
+        b = in_fresh_process(steps.extraction, model_dir, shard, str(folder / out), device, *args)
+        rows.append({"step": step, **b, "seconds_less_load": b["seconds"] - load["seconds"], "load_seconds": load["seconds"]})
+    c = in_fresh_process(steps.reference_loop, model_dir, shard, str(folder / f"{name}-reference.parquet"), device)
+    rows.append({"step": "(c) reference loop", **c, **reference_agreement(folder, name)})
+    rows.append({"step": "(e) forward bf16", **in_fresh_process(steps.forward, model_dir, shard, device, "bfloat16")})
     for row in rows:
         row.update(model=name, device=device, tokens_per_s=row["tokens"] / row.get("seconds_less_load", row["seconds"]))
-    rows[1]["overhead_b_over_a"] = b_net / a["seconds"]
-    rows[2]["speedup_c_over_b"] = (c["seconds"] / c["tokens"]) / (b_net / b["tokens"])
+    (a, b, geometry, b16, c, a16), per_token = rows, (lambda row: 1 / row["tokens_per_s"])
+    b["overhead_b_over_a"], geometry["overhead_b_over_a"] = per_token(b) / per_token(a), per_token(geometry) / per_token(a)
+    b16["overhead_b_over_a"] = per_token(b16) / per_token(a16)
+    c["speedup_c_over_b"], c["loop_share"] = per_token(c) / per_token(b), 1 - per_token(a) / per_token(c)
     return rows
+
+
+def reference_agreement(folder: Path, name: str) -> dict:
+    """Largest relative difference of Q and V between the reference loop's running means (float32) and our
+    float64 sums, over (layer, type) with n ≥ 10: both compute the same statistics."""
+    merge_partials([folder / f"{name}-fp32.parquet"], folder / f"{name}-fp32-stats.parquet", folder / f"{name}-fp32-tokens.parquet")
+    ours = pd.read_parquet(folder / f"{name}-fp32-tokens.parquet", columns=["layer", "token", "n", "Q", "V"])
+    both = ours.merge(pd.read_parquet(folder / f"{name}-reference.parquet"), on=["layer", "token"], suffixes=("", "_reference"))
+    if len(both) != len(ours) or not (both["n"] == both["n_reference"]).all():
+        raise RuntimeError(f"{name}: the reference loop and the extraction counted different tokens")
+    both = both[both["n"] >= 10]
+    return {f"{column}_max_rel_diff_reference": float((np.abs(both[f"{column}_reference"] - both[column]) / both[column]).max())
+            for column in ("Q", "V")}
 
 
 def precision_rows(name: str, folder: Path) -> list[dict]:
     """bf16 against fp32 on the same shard: relative error of Q, M, V per (layer, type) with n ≥ 10, and
     absolute error of the per-layer statistics."""
     results = {}
-    for dtype in ("fp32", "bf16"):
-        merge_partials([folder / f"{name}-{dtype}.parquet"], folder / f"{dtype}-stats.parquet", folder / f"{dtype}-tokens.parquet")
-        results[dtype] = (pd.read_parquet(folder / f"{dtype}-tokens.parquet"), layers_table(folder / f"{dtype}-stats.parquet", 1, 5))
+    merge_partials([folder / f"{name}-bf16.parquet"], folder / f"{name}-bf16-stats.parquet", folder / f"{name}-bf16-tokens.parquet")
+    for dtype in ("fp32", "bf16"):  # fp32 merged by reference_agreement
+        stats, tokens = (folder / f"{name}-{dtype}-{kind}.parquet" for kind in ("stats", "tokens"))
+        results[dtype] = (pd.read_parquet(tokens), layers_table(stats, 1, 5))
     (t32, l32), (t16, l16) = results["fp32"], results["bf16"]
     keep = (t32["n"] >= 10).to_numpy()
     row = {"model": name, "types_compared": int(keep.sum() // l32.shape[0])}
@@ -153,7 +167,11 @@ def report(extraction: pd.DataFrame, precision: pd.DataFrame, merging: pd.DataFr
         "## Extraction: (a) forward, (b) our job less model loading, (c) reference-style loop, (e) bf16", "",
         markdown(extraction[[c for c in ["model", "step", "tokens", "seconds", "seconds_less_load", "tokens_per_s",
                                          "overhead_b_over_a", "speedup_c_over_b", "loop_share", "padding_fraction",
-                                         "peak_rss_mb", "peak_gpu_mb"] if c in extraction]]), "",
+                                         "peak_rss_mb", "peak_gpu_mb", "Q_max_rel_diff_reference",
+                                         "V_max_rel_diff_reference"] if c in extraction]]), "",
+        "(b) + geometry: the workflow's default geometry sums as well (Σxxᵀ, Σ x/‖x‖, the TwoNN sample). "
+        "(e) extraction bf16: overhead against (e) forward bf16. The reference columns: the largest relative "
+        "difference of Q and V between (c)'s float32 running means and (b)'s float64 sums, types with n ≥ 10.", "",
         "## Precision: bf16 forward against fp32 (sums float64 in both)", "", markdown(precision), "",
         "## Merge: (d) merge + layers.csv of synthetic partials", "", markdown(merging), "",
     ]

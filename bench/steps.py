@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import resource
 import time
-from collections import defaultdict
+from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import torch
+import yaml
 
 from ctxvar import models
+from ctxvar.accumulator import NO_GEOMETRY, GeometryOptions
 from ctxvar.batching import pad_batch
 from ctxvar.extract import ExtractionSettings, extract_shard, prepare_shard
+
+SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 
 
 def peaks(device: str) -> dict:
@@ -29,9 +35,16 @@ def synchronise(device) -> None:
         torch.cuda.synchronize()
 
 
-def settings_for(model_dir: str, device: str, dtype: str = "float32", batch_tokens: int = 16384) -> ExtractionSettings:
+def default_geometry() -> GeometryOptions:
+    """The geometry sums a workflow job accumulates with the config's defaults (config.schema.yaml)."""
+    keys = yaml.safe_load(SCHEMA.read_text())["properties"]["geometry"]["properties"]
+    return GeometryOptions.from_config({key: spec["default"] for key, spec in keys.items()})
+
+
+def settings_for(model_dir: str, device: str, dtype: str = "float32", geometry: GeometryOptions = NO_GEOMETRY,
+                 batch_tokens: int = 16384) -> ExtractionSettings:
     return ExtractionSettings(model={"id": "bench"}, source=model_dir, device=device, dtype=dtype, batch_tokens=batch_tokens,
-                              progress=False, config_hash="bench")
+                              geometry=geometry, progress=False, config_hash="bench")
 
 
 def load_model(model_dir: str, device: str) -> dict:
@@ -59,37 +72,49 @@ def forward(model_dir: str, shard: str, device: str, dtype: str = "float32") -> 
             "padded_tokens": int(sum(b.input_ids.size for b in padded)), **peaks(job.device.type)}
 
 
-def extraction(model_dir: str, shard: str, out: str, device: str, dtype: str = "float32") -> dict:
-    """(b) Our extraction job end to end: shard Parquet → partial sums Parquet (model loading included)."""
+def extraction(model_dir: str, shard: str, out: str, device: str, dtype: str = "float32", geometry: bool = False) -> dict:
+    """(b) Our extraction job end to end: shard Parquet → partial sums Parquet (model loading included);
+    with ``geometry``, also the default geometry sums (moments and sample files), as a workflow job does."""
+    options = default_geometry() if geometry else NO_GEOMETRY
+    paths = {"moments_path": out + ".moments", "sample_path": out + ".sample"} if geometry else {}
     start = time.perf_counter()
-    metadata = extract_shard(shard, out, settings_for(model_dir, device, dtype))
+    metadata = extract_shard(shard, out, settings_for(model_dir, device, dtype, options), **paths)
     return {"seconds": time.perf_counter() - start, "tokens": metadata["n_tokens"],
             "padding_fraction": metadata["padding_fraction"], **peaks(device if device != "auto" else "cpu")}
 
 
-def reference_loop(model_dir: str, shard: str, device: str) -> dict:
-    """(c) The authors' style: forward, copy every layer to the host, update Python dicts once per token per layer."""
-    job = prepare_shard(shard, settings_for(model_dir, device))
+def reference_loop(model_dir: str, shard: str, out: str, device: str) -> dict:
+    """(c) The reference code's algorithm (Yamagiwa & Shimodaira, ``save_token_stats.py``), re-implemented:
+    forward, every layer copied to the host, then for each layer and token a running mean
+    u ← (k·u + x)/(k + 1), q ← (k·q + ‖x‖²)/(k + 1) in a dict keyed by the token string, with M = ‖u‖²
+    and V = q − M recomputed at every update. Writes its (layer, token, n, Q, M, V) to ``out``."""
+    job = prepare_shard(shard, settings_for(model_dir, device), hash_weights=False)
     pad = models.pad_id(job.tokenizer)
-    keys = job.types[job.type_index]  # (tokens,) type string of every token
-    count = defaultdict(int)
-    total = [defaultdict(lambda: 0.0) for _ in range(job.n_layers)]
-    total_sq = [defaultdict(float) for _ in range(job.n_layers)]
+    strings = job.types[job.type_index].tolist()  # (tokens,) type string of every token
+    offsets, lengths = job.encoded.offsets, job.encoded.lengths
+    running = [{} for _ in range(job.n_layers)]  # per layer: token → (k, u, q, M, V)
     synchronise(job.device)
     start = time.perf_counter()
-    with torch.inference_mode():
+    with torch.no_grad():
         for rows in job.batches:
             batch = pad_batch(job.encoded, job.type_index, rows, pad)
             output = job.model(input_ids=torch.from_numpy(batch.input_ids).to(job.device),
                                attention_mask=torch.from_numpy(batch.attention_mask).to(job.device), output_hidden_states=True)
-            hidden = [h.float().cpu().numpy() for h in output.hidden_states]  # (B, T, d) per layer
-            for i, row in enumerate(rows):
-                first = job.encoded.offsets[row]
-                for position in range(job.encoded.lengths[row]):
-                    key = keys[first + position]
-                    count[key] += 1
-                    for layer in range(job.n_layers):
-                        x = hidden[layer][i, position]
-                        total[layer][key] = total[layer][key] + x
-                        total_sq[layer][key] += float(x @ x)
-    return {"seconds": time.perf_counter() - start, "tokens": len(job.encoded.ids), **peaks(job.device.type)}
+            for layer, states in enumerate(output.hidden_states):
+                table, states = running[layer], states.float().cpu().numpy()  # (B, T, d)
+                for sequence, row in zip(states, rows):
+                    first = offsets[row]
+                    for token, x in zip(strings[first : first + lengths[row]], sequence):
+                        squared_norm = np.linalg.norm(x) ** 2
+                        if token in table:
+                            k, u, q, _, _ = table[token]
+                            u = k * u / (k + 1) + x / (k + 1)
+                            q = k * q / (k + 1) + squared_norm / (k + 1)
+                            m = np.linalg.norm(u) ** 2
+                            table[token] = (k + 1, u, q, m, q - m)
+                        else:
+                            table[token] = (1, x, squared_norm, squared_norm, 0.0)
+    seconds = time.perf_counter() - start
+    pd.DataFrame([(layer, token, k, q, m, v) for layer, table in enumerate(running) for token, (k, _, q, m, v) in table.items()],
+                 columns=["layer", "token", "n", "Q", "M", "V"]).to_parquet(out)
+    return {"seconds": seconds, "tokens": len(job.encoded.ids), **peaks(job.device.type)}

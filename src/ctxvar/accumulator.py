@@ -13,6 +13,7 @@ distinct types in the shard, width d and a batch of N real tokens:
            + 4 · L · k · d                    sampled points (float32)
     batch:   N · L · d · 8 + N · d · 4        float64 rows of all layers, one layer's fp32 gather
            + N · L · d · 8                    unit rows     (cosine)
+           + 4 · d²                           one layer's fp32 Gram matrix (covariance)
 
 plus the model and its activations for the padded batch. The batch term is
 bounded by the token budget. The state is bounded by a cap: when all L layers do
@@ -55,7 +56,7 @@ def state_bytes(n_layers: int, n_types: int, d: int, options: GeometryOptions = 
 
 
 def batch_bytes(n_layers: int, n_tokens: int, d: int, options: GeometryOptions = NO_GEOMETRY) -> int:
-    return n_tokens * d * (8 * n_layers * (2 if options.cosine else 1) + 4)
+    return n_tokens * d * (8 * n_layers * (2 if options.cosine else 1) + 4) + (4 * d * d if options.covariance else 0)
 
 
 def layer_groups(n_layers: int, n_types: int, d: int, max_state_bytes: float, options: GeometryOptions = NO_GEOMETRY) -> list[range]:
@@ -103,10 +104,12 @@ class EmbeddingSums:
         n = positions.shape[0]
         rows = self._rows(len(self.layers) * n)  # (L·N, d) float64
         for i, layer in enumerate(self.layers):  # into a reused buffer: allocating L·N·d fresh floats costs more than the copy
-            rows[i * n : (i + 1) * n].copy_(hidden_states[layer].reshape(-1, self.d)[positions])
+            points = hidden_states[layer].reshape(-1, self.d)[positions]  # a fresh (N, d) gather
+            block = rows[i * n : (i + 1) * n]
+            block.copy_(points)
+            if self.moments is not None:
+                self.moments.add(i, points.float(), block)
         self.types.add(rows, type_index)
-        if self.moments is not None:
-            self.moments.add(rows.view(len(self.layers), n, self.d))
         if self.sample is not None:
             self.sample.add(rows.view(len(self.layers), n, self.d), tokens)
 
@@ -160,14 +163,32 @@ class TypeSums:
 
 
 class SecondMoments:
-    """Σxxᵀ per layer: (L, d, d) float64, one batched matrix product per batch."""
+    """Σxxᵀ per layer, (L, d, d) float64.
+
+    Per batch and layer, with c the batch's mean rounded to fp32 and y = x − c in
+    fp32 (the forward pass's own precision), Σxxᵀ = Σyyᵀ + c(Σx)ᵀ + (Σx − N·c)cᵀ.
+    The product Σyyᵀ is one fp32 matrix product (half the cost of fp64 on a CPU,
+    a 32nd to a 64th on consumer GPUs); centring makes its rounding relative to
+    the batch's spread, not to ‖mean‖², and the rank-one terms and the sum over
+    batches are float64. Batches are the same whatever the sharding, so merged
+    shards give the one-shard sums up to float64 rounding.
+    """
 
     def __init__(self, n_layers: int, d: int, device: torch.device):
         self.outer = torch.zeros(n_layers, d, d, dtype=torch.float64, device=device)
 
-    def add(self, rows: torch.Tensor) -> None:
-        """``rows``: (L, N, d) float64."""
-        self.outer.baddbmm_(rows.transpose(1, 2), rows)
+    def add(self, layer: int, points: torch.Tensor, rows: torch.Tensor) -> None:
+        """``points``: (N, d) fp32 rows of the batch for row block ``layer``, centred in place;
+        ``rows``: the same rows as float64."""
+        if rows.shape[0] == 0:
+            return
+        total = rows.sum(0)
+        centre = (total / rows.shape[0]).float()
+        points.sub_(centre)
+        outer = self.outer[layer]
+        outer.add_(points.T @ points)
+        centre = centre.double()
+        outer.addr_(centre, total).addr_(total - rows.shape[0] * centre, centre)
 
     def to_numpy(self) -> np.ndarray:
         return self.outer.cpu().numpy()

@@ -116,7 +116,8 @@ class LayerWriter:
 
     def __enter__(self):
         self._tmp = self._atomic.__enter__()
-        self._writer = pq.ParquetWriter(self._tmp, self.schema)
+        # no dictionary encoding: distinct floats make Arrow build, then drop, a dictionary per page (≈ 8× the write time)
+        self._writer = pq.ParquetWriter(self._tmp, self.schema, use_dictionary=False)
         return self
 
     def write(self, table: pa.Table) -> None:
