@@ -100,15 +100,15 @@ def extraction_rows(name: str, folder: Path, device: str) -> list[dict]:
 
 
 def reference_agreement(folder: Path, name: str) -> dict:
-    """Largest relative difference of Q and V between the reference loop's running means (float32) and our
-    float64 sums, over (layer, type) with n ≥ 10: both compute the same statistics."""
+    """How far the reference loop's float32 running means are from our float64 sums, over (layer, type) with
+    n ≥ 10: the largest |ΔQ|/Q and |ΔV|/Q (V = Q − M inherits Q's rounding; V is 0 where there is no context)."""
     merge_partials([folder / f"{name}-fp32.parquet"], folder / f"{name}-fp32-stats.parquet", folder / f"{name}-fp32-tokens.parquet")
     ours = pd.read_parquet(folder / f"{name}-fp32-tokens.parquet", columns=["layer", "token", "n", "Q", "V"])
     both = ours.merge(pd.read_parquet(folder / f"{name}-reference.parquet"), on=["layer", "token"], suffixes=("", "_reference"))
     if len(both) != len(ours) or not (both["n"] == both["n_reference"]).all():
         raise RuntimeError(f"{name}: the reference loop and the extraction counted different tokens")
     both = both[both["n"] >= 10]
-    return {f"{column}_max_rel_diff_reference": float((np.abs(both[f"{column}_reference"] - both[column]) / both[column]).max())
+    return {f"{column}_max_diff_over_Q_reference": float((np.abs(both[f"{column}_reference"] - both[column]) / both["Q"]).max())
             for column in ("Q", "V")}
 
 
@@ -167,11 +167,11 @@ def report(extraction: pd.DataFrame, precision: pd.DataFrame, merging: pd.DataFr
         "## Extraction: (a) forward, (b) our job less model loading, (c) reference-style loop, (e) bf16", "",
         markdown(extraction[[c for c in ["model", "step", "tokens", "seconds", "seconds_less_load", "tokens_per_s",
                                          "overhead_b_over_a", "speedup_c_over_b", "loop_share", "padding_fraction",
-                                         "peak_rss_mb", "peak_gpu_mb", "Q_max_rel_diff_reference",
-                                         "V_max_rel_diff_reference"] if c in extraction]]), "",
+                                         "peak_rss_mb", "peak_gpu_mb", "Q_max_diff_over_Q_reference",
+                                         "V_max_diff_over_Q_reference"] if c in extraction]]), "",
         "(b) + geometry: the workflow's default geometry sums as well (Σxxᵀ, Σ x/‖x‖, the TwoNN sample). "
-        "(e) extraction bf16: overhead against (e) forward bf16. The reference columns: the largest relative "
-        "difference of Q and V between (c)'s float32 running means and (b)'s float64 sums, types with n ≥ 10.", "",
+        "(e) extraction bf16: overhead against (e) forward bf16. The reference columns: the largest difference "
+        "of Q and of V, over Q, between (c)'s float32 running means and (b)'s float64 sums, types with n ≥ 10.", "",
         "## Precision: bf16 forward against fp32 (sums float64 in both)", "", markdown(precision), "",
         "## Merge: (d) merge + layers.csv of synthetic partials", "", markdown(merging), "",
     ]

@@ -13,7 +13,7 @@ distinct types in the shard, width d and a batch of N real tokens:
            + 4 · L · k · d                    sampled points (float32)
     batch:   N · L · d · 8 + N · d · 4        float64 rows of all layers, one layer's fp32 gather
            + N · L · d · 8                    unit rows     (cosine)
-           + 4 · d²                           one layer's fp32 Gram matrix (covariance)
+           + 4 · d · ⌈d/4⌉                    a block row of one layer's fp32 Gram matrix (covariance)
 
 plus the model and its activations for the padded batch. The batch term is
 bounded by the token budget. The state is bounded by a cap: when all L layers do
@@ -56,7 +56,12 @@ def state_bytes(n_layers: int, n_types: int, d: int, options: GeometryOptions = 
 
 
 def batch_bytes(n_layers: int, n_tokens: int, d: int, options: GeometryOptions = NO_GEOMETRY) -> int:
-    return n_tokens * d * (8 * n_layers * (2 if options.cosine else 1) + 4) + (4 * d * d if options.covariance else 0)
+    return n_tokens * d * (8 * n_layers * (2 if options.cosine else 1) + 4) + (4 * d * gram_block(d) if options.covariance else 0)
+
+
+def gram_block(d: int) -> int:
+    """Rows per block of the Gram matrix: 4 block rows of its upper triangle take 5/8 of the full product's flops."""
+    return -(-d // 4)
 
 
 def layer_groups(n_layers: int, n_types: int, d: int, max_state_bytes: float, options: GeometryOptions = NO_GEOMETRY) -> list[range]:
@@ -167,15 +172,17 @@ class SecondMoments:
 
     Per batch and layer, with c the batch's mean rounded to fp32 and y = x − c in
     fp32 (the forward pass's own precision), Σxxᵀ = Σyyᵀ + c(Σx)ᵀ + (Σx − N·c)cᵀ.
-    The product Σyyᵀ is one fp32 matrix product (half the cost of fp64 on a CPU,
-    a 32nd to a 64th on consumer GPUs); centring makes its rounding relative to
-    the batch's spread, not to ‖mean‖², and the rank-one terms and the sum over
-    batches are float64. Batches are the same whatever the sharding, so merged
-    shards give the one-shard sums up to float64 rounding.
+    The product Σyyᵀ is taken in fp32 (half the cost of fp64 on a CPU, a 32nd to
+    a 64th on consumer GPUs), for the block rows of its upper triangle only (the
+    blocks below are mirrored in :meth:`to_numpy`); centring makes its rounding
+    relative to the batch's spread, not to ‖mean‖², and the rank-one terms and
+    the sum over batches are float64. Batches are the same whatever the
+    sharding, so merged shards give the one-shard sums up to float64 rounding.
     """
 
     def __init__(self, n_layers: int, d: int, device: torch.device):
-        self.outer = torch.zeros(n_layers, d, d, dtype=torch.float64, device=device)
+        self.outer = torch.zeros(n_layers, d, d, dtype=torch.float64, device=device)  # valid on and above the diagonal blocks
+        self._block = gram_block(d)
 
     def add(self, layer: int, points: torch.Tensor, rows: torch.Tensor) -> None:
         """``points``: (N, d) fp32 rows of the batch for row block ``layer``, centred in place;
@@ -186,12 +193,18 @@ class SecondMoments:
         centre = (total / rows.shape[0]).float()
         points.sub_(centre)
         outer = self.outer[layer]
-        outer.add_(points.T @ points)
+        for start in range(0, outer.shape[0], self._block):
+            outer[start : start + self._block, start:].add_(points[:, start : start + self._block].T @ points[:, start:])
         centre = centre.double()
         outer.addr_(centre, total).addr_(total - rows.shape[0] * centre, centre)
 
     def to_numpy(self) -> np.ndarray:
-        return self.outer.cpu().numpy()
+        """Σxxᵀ (L, d, d), the blocks below the diagonal blocks mirrored from above."""
+        outer = self.outer.cpu().numpy()
+        for start in range(0, outer.shape[1], self._block):
+            stop = start + self._block
+            outer[:, stop:, start:stop] = outer[:, start:stop, stop:].transpose(0, 2, 1)
+        return outer
 
 
 class PointSample:
