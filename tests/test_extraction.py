@@ -18,7 +18,7 @@ from oracle import assert_tokens_match, brute_force_tokens
 
 from ctxvar.accumulator import layer_groups, state_bytes
 from ctxvar.collect import collect_points
-from ctxvar.errors import StatisticsError
+from ctxvar.errors import IntegrityError, StatisticsError
 from ctxvar import models
 from ctxvar.extract import ExtractionSettings, extract_shard, prepare_shard, read_shard
 from ctxvar.io import read_metadata, write_csv, write_table
@@ -127,7 +127,7 @@ def test_merge_refuses_partials_of_another_model(tmp_path, tiny_models, corpus_t
 def test_corrupt_partial_is_reported_by_name(tmp_path):
     bad = tmp_path / "partial3.parquet"
     bad.write_bytes(b"PAR1 not really parquet")
-    with pytest.raises(StatisticsError, match="partial3.parquet: not a readable statistics file"):
+    with pytest.raises(IntegrityError, match="partial3.parquet: not a readable Parquet file.*delete it and re-run"):
         merge_partials([bad], tmp_path / "s.parquet", tmp_path / "t.parquet")
 
 

@@ -17,6 +17,7 @@ from ctxvar.config import checkpoint_families, models_by_id
 from ctxvar.errors import ConfigError
 from ctxvar.geometry import covariance, mean_cosine, self_similarity, spectrum_metrics
 from ctxvar.geometry_figures import cv_by_min_count
+from ctxvar.io import write_json
 from ctxvar.jobs import job_log
 from ctxvar.null_models import GaussianNullConfig, GaussianNullModel, occurrence_noise, splitmix64 as torch_splitmix64
 from ctxvar.sample import bottom_k, sequence_windows, splitmix64, token_keys
@@ -200,7 +201,7 @@ def test_identical_weights_are_flagged_and_logged(tmp_path, caplog):
     runs = {}
     for model, digest in (("p@step0", "aa"), ("p@step1", "bb"), ("p@step2", "bb")):
         runs[model] = tmp_path / f"{model}.json"
-        runs[model].write_text(f'{{"weights_sha256": "{digest}"}}')
+        write_json({"weights_sha256": digest}, runs[model])
     with caplog.at_level(logging.WARNING):
         table = models_table(runs, {m: "p" for m in runs})
     assert list(table["same_weights_as"]) == ["", "p@step2", "p@step1"]

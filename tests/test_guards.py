@@ -23,7 +23,7 @@ from oracle import assert_tokens_match, brute_force_embeddings, brute_force_toke
 from ctxvar.sharding import write_shards
 from ctxvar.errors import CorpusError, ModelLoadError, StatisticsError
 from ctxvar.extract import ExtractionSettings, extract_shard
-from ctxvar.io import atomic_path, read_metadata, schema_metadata, write_table
+from ctxvar.io import atomic_path, parquet_writer, read_metadata, tagged_schema, write_table
 from ctxvar.layerstats import layers_table
 from ctxvar.merge import MUST_MATCH, merge_partials
 from ctxvar.random_models import build_random_model
@@ -97,7 +97,7 @@ def test_tokenizer_without_boundary_tokens_is_refused(tmp_path, tiny_models, cor
     core.pre_tokenizer = pre_tokenizers.Whitespace()
     core.train_from_iterator(corpus_texts, trainers.BpeTrainer(vocab_size=200))
     model_dir = tmp_path / "nospecial"
-    shutil.copytree(tiny_models["gpt2"], model_dir)
+    shutil.copytree(tiny_models["gpt2"], model_dir, ignore=shutil.ignore_patterns("SHA256SUMS"))  # a user's directory
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         (model_dir / name).unlink(missing_ok=True)
     PreTrainedTokenizerFast(tokenizer_object=core).save_pretrained(model_dir)
@@ -119,7 +119,7 @@ def test_pickled_weights_are_never_loaded(tmp_path, tiny_models, corpus_texts):
     from transformers import AutoModel
 
     model_dir = tmp_path / "pickled"
-    shutil.copytree(tiny_models["bert"], model_dir)
+    shutil.copytree(tiny_models["bert"], model_dir, ignore=shutil.ignore_patterns("SHA256SUMS"))  # a user's directory
     (model_dir / "model.safetensors").unlink()
     torch.save(AutoModel.from_pretrained(tiny_models["bert"]).state_dict(), model_dir / "pytorch_model.bin")
     with pytest.raises(ModelLoadError, match="weights must be safetensors"):
@@ -128,7 +128,7 @@ def test_pickled_weights_are_never_loaded(tmp_path, tiny_models, corpus_texts):
 
 def test_remote_code_does_not_run_unless_the_config_allows_it(tmp_path, tiny_models, corpus_texts):
     model_dir = tmp_path / "custom"
-    shutil.copytree(tiny_models["bert"], model_dir)
+    shutil.copytree(tiny_models["bert"], model_dir, ignore=shutil.ignore_patterns("SHA256SUMS"))  # a user's directory
     marker = tmp_path / "code-ran"
     (model_dir / "custom_model.py").write_text(
         f"open({str(marker)!r}, 'w').close()\nfrom transformers import BertModel\nclass CustomModel(BertModel):\n    pass\n"
@@ -147,7 +147,7 @@ def test_non_finite_hidden_states_fail_without_writing(tmp_path, tiny_models, co
     from transformers import AutoModel
 
     model_dir = tmp_path / "overflow"
-    shutil.copytree(tiny_models["gpt2"], model_dir)
+    shutil.copytree(tiny_models["gpt2"], model_dir, ignore=shutil.ignore_patterns("SHA256SUMS"))  # a user's directory
     model = AutoModel.from_pretrained(model_dir)
     with torch.no_grad():
         model.h[0].mlp.c_fc.weight.mul_(1e38)  # overflows float32 in the first block
@@ -171,9 +171,9 @@ def two_partials(tmp_path_factory, tiny_models, corpus_texts):
 def test_merge_refuses_a_partial_that_differs(tmp_path, two_partials, key):
     source = pq.ParquetFile(two_partials[1])
     metadata = {**read_metadata(two_partials[1]), key: "something else"}
-    schema = source.schema_arrow.with_metadata(schema_metadata(metadata))
+    schema = tagged_schema(source.schema_arrow.remove_metadata(), metadata)
     odd = tmp_path / "odd.parquet"
-    with pq.ParquetWriter(odd, schema) as writer:
+    with parquet_writer(odd, schema) as writer:
         for layer in range(source.num_row_groups):
             writer.write_table(source.read_row_group(layer).replace_schema_metadata(schema.metadata))
     expected = "holds 4 layers but its metadata says something else" if key == "n_layers" else f"differs from .*p0.parquet in {key}"

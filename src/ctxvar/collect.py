@@ -15,12 +15,11 @@ import logging
 from typing import Sequence
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import torch
 
 from .extract import ExtractionSettings, chunk_batches, prepare_shard
-from .io import write_table
+from .io import read_csv, write_table
 from .pca import read_components
 
 log = logging.getLogger(__name__)
@@ -66,7 +65,7 @@ def sequences_with(type_index: np.ndarray, offsets: np.ndarray, wanted: np.ndarr
 def collect_points(shard_path, out_path, settings: ExtractionSettings, selection_path, components_path) -> int:
     """Write every occurrence in the shard of the types in selection.csv, at its layer, as (token, pc1, pc2,
     sq_norm) with the components of components.csv; returns the number of occurrences."""
-    selection = pd.read_csv(selection_path, keep_default_na=False)
+    selection = read_csv(selection_path, keep_default_na=False)
     layer, components = int(selection["layer"].iloc[0]), read_components(components_path)
     job = prepare_shard(shard_path, settings, hash_weights=False)  # the points carry no provenance hash
     wanted = np.isin(job.types, selection["token"].to_numpy())

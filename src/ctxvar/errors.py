@@ -19,3 +19,13 @@ class CorpusError(CtxvarError):
 
 class StatisticsError(CtxvarError):
     """Sums are non-finite, inconsistent, or cannot be merged."""
+
+
+class IntegrityError(CtxvarError):
+    """A file a job reads is corrupt, truncated or not what the pipeline wrote."""
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an exception's message (its type name if it has none), for one-line errors."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

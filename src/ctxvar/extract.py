@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-import pyarrow.parquet as pq
 import torch
 from tqdm.auto import tqdm
 
@@ -16,6 +16,7 @@ from . import gpus, models
 from .accumulator import NO_GEOMETRY, EmbeddingSums, GeometryOptions, batch_bytes, layer_groups, state_bytes
 from .batching import pad_batch, padding_fraction, token_budget_batches
 from .errors import CorpusError, ModelLoadError, StatisticsError
+from .io import read_table, verify_manifest
 from .sample import bottom_k, sample_schema, sample_table, sequence_windows, token_keys
 from .sums import LayerSums, LayerWriter, moments_schema, moments_table, sums_schema
 from .tokens import EncodedShard, encode, select, split_long, type_table
@@ -67,7 +68,7 @@ def job_settings(job, config_hash: str = "") -> ExtractionSettings:
 
 def read_shard(path) -> tuple[list[str], np.ndarray, np.ndarray]:
     """The shard's texts, chunk numbers and sentence ids."""
-    table = pq.read_table(path, columns=["text", "chunk", "sentence_id"])
+    table = read_table(path, columns=["text", "chunk", "sentence_id"])
     return table.column("text").to_pylist(), table.column("chunk").to_numpy(), table.column("sentence_id").to_numpy()
 
 
@@ -119,6 +120,8 @@ def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool =
         log.info("claimed %s", device)
     if settings.threads:
         torch.set_num_threads(settings.threads)
+    if os.path.isdir(settings.source):
+        verify_manifest(settings.source)  # locally built models carry one
     tokenizer = models.load_tokenizer(settings.model, settings.source)
     texts, chunk, sentence_id = read_shard(shard_path)
     background = ThreadPoolExecutor(max_workers=2)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import pandas as pd
-
 from . import geometry_figures, model_figures, summary_figures
+from .io import read_csv
 from .plotting import Plot
 from .tokentable import TokenStats
 
@@ -12,9 +11,9 @@ from .tokentable import TokenStats
 def model_figure(name: str, model: str, analysis: dict, layers_path=None, tokens_path=None, geometry_path=None) -> Plot:
     """Draw one of :data:`MODEL_FIGURES` or :data:`GEOMETRY_MODEL_FIGURES` for one model."""
     if name == "fig05_decomposition":
-        return model_figures.decomposition_bars(pd.read_csv(layers_path), model)
+        return model_figures.decomposition_bars(read_csv(layers_path), model)
     if name == "geo04_spectrum":
-        return geometry_figures.spectrum(pd.read_csv(geometry_path), model)
+        return geometry_figures.spectrum(read_csv(geometry_path), model)
     stats = TokenStats(tokens_path)
     draw = {"fig07_frequency": model_figures.frequency_scatter_middle, "fig11_frequency_grid": model_figures.frequency_grid,
             "fig14_histograms": model_figures.value_histograms, "geo05_cv_by_min_count": geometry_figures.cv_against_min_count}[name]
@@ -34,9 +33,9 @@ def summary_figure(name: str, models: list[str], analysis: dict, layers_path=Non
                    geometry_path=None) -> Plot:
     """Draw one of :data:`SUMMARY_FIGURES` or :data:`GEOMETRY_SUMMARY_FIGURES`; ``tokens_paths`` are aligned with ``models``."""
     if name in LAYER_CURVES:
-        return LAYER_CURVES[name](pd.read_csv(layers_path), models)
+        return LAYER_CURVES[name](read_csv(layers_path), models)
     if name in GEOMETRY_CURVES:
-        return GEOMETRY_CURVES[name](pd.read_csv(geometry_path), models)
+        return GEOMETRY_CURVES[name](read_csv(geometry_path), models)
     if name == "fig09_sentence_lengths":
         return summary_figures.sentence_lengths(sentences_path)
     stats = {model: TokenStats(path) for model, path in zip(models, tokens_paths, strict=True)}
@@ -47,6 +46,6 @@ def summary_figure(name: str, models: list[str], analysis: dict, layers_path=Non
 
 def checkpoint_figure(family: str, steps: dict[str, int], layers_paths, geometry_paths) -> Plot:
     """Draw :data:`CHECKPOINT_FIGURE` for one family; ``steps`` ({id: step}) is aligned with the paths."""
-    layers = {model: pd.read_csv(path) for model, path in zip(steps, layers_paths, strict=True)}
-    geometry = {model: pd.read_csv(path) for model, path in zip(steps, geometry_paths, strict=True)}
+    layers = {model: read_csv(path) for model, path in zip(steps, layers_paths, strict=True)}
+    geometry = {model: read_csv(path) for model, path in zip(steps, geometry_paths, strict=True)}
     return geometry_figures.checkpoints(geometry_figures.checkpoint_table(steps, layers, geometry), family)

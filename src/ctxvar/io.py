@@ -1,13 +1,30 @@
-"""Atomic output writing and the metadata carried inside Parquet files.
+"""Atomic, checksummed output files, and readers that verify every byte they read.
 
 Every output is written to a temporary file in the destination folder and then
 renamed, so a killed job never leaves a file that looks complete.
+
+Integrity:
+
+- **Parquet**: every data and dictionary page carries a CRC-32 (``write_page_checksum``),
+  verified on every read (``page_checksum_verification``). The footer, which page
+  checksums do not cover, carries the SHA-256 of the file's ctxvar metadata and of its
+  column names and types (:data:`INTEGRITY_KEY`), verified when the file is opened.
+- **CSV, JSON, text**: a ``<file>.sha256`` beside the file, in ``sha256sum`` format
+  (``sha256sum -c layers.csv.sha256`` checks it by hand), verified by :func:`read_csv`
+  and :func:`read_json`.
+- **Directories** (locally built models): a ``SHA256SUMS`` manifest of every file,
+  verified by :func:`verify_manifest`.
+
+A file that fails a check raises :class:`~ctxvar.errors.IntegrityError`, one line
+naming the file and the remedy (delete it and re-run: Snakemake rebuilds it).
 """
 
 from __future__ import annotations
 
 import contextlib
 import glob
+import hashlib
+import io
 import json
 import os
 import tempfile
@@ -18,7 +35,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .errors import IntegrityError, first_line
+
 METADATA_KEY = b"ctxvar"
+INTEGRITY_KEY = b"ctxvar.sha256"  # SHA-256 of METADATA_KEY's JSON and the columns' names and types
+CHECKSUM_SUFFIX = ".sha256"
+MANIFEST = "SHA256SUMS"
+REMEDY = "delete it and re-run (Snakemake rebuilds it)"
 
 
 @contextlib.contextmanager
@@ -58,30 +81,163 @@ def _umask() -> int:
     return mask
 
 
-def schema_metadata(metadata: dict) -> dict[bytes, str]:
-    """``metadata`` as the Parquet schema metadata that :func:`read_metadata` reads back."""
-    return {METADATA_KEY: json.dumps(metadata, sort_keys=True)}
+# --- Parquet ---------------------------------------------------------------------------------------------------
+
+PARQUET_WRITE_OPTIONS = {"write_page_checksum": True}
 
 
-def write_table(table: pa.Table, path, metadata: dict | None = None, **kwargs) -> None:
-    """Write a Parquet file atomically, with ``metadata`` stored as JSON in its schema."""
-    if metadata is not None:
-        table = table.replace_schema_metadata(schema_metadata(metadata))
+def tagged_schema(schema: pa.Schema, metadata: dict | None = None) -> pa.Schema:
+    """``schema`` carrying ``metadata`` (JSON) and the footer checksum that :class:`ParquetInput` verifies."""
+    text = json.dumps(metadata or {}, sort_keys=True)
+    return schema.with_metadata({METADATA_KEY: text, INTEGRITY_KEY: _footer_digest(schema, text.encode())})
+
+
+def _footer_digest(schema: pa.Schema, metadata_json: bytes) -> str:
+    columns = json.dumps([[field.name, _type_name(field.type)] for field in schema])
+    return hashlib.sha256(metadata_json + b"\0" + columns.encode()).hexdigest()
+
+
+def _type_name(kind: pa.DataType) -> str:
+    """A type as text, without list items' field names (Parquet renames 'item' to 'element')."""
+    if pa.types.is_fixed_size_list(kind):
+        return f"fixed_size_list<{_type_name(kind.value_type)}>[{kind.list_size}]"
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return f"list<{_type_name(kind.value_type)}>"
+    return str(kind)
+
+
+def parquet_writer(path, schema: pa.Schema, **options) -> pq.ParquetWriter:
+    """A ParquetWriter with page checksums; ``schema`` should come from :func:`tagged_schema`."""
+    return pq.ParquetWriter(path, schema, **PARQUET_WRITE_OPTIONS, **options)
+
+
+def write_table(table: pa.Table, path, metadata: dict | None = None, **options) -> None:
+    """Write a Parquet file atomically, with page checksums and ``metadata`` stored as JSON in its schema."""
+    table = table.replace_schema_metadata(tagged_schema(table.schema, metadata).metadata)
     with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, **kwargs)
+        pq.write_table(table, tmp, **PARQUET_WRITE_OPTIONS, **options)
+
+
+class ParquetInput:
+    """A Parquet file written by :func:`write_table` or :func:`parquet_writer`, verified as it is read.
+
+    The footer checksum is checked on opening, each page's CRC as it is read; any
+    failure is an :class:`IntegrityError` naming the file. No pre-buffering: it would
+    keep each open file's last row group cached (memory O(shards) in a merge).
+    """
+
+    def __init__(self, path):
+        self.path = str(path)
+        try:
+            self._file = pq.ParquetFile(self.path, pre_buffer=False, page_checksum_verification=True)
+        except (OSError, pa.ArrowException) as error:
+            raise IntegrityError(f"{self.path}: not a readable Parquet file ({first_line(error)}); {REMEDY}") from error
+        self.schema = self._file.schema_arrow
+        raw = self.schema.metadata or {}
+        if INTEGRITY_KEY not in raw or METADATA_KEY not in raw:
+            raise IntegrityError(f"{self.path}: carries no ctxvar checksum (written by another program or an older "
+                                 f"ctxvar, or its footer is damaged); {REMEDY}")
+        if raw[INTEGRITY_KEY].decode(errors="replace") != _footer_digest(self.schema.remove_metadata(), raw[METADATA_KEY]):
+            raise IntegrityError(f"{self.path}: footer checksum mismatch (the file is corrupt); {REMEDY}")
+        self.metadata = json.loads(raw[METADATA_KEY])
+        self.num_row_groups = self._file.num_row_groups
+        self.num_rows = self._file.metadata.num_rows
+
+    def read(self, columns: list[str] | None = None) -> pa.Table:
+        return self._checked(lambda: self._file.read(columns=columns), "")
+
+    def row_group(self, index: int, columns: list[str] | None = None, what: str = "row group") -> pa.Table:
+        return self._checked(lambda: self._file.read_row_group(index, columns=columns), f" ({what} {index})")
+
+    def _checked(self, read, where: str) -> pa.Table:
+        try:
+            return read()
+        except (OSError, pa.ArrowException) as error:
+            raise IntegrityError(f"{self.path}{where}: cannot be read ({first_line(error)}); {REMEDY}") from error
+
+
+def read_table(path, columns: list[str] | None = None) -> pa.Table:
+    """The whole Parquet file, verified (see :class:`ParquetInput`)."""
+    return ParquetInput(path).read(columns)
 
 
 def read_metadata(path) -> dict:
-    """The JSON metadata that :func:`write_table` stored in a Parquet file."""
-    raw = (pq.read_schema(path).metadata or {}).get(METADATA_KEY)
-    return json.loads(raw) if raw else {}
+    """The JSON metadata stored by :func:`write_table` or :func:`tagged_schema`, verified."""
+    return ParquetInput(path).metadata
+
+
+# --- CSV, JSON and text, with a .sha256 beside each -----------------------------------------------------------
+
+
+def write_text(text: str, path) -> None:
+    """Write ``text`` (UTF-8) atomically, then its ``.sha256`` beside it."""
+    data = text.encode()
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+    with atomic_path(f"{path}{CHECKSUM_SUFFIX}") as tmp:
+        tmp.write_text(f"{hashlib.sha256(data).hexdigest()}  {Path(path).name}\n")
+
+
+def read_verified(path) -> bytes:
+    """The bytes of a file written by :func:`write_text`, checked against its ``.sha256``."""
+    try:
+        data = Path(path).read_bytes()
+        expected = Path(f"{path}{CHECKSUM_SUFFIX}").read_text().split()[0]
+    except (OSError, UnicodeDecodeError, IndexError) as error:
+        raise IntegrityError(f"{path}: cannot be read with its checksum file {Path(path).name}{CHECKSUM_SUFFIX} "
+                             f"({first_line(error)}); {REMEDY}") from error
+    if hashlib.sha256(data).hexdigest() != expected:
+        raise IntegrityError(f"{path}: checksum mismatch with {Path(path).name}{CHECKSUM_SUFFIX} (the file is corrupt "
+                             f"or was edited); {REMEDY}")
+    return data
 
 
 def write_csv(frame: pd.DataFrame, path) -> None:
-    with atomic_path(path) as tmp:
-        frame.to_csv(tmp, index=False)
+    write_text(frame.to_csv(index=False), path)
+
+
+def read_csv(path, **options) -> pd.DataFrame:
+    """A CSV written by :func:`write_csv`, verified."""
+    return pd.read_csv(io.BytesIO(read_verified(path)), **options)
 
 
 def write_json(obj, path) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+    write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n", path)
+
+
+def read_json(path):
+    """A JSON file written by :func:`write_json`, verified."""
+    return json.loads(read_verified(path))
+
+
+# --- directories ----------------------------------------------------------------------------------------------
+
+
+def file_sha256(path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_manifest(directory) -> None:
+    """``directory/SHA256SUMS``: the SHA-256 of every file below ``directory`` (``sha256sum -c`` format)."""
+    directory = Path(directory)
+    files = sorted(p for p in directory.rglob("*") if p.is_file() and p.name != MANIFEST)
+    lines = [f"{file_sha256(p)}  {p.relative_to(directory).as_posix()}\n" for p in files]
+    (directory / MANIFEST).write_text("".join(lines))
+
+
+def verify_manifest(directory) -> None:
+    """Check every file listed in ``directory/SHA256SUMS``; nothing to check without one."""
+    manifest = Path(directory) / MANIFEST
+    if not manifest.is_file():
+        return
+    for line in manifest.read_text().splitlines():
+        expected, _, name = line.partition("  ")
+        path = Path(directory) / name
+        if not path.is_file() or file_sha256(path) != expected:
+            state = "is missing" if not path.is_file() else "does not match its SHA-256 in " + MANIFEST
+            raise IntegrityError(f"{path}: {state} (the directory is damaged); delete {directory} and re-run "
+                                 "(Snakemake rebuilds a locally built model)")

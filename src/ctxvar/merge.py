@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from .errors import StatisticsError
 from .geometry import self_similarity
-from .io import read_metadata
+from .io import read_metadata, tagged_schema
 from .moments import combine_into, finalize
 from .sample import merge_samples
 from .sums import LayerSums, LayerWriter, SumsFile, moments_schema, moments_table, read_moments, sums_schema
@@ -92,7 +92,7 @@ def merge_partials(paths, stats_path, tokens_path) -> dict:
     types = np.unique(np.concatenate([f.types() for f in files]))
     metadata = {**merged_metadata(files), "n_types": int(len(types))}
     stats_schema = sums_schema(files[0].d, metadata, files[0].has_unit)
-    table_schema = pa.schema(tokens_schema(files[0].has_unit), metadata=stats_schema.metadata)
+    table_schema = tagged_schema(pa.schema(tokens_schema(files[0].has_unit)), metadata)
     with LayerWriter(stats_path, stats_schema) as stats, LayerWriter(tokens_path, table_schema) as tokens:
         for layer in range(files[0].n_layers):
             merged = merge_layer(files, layer, types)

@@ -14,7 +14,7 @@ import os
 import torch
 
 from . import hub
-from .errors import ModelLoadError
+from .errors import ModelLoadError, first_line
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # Models whose position ids start after the padding index (RoBERTa-style).
@@ -74,7 +74,7 @@ def _from_pretrained(cls, source: str, entry: dict, options: dict):
             return cls.from_pretrained(source, **options)
         except (OSError, ValueError) as error:
             raise ModelLoadError(
-                f"{what}: the directory has no loadable {cls.__name__[4:].lower()} ({_first_line(error)}); "
+                f"{what}: the directory has no loadable {cls.__name__[4:].lower()} ({first_line(error)}); "
                 "weights must be safetensors (save_pretrained's default), and custom code needs trust_remote_code: true"
             ) from None
     try:
@@ -91,12 +91,7 @@ def _from_pretrained(cls, source: str, entry: dict, options: dict):
     try:
         return cls.from_pretrained(source, **options)
     except (OSError, ValueError) as error:
-        raise ModelLoadError(f"{what}: cannot be loaded from the Hub ({_first_line(error)}); check the name and revision") from None
-
-
-def _first_line(error: Exception) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+        raise ModelLoadError(f"{what}: cannot be loaded from the Hub ({first_line(error)}); check the name and revision") from None
 
 
 def max_positions(config) -> int | None:

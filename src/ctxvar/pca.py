@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import ConfigError
+from .io import read_csv
 from .moments import finalize
 from .sums import SumsFile
 from .tokentable import TokenStats, filtered
@@ -110,7 +111,7 @@ def components_table(components: np.ndarray) -> pd.DataFrame:
 
 def read_components(path) -> np.ndarray:
     """(2, d) components from components.csv."""
-    return pd.read_csv(path).set_index("component").to_numpy(dtype=np.float64)
+    return read_csv(path).set_index("component").to_numpy(dtype=np.float64)
 
 
 def table2(selected: pd.DataFrame) -> pd.DataFrame:

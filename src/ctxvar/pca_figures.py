@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 from matplotlib.colors import Normalize
 
-from .io import atomic_path, write_csv
+from .io import read_csv, read_table, write_csv, write_text
 from .pca import table2, table2_latex
 from .plotting import (Plot, fit_label, include_points, panels, paper_style, percentile_limits, place_labels,
                        regression_panel, save_plot)
@@ -61,14 +60,13 @@ def pca_outputs(points_paths, selection_path, tokens_path, model: str, analysis:
 
     ``outputs`` has fig01, fig01_pdf, fig01_data, fig08, fig08_pdf, fig08_data, table2, table2_tex.
     """
-    selected = pd.read_csv(selection_path, keep_default_na=False)
+    selected = read_csv(selection_path, keep_default_na=False)
     layer = int(selected["layer"].iloc[0])
-    points = pd.concat([pq.read_table(p).to_pandas() for p in points_paths], ignore_index=True)
+    points = pd.concat([read_table(p).to_pandas() for p in points_paths], ignore_index=True)
     save_plot(pca_scatter(points, selected, model, layer), outputs.fig01, outputs.fig01_pdf, outputs.fig01_data)
     tokens = TokenStats(tokens_path).layer(layer)
     save_plot(selected_on_trade_off(tokens, selected, model, layer, analysis), outputs.fig08, outputs.fig08_pdf,
               outputs.fig08_data)
     table = table2(selected)
     write_csv(table, outputs.table2)
-    with atomic_path(outputs.table2_tex) as tmp:
-        tmp.write_text(table2_latex(table, model, layer))
+    write_text(table2_latex(table, model, layer), outputs.table2_tex)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import torch
 
+from .io import write_manifest
+
 # Sizes of an ``init: random`` entry when it does not set them: small enough for a 2-core CPU.
 RANDOM_DEFAULTS = {
     "vocab_size": 2000,  # trained tokenizer's vocabulary
@@ -143,7 +145,7 @@ def build_random_model(entry: dict, texts, out_dir, merge_markers: bool = True) 
 
 
 def save_model(model, tokenizer, out_dir) -> None:
-    """``save_pretrained`` both into ``out_dir``, which appears only when complete."""
+    """``save_pretrained`` both into ``out_dir``, with a SHA256SUMS manifest; ``out_dir`` appears only when complete."""
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     for stale in out_dir.parent.glob(f".{out_dir.name}.*"):  # left by a killed earlier build
@@ -151,5 +153,6 @@ def save_model(model, tokenizer, out_dir) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
+    write_manifest(tmp)
     shutil.rmtree(out_dir, ignore_errors=True)
     os.replace(tmp, out_dir)

@@ -13,7 +13,9 @@ import os
 from dataclasses import dataclass
 
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
+
+from .errors import CtxvarError
+from .io import read_table
 
 TOKENS_PER_WORD = 1.4  # subword tokens per space-separated word, BERT/GPT-2 on English prose
 HOST_BASELINE_MB = 1500  # Python, torch and transformers imported
@@ -42,7 +44,10 @@ def shard_tokens(shard_path) -> int:
     :data:`UNKNOWN_SHARD_TOKENS` while the shard does not exist yet (dry-runs)."""
     if not os.path.exists(shard_path):
         return UNKNOWN_SHARD_TOKENS
-    words = pq.read_table(shard_path, columns=["n_words"]).column("n_words")
+    try:
+        words = read_table(shard_path, columns=["n_words"]).column("n_words")
+    except CtxvarError:
+        return UNKNOWN_SHARD_TOKENS  # the job itself then fails, naming the file
     return int(TOKENS_PER_WORD * (pc.sum(words).as_py() or 0) + 2 * len(words))
 
 

@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
-
-from .io import schema_metadata
+from .io import ParquetInput, tagged_schema
 from .sums import LayerWriter, read_layer
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -63,11 +61,9 @@ def bottom_k(keys: np.ndarray, k: int) -> np.ndarray:
 
 
 def sample_schema(d: int, metadata: dict) -> pa.Schema:
-    return pa.schema(
+    return tagged_schema(pa.schema(
         [("layer", pa.int16()), ("key", pa.uint64()), ("sentence_id", pa.int64()), ("window", pa.int32()),
-         ("position", pa.int32()), ("token", pa.string()), ("x", pa.list_(pa.float32(), d))],
-        metadata=schema_metadata(metadata),
-    )
+         ("position", pa.int32()), ("token", pa.string()), ("x", pa.list_(pa.float32(), d))]), metadata)
 
 
 def sample_table(layer: int, where: dict[str, np.ndarray], points: np.ndarray, schema: pa.Schema) -> pa.Table:
@@ -99,8 +95,7 @@ def merge_sample_layer(tables: list[pa.Table], k: int) -> pa.Table:
 
 def merge_samples(paths, out_path, n_layers: int, k: int, metadata: dict) -> None:
     """Write the bottom-k sample of the union of the shards' samples, layer by layer."""
-    first = pq.ParquetFile(str(paths[0]))
-    schema = first.schema_arrow.with_metadata(schema_metadata(metadata))
+    schema = tagged_schema(ParquetInput(paths[0]).schema.remove_metadata(), metadata)
     with LayerWriter(out_path, schema) as writer:
         for layer in range(n_layers):
             merged = merge_sample_layer([read_sample_layer(p, layer) for p in paths], k)

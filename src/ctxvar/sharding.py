@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from .io import write_table
+from .io import read_table, write_table
 
 
 def sentence_cost(n_chars: np.ndarray) -> np.ndarray:
@@ -41,7 +40,7 @@ def write_shards(sentences_path, shard_paths: list, chunk_sentences: int) -> Non
     same float32 hidden states, whatever the number of shards. Shard i goes to
     ``shard_paths[i]`` with a ``chunk`` column; sentences keep sample order.
     """
-    table = pq.read_table(sentences_path)
+    table = read_table(sentences_path)
     cost = sentence_cost(pc.utf8_length(table.column("text")).to_numpy(zero_copy_only=False))
     chunk = np.empty(len(cost), dtype=np.int64)
     chunk[np.argsort(cost, kind="stable")] = np.arange(len(cost)) // chunk_sentences

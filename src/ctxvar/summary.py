@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import logging
 
 import pandas as pd
+
+from .io import read_csv, read_json
 
 log = logging.getLogger(__name__)
 
@@ -15,7 +16,7 @@ MODEL_COLUMNS = ["model", "family", "model_name", "revision", "dtype", "n_layers
 
 def stack_layers(layer_csvs: dict[str, str]) -> pd.DataFrame:
     """``{model id: layers.csv}`` → one table with a leading ``model`` column, in the given order."""
-    frames = [pd.read_csv(path).assign(model=model) for model, path in layer_csvs.items()]
+    frames = [read_csv(path).assign(model=model) for model, path in layer_csvs.items()]
     table = pd.concat(frames, ignore_index=True)
     return table[["model", *[c for c in table.columns if c != "model"]]]
 
@@ -29,7 +30,7 @@ def models_table(run_jsons: dict[str, str], families: dict[str, str | None] | No
     """
     rows = []
     for model, path in run_jsons.items():
-        run = json.loads(open(path).read())
+        run = read_json(path)
         rows.append({"model": model, "family": (families or {}).get(model), **{c: run.get(c) for c in MODEL_COLUMNS[2:]}})
     table = pd.DataFrame(rows, columns=MODEL_COLUMNS)
     groups = table.groupby("weights_sha256")["model"].agg(list)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 from matplotlib.colors import Normalize
 
+from .io import read_table
 from .plotting import (PANEL_SIZE, Plot, fit_label, grid_shape, hide_unused, middle_layer, panels, paper_style,
                        percentile_limits, regression_panel, scale_groups)
 from .tokentable import TokenStats, filtered
@@ -176,7 +176,7 @@ def frequency_histograms(stats: dict[str, TokenStats], analysis: dict, bins: int
 @paper_style
 def sentence_lengths(sentences_path) -> Plot:
     """Fig. 9: histogram of sentence lengths in space-separated words, one bin per length."""
-    words = pq.read_table(sentences_path, columns=["n_words"]).column("n_words").to_numpy()  # as the corpus filter counts
+    words = read_table(sentences_path, columns=["n_words"]).column("n_words").to_numpy()  # as the corpus filter counts
     figure, axes = panels(1, 1, size=(3.2, 2.2))
     ax = axes[0, 0]
     edges = np.arange(words.min(), words.max() + 2) - 0.5

@@ -28,23 +28,21 @@ from typing import Iterable
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from .errors import StatisticsError
-from .io import atomic_path, read_metadata, schema_metadata
+from .io import ParquetInput, atomic_path, parquet_writer, tagged_schema
 
 
 def sums_schema(d: int, metadata: dict, unit: bool = False) -> pa.Schema:
     fields = [("layer", pa.int16()), ("token", pa.string()), ("n", pa.int64()), ("sum_sq", pa.float64()),
               ("sum", pa.list_(pa.float64(), d))]
-    return pa.schema(fields + ([("sum_unit", pa.list_(pa.float64(), d))] if unit else []), metadata=schema_metadata(metadata))
+    return tagged_schema(pa.schema(fields + ([("sum_unit", pa.list_(pa.float64(), d))] if unit else [])), metadata)
 
 
 def moments_schema(d: int, metadata: dict) -> pa.Schema:
-    return pa.schema(
-        [("layer", pa.int16()), ("n", pa.int64()), ("sum", pa.list_(pa.float64(), d)), ("sum_outer", pa.list_(pa.float64(), d * d))],
-        metadata=schema_metadata(metadata),
-    )
+    return tagged_schema(pa.schema(
+        [("layer", pa.int16()), ("n", pa.int64()), ("sum", pa.list_(pa.float64(), d)), ("sum_outer", pa.list_(pa.float64(), d * d))]),
+        metadata)
 
 
 def moments_table(layer: int, n: int, sum_: np.ndarray, sum_outer: np.ndarray, schema: pa.Schema) -> pa.Table:
@@ -58,11 +56,8 @@ def moments_table(layer: int, n: int, sum_: np.ndarray, sum_outer: np.ndarray, s
 
 
 def read_layer(path, layer: int, what: str) -> pa.Table:
-    """Row group ``layer`` of a per-layer file (``what`` names it in the error); no pre-buffering (see SumsFile)."""
-    try:
-        return pq.ParquetFile(str(path), pre_buffer=False).read_row_group(layer)
-    except (OSError, pa.ArrowException) as error:
-        raise StatisticsError(f"{path}: layer {layer} of the {what} cannot be read ({error}); delete the file and re-run") from None
+    """Row group ``layer`` of a per-layer file (``what`` names it in the error), verified."""
+    return ParquetInput(path).row_group(layer, what=f"{what}, layer")
 
 
 def read_moments(path, layer: int) -> tuple[int, np.ndarray, np.ndarray]:
@@ -117,7 +112,7 @@ class LayerWriter:
     def __enter__(self):
         self._tmp = self._atomic.__enter__()
         # no dictionary encoding: distinct floats make Arrow build, then drop, a dictionary per page (≈ 8× the write time)
-        self._writer = pq.ParquetWriter(self._tmp, self.schema, use_dictionary=False)
+        self._writer = parquet_writer(self._tmp, self.schema, use_dictionary=False)
         return self
 
     def write(self, table: pa.Table) -> None:
@@ -143,27 +138,20 @@ class SumsFile:
 
     def __init__(self, path):
         self.path = str(path)
-        try:
-            # pre_buffer would keep each open file's last row group cached: memory O(shards) in a merge
-            self._file = pq.ParquetFile(self.path, pre_buffer=False)
-            self.metadata = read_metadata(self.path)
-        except (OSError, pa.ArrowInvalid) as error:
-            raise StatisticsError(f"{self.path}: not a readable statistics file ({error}); delete it and re-run") from None
+        self._file = ParquetInput(self.path)
+        self.metadata = self._file.metadata
         self.n_layers = self._file.num_row_groups
         if self.metadata.get("n_layers") != self.n_layers:
             raise StatisticsError(
                 f"{self.path}: holds {self.n_layers} layers but its metadata says {self.metadata.get('n_layers')}; "
                 "delete it and re-run"
             )
-        self.d = self._file.schema_arrow.field("sum").type.list_size
-        self.has_unit = "sum_unit" in self._file.schema_arrow.names
+        self.d = self._file.schema.field("sum").type.list_size
+        self.has_unit = "sum_unit" in self._file.schema.names
 
     def layer(self, layer: int, columns: list[str] | None = None) -> LayerSums:
         """Row group ``layer``; columns not asked for are None."""
-        try:
-            table = self._file.read_row_group(layer, columns=columns)
-        except (OSError, pa.ArrowException) as error:
-            raise StatisticsError(f"{self.path}: layer {layer} cannot be read ({error}); delete the file and re-run") from None
+        table = self._file.row_group(layer, columns, what="layer")
         names = set(table.column_names)
         return LayerSums(
             layer=layer,

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 
-from .io import read_metadata
+from .io import ParquetInput
 from .layerstats import frequency_filter
 
 
@@ -14,13 +13,13 @@ class TokenStats:
     """Per-type n, Q, M, V of one model (``tokens.parquet``), read one layer at a time."""
 
     def __init__(self, path):
-        self._file = pq.ParquetFile(path)
+        self._file = ParquetInput(path)
         self.n_layers = self._file.num_row_groups
-        self.metadata = read_metadata(path)
+        self.metadata = self._file.metadata
 
     def layer(self, layer: int) -> pd.DataFrame:
         """Columns token, n, Q, M, V of ``layer``."""
-        return self._file.read_row_group(layer, columns=["token", "n", "Q", "M", "V"]).to_pandas()
+        return self._file.row_group(layer, ["token", "n", "Q", "M", "V"], what="layer").to_pandas()
 
 
 def filtered(frame: pd.DataFrame, analysis: dict) -> np.ndarray:

@@ -1,8 +1,7 @@
-import pyarrow.parquet as pq
-
+from ctxvar.io import read_table
 from ctxvar.jobs import job_log
 from ctxvar.random_models import build_random_model
 
 with job_log(snakemake.log[0]):
-    texts = pq.read_table(snakemake.input.sentences, columns=["text"]).column("text").to_pylist()
+    texts = read_table(snakemake.input.sentences, columns=["text"]).column("text").to_pylist()
     build_random_model(snakemake.params.entry, texts, snakemake.output.model, snakemake.params.merge_markers is not False)
