@@ -7,8 +7,12 @@ corpus with ``Dataset.from_dict``. The HF cache and ``HF_HUB_OFFLINE`` apply as 
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import logging
 import os
+import shutil
+import tempfile
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +26,12 @@ from .io import write_json, write_table
 log = logging.getLogger(__name__)
 
 REPLACEMENT_CHARACTER = "\ufffd"
+BYTE_ORDER_MARK = "\ufeff"
+CONTROL_CHARACTERS = r"[\x00-\x08\x0A-\x1F]"  # C0 controls except tab (RE2 syntax)
+# Byte-order marks, longest first (UTF-32 LE begins like UTF-16 LE), and the codec that reads past each.
+BYTE_ORDER_MARKS = ((codecs.BOM_UTF32_LE, "UTF-32 LE", "utf-32"), (codecs.BOM_UTF32_BE, "UTF-32 BE", "utf-32"),
+                    (codecs.BOM_UTF8, "UTF-8", "utf-8-sig"), (codecs.BOM_UTF16_LE, "UTF-16 LE", "utf-16"),
+                    (codecs.BOM_UTF16_BE, "UTF-16 BE", "utf-16"))
 LOCAL_BUILDERS = {"text": "text", "parquet": "parquet", "jsonl": "json"}
 
 SENTENCES_SCHEMA = pa.schema(
@@ -46,21 +56,65 @@ def load_source(corpus: dict):
             dataset = datasets.load_dataset(corpus["name"], corpus.get("config_name"), split=corpus["split"])
         elif all(os.path.getsize(path) == 0 for path in corpus_paths(corpus)):
             return datasets.Dataset.from_dict({corpus["text_column"]: []}, features=datasets.Features({corpus["text_column"]: datasets.Value("string")}))
+        elif source == "parquet":
+            dataset = datasets.load_dataset("parquet", data_files=corpus_paths(corpus), split="train")
         else:
-            # Undecodable bytes become U+FFFD; sample_sentences drops and counts such rows.
-            options = {} if source == "parquet" else {"encoding_errors": "replace"}
-            dataset = datasets.load_dataset(LOCAL_BUILDERS[source], data_files=corpus_paths(corpus), split="train", **options)
+            with as_utf8(corpus_paths(corpus)) as paths:
+                # Undecodable bytes become U+FFFD; sample_sentences drops and counts such rows.
+                dataset = datasets.load_dataset(LOCAL_BUILDERS[source], data_files=paths, split="train", encoding_errors="replace")
+    except CorpusError:
+        raise
     except Exception as error:  # datasets raises many types; all mean "cannot load"
         where = corpus["name"] if source == "hf" else corpus_paths(corpus)
         raise CorpusError(
             f"corpus: cannot load {where!r} ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
             "if the Hub is unreachable, use a cached dataset, a local file (corpus.source: text) or config/demo.yaml"
-        ) from None
+        ) from error
     if corpus["text_column"] not in dataset.column_names:
         raise CorpusError(
             f"corpus.text_column: column {corpus['text_column']!r} not found; available: {dataset.column_names}"
         )
     return dataset
+
+
+def text_encoding(path) -> tuple[str, str]:
+    """``(name, codec)`` of a text file from its byte-order mark; UTF-8 without one.
+
+    Raises :class:`CorpusError` for text that looks like UTF-16 or UTF-32 without a
+    byte-order mark (NUL bytes at every second or fourth position), which UTF-8
+    decoding would turn into sentences full of NULs.
+    """
+    with open(path, "rb") as handle:
+        head = handle.read(4096)
+    for mark, name, codec in BYTE_ORDER_MARKS:
+        if head.startswith(mark):
+            return name, codec
+    even, odd = head[0::2], head[1::2]
+    for width, share in (("UTF-16 LE", odd), ("UTF-16 BE", even)):
+        if len(head) >= 8 and share.count(0) > 0.9 * len(share):
+            raise CorpusError(f"corpus.path: {path} looks like {width} text without a byte-order mark (NUL bytes at every "
+                              "second position); save it as UTF-8, or as UTF-16 with a byte-order mark")
+    return "UTF-8", "utf-8"
+
+
+@contextlib.contextmanager
+def as_utf8(paths: list[str]):
+    """Yield ``paths`` with every UTF-16 or UTF-32 file (by its byte-order mark) transcoded to a temporary
+    UTF-8 copy; UTF-8 files are read as they are (a UTF-8 mark becomes U+FEFF, removed with every other)."""
+    with tempfile.TemporaryDirectory(prefix="ctxvar-corpus-") as folder:
+        readable = []
+        for index, path in enumerate(paths):
+            name, codec = text_encoding(path)
+            if codec in ("utf-8", "utf-8-sig"):
+                readable.append(path)
+                continue
+            log.info("corpus: %s is %s (byte-order mark); read as such", path, name)
+            copy = os.path.join(folder, f"{index}-{os.path.basename(path)}")
+            with open(path, encoding=codec, errors="replace", newline="") as reader, \
+                    open(copy, "w", encoding="utf-8", newline="") as writer:
+                shutil.copyfileobj(reader, writer, 1 << 20)
+            readable.append(copy)
+        yield readable
 
 
 def synthetic_sentences(spec: dict, seed: int) -> list[str]:
@@ -129,8 +183,12 @@ def sample_sentences(corpus: dict) -> tuple[pa.Table, dict]:
     """The sampled, filtered sentences and counts of what each step kept.
 
     Order of operations as in the paper: sample rows, then keep sentences with at
-    most ``max_words`` space-separated words. Empty or whitespace-only rows, and
-    rows with bytes that are not UTF-8 (decoded as U+FFFD), are dropped and counted.
+    most ``max_words`` space-separated words. U+FEFF (a byte-order mark, or a
+    zero-width no-break space) is removed from every sentence, so it never becomes
+    part of a type; rows that had it are counted. Empty or whitespace-only rows, rows
+    with bytes that are not UTF-8 (decoded as U+FFFD) and rows with C0 control
+    characters other than tab (NUL, for one) are dropped and counted. No sentence
+    left is a :class:`CorpusError` that says what was dropped.
     """
     dataset = load_source(corpus)
     indices = sample_indices(len(dataset), corpus["fraction"], corpus["seed"], corpus["sampling"])
@@ -139,11 +197,15 @@ def sample_sentences(corpus: dict) -> tuple[pa.Table, dict]:
     if not pa.types.is_string(texts.type) and not pa.types.is_large_string(texts.type):
         raise CorpusError(f"corpus.text_column: column {corpus['text_column']!r} holds {texts.type}, not text")
     texts = texts.cast(pa.string())
+    had_mark = _matches(texts, BYTE_ORDER_MARK)
+    texts = pc.replace_substring(texts, BYTE_ORDER_MARK, "")
     n_words = word_counts(texts)
     blank = pc.fill_null(pc.equal(pc.utf8_trim_whitespace(texts), ""), True).to_numpy(zero_copy_only=False)
-    invalid = pc.fill_null(pc.match_substring(texts, REPLACEMENT_CHARACTER), False).to_numpy(zero_copy_only=False) & ~blank
-    too_long = (n_words > corpus["max_words"]) & ~blank & ~invalid
-    keep = ~(blank | invalid | too_long)
+    invalid = _matches(texts, REPLACEMENT_CHARACTER) & ~blank
+    control = pc.fill_null(pc.match_substring_regex(texts, CONTROL_CHARACTERS), False).to_numpy(zero_copy_only=False)
+    control &= ~blank & ~invalid
+    too_long = (n_words > corpus["max_words"]) & ~blank & ~invalid & ~control
+    keep = ~(blank | invalid | control | too_long)
     table = pa.table(
         {
             "sentence_id": pa.array(np.asarray(indices, dtype=np.int64)[keep]),
@@ -157,11 +219,22 @@ def sample_sentences(corpus: dict) -> tuple[pa.Table, dict]:
         "rows_sampled": len(indices),
         "dropped_blank": int(blank.sum()),
         "dropped_invalid_utf8": int(invalid.sum()),
+        "dropped_control_characters": int(control.sum()),
         "dropped_too_long": int(too_long.sum()),
+        "removed_byte_order_mark": int(had_mark.sum()),
         "sentences": table.num_rows,
     }
     log.info("corpus: %s", counts)
+    if not table.num_rows:
+        dropped = ", ".join(f"{value} {key[len('dropped_'):].replace('_', ' ')}" for key, value in counts.items()
+                            if key.startswith("dropped_") and value)
+        raise CorpusError(f"corpus: no sentence kept of {len(indices)} sampled rows ({dropped or 'the source is empty'}); "
+                          "check corpus.path, its encoding (UTF-8, or a byte-order mark), corpus.fraction and corpus.max_words")
     return table, counts
+
+
+def _matches(texts: pa.Array, substring: str) -> np.ndarray:
+    return pc.fill_null(pc.match_substring(texts, substring), False).to_numpy(zero_copy_only=False)
 
 
 def write_sentences(corpus: dict, sentences_path, counts_path) -> dict:

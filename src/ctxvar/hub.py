@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from urllib.parse import urlparse
@@ -34,3 +35,27 @@ def unavailable_reason() -> str | None:
     if not hub_reachable():
         return "the Hugging Face Hub cannot be reached"
     return None
+
+
+def model_file(source: str, filename: str, revision: str = "main") -> str | None:
+    """Local path of ``filename`` of a model: in the directory ``source``, else in the HF cache; None if neither has it."""
+    path = os.path.join(source, filename)
+    if not os.path.isfile(path):
+        from huggingface_hub import try_to_load_from_cache
+
+        try:
+            path = try_to_load_from_cache(source, filename, revision=revision)
+        except ValueError:  # not a valid repo id either
+            return None
+    return path if isinstance(path, str) and os.path.isfile(path) else None
+
+
+def model_json(source: str, filename: str, revision: str = "main") -> dict | None:
+    """``filename`` of a model (see :func:`model_file`) parsed as a JSON object; None if absent or unreadable."""
+    path = model_file(source, filename, revision)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            value = json.load(handle)
+    except (TypeError, OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None

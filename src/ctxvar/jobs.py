@@ -16,9 +16,10 @@ def job_log(path):
     """Send logging and stderr (progress bars included) to ``path``; use the system allocator for Arrow.
 
     Warnings also go to the console's stderr as one line each (what Snakemake shows
-    or, on a cluster, the job's log). A :class:`CtxvarError` is written to the log
-    and, as one line, to the console's stderr, and the job exits with status 1,
-    with no traceback.
+    or, on a cluster, the job's log). A :class:`CtxvarError` goes to the console's
+    stderr as one line, and the job exits with status 1; the job log gets that line
+    with the full traceback, causes included. Any other exception (a bug) is logged
+    with its traceback too, then propagates.
     """
     console = sys.stderr
     use_system_allocator()
@@ -33,9 +34,12 @@ def job_log(path):
         try:
             yield
         except CtxvarError as error:
-            logging.error("%s", error)
-            print(f"ctxvar error: {error}", file=console)
-            raise SystemExit(1) from None
+            logging.exception("%s", error)
+            print(f"ctxvar error: {error} (traceback in {path})", file=console)
+            raise SystemExit(1) from None  # the traceback is in the log; the console gets one line
+        except Exception:
+            logging.exception("unexpected error (a bug: please report it with this log)")
+            raise
         finally:
             sys.stderr = console
             logging.getLogger().removeHandler(echo)

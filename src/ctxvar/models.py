@@ -8,13 +8,18 @@ at once instead of retrying for a minute.
 
 from __future__ import annotations
 
+import glob
 import hashlib
+import json
+import logging
 import os
 
 import torch
 
 from . import hub
 from .errors import ModelLoadError, first_line
+
+log = logging.getLogger(__name__)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # Models whose position ids start after the padding index (RoBERTa-style).
@@ -45,7 +50,9 @@ def _options(entry: dict, source: str) -> dict:
 def load_tokenizer(entry: dict, source: str):
     from transformers import AutoTokenizer
 
-    return _from_pretrained(AutoTokenizer, source, entry, _options(entry, source))
+    tokenizer = _from_pretrained(AutoTokenizer, source, entry, _options(entry, source))
+    custom_code_warning(entry, source, "tokenizer_config.json", tokenizer)
+    return tokenizer
 
 
 def load_model(entry: dict, source: str, dtype: str, device: torch.device, on_host=None):
@@ -59,6 +66,7 @@ def load_model(entry: dict, source: str, dtype: str, device: torch.device, on_ho
             f"model {entry['id']!r} is an encoder-decoder ({model.config.model_type}); its forward pass has no single "
             "stack of hidden states per token: use an encoder or decoder model"
         )
+    custom_code_warning(entry, source, "config.json", model)
     if on_host is not None:
         on_host(model)
     return model.to(device).eval()
@@ -72,15 +80,15 @@ def _from_pretrained(cls, source: str, entry: dict, options: dict):
     if os.path.isdir(source):
         try:
             return cls.from_pretrained(source, **options)
-        except (OSError, ValueError) as error:
-            raise ModelLoadError(
-                f"{what}: the directory has no loadable {cls.__name__[4:].lower()} ({first_line(error)}); "
-                "weights must be safetensors (save_pretrained's default), and custom code needs trust_remote_code: true"
-            ) from None
+        except Exception as error:  # transformers, safetensors and json raise many types; all mean "cannot load"
+            raise load_error(what, source, cls, error) from error
     try:
         return cls.from_pretrained(source, local_files_only=True, **options)
     except OSError:
         pass  # not cached (or not complete): go to the Hub
+    except Exception as error:  # cached, but a cached file is damaged
+        config = hub.model_file(source, "config.json", options.get("revision", "main"))
+        raise load_error(what, os.path.dirname(config) if config else source, cls, error) from error
     reason = hub.unavailable_reason()
     if reason:
         raise ModelLoadError(
@@ -90,8 +98,58 @@ def _from_pretrained(cls, source: str, entry: dict, options: dict):
         )
     try:
         return cls.from_pretrained(source, **options)
-    except (OSError, ValueError) as error:
-        raise ModelLoadError(f"{what}: cannot be loaded from the Hub ({first_line(error)}); check the name and revision") from None
+    except Exception as error:
+        raise ModelLoadError(f"{what}: cannot be loaded from the Hub ({first_line(error)}); check the name and revision") from error
+
+
+# Files of a saved model that are JSON, and may be damaged by a copy or a full disk.
+JSON_FILES = ("config.json", "tokenizer_config.json", "tokenizer.json", "special_tokens_map.json", "generation_config.json",
+              "vocab.json", "added_tokens.json")
+
+
+def load_error(what: str, directory: str, cls, error: Exception) -> ModelLoadError:
+    """One line for a model directory that ``cls.from_pretrained`` failed on, naming the damaged file if one is."""
+    damaged = damaged_file(directory)
+    if damaged:
+        return ModelLoadError(f"{what}: {damaged[0]} is damaged ({damaged[1]}); restore it (download the model again, "
+                              "or save_pretrained it again)")
+    return ModelLoadError(
+        f"{what}: the directory has no loadable {cls.__name__[4:].lower()} ({type(error).__name__}: {first_line(error)}); "
+        "weights must be safetensors (save_pretrained's default), and custom code needs trust_remote_code: true"
+    )
+
+
+def damaged_file(directory: str) -> tuple[str, str] | None:
+    """``(path, reason)`` of the first file in a model directory that cannot be parsed: a JSON file, or a
+    safetensors file whose header is unreadable or does not cover the file (truncated); None if all parse."""
+    from safetensors import safe_open
+
+    for name in JSON_FILES:
+        path = os.path.join(directory, name)
+        if os.path.isfile(path):
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    json.load(handle)
+            except (OSError, ValueError) as error:  # UnicodeDecodeError is a ValueError
+                return path, f"not valid JSON: {first_line(error)}"
+    for path in sorted(glob.glob(os.path.join(glob.escape(directory), "*.safetensors"))):
+        try:
+            with safe_open(path, "pt") as weights:
+                weights.keys()
+        except Exception as error:  # SafetensorError and OSError
+            return path, f"unreadable safetensors: {first_line(error)}"
+    return None
+
+
+def custom_code_warning(entry: dict, source: str, filename: str, loaded: object) -> None:
+    """Warn when ``filename`` of the model names custom code (``auto_map``) that was not run, because
+    ``trust_remote_code`` is off, and transformers' built-in class (``loaded``'s) was used instead."""
+    if entry.get("trust_remote_code"):
+        return
+    auto_map = (hub.model_json(source, filename, entry.get("revision") or "main") or {}).get("auto_map")
+    if auto_map:
+        log.warning("model %r: %s names custom code (%s) that runs only with trust_remote_code: true; "
+                    "transformers' built-in %s was used instead", entry["id"], filename, auto_map, type(loaded).__name__)
 
 
 def max_positions(config) -> int | None:

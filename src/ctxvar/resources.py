@@ -8,12 +8,12 @@ guesses. Estimates are deliberately generous; a retry doubles them.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
+from . import hub
 from .errors import CtxvarError
 from .io import read_table
 
@@ -59,26 +59,15 @@ def model_shape(entry: dict, source: str) -> ModelShape:
         spec = random_spec(entry)
         layers = spec["num_layers"] if entry.get("init") == "random" else int(entry.get("layer_norm", True))
         return ModelShape(layers + 1, spec["hidden_size"], spec["vocab_size"])
-    config = _config_json(source, entry.get("revision") or "main")
+    config = hub.model_json(source, "config.json", entry.get("revision") or "main")
     if not config:
         return FALLBACK_SHAPE
     layers = config.get("num_hidden_layers") or config.get("n_layer")
     d = config.get("hidden_size") or config.get("n_embd") or config.get("d_model")
-    if not layers or not d:
+    try:
+        return ModelShape(int(layers) + 1, int(d), int(config.get("vocab_size") or FALLBACK_SHAPE.vocab_size))
+    except (TypeError, ValueError):  # a malformed config.json: the job itself reports it
         return FALLBACK_SHAPE
-    return ModelShape(int(layers) + 1, int(d), int(config.get("vocab_size") or FALLBACK_SHAPE.vocab_size))
-
-
-def _config_json(source: str, revision: str) -> dict | None:
-    path = os.path.join(source, "config.json")
-    if not os.path.isfile(path):
-        from huggingface_hub import try_to_load_from_cache
-
-        path = try_to_load_from_cache(source, "config.json", revision=revision)
-    if not isinstance(path, str) or not os.path.isfile(path):
-        return None
-    with open(path) as handle:
-        return json.load(handle)
 
 
 def extraction_mem_mb(tokens: int, shape: ModelShape, attempt: int = 1) -> int:
