@@ -41,7 +41,7 @@ def test_local_text_file_goes_through_datasets_with_the_word_filter(tmp_path):
     table, counts = sample_sentences({**BASE, "source": "text", "path": str(path)})
     assert sorted(table.column("text").to_pylist()) == sorted(["a b c", "x , y .", "café au lait"])
     assert counts == {"rows_in_source": 6, "rows_sampled": 6, "dropped_blank": 2, "dropped_invalid_utf8": 0,
-                      "dropped_too_long": 1, "sentences": 3}
+                      "dropped_control_characters": 0, "dropped_too_long": 1, "removed_byte_order_mark": 0, "sentences": 3}
     assert set(table.column("sentence_id").to_pylist()) == {0, 4, 5}
 
 
@@ -101,8 +101,10 @@ def test_undecodable_bytes_drop_their_line_and_are_counted(tmp_path):
     assert sorted(table.column("text").to_pylist()) == ["café ok", "good line"] and counts["dropped_invalid_utf8"] == 1
 
 
-def test_empty_corpus_file_gives_no_sentences_not_a_crash(tmp_path):
+@pytest.mark.parametrize("content, dropped", [("", "the source is empty"), ("\n  \n\t\n", "3 blank"),
+                                              ("a\x00b\nc\x1bd\n", "2 control characters")])
+def test_a_corpus_with_no_kept_sentence_stops_at_sampling_with_what_was_dropped(tmp_path, content, dropped):
     path = tmp_path / "empty.txt"
-    path.write_text("")
-    table, counts = sample_sentences({**BASE, "source": "text", "path": str(path)})
-    assert table.num_rows == 0 and counts["rows_in_source"] == 0
+    path.write_text(content)
+    with pytest.raises(CorpusError, match=f"no sentence kept of \\d+ sampled rows \\({dropped}\\)"):
+        sample_sentences({**BASE, "source": "text", "path": str(path)})
