@@ -24,10 +24,10 @@ MIDDLE = 2  # the demo's models have 5 hidden states
 
 def figure_files(demo):
     for model in ALL_MODELS:
-        yield from (demo / "results" / model / "figures" / name for name in [*MODEL_FIGURES, *GEOMETRY_MODEL_FIGURES])
-    yield from (demo / "results" / "figures" / name for name in [*SUMMARY_FIGURES, *GEOMETRY_SUMMARY_FIGURES])
-    yield from (demo / "results" / "tiny-bert" / "figures" / name for name in PCA_FIGURES)
-    yield demo / "results" / "figures" / "checkpoints" / "trained-gpt2"
+        yield from (demo / "results" / "demo" / model / "figures" / name for name in [*MODEL_FIGURES, *GEOMETRY_MODEL_FIGURES])
+    yield from (demo / "results" / "demo" / "figures" / name for name in [*SUMMARY_FIGURES, *GEOMETRY_SUMMARY_FIGURES])
+    yield from (demo / "results" / "demo" / "tiny-bert" / "figures" / name for name in PCA_FIGURES)
+    yield demo / "results" / "demo" / "figures" / "checkpoints" / "trained-gpt2"
 
 
 def test_every_figure_is_written_as_png_pdf_and_data(demo):
@@ -39,11 +39,11 @@ def test_every_figure_is_written_as_png_pdf_and_data(demo):
 
 
 def layers(demo, model):
-    return pd.read_csv(demo / "results" / model / "layers.csv")
+    return pd.read_csv(demo / "results" / "demo" / model / "layers.csv")
 
 
 def test_fig2_annotates_the_layer_statistics_slope_and_r2(demo):
-    drawn = pd.read_csv(demo / "results" / "figures" / "fig02_variance_on_mean.csv")
+    drawn = pd.read_csv(demo / "results" / "demo" / "figures" / "fig02_variance_on_mean.csv")
     assert list(drawn["model"]) == ALL_MODELS
     for row in drawn.itertuples():
         table = layers(demo, row.model)
@@ -54,7 +54,7 @@ def test_fig2_annotates_the_layer_statistics_slope_and_r2(demo):
 
 def test_fig5_bars_are_the_decomposition_and_stack_to_one(demo):
     for model in MODELS:
-        drawn = pd.read_csv(demo / "results" / model / "figures" / "fig05_decomposition.csv")
+        drawn = pd.read_csv(demo / "results" / "demo" / model / "figures" / "fig05_decomposition.csv")
         np.testing.assert_allclose(drawn[["M_over_Q", "V_W_over_Q", "V_B_over_Q"]].sum(axis=1), 1.0, rtol=1e-9)
         table = layers(demo, model)
         np.testing.assert_allclose(drawn["M_over_Q"], table["M"] / table["Q"], rtol=1e-12)
@@ -62,7 +62,7 @@ def test_fig5_bars_are_the_decomposition_and_stack_to_one(demo):
 
 def test_fig11_slopes_equal_the_log_frequency_regressions(demo):
     for model in MODELS:
-        drawn = pd.read_csv(demo / "results" / model / "figures" / "fig11_frequency_grid.csv")
+        drawn = pd.read_csv(demo / "results" / "demo" / model / "figures" / "fig11_frequency_grid.csv")
         table = layers(demo, model).set_index("layer")
         assert sorted(drawn["layer"].unique()) == grid_layers(5)
         for row in drawn.itertuples():
@@ -71,29 +71,29 @@ def test_fig11_slopes_equal_the_log_frequency_regressions(demo):
 
 
 def test_layer_curves_draw_the_summary_table(demo):
-    summary = pd.read_csv(demo / "results" / "summary" / "layers.csv")
-    fig4 = pd.read_csv(demo / "results" / "figures" / "fig04_cv_slope_r2.csv")
+    summary = pd.read_csv(demo / "results" / "demo" / "summary" / "layers.csv")
+    fig4 = pd.read_csv(demo / "results" / "demo" / "figures" / "fig04_cv_slope_r2.csv")
     pd.testing.assert_frame_equal(fig4[["model", "layer", "cv_Q", "slope_VM", "r2_VM"]],
                                   summary[["model", "layer", "cv_Q", "slope_VM", "r2_VM"]])
-    fig6 = pd.read_csv(demo / "results" / "figures" / "fig06_within_share.csv")
+    fig6 = pd.read_csv(demo / "results" / "demo" / "figures" / "fig06_within_share.csv")
     np.testing.assert_allclose(fig6["V_W_over_V"], summary["V_W"] / summary["V"], rtol=1e-12)
 
 
 def test_histograms_count_every_type(demo):
-    models = pd.read_csv(demo / "results" / "summary" / "models.csv").set_index("model")
-    fig10 = pd.read_csv(demo / "results" / "figures" / "fig10_frequency_histogram.csv")
+    models = pd.read_csv(demo / "results" / "demo" / "summary" / "models.csv").set_index("model")
+    fig10 = pd.read_csv(demo / "results" / "demo" / "figures" / "fig10_frequency_histogram.csv")
     assert fig10.groupby("model")["count"].sum().to_dict() == models["n_types"].to_dict()
-    sentences = pq.read_metadata(demo / "results" / "corpus" / "sentences.parquet").num_rows
-    assert pd.read_csv(demo / "results" / "figures" / "fig09_sentence_lengths.csv")["count"].sum() == sentences
+    sentences = pq.read_metadata(demo / "results" / "demo" / "corpus" / "sentences.parquet").num_rows
+    assert pd.read_csv(demo / "results" / "demo" / "figures" / "fig09_sentence_lengths.csv")["count"].sum() == sentences
     for model in MODELS:
-        fig14 = pd.read_csv(demo / "results" / model / "figures" / "fig14_histograms.csv")
+        fig14 = pd.read_csv(demo / "results" / "demo" / model / "figures" / "fig14_histograms.csv")
         counts = fig14.groupby(["layer", "statistic"])["count"].sum().unstack()
         for statistic in ("Q", "M", "V"):
             np.testing.assert_array_equal(counts[statistic], layers(demo, model)["n_types"])
 
 
 def test_pca_pass_collects_every_occurrence_and_table2_matches_the_statistics(demo):
-    folder = demo / "results" / "tiny-bert"
+    folder = demo / "results" / "demo" / "tiny-bert"
     selection = pd.read_csv(folder / "pca" / "selection.csv", keep_default_na=False)
     fig1 = pd.read_csv(folder / "figures" / "fig01_pca.csv", keep_default_na=False).set_index("token")
     np.testing.assert_array_equal(fig1.loc[selection["token"], "points"], selection["n"])

@@ -33,8 +33,8 @@ def cluster(tmp_path_factory):
 
 
 def test_demo_through_slurm_equals_the_local_run(tmp_path, cluster, demo):
-    outputs = [f"results/{m}/{f}" for m in ("tiny-bert", "tiny-roberta", "tiny-gpt2") for f in ("tokens.parquet", "layers.csv")]
-    targets = [*outputs, "results/summary/layers.csv", "results/figures/fig04_cv_slope_r2.csv"]  # figures: one is enough
+    outputs = [f"results/demo/{m}/{f}" for m in ("tiny-bert", "tiny-roberta", "tiny-gpt2") for f in ("tokens.parquet", "layers.csv")]
+    targets = [*outputs, "results/demo/summary/layers.csv", "results/demo/figures/fig04_cv_slope_r2.csv"]  # figures: one is enough
     run = snakemake(
         tmp_path, REPO / "config" / "demo.yaml", *targets,
         "--profile", str(REPO / "workflow" / "profiles" / "slurm"),
@@ -57,7 +57,7 @@ def test_only_extraction_jobs_are_granted_a_gpu(tmp_path, cluster):
     fails with ctxvar's one-line CUDA message; what is checked is SLURM's allocation.
     """
     run = snakemake(
-        tmp_path, {**DEMO, "device": "cuda"}, "results/partials/tiny-bert/0.parquet",
+        tmp_path, {**DEMO, "device": "cuda"}, "results/demo/partials/tiny-bert/0.parquet",
         "--profile", str(REPO / "workflow" / "profiles" / "slurm"), "--retries", "0",
         "--default-resources", "slurm_partition=debug", "mem_mb=500", "runtime=10",
         "--slurm-init-seconds-before-status-checks", "2", "--latency-wait", "5",

@@ -36,13 +36,13 @@ def test_paper_config_dry_run_fans_out_models_times_shards(tmp_path):
 
 
 def test_default_profile_is_picked_up_without_flags(tmp_path):
-    run = snakemake(tmp_path, REPO / "config" / "demo.yaml", "-n", "results/partials/tiny-bert/0.parquet")
+    run = snakemake(tmp_path, REPO / "config" / "demo.yaml", "-n", "results/demo/partials/tiny-bert/0.parquet")
     assert "workflow specific profile" in run.stderr and "mem_mb=2000" in run.stdout and "batch_tokens=16384" in run.stdout
 
 
 @pytest.mark.parametrize("device, gpus", [("cuda", 1), ("cpu", 0)])
 def test_extraction_asks_for_a_gpu_only_on_cuda(tmp_path, device, gpus):
-    run = snakemake(tmp_path, {**DEMO, "device": device}, "-n", "results/partials/tiny-bert/0.parquet")
+    run = snakemake(tmp_path, {**DEMO, "device": device}, "-n", "results/demo/partials/tiny-bert/0.parquet")
     assert f"gpu={gpus}," in run.stdout, run.stdout[-2000:]
 
 
@@ -72,24 +72,24 @@ SUMMARY_FIGURE_COUNT = len(SUMMARY_FIGURES) + len(GEOMETRY_SUMMARY_FIGURES)
 
 def test_demo_writes_every_documented_output(demo):
     for model in ("tiny-bert", "tiny-roberta", "tiny-gpt2"):
-        tokens = pd.read_parquet(demo / "results" / model / "tokens.parquet")
+        tokens = pd.read_parquet(demo / "results" / "demo" / model / "tokens.parquet")
         assert list(tokens.columns) == ["layer", "token", "n", "Q", "M", "V", "self_similarity"]
         assert (tokens["V"] >= 0).all() and (tokens["n"] >= 1).all()
-        layers = pd.read_csv(demo / "results" / model / "layers.csv")
+        layers = pd.read_csv(demo / "results" / "demo" / model / "layers.csv")
         assert list(layers.columns) == COLUMNS and len(layers) == 5
         np.testing.assert_allclose(layers["V"], layers["V_W"] + layers["V_B"], rtol=1e-9)
-    summary = pd.read_csv(demo / "results" / "summary" / "layers.csv")
+    summary = pd.read_csv(demo / "results" / "demo" / "summary" / "layers.csv")
     assert list(summary["model"].unique())[:3] == ["tiny-bert", "tiny-roberta", "tiny-gpt2"] and summary["model"].nunique() == N_MODELS
-    models = pd.read_csv(demo / "results" / "summary" / "models.csv")
+    models = pd.read_csv(demo / "results" / "demo" / "summary" / "models.csv")
     assert (models["n_tokens"] > 100_000).all() and list(models["n_layers"]) == [5, 5, 5, 2, 5, 5, 5]
     for name in ("stats.moments.parquet", "stats.sample.parquet", "geometry.csv"):
-        assert (demo / "results" / "tiny-bert" / name).exists()
+        assert (demo / "results" / "demo" / "tiny-bert" / name).exists()
 
 
 def test_every_model_output_records_its_provenance(demo):
     for model in ("tiny-bert", "tiny-roberta", "tiny-gpt2"):
-        run = json.loads((demo / "results" / model / "run.json").read_text())
-        for source in (run, read_metadata(demo / "results" / model / "tokens.parquet")):
+        run = json.loads((demo / "results" / "demo" / model / "run.json").read_text())
+        for source in (run, read_metadata(demo / "results" / "demo" / model / "tokens.parquet")):
             assert source["revision"] == "main" and len(source["weights_sha256"]) == 64 and len(source["config_hash"]) == 16
             assert {"torch", "transformers", "ctxvar", "python"} <= set(source["versions"])
             assert source["shards"] == [0, 1, 2, 3]
@@ -170,10 +170,11 @@ def core_partials(partials):
 def test_killed_run_resumes_only_unfinished_jobs_with_bit_identical_results(tmp_path, demo):
     workdir, config = tmp_path / "killed", tmp_path / "three-models.yaml"
     workdir.mkdir()
-    config.write_text(yaml.safe_dump({**DEMO, "models": DEMO["models"][:3]}))  # their outputs do not depend on the others
+    # their outputs do not depend on the others; partials kept, to see which jobs re-run
+    config.write_text(yaml.safe_dump({**DEMO, "models": DEMO["models"][:3], "keep_partials": True}))
     command = ["snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile", str(config), "--cores", "2"]
     process = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    partials = workdir / "results" / "partials"
+    partials = workdir / "results" / "demo" / "partials"
     deadline = time.monotonic() + 600
     while len(core_partials(partials)) < 3 and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.1)
@@ -190,8 +191,8 @@ def test_killed_run_resumes_only_unfinished_jobs_with_bit_identical_results(tmp_
     resumed = snakemake(workdir, config, "--rerun-incomplete")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert {path: path.stat().st_mtime_ns for path in finished} == finished, "finished jobs re-ran"
-    assert not list(workdir.glob("results/**/.*.tmp")), "temporaries of killed jobs were left"
-    outputs = [f"results/{m}/{f}" for m in ("tiny-bert", "tiny-roberta", "tiny-gpt2")
+    assert not list(workdir.glob("results/demo/**/.*.tmp")), "temporaries of killed jobs were left"
+    outputs = [f"results/demo/{m}/{f}" for m in ("tiny-bert", "tiny-roberta", "tiny-gpt2")
                for f in ("tokens.parquet", "stats.parquet", "layers.csv", "stats.moments.parquet", "stats.sample.parquet", "geometry.csv")]
     for output in outputs:
         assert (workdir / output).read_bytes() == (demo / output).read_bytes(), output
@@ -205,15 +206,15 @@ def test_local_model_directory_and_text_file_offline(tmp_path, tiny_models, corp
               "device": "cpu"}
     run = snakemake(tmp_path, config, env={"HF_HUB_OFFLINE": "1"})
     assert run.returncode == 0, run.stderr[-3000:]
-    kept = pd.read_parquet(tmp_path / "results" / "corpus" / "sentences.parquet")["text"].tolist()
+    kept = pd.read_parquet(tmp_path / "results" / "test" / "corpus" / "sentences.parquet")["text"].tolist()
     assert 0 < len(kept) < len(corpus_texts), "max_words must drop some sentences here"
-    tokens = pd.read_parquet(tmp_path / "results" / "local-bert" / "tokens.parquet")
+    tokens = pd.read_parquet(tmp_path / "results" / "test" / "local-bert" / "tokens.parquet")
     assert_tokens_match(tokens, brute_force_tokens(*brute_force_embeddings(tiny_models["bert"], kept)))
 
 
 def test_uncached_hub_model_fails_its_job_with_one_line(tmp_path):
     config = {**DEMO, "models": [{"name": "bert-base-uncased"}]}
-    run = snakemake(tmp_path, config, "results/partials/bert-base-uncased/0.parquet", env={"HF_HUB_OFFLINE": "1"})
+    run = snakemake(tmp_path, config, "results/demo/partials/bert-base-uncased/0.parquet", env={"HF_HUB_OFFLINE": "1"})
     assert run.returncode != 0
     assert "ctxvar error: model 'bert-base-uncased' (bert-base-uncased) is not in the HF cache" in run.stderr
     assert "Traceback" not in run.stderr

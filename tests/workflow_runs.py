@@ -14,9 +14,15 @@ REPO = Path(__file__).resolve().parents[1]
 DEMO = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
 
 
-def snakemake(workdir: Path, config: dict | Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run the workflow with ``config`` in ``workdir``; returns the finished process (not checked)."""
+def snakemake(workdir: Path, config: dict | Path, *args: str, env: dict | None = None,
+              timeout: float | None = None) -> subprocess.CompletedProcess:
+    """Run the workflow with ``config`` in ``workdir``; returns the finished process (not checked).
+
+    No time limit by default: a busy 2-core machine can take far longer than usual, and
+    Snakemake ends on its own. A dict ``config`` without ``run`` runs as ``run: test``.
+    """
     if isinstance(config, dict):  # written beside workdir: a config.yaml inside it would be loaded too
+        config = {"run": "test", **config}
         workdir.mkdir(parents=True, exist_ok=True)
         handle, path = tempfile.mkstemp(suffix=".yaml", dir=workdir.parent)
         os.write(handle, yaml.safe_dump(config).encode())
@@ -24,7 +30,7 @@ def snakemake(workdir: Path, config: dict | Path, *args: str, env: dict | None =
         config = path
     command = ["snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile", str(config),
                "--cores", "2", *args]  # a later -s in args wins
-    return subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=900)
+    return subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout)
 
 
 def scheduled_jobs(dry_run: subprocess.CompletedProcess) -> dict[str, int]:

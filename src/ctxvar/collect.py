@@ -66,6 +66,9 @@ def collect_points(shard_path, out_path, settings: ExtractionSettings, selection
     """Write every occurrence in the shard of the types in selection.csv, at its layer, as (token, pc1, pc2,
     sq_norm) with the components of components.csv; returns the number of occurrences."""
     selection = read_csv(selection_path, keep_default_na=False)
+    if selection.empty:  # no type could be selected (see select_pca_tokens): nothing to collect
+        write_table(POINTS_SCHEMA.empty_table(), out_path, metadata={"model_id": settings.model["id"], "shard": settings.shard})
+        return 0
     layer, components = int(selection["layer"].iloc[0]), read_components(components_path)
     job = prepare_shard(shard_path, settings, hash_weights=False)  # the points carry no provenance hash
     wanted = np.isin(job.types, selection["token"].to_numpy())

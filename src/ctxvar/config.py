@@ -4,29 +4,61 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
+from pathlib import Path
+
+import yaml
 
 from .errors import ConfigError
 
-MODEL_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+@=-]*$")
+# Matched with fullmatch: '$' alone would accept a trailing newline.
+MODEL_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+@=-]*")
+REVISION_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=-]*")
 LOCAL_SOURCES = ("text", "parquet", "jsonl")
 RESERVED_IDS = {"corpus", "models", "partials", "summary", "figures"}  # folders of results/
+
+
+# Sizes of an ``init: random`` entry when it does not set them: small enough for a 2-core CPU.
+RANDOM_DEFAULTS = {
+    "vocab_size": 2000,  # trained tokenizer's vocabulary
+    "hidden_size": 64,
+    "num_layers": 4,
+    "num_heads": 4,
+    "intermediate_size": 128,
+    "max_positions": 512,
+    "seed": 0,
+    "learning_rate": 1e-3,  # revisions stepN: AdamW
+}
+
+
+
+def random_spec(entry: dict) -> dict:
+    """The entry's sizes and seed, with :data:`RANDOM_DEFAULTS` for those it omits."""
+    return {key: entry.get(key, default) for key, default in RANDOM_DEFAULTS.items()}
 
 
 CHECKPOINT_PATTERN = re.compile(r"^step(\d+)$")
 
 
 def model_id(entry: dict) -> str:
-    """The id used in result paths: ``id`` if given, else ``name`` with '/' → '--', plus '@revision'."""
+    """The id used in result paths: ``id`` if given; else, for a local directory, its name; else the Hub
+    ``name`` with '/' → '--'; plus '@revision'."""
     if entry.get("id"):
         return entry["id"]
     if not entry.get("name"):
         raise ConfigError("models[]: an entry without 'name' needs an explicit 'id' (e.g. id: tiny-bert)")
-    derived = entry["name"].rstrip("/").replace("/", "--")
+    name = entry["name"]
+    derived = Path(name).name if is_local_path(name) else name.rstrip("/").replace("/", "--")
     if entry.get("revision") not in (None, "main"):
         derived += "@" + entry["revision"]
     return derived
+
+
+def is_local_path(name: str) -> bool:
+    """Whether a model ``name`` is a directory (existing, or written as a path) rather than a Hub id."""
+    return os.path.isdir(name) or name.startswith(("/", "./", "../", "~")) or name.count("/") > 1
 
 
 def expand_revisions(entry: dict) -> list[dict]:
@@ -43,7 +75,10 @@ def expand_revisions(entry: dict) -> list[dict]:
     family = model_id(base)
     expanded = []
     for position, revision in enumerate(entry["revisions"]):
-        step = CHECKPOINT_PATTERN.match(revision)
+        if not REVISION_PATTERN.fullmatch(revision):
+            raise ConfigError(f"models[]: entry {family!r}: revision {revision!r} is not usable in file paths; "
+                              "use letters, digits and . _ + = -")
+        step = CHECKPOINT_PATTERN.fullmatch(revision)
         if entry.get("init") == "random" and not step:
             raise ConfigError(f"models[]: entry {family!r}: revision {revision!r} of a random model must be stepN "
                               "(the random-init model trained N steps on the corpus)")
@@ -57,7 +92,7 @@ def models_by_id(config: dict) -> dict[str, dict]:
     resolved: dict[str, dict] = {}
     for entry in (e for listed in config["models"] for e in expand_revisions(listed)):
         mid = model_id(entry)
-        if not MODEL_ID_PATTERN.match(mid):
+        if not MODEL_ID_PATTERN.fullmatch(mid):
             raise ConfigError(
                 f"models[]: id {mid!r} is not usable in file paths; "
                 "use letters, digits and . _ + @ = - (set 'id:' explicitly)"
@@ -70,13 +105,34 @@ def models_by_id(config: dict) -> dict[str, dict]:
     return resolved
 
 
+def _is_integer(checker, instance) -> bool:
+    """JSON Schema's integer, minus floats with a zero fraction (2.0): the code uses them as counts and indices."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+def _is_finite_number(checker, instance) -> bool:
+    """JSON Schema's number, minus NaN and ±inf (YAML's .nan, .inf), which pass every minimum and maximum."""
+    return isinstance(instance, (int, float)) and not isinstance(instance, bool) and math.isfinite(instance)
+
+
+def strict_validator(schema: dict):
+    """A 2020-12 validator of ``schema`` whose integers are ints and whose numbers are finite."""
+    import jsonschema
+
+    types = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many({"integer": _is_integer, "number": _is_finite_number})
+    return jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=types)(schema)
+
+
+TYPE_WORDS = {"integer": "a whole number (no decimal point)", "number": "a finite number", "string": "text",
+              "boolean": "true or false", "object": "a mapping", "array": "a list", "null": "null"}
+
+
 def check_schema(config: dict, schema_path) -> None:
     """Raise :class:`ConfigError` naming the key and what is allowed, for the most relevant schema violation."""
     import jsonschema
-    import yaml
 
     schema = yaml.safe_load(open(schema_path))
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(config))
+    error = jsonschema.exceptions.best_match(strict_validator(schema).iter_errors(config))
     if error is None:
         return
     where = ".".join(str(part) for part in error.absolute_path) or "config"
@@ -85,7 +141,57 @@ def check_schema(config: dict, schema_path) -> None:
         message += f"; allowed keys: {', '.join(error.schema['properties'])}"
     elif error.validator == "enum":
         message = f"{error.instance!r} is not allowed; use one of {', '.join(map(str, error.validator_value))}"
+    elif error.validator == "type":
+        kinds = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        message = f"{error.instance!r} is not {' or '.join(TYPE_WORDS.get(k, k) for k in kinds)}"
+    elif error.validator == "pattern":
+        message = f"{error.instance!r} is not usable here; use letters, digits and . _ + @ = - (starting with a letter or digit)"
     raise ConfigError(f"{where}: {message}")
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """A SafeLoader that refuses a key repeated in one mapping (plain YAML keeps the last one silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise ConfigError(f"{self.name}: line {key_node.start_mark.line + 1}: key {key!r} appears twice in "
+                                  "the same mapping (YAML keeps only the last); keep one")
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def load_config_file(path) -> dict:
+    """A YAML (or JSON) config file, refusing duplicate keys, which Snakemake's loader silently overwrites."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            loaded = yaml.load(handle, Loader=UniqueKeyLoader)
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML ({str(error).splitlines()[0]})") from error
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def run_name(config: dict, cli_configs: dict[str, dict], overrides: dict) -> str:
+    """The run's name, which keeps its outputs apart: ``results/{run}/``, ``logs/{run}/``, ``benchmarks/{run}/``.
+
+    ``--config run=NAME`` first; else ``run:`` in the last ``--configfile`` that sets it, else that file's
+    name without its extension (``--configfile my_study.yaml`` → ``my_study``); without ``--configfile``,
+    ``run:`` of ``config.yaml`` (``paper``). A ``--configfile`` never inherits ``config.yaml``'s ``run``.
+    ``cli_configs``: ``{path: content}`` of the ``--configfile`` files, in command-line order.
+    """
+    if "run" in overrides:
+        name = overrides["run"]
+    elif cli_configs:
+        named = [own["run"] for own in cli_configs.values() if "run" in own]
+        name = named[-1] if named else Path(list(cli_configs)[-1]).stem
+    else:
+        name = config.get("run") or "default"
+    if not isinstance(name, str) or not MODEL_ID_PATTERN.fullmatch(name):
+        raise ConfigError(f"run: {name!r} cannot name a results folder; set run: to letters, digits and . _ + @ = - "
+                          "(in the config file or with --config run=NAME)")
+    return name
 
 
 def check_config(config: dict) -> None:
@@ -100,7 +206,18 @@ def check_config(config: dict) -> None:
         missing = [p for p in paths if not os.path.exists(p)]
         if missing:
             raise ConfigError(f"corpus.path: file not found: {missing[0]} (paths are relative to the working directory)")
+    analysis = config["analysis"]
+    if analysis["min_log10_n"] > analysis["max_log10_n"]:
+        raise ConfigError(f"analysis: min_log10_n ({analysis['min_log10_n']}) is above max_log10_n "
+                          f"({analysis['max_log10_n']}), so no type would pass the frequency filter; swap them")
     for entry in config["models"]:
+        name = entry.get("name")
+        if name is not None and (name != name.strip() or any(ord(c) < 32 for c in name)):
+            raise ConfigError(f"models[]: name {name!r} has leading or trailing spaces or control characters; remove them")
+        sizes = random_spec(entry)
+        if entry.get("init") == "random" and sizes["hidden_size"] % sizes["num_heads"]:
+            raise ConfigError(f"models[]: entry {entry.get('id')!r}: hidden_size {sizes['hidden_size']} is not a "
+                              f"multiple of num_heads {sizes['num_heads']}; attention splits d across the heads")
         if entry.get("init") != "gaussian" and GAUSSIAN_ONLY & set(entry):
             raise ConfigError(f"models[]: entry {entry.get('id') or entry.get('name')!r} sets "
                               f"{', '.join(sorted(GAUSSIAN_ONLY & set(entry)))}, which only init: gaussian uses")

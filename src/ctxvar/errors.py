@@ -25,6 +25,14 @@ class IntegrityError(CtxvarError):
     """A file a job reads is corrupt, truncated or not what the pipeline wrote."""
 
 
+class DiskSpaceError(CtxvarError):
+    """The run's outputs would not fit in the free space of the results disk."""
+
+
+class InsufficientData(CtxvarError):
+    """The corpus is too small for an optional output (a figure, the Fig. 1 selection, TwoNN); the core outputs stand."""
+
+
 def first_line(error: BaseException) -> str:
     """The first line of an exception's message (its type name if it has none), for one-line errors."""
     text = str(error).strip()

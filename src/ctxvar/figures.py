@@ -1,13 +1,31 @@
-"""Draw any figure of :mod:`ctxvar.catalogue` from its input files."""
+"""Draw any figure of :mod:`ctxvar.catalogue` from its input files.
+
+A figure whose data are too few (:class:`~ctxvar.errors.InsufficientData`, e.g. no
+type passes the frequency filter of a tiny corpus) becomes a placeholder image that
+says why, with a warning; the run goes on.
+"""
 
 from __future__ import annotations
 
+import functools
+
 from . import geometry_figures, model_figures, summary_figures
 from .io import read_csv
-from .plotting import Plot
+from .plotting import Plot, plot_or_placeholder
 from .tokentable import TokenStats
 
 
+def placeholder_when_too_few(draw):
+    """``draw(name, ...)`` through :func:`~ctxvar.plotting.plot_or_placeholder`."""
+
+    @functools.wraps(draw)
+    def drawn(name, *args, **kwargs) -> Plot:
+        return plot_or_placeholder(name, lambda: draw(name, *args, **kwargs))
+
+    return drawn
+
+
+@placeholder_when_too_few
 def model_figure(name: str, model: str, analysis: dict, layers_path=None, tokens_path=None, geometry_path=None) -> Plot:
     """Draw one of :data:`MODEL_FIGURES` or :data:`GEOMETRY_MODEL_FIGURES` for one model."""
     if name == "fig05_decomposition":
@@ -29,6 +47,7 @@ GEOMETRY_CURVES = {"geo01_isotropy": geometry_figures.isotropy, "geo02_cosine": 
                    "geo03_intrinsic_dimension": geometry_figures.intrinsic_dimension}
 
 
+@placeholder_when_too_few
 def summary_figure(name: str, models: list[str], analysis: dict, layers_path=None, tokens_paths=(), sentences_path=None,
                    geometry_path=None) -> Plot:
     """Draw one of :data:`SUMMARY_FIGURES` or :data:`GEOMETRY_SUMMARY_FIGURES`; ``tokens_paths`` are aligned with ``models``."""
@@ -44,6 +63,7 @@ def summary_figure(name: str, models: list[str], analysis: dict, layers_path=Non
     return draw(stats, analysis)
 
 
+@placeholder_when_too_few
 def checkpoint_figure(family: str, steps: dict[str, int], layers_paths, geometry_paths) -> Plot:
     """Draw :data:`CHECKPOINT_FIGURE` for one family; ``steps`` ({id: step}) is aligned with the paths."""
     layers = {model: read_csv(path) for model, path in zip(steps, layers_paths, strict=True)}

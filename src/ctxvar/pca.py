@@ -16,14 +16,18 @@ only needs the components W (2 × d), not the fit.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
 
-from .errors import ConfigError
+from .errors import ConfigError, InsufficientData
 from .io import read_csv
 from .moments import finalize
 from .sums import SumsFile
 from .tokentable import TokenStats, filtered
+
+log = logging.getLogger(__name__)
 
 SELECTION_COLUMNS = ["layer", "token", "n", "Q", "M", "V", "bin", "pc1", "pc2"]
 
@@ -44,7 +48,7 @@ def select_tokens(tokens: pd.DataFrame, analysis: dict, min_chars: int, n_bins: 
     """The selected rows of ``tokens`` (columns token, n, …) with their ``bin``, in bin then token order."""
     candidates = tokens[filtered(tokens, analysis) & (tokens["token"].str.len() >= min_chars)]
     if candidates.empty:
-        raise ConfigError(
+        raise InsufficientData(
             f"figures.pca: no token type has ≥ {min_chars} characters and {analysis['min_log10_n']} ≤ log10 n_t ≤ "
             f"{analysis['max_log10_n']}; lower figures.pca.min_chars or use a larger corpus"
         )
@@ -96,10 +100,18 @@ def selection(stats_path, tokens: pd.DataFrame, layer: int, settings: dict, anal
 
 
 def select_pca_tokens(stats_path, tokens_path, settings: dict, analysis: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """selection.csv and components.csv (rows pc1, pc2; one column per dimension) for figures.pca ``settings``."""
+    """selection.csv and components.csv (rows pc1, pc2; one column per dimension) for figures.pca ``settings``.
+
+    When no type can be selected (a tiny corpus), both are empty and a warning says why: Figs. 1 and 8
+    become placeholders, and the run goes on.
+    """
     stats = TokenStats(tokens_path)
     layer = check_layer(settings["layer"], stats.n_layers)
-    table, components = selection(stats_path, stats.layer(layer), layer, settings, analysis)
+    try:
+        table, components = selection(stats_path, stats.layer(layer), layer, settings, analysis)
+    except InsufficientData as error:
+        log.warning("Fig. 1, Fig. 8 and Table 2 will be placeholders: %s", error)
+        return pd.DataFrame(columns=SELECTION_COLUMNS), pd.DataFrame(columns=["component"])
     return table, components_table(components)
 
 

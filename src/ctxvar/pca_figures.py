@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
 from matplotlib.colors import Normalize
 
 from .io import read_csv, read_table, write_csv, write_text
 from .pca import table2, table2_latex
-from .plotting import (Plot, fit_label, include_points, panels, paper_style, percentile_limits, place_labels,
+from .plotting import (Plot, placeholder, fit_label, include_points, panels, paper_style, percentile_limits, place_labels,
                        regression_panel, save_plot)
 from .tokentable import TokenStats, filtered
+
+log = logging.getLogger(__name__)
 
 
 def point_summary(points: pd.DataFrame) -> pd.DataFrame:
@@ -55,12 +59,28 @@ def selected_on_trade_off(tokens: pd.DataFrame, selected: pd.DataFrame, model: s
     return Plot(figure, selected[["token", "n", "M", "V"]].assign(**{f"fit_{k}": val for k, val in fit.items()}))
 
 
+NO_SELECTION = ("no token type passes the Fig. 1 selection (figures.pca.min_chars characters, within the analysis "
+                "frequency filter): the corpus is too small for it")
+
+
+def unselected_outputs(model: str, outputs) -> None:
+    """Placeholders for Figs. 1 and 8 and an empty Table 2, when no type could be selected."""
+    log.warning("figures fig01_pca and fig08_selected_tokens not drawn: %s (they are placeholders that say so)", NO_SELECTION)
+    save_plot(placeholder("fig01_pca", NO_SELECTION), outputs.fig01, outputs.fig01_pdf, outputs.fig01_data)
+    save_plot(placeholder("fig08_selected_tokens", NO_SELECTION), outputs.fig08, outputs.fig08_pdf, outputs.fig08_data)
+    write_csv(table2(pd.DataFrame(columns=["token", "n", "Q", "M", "V"])), outputs.table2)
+    write_text(f"% Table 2 of {model}: {NO_SELECTION}\n", outputs.table2_tex)
+
+
 def pca_outputs(points_paths, selection_path, tokens_path, model: str, analysis: dict, outputs) -> None:
     """Figs. 1 and 8 (PNG, PDF, CSV) and Table 2 (CSV, LaTeX) from the second pass's points.
 
     ``outputs`` has fig01, fig01_pdf, fig01_data, fig08, fig08_pdf, fig08_data, table2, table2_tex.
     """
     selected = read_csv(selection_path, keep_default_na=False)
+    if selected.empty:
+        unselected_outputs(model, outputs)
+        return
     layer = int(selected["layer"].iloc[0])
     points = pd.concat([read_table(p).to_pandas() for p in points_paths], ignore_index=True)
     save_plot(pca_scatter(points, selected, model, layer), outputs.fig01, outputs.fig01_pdf, outputs.fig01_data)

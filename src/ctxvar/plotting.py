@@ -10,7 +10,9 @@ directly (no pyplot state, no GUI backend).
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass
+from typing import Callable
 
 import matplotlib
 import numpy as np
@@ -19,8 +21,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.transforms import Bbox
 
+from .errors import InsufficientData
 from .io import atomic_path, write_csv
 from .layerstats import ols
+
+log = logging.getLogger(__name__)
 
 PAPER_STYLE = {  # 7–8 pt text stays readable when a 2-3 panel figure is printed one column wide
     "font.size": 8,
@@ -79,6 +84,22 @@ def save_plot(plot: Plot, png, pdf, csv) -> None:
         with atomic_path(path) as tmp:
             plot.figure.savefig(tmp, format=fmt, dpi=PNG_DPI)
     write_csv(plot.data, csv)
+
+
+def placeholder(name: str, reason: str) -> Plot:
+    """A figure that says why it was not drawn, with a CSV that says the same (column ``not_drawn``)."""
+    figure = Figure(figsize=(5, 1.6), layout="constrained")
+    figure.text(0.5, 0.5, f"{name}: not drawn\n{reason}", ha="center", va="center", wrap=True, fontsize=9)
+    return Plot(figure, pd.DataFrame({"figure": [name], "not_drawn": [reason]}))
+
+
+def plot_or_placeholder(name: str, draw: Callable[[], Plot]) -> Plot:
+    """``draw()``, or a :func:`placeholder` with a warning when the data are too few for this figure."""
+    try:
+        return draw()
+    except InsufficientData as error:
+        log.warning("figure %s not drawn: %s (it is a placeholder that says so)", name, error)
+        return placeholder(name, str(error))
 
 
 def regression_panel(ax, x: np.ndarray, y: np.ndarray, keep: np.ndarray, colour=None, norm=None, cmap="rainbow") -> dict:

@@ -15,19 +15,8 @@ from pathlib import Path
 
 import torch
 
+from .config import random_spec
 from .io import write_manifest
-
-# Sizes of an ``init: random`` entry when it does not set them: small enough for a 2-core CPU.
-RANDOM_DEFAULTS = {
-    "vocab_size": 2000,  # trained tokenizer's vocabulary
-    "hidden_size": 64,
-    "num_layers": 4,
-    "num_heads": 4,
-    "intermediate_size": 128,
-    "max_positions": 512,
-    "seed": 0,
-    "learning_rate": 1e-3,  # revisions stepN: AdamW
-}
 
 ARCH_SPECIALS = {
     "bert": ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
@@ -104,11 +93,6 @@ def randomise_layer_norms(model: torch.nn.Module, generator: torch.Generator) ->
             if isinstance(module, torch.nn.LayerNorm):
                 module.weight.copy_(0.5 + torch.rand(module.weight.shape, generator=generator))
                 module.bias.copy_(0.1 * torch.randn(module.bias.shape, generator=generator))
-
-
-def random_spec(entry: dict) -> dict:
-    """The entry's sizes and seed, with :data:`RANDOM_DEFAULTS` for those it omits."""
-    return {key: entry.get(key, default) for key, default in RANDOM_DEFAULTS.items()}
 
 
 def build_random_model(entry: dict, texts, out_dir, merge_markers: bool = True) -> None:

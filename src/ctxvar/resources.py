@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pyarrow.compute as pc
 
 from . import hub
+from .config import random_spec
 from .errors import CtxvarError
 from .io import read_table
 
@@ -54,8 +55,6 @@ def shard_tokens(shard_path) -> int:
 def model_shape(entry: dict, source: str) -> ModelShape:
     """The model's shape without loading it; :data:`FALLBACK_SHAPE` when it cannot be known yet."""
     if entry.get("init") in ("random", "gaussian"):
-        from .random_models import random_spec
-
         spec = random_spec(entry)
         layers = spec["num_layers"] if entry.get("init") == "random" else int(entry.get("layer_norm", True))
         return ModelShape(layers + 1, spec["hidden_size"], spec["vocab_size"])

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+import math
+import os
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .io import read_table, write_table
+from .errors import CtxvarError
+from .io import ParquetInput, read_table, write_table
+
+log = logging.getLogger(__name__)
 
 
 def sentence_cost(n_chars: np.ndarray) -> np.ndarray:
@@ -41,6 +48,9 @@ def write_shards(sentences_path, shard_paths: list, chunk_sentences: int) -> Non
     ``shard_paths[i]`` with a ``chunk`` column; sentences keep sample order.
     """
     table = read_table(sentences_path)
+    warning = empty_shards_warning(table.num_rows, chunk_sentences, len(shard_paths))
+    if warning:
+        log.warning("%s", warning)
     cost = sentence_cost(pc.utf8_length(table.column("text")).to_numpy(zero_copy_only=False))
     chunk = np.empty(len(cost), dtype=np.int64)
     chunk[np.argsort(cost, kind="stable")] = np.arange(len(cost)) // chunk_sentences
@@ -48,3 +58,28 @@ def write_shards(sentences_path, shard_paths: list, chunk_sentences: int) -> Non
     table = table.append_column("chunk", pa.array(chunk))
     for index, path in enumerate(shard_paths):
         write_table(table.filter(pa.array(shard_of_chunk[chunk] == index)), path, metadata={"shard": index, "n_shards": len(shard_paths)})
+
+
+def empty_shards_warning(n_sentences: int | None, chunk_sentences: int, n_shards: int) -> str | None:
+    """Why some shards would be empty (whole chunks are dealt to shards), or None; None also when unknown."""
+    if n_sentences is None:
+        return None
+    chunks = math.ceil(n_sentences / chunk_sentences)
+    if n_shards <= chunks:
+        return None
+    return (f"shards: {n_shards - chunks} of the {n_shards} shards will be empty: {n_sentences} sentences make only "
+            f"{chunks} chunk(s) of chunk_sentences {chunk_sentences}, and each still costs an extraction job per model; "
+            f"set shards: {max(chunks, 1)} or lower chunk_sentences")
+
+
+def known_sentence_count(corpus: dict, sentences_path) -> int | None:
+    """The corpus's sentence count where it is known before any job runs: the sampled file if it exists,
+    else at most ``fraction`` of a synthetic corpus; None otherwise."""
+    if os.path.exists(sentences_path):
+        try:
+            return ParquetInput(sentences_path).num_rows
+        except CtxvarError:
+            return None  # the jobs that read it report it
+    if corpus["source"] == "synthetic":
+        return math.ceil(corpus["fraction"] * corpus["synthetic"]["n_sentences"])
+    return None

@@ -1,14 +1,14 @@
 rule layer_statistics:
     input:
-        stats="results/{model}/stats.parquet",
+        stats=results("{model}/stats.parquet"),
     output:
-        layers="results/{model}/layers.csv",
+        layers=results("{model}/layers.csv"),
     params:
         analysis=canonical(config["analysis"]),
     log:
-        "logs/{model}/layer_statistics.log",
+        logs("{model}/layer_statistics.log"),
     benchmark:
-        "benchmarks/{model}/layer_statistics.tsv"
+        benchmarks("{model}/layer_statistics.tsv")
     conda:
         "../../envs/analysis.yaml"
     script:
@@ -19,15 +19,15 @@ rule geometry_statistics:
     input:
         unpack(geometry_inputs),
     output:
-        geometry="results/{model}/geometry.csv",
+        geometry=results("{model}/geometry.csv"),
     params:
         analysis=canonical(config["analysis"]),
         spectrum_k=GEOMETRY["spectrum_k"],
         seed=GEOMETRY["seed"],
     log:
-        "logs/{model}/geometry_statistics.log",
+        logs("{model}/geometry_statistics.log"),
     benchmark:
-        "benchmarks/{model}/geometry_statistics.tsv"
+        benchmarks("{model}/geometry_statistics.tsv")
     conda:
         "../../envs/analysis.yaml"
     script:
@@ -36,20 +36,20 @@ rule geometry_statistics:
 
 rule summarise_models:
     input:
-        layers=expand("results/{model}/layers.csv", model=MODELS),
-        geometry=expand("results/{model}/geometry.csv", model=MODELS),
-        runs=expand("results/{model}/run.json", model=MODELS),
+        layers=expand(results("{model}/layers.csv"), model=MODELS),
+        geometry=expand(results("{model}/geometry.csv"), model=MODELS),
+        runs=expand(results("{model}/run.json"), model=MODELS),
     output:
-        layers="results/summary/layers.csv",
-        geometry="results/summary/geometry.csv",
-        models="results/summary/models.csv",
+        layers=results("summary/layers.csv"),
+        geometry=results("summary/geometry.csv"),
+        models=results("summary/models.csv"),
     params:
         models=list(MODELS),
         families={model: entry.get("family") for model, entry in MODELS.items()},
     log:
-        "logs/summary/summarise_models.log",
+        logs("summary/summarise_models.log"),
     benchmark:
-        "benchmarks/summary/summarise_models.tsv"
+        benchmarks("summary/summarise_models.tsv")
     conda:
         "../../envs/analysis.yaml"
     script:

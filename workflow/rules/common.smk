@@ -2,24 +2,53 @@ import json
 import os
 import re
 import shutil
+import sys
 
 from snakemake.utils import validate
 
 from ctxvar import resources as estimates
 from ctxvar.config import (check_config, check_schema, checkpoint_families, extraction_config_hash, extraction_geometry,
-                           models_by_id, pca_model)
+                           load_config_file, models_by_id, pca_model, run_name)
 from ctxvar.catalogue import (CHECKPOINT_FIGURE, GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES,
                               PCA_FIGURES, SUMMARY_FIGURES)
+from ctxvar.disk import check_free_space
+from ctxvar.errors import CtxvarError
+from ctxvar.sharding import known_sentence_count, empty_shards_warning
 
-check_schema(config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml"))  # one readable line
-validate(config, "../schemas/config.schema.yaml")  # fills in the schema's defaults
-check_config(config)
+try:  # the whole config contract, before any job: one line and exit status 1 for the first violation
+    CONFIG_FILES = {path: load_config_file(path) for path in map(str, workflow.configfiles)}  # refuses duplicate keys
+    check_schema(config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml"))
+    validate(config, "../schemas/config.schema.yaml")  # fills in the schema's defaults
+    check_config(config)
+    RUN = run_name(config, {str(path): CONFIG_FILES[str(path)] for path in workflow.overwrite_configfiles},
+                   workflow.config_settings.overwrite_config or {})
+    MODELS = models_by_id(config)
+    check_free_space(config, f"results/{RUN}")  # once the corpus is split; extraction jobs check again as they start
+except CtxvarError as error:
+    sys.exit(f"ctxvar error: {error}")
 
-MODELS = models_by_id(config)
+
+def results(path):
+    """``path`` in this run's results folder: runs with different ``run`` names never touch each other's files."""
+    return f"results/{RUN}/{path}"
+
+
+def logs(path):
+    return f"logs/{RUN}/{path}"
+
+
+def benchmarks(path):
+    return f"benchmarks/{RUN}/{path}"
+
+
 SHARDS = [str(i) for i in range(config["shards"])]
 PCA_MODEL = pca_model(config)
 FAMILIES = checkpoint_families(MODELS)  # {family: [id@revision, …]} from revisions:
 GEOMETRY = config["geometry"]
+EMPTY_SHARDS = empty_shards_warning(known_sentence_count(config["corpus"], results("corpus/sentences.parquet")),
+                                    config["chunk_sentences"], config["shards"])
+if EMPTY_SHARDS:
+    print(f"ctxvar warning: {EMPTY_SHARDS}", file=sys.stderr)
 
 
 wildcard_constraints:
@@ -29,20 +58,28 @@ wildcard_constraints:
 
 def final_outputs():
     return [
-        *expand("results/{model}/tokens.parquet", model=MODELS),
-        *expand("results/{model}/layers.csv", model=MODELS),
-        "results/summary/layers.csv",
-        "results/summary/models.csv",
-        *expand("results/{model}/figures/{figure}.{ext}", model=MODELS, figure=MODEL_FIGURES, ext=FIGURE_FILES),
-        *expand("results/figures/{figure}.{ext}", figure=SUMMARY_FIGURES, ext=FIGURE_FILES),
-        *expand("results/{model}/figures/{figure}.{ext}", model=PCA_MODEL, figure=PCA_FIGURES, ext=FIGURE_FILES),
-        *expand("results/{model}/table2.{ext}", model=PCA_MODEL, ext=("csv", "tex")),
-        *expand("results/{model}/geometry.csv", model=MODELS),
-        "results/summary/geometry.csv",
-        *expand("results/{model}/figures/{figure}.{ext}", model=MODELS, figure=GEOMETRY_MODEL_FIGURES, ext=FIGURE_FILES),
-        *expand("results/figures/{figure}.{ext}", figure=GEOMETRY_SUMMARY_FIGURES, ext=FIGURE_FILES),
-        *expand("results/figures/checkpoints/{family}.{ext}", family=FAMILIES, ext=FIGURE_FILES),
+        *expand(results("{model}/tokens.parquet"), model=MODELS),
+        *expand(results("{model}/layers.csv"), model=MODELS),
+        results("summary/layers.csv"),
+        results("summary/models.csv"),
+        *expand(results("{model}/figures/{figure}.{ext}"), model=MODELS, figure=MODEL_FIGURES, ext=FIGURE_FILES),
+        *expand(results("figures/{figure}.{ext}"), figure=SUMMARY_FIGURES, ext=FIGURE_FILES),
+        *expand(results("{model}/figures/{figure}.{ext}"), model=PCA_MODEL, figure=PCA_FIGURES, ext=FIGURE_FILES),
+        *expand(results("{model}/table2.{ext}"), model=PCA_MODEL, ext=("csv", "tex")),
+        *expand(results("{model}/geometry.csv"), model=MODELS),
+        results("summary/geometry.csv"),
+        *expand(results("{model}/figures/{figure}.{ext}"), model=MODELS, figure=GEOMETRY_MODEL_FIGURES, ext=FIGURE_FILES),
+        *expand(results("figures/{figure}.{ext}"), figure=GEOMETRY_SUMMARY_FIGURES, ext=FIGURE_FILES),
+        *expand(results("figures/checkpoints/{family}.{ext}"), family=FAMILIES, ext=FIGURE_FILES),
     ]
+
+
+def partial_outputs():
+    """An extraction job's files, the sums and the geometry sums config asks for; deleted once merged (temp)
+    unless ``keep_partials``."""
+    prefix = results("partials/{model}/{shard}")
+    files = {"partial": f"{prefix}.parquet", **geometry_files(prefix)}
+    return {name: path if config["keep_partials"] else temp(path) for name, path in files.items()}
 
 
 def geometry_files(prefix):
@@ -73,7 +110,7 @@ def figure_needs(wildcards):
 
 def model_figure_inputs(wildcards):
     """Only what the figure draws, so that a change elsewhere does not re-plot it."""
-    inputs = {name: f"results/{wildcards.model}/{file}" for name, file in
+    inputs = {name: results(f"{wildcards.model}/{file}") for name, file in
               (("layers", "layers.csv"), ("tokens", "tokens.parquet"), ("geometry", "geometry.csv"))}
     return {name: path for name, path in inputs.items() if name in figure_needs(wildcards)}
 
@@ -81,10 +118,10 @@ def model_figure_inputs(wildcards):
 def summary_figure_inputs(wildcards):
     """Only what the figure draws, so that e.g. Fig. 9 (corpus only) does not re-run when models change."""
     inputs = {
-        "layers": "results/summary/layers.csv",
-        "geometry": "results/summary/geometry.csv",
-        "tokens": expand("results/{model}/tokens.parquet", model=MODELS),
-        "sentences": "results/corpus/sentences.parquet",
+        "layers": results("summary/layers.csv"),
+        "geometry": results("summary/geometry.csv"),
+        "tokens": expand(results("{model}/tokens.parquet"), model=MODELS),
+        "sentences": results("corpus/sentences.parquet"),
     }
     return {name: path for name, path in inputs.items() if name in figure_needs(wildcards)}
 
@@ -100,7 +137,7 @@ def figure_analysis(wildcards):
 
 
 def pca_points(wildcards):
-    return expand("results/{model}/pca/points/{shard}.parquet", model=wildcards.model, shard=SHARDS)
+    return expand(results("{model}/pca/points/{shard}.parquet"), model=wildcards.model, shard=SHARDS)
 
 
 def canonical(value):
@@ -147,14 +184,14 @@ def type_keying(wildcards):
 def model_source(wildcards):
     """Where extraction loads the model from: the built directory, or the Hub id / local path."""
     if is_built_locally(wildcards.model):
-        return f"results/models/{wildcards.model}"
+        return results(f"models/{wildcards.model}")
     return MODELS[wildcards.model]["name"]
 
 
 def extraction_inputs(wildcards):
-    inputs = {"shard": f"results/corpus/shards/{wildcards.shard}.parquet"}
+    inputs = {"shard": results(f"corpus/shards/{wildcards.shard}.parquet")}
     if is_built_locally(wildcards.model):
-        inputs["model"] = f"results/models/{wildcards.model}"
+        inputs["model"] = results(f"models/{wildcards.model}")
     return inputs
 
 
@@ -163,7 +200,7 @@ def partial_config_hash(wildcards):
 
 
 def model_partials(wildcards):
-    prefixes = expand("results/partials/{model}/{shard}", model=wildcards.model, shard=SHARDS)
+    prefixes = expand(results("partials/{model}/{shard}"), model=wildcards.model, shard=SHARDS)
     files = {"partials": [f"{prefix}.parquet" for prefix in prefixes]}
     for name in geometry_files(""):
         files[name] = [geometry_files(prefix)[name] for prefix in prefixes]
@@ -171,10 +208,10 @@ def model_partials(wildcards):
 
 
 def geometry_inputs(wildcards):
-    return {"stats": f"results/{wildcards.model}/stats.parquet", **geometry_files(f"results/{wildcards.model}/stats")}
+    return {"stats": results(f"{wildcards.model}/stats.parquet"), **geometry_files(results(f"{wildcards.model}/stats"))}
 
 
 def checkpoint_inputs(wildcards):
     members = FAMILIES[wildcards.family]
-    return {"layers": expand("results/{model}/layers.csv", model=members),
-            "geometry": expand("results/{model}/geometry.csv", model=members)}
+    return {"layers": expand(results("{model}/layers.csv"), model=members),
+            "geometry": expand(results("{model}/geometry.csv"), model=members)}

@@ -1,13 +1,13 @@
 rule sample_corpus:
     output:
-        sentences="results/corpus/sentences.parquet",
-        counts="results/corpus/counts.json",
+        sentences=results("corpus/sentences.parquet"),
+        counts=results("corpus/counts.json"),
     params:
         corpus=canonical(config["corpus"]),
     log:
-        "logs/corpus/sample_corpus.log",
+        logs("corpus/sample_corpus.log"),
     benchmark:
-        "benchmarks/corpus/sample_corpus.tsv"
+        benchmarks("corpus/sample_corpus.tsv")
     conda:
         "../../envs/extract.yaml"
     script:
@@ -16,16 +16,16 @@ rule sample_corpus:
 
 rule split_corpus:
     input:
-        sentences="results/corpus/sentences.parquet",
+        sentences=results("corpus/sentences.parquet"),
     output:
-        shards=expand("results/corpus/shards/{shard}.parquet", shard=SHARDS),
+        shards=expand(results("corpus/shards/{shard}.parquet"), shard=SHARDS),
     params:
         chunk_sentences=config["chunk_sentences"],
         n_shards=config["shards"],  # existing files 0…n−1 of another shard count must be rewritten
     log:
-        "logs/corpus/split_corpus.log",
+        logs("corpus/split_corpus.log"),
     benchmark:
-        "benchmarks/corpus/split_corpus.tsv"
+        benchmarks("corpus/split_corpus.tsv")
     conda:
         "../../envs/analysis.yaml"
     script:

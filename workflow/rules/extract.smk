@@ -2,8 +2,7 @@ rule extract_statistics:
     input:
         unpack(extraction_inputs),
     output:
-        partial="results/partials/{model}/{shard}.parquet",
-        **geometry_files("results/partials/{model}/{shard}"),
+        **partial_outputs(),
     params:
         model=model_entry,
         source=model_source,
@@ -19,9 +18,9 @@ rule extract_statistics:
         batch_tokens=16384,
         max_state_mb=0,  # cap on the sums' device memory; 0: half the GPU's memory (no cap on CPU)
     log:
-        "logs/partials/{model}/{shard}.log",
+        logs("partials/{model}/{shard}.log"),
     benchmark:
-        "benchmarks/partials/{model}/{shard}.tsv"
+        benchmarks("partials/{model}/{shard}.tsv")
     conda:
         "../../envs/extract.yaml"
     script:

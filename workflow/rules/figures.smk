@@ -2,19 +2,19 @@ rule plot_model_figure:
     input:
         unpack(model_figure_inputs),
     output:
-        png=report("results/{model}/figures/{figure}.png", caption="../report/figure.rst", category="{model}",
+        png=report(results("{model}/figures/{figure}.png"), caption="../report/figure.rst", category="{model}",
                    subcategory=figure_group),
-        pdf="results/{model}/figures/{figure}.pdf",
-        data="results/{model}/figures/{figure}.csv",
+        pdf=results("{model}/figures/{figure}.pdf"),
+        data=results("{model}/figures/{figure}.csv"),
     wildcard_constraints:
         figure="|".join([*MODEL_FIGURES, *GEOMETRY_MODEL_FIGURES]),
     params:
         caption=figure_caption,
         analysis=figure_analysis,
     log:
-        "logs/{model}/figures/{figure}.log",
+        logs("{model}/figures/{figure}.log"),
     benchmark:
-        "benchmarks/{model}/figures/{figure}.tsv"
+        benchmarks("{model}/figures/{figure}.tsv")
     conda:
         "../../envs/analysis.yaml"
     script:
@@ -25,10 +25,10 @@ rule plot_summary_figure:
     input:
         unpack(summary_figure_inputs),
     output:
-        png=report("results/figures/{figure}.png", caption="../report/figure.rst", category="All models",
+        png=report(results("figures/{figure}.png"), caption="../report/figure.rst", category="All models",
                    subcategory=figure_group),
-        pdf="results/figures/{figure}.pdf",
-        data="results/figures/{figure}.csv",
+        pdf=results("figures/{figure}.pdf"),
+        data=results("figures/{figure}.csv"),
     wildcard_constraints:
         figure="|".join([*SUMMARY_FIGURES, *GEOMETRY_SUMMARY_FIGURES]),
     params:
@@ -36,9 +36,9 @@ rule plot_summary_figure:
         models=figure_models,
         analysis=figure_analysis,
     log:
-        "logs/figures/{figure}.log",
+        logs("figures/{figure}.log"),
     benchmark:
-        "benchmarks/figures/{figure}.tsv"
+        benchmarks("figures/{figure}.tsv")
     conda:
         "../../envs/analysis.yaml"
     script:
@@ -49,19 +49,19 @@ rule plot_checkpoints:
     input:
         unpack(checkpoint_inputs),
     output:
-        png=report("results/figures/checkpoints/{family}.png", caption="../report/figure.rst", category="All models",
+        png=report(results("figures/checkpoints/{family}.png"), caption="../report/figure.rst", category="All models",
                    subcategory=CHECKPOINT_FIGURE.group),
-        pdf="results/figures/checkpoints/{family}.pdf",
-        data="results/figures/checkpoints/{family}.csv",
+        pdf=results("figures/checkpoints/{family}.pdf"),
+        data=results("figures/checkpoints/{family}.csv"),
     wildcard_constraints:
         family="|".join(re.escape(f) for f in FAMILIES) or "$^",
     params:
         caption=CHECKPOINT_FIGURE.caption,
         steps=lambda wildcards: {model: MODELS[model]["step"] for model in FAMILIES[wildcards.family]},
     log:
-        "logs/figures/checkpoints/{family}.log",
+        logs("figures/checkpoints/{family}.log"),
     benchmark:
-        "benchmarks/figures/checkpoints/{family}.tsv"
+        benchmarks("figures/checkpoints/{family}.tsv")
     conda:
         "../../envs/analysis.yaml"
     script:

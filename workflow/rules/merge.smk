@@ -2,14 +2,14 @@ rule merge_statistics:
     input:
         unpack(model_partials),
     output:
-        stats="results/{model}/stats.parquet",
-        **geometry_files("results/{model}/stats"),
-        tokens="results/{model}/tokens.parquet",
-        run="results/{model}/run.json",
+        stats=results("{model}/stats.parquet"),
+        **geometry_files(results("{model}/stats")),
+        tokens=results("{model}/tokens.parquet"),
+        run=results("{model}/run.json"),
     log:
-        "logs/{model}/merge_statistics.log",
+        logs("{model}/merge_statistics.log"),
     benchmark:
-        "benchmarks/{model}/merge_statistics.tsv"
+        benchmarks("{model}/merge_statistics.tsv")
     conda:
         "../../envs/analysis.yaml"
     script:

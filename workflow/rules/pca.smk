@@ -3,18 +3,18 @@
 
 rule select_pca_tokens:
     input:
-        stats="results/{model}/stats.parquet",
-        tokens="results/{model}/tokens.parquet",
+        stats=results("{model}/stats.parquet"),
+        tokens=results("{model}/tokens.parquet"),
     output:
-        selection="results/{model}/pca/selection.csv",
-        components="results/{model}/pca/components.csv",
+        selection=results("{model}/pca/selection.csv"),
+        components=results("{model}/pca/components.csv"),
     params:
         pca=canonical(config["figures"]["pca"]),
         analysis=canonical(config["analysis"]),
     log:
-        "logs/{model}/pca/select_pca_tokens.log",
+        logs("{model}/pca/select_pca_tokens.log"),
     benchmark:
-        "benchmarks/{model}/pca/select_pca_tokens.tsv"
+        benchmarks("{model}/pca/select_pca_tokens.tsv")
     conda:
         "../../envs/analysis.yaml"
     script:
@@ -24,10 +24,10 @@ rule select_pca_tokens:
 rule collect_pca_points:
     input:
         unpack(extraction_inputs),
-        selection="results/{model}/pca/selection.csv",
-        components="results/{model}/pca/components.csv",
+        selection=results("{model}/pca/selection.csv"),
+        components=results("{model}/pca/components.csv"),
     output:
-        points="results/{model}/pca/points/{shard}.parquet",
+        points=results("{model}/pca/points/{shard}.parquet"),
     params:
         model=model_entry,
         source=model_source,
@@ -40,9 +40,9 @@ rule collect_pca_points:
         runtime=extraction_runtime,
         batch_tokens=16384,
     log:
-        "logs/{model}/pca/points/{shard}.log",
+        logs("{model}/pca/points/{shard}.log"),
     benchmark:
-        "benchmarks/{model}/pca/points/{shard}.tsv"
+        benchmarks("{model}/pca/points/{shard}.tsv")
     conda:
         "../../envs/extract.yaml"
     script:
@@ -52,26 +52,26 @@ rule collect_pca_points:
 rule plot_pca:
     input:
         points=pca_points,
-        selection="results/{model}/pca/selection.csv",
-        tokens="results/{model}/tokens.parquet",
+        selection=results("{model}/pca/selection.csv"),
+        tokens=results("{model}/tokens.parquet"),
     output:
-        fig01=report("results/{model}/figures/fig01_pca.png", caption="../report/fig01.rst", category="{model}",
+        fig01=report(results("{model}/figures/fig01_pca.png"), caption="../report/fig01.rst", category="{model}",
                      subcategory=PCA_FIGURES["fig01_pca"].group),
-        fig01_pdf="results/{model}/figures/fig01_pca.pdf",
-        fig01_data="results/{model}/figures/fig01_pca.csv",
-        fig08=report("results/{model}/figures/fig08_selected_tokens.png", caption="../report/fig08.rst",
+        fig01_pdf=results("{model}/figures/fig01_pca.pdf"),
+        fig01_data=results("{model}/figures/fig01_pca.csv"),
+        fig08=report(results("{model}/figures/fig08_selected_tokens.png"), caption="../report/fig08.rst",
                      category="{model}", subcategory=PCA_FIGURES["fig08_selected_tokens"].group),
-        fig08_pdf="results/{model}/figures/fig08_selected_tokens.pdf",
-        fig08_data="results/{model}/figures/fig08_selected_tokens.csv",
-        table2="results/{model}/table2.csv",
-        table2_tex="results/{model}/table2.tex",
+        fig08_pdf=results("{model}/figures/fig08_selected_tokens.pdf"),
+        fig08_data=results("{model}/figures/fig08_selected_tokens.csv"),
+        table2=results("{model}/table2.csv"),
+        table2_tex=results("{model}/table2.tex"),
     params:
         captions={name: spec.caption for name, spec in PCA_FIGURES.items()},
         analysis=canonical(config["analysis"]),
     log:
-        "logs/{model}/pca/plot_pca.log",
+        logs("{model}/pca/plot_pca.log"),
     benchmark:
-        "benchmarks/{model}/pca/plot_pca.tsv"
+        benchmarks("{model}/pca/plot_pca.tsv")
     conda:
         "../../envs/analysis.yaml"
     script:

@@ -1,7 +1,11 @@
+from pathlib import Path
+
+from ctxvar.disk import check_free_space
 from ctxvar.extract import extract_shard, job_settings
 from ctxvar.jobs import job_log
 
 with job_log(snakemake.log[0]):
+    check_free_space(snakemake.config, Path(snakemake.output.partial).parents[2])  # results/{run}/partials/{model}/{shard}
     settings = job_settings(snakemake, config_hash=snakemake.params.config_hash)
     extract_shard(snakemake.input.shard, snakemake.output.partial, settings,
                   snakemake.output.get("moments"), snakemake.output.get("sample"))

@@ -1,0 +1,405 @@
+"""A sweep of hostile inputs: damaged bytes, encodings, config values, model files, corpora, disk.
+
+Every case ends in a one-line error that names the culprit and the remedy, or in a
+correct result; never in a raw exception, never in a wrong number. The workflow-level
+cases (runs that must not destroy each other, tiny corpora) are in test_workflow.py.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import logging
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from test_guards import extract, shard_of
+
+from ctxvar.config import check_config, check_schema, load_config_file, model_id, models_by_id, run_name
+from ctxvar.corpus import sample_sentences
+from ctxvar.disk import check_free_space
+from ctxvar.errors import ConfigError, CorpusError, DiskSpaceError, IntegrityError, ModelLoadError
+from ctxvar.io import (MANIFEST, read_csv, read_json, read_metadata, read_table, verify_manifest, write_csv, write_json,
+                       write_table)
+from ctxvar.merge import merge_partials
+from ctxvar.models import load_model, load_tokenizer
+from ctxvar.sharding import empty_shards_warning
+from ctxvar.sums import SumsFile
+from ctxvar.tokens import encode, type_table
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+DEMO = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+
+
+def one_line(error: pytest.ExceptionInfo) -> str:
+    message = str(error.value)
+    assert "\n" not in message and "Traceback" not in message, message
+    return message
+
+
+def flip(path: Path, position: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[position] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def data_region(path: Path) -> tuple[int, int]:
+    """[start, end) of a Parquet file's pages: after the 4 magic bytes, before the footer."""
+    size = path.stat().st_size
+    footer = int.from_bytes(path.read_bytes()[-8:-4], "little")
+    return 4, size - 8 - footer
+
+
+# --- bytes: every kind of file a later job reads ------------------------------------------------------------
+
+
+def sample_table() -> pa.Table:
+    rng = np.random.default_rng(0)
+    return pa.table({"layer": pa.array(np.zeros(300, np.int16)), "token": [f"t{i}" for i in range(300)],
+                     "n": rng.integers(1, 9, 300), "x": rng.normal(size=300)})
+
+
+@pytest.mark.parametrize("where", [0.0, 0.1, 0.35, 0.5, 0.8, 0.999])
+def test_a_flipped_byte_in_a_parquet_data_page_is_an_error_naming_the_file(tmp_path, where):
+    path = tmp_path / "stats.parquet"
+    write_table(sample_table(), path, metadata={"n_layers": 1})
+    start, end = data_region(path)
+    flip(path, start + int(where * (end - start - 1)))
+    with pytest.raises(IntegrityError) as error:
+        read_table(path)
+    assert one_line(error).startswith(f"{path}: ") and "delete it and re-run" in str(error.value)
+
+
+def test_every_byte_of_a_parquet_file_is_covered(tmp_path):
+    """Flipping any single byte anywhere either fails the read or leaves the data and metadata unchanged."""
+    path = tmp_path / "t.parquet"
+    write_table(sample_table().slice(0, 20), path, metadata={"model_id": "m", "n_layers": 1})
+    original = path.read_bytes()
+    reference = read_table(path)
+    for position in range(len(original)):
+        damaged = bytearray(original)
+        damaged[position] ^= 0x10
+        path.write_bytes(bytes(damaged))
+        try:
+            table, metadata = read_table(path), read_metadata(path)
+        except IntegrityError:
+            continue
+        assert table.equals(reference) and metadata == {"model_id": "m", "n_layers": 1}, f"silent change at byte {position}"
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "foreign"])
+def test_truncated_empty_and_foreign_parquet_files_are_refused(tmp_path, damage):
+    path = tmp_path / "shard.parquet"
+    if damage == "foreign":  # written by another program: no ctxvar checksum to trust
+        pq.write_table(sample_table(), path)
+    else:
+        write_table(sample_table(), path)
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2] if damage == "truncated" else b"")
+    with pytest.raises(IntegrityError, match=f"{path.name}: .*delete it and re-run") as error:
+        read_table(path)
+    one_line(error)
+
+
+@pytest.mark.parametrize("kind", ["csv", "json"])
+@pytest.mark.parametrize("damage", ["flipped", "missing checksum", "edited"])
+def test_csv_and_json_outputs_are_verified(tmp_path, kind, damage):
+    path = tmp_path / f"layers.{kind}"
+    if kind == "csv":
+        write_csv(pd.DataFrame({"layer": [0, 1], "slope_VM": [-0.65, -0.61]}), path)
+    else:
+        write_json({"n_tokens": 12345}, path)
+    if damage == "flipped":
+        flip(path, path.stat().st_size // 2)
+    elif damage == "missing checksum":
+        Path(f"{path}.sha256").unlink()
+    else:
+        path.write_text(path.read_text().replace("1", "7"))
+    with pytest.raises(IntegrityError, match=f"{path.name}: .*delete it and re-run") as error:
+        read_csv(path) if kind == "csv" else read_json(path)
+    one_line(error)
+
+
+def test_intact_csv_and_json_read_back_equal(tmp_path):
+    frame = pd.DataFrame({"token": ["a", "NA", ""], "n": [1, 2, 3]})
+    write_csv(frame, tmp_path / "t.csv")
+    write_json({"a": [1, 2]}, tmp_path / "t.json")
+    pd.testing.assert_frame_equal(read_csv(tmp_path / "t.csv", keep_default_na=False), frame, check_dtype=False)
+    assert read_json(tmp_path / "t.json") == {"a": [1, 2]}
+
+
+@pytest.mark.parametrize("file", ["model.safetensors", "tokenizer.json", "config.json"])
+def test_a_flipped_byte_in_a_locally_built_model_is_found(tmp_path, tiny_models, file):
+    model_dir = tmp_path / "built"
+    shutil.copytree(tiny_models["bert"], model_dir)
+    verify_manifest(model_dir)
+    flip(model_dir / file, (model_dir / file).stat().st_size // 2)
+    with pytest.raises(IntegrityError, match=f"{file}: does not match its SHA-256 in {MANIFEST}") as error:
+        verify_manifest(model_dir)
+    one_line(error)
+
+
+@pytest.fixture(scope="module")
+def partial(tmp_path_factory, tiny_models, corpus_texts):
+    tmp = tmp_path_factory.mktemp("partial")
+    extract(tiny_models["gpt2"], shard_of(tmp, corpus_texts[:60]), tmp / "partial.parquet")
+    return tmp / "partial.parquet"
+
+
+def test_merge_refuses_a_partial_with_a_flipped_byte(tmp_path, partial):
+    """Seen on the old main: a type seen once got V = 4.0 after a flip, where V must be 0."""
+    damaged = tmp_path / "3.parquet"
+    shutil.copy(partial, damaged)
+    start, end = data_region(damaged)
+    flip(damaged, (start + end) // 2)
+    with pytest.raises(IntegrityError, match="3.parquet.*delete it and re-run") as error:
+        merge_partials([damaged], tmp_path / "stats.parquet", tmp_path / "tokens.parquet")
+    one_line(error)
+    assert not (tmp_path / "stats.parquet").exists()
+
+
+def test_an_intact_partial_merges_to_v_zero_for_types_seen_once(tmp_path, partial):
+    merge_partials([partial], tmp_path / "stats.parquet", tmp_path / "tokens.parquet")
+    tokens = read_table(tmp_path / "tokens.parquet").to_pandas()
+    once = tokens[tokens["n"] == 1]
+    assert len(once) and np.allclose(once["V"], 0, atol=1e-9 * once["Q"].max())
+    assert SumsFile(tmp_path / "stats.parquet").n_layers == read_metadata(partial)["n_layers"]
+
+
+# --- encodings: text, jsonl and parquet sources; WordPiece, byte-level BPE and SentencePiece types -----------
+
+LINES = ["the cat sat on the mat .", "naïve café , déjà vu", "tab\tseparated words", "one more line here"]
+BASE = {"text_column": "text", "fraction": 1.0, "max_words": 63, "seed": 0, "sampling": "paper"}
+ENCODINGS = {"utf-8": b"", "utf-8 bom": codecs.BOM_UTF8, "utf-16": b"", "utf-16-be bom": codecs.BOM_UTF16_BE,
+             "utf-32": b""}
+
+
+def encoded(text: str, encoding: str) -> bytes:
+    codec = encoding.split()[0]
+    return ENCODINGS[encoding] + text.encode(codec)
+
+
+def corpus_file(tmp_path: Path, source: str, encoding: str) -> Path:
+    if source == "text":
+        path = tmp_path / "c.txt"
+        path.write_bytes(encoded("\n".join(LINES) + "\n", encoding))
+    else:
+        path = tmp_path / "c.jsonl"
+        path.write_bytes(encoded("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in LINES), encoding))
+    return path
+
+
+@pytest.mark.parametrize("source", ["text", "jsonl"])
+@pytest.mark.parametrize("encoding", list(ENCODINGS))
+def test_byte_order_marks_are_decoded(tmp_path, source, encoding):
+    table, counts = sample_sentences({**BASE, "source": source, "path": str(corpus_file(tmp_path, source, encoding))})
+    assert sorted(table.column("text").to_pylist()) == sorted(LINES)
+    assert counts["dropped_invalid_utf8"] == counts["dropped_control_characters"] == 0
+
+
+@pytest.mark.parametrize("source", ["text", "jsonl"])
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
+def test_utf16_without_a_byte_order_mark_is_refused_naming_the_encoding(tmp_path, source, codec):
+    path = tmp_path / f"c.{source}"
+    lines = LINES if source == "text" else [json.dumps({"text": t}) for t in LINES]
+    path.write_bytes("\n".join(lines).encode(codec))
+    with pytest.raises(CorpusError, match=f"looks like UTF-16 {codec[-2:].upper()} text without a byte-order mark") as error:
+        sample_sentences({**BASE, "source": source, "path": str(path)})
+    one_line(error)
+
+
+def test_parquet_text_with_marks_and_control_characters(tmp_path):
+    path = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"text": ["\ufeffthe cat sat", "nul\x00inside", "bell\x07", "zero\ufeffwidth", "tab\tok", "cr\rline"]}),
+                   path)
+    table, counts = sample_sentences({**BASE, "source": "parquet", "path": str(path)})
+    assert sorted(table.column("text").to_pylist()) == ["tab\tok", "the cat sat", "zerowidth"]
+    assert counts["dropped_control_characters"] == 3 and counts["removed_byte_order_mark"] == 2
+
+
+def sentencepiece_tokenizer(texts):
+    """A SentencePiece-style (▁ marker, Unigram) fast tokenizer trained locally."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    core = Tokenizer(models.Unigram())
+    core.pre_tokenizer = pre_tokenizers.Metaspace()
+    core.decoder = decoders.Metaspace()
+    core.train_from_iterator(texts, trainers.UnigramTrainer(vocab_size=120, special_tokens=["<s>", "</s>", "<unk>", "<pad>"],
+                                                            unk_token="<unk>"))
+    return PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>")
+
+
+@pytest.fixture(scope="module")
+def tokenizers_by_family(tiny_models, corpus_texts):
+    from transformers import AutoTokenizer
+
+    return {"wordpiece": AutoTokenizer.from_pretrained(tiny_models["bert"]),
+            "byte-level bpe": AutoTokenizer.from_pretrained(tiny_models["gpt2"]),
+            "sentencepiece": sentencepiece_tokenizer(corpus_texts + LINES)}
+
+
+@pytest.mark.parametrize("family", ["wordpiece", "byte-level bpe", "sentencepiece"])
+@pytest.mark.parametrize("source, encoding", [("text", "utf-8 bom"), ("jsonl", "utf-16"), ("text", "utf-32")])
+def test_no_byte_order_mark_ever_becomes_part_of_a_type(tmp_path, tokenizers_by_family, family, source, encoding):
+    tokenizer = tokenizers_by_family[family]
+    marked = sample_sentences({**BASE, "source": source, "path": str(corpus_file(tmp_path, source, encoding))})[0]
+    plain_dir = tmp_path / "plain"
+    plain_dir.mkdir()
+    plain = sample_sentences({**BASE, "source": source, "path": str(corpus_file(plain_dir, source, "utf-8"))})[0]
+    types = {}
+    for name, table in (("marked", marked), ("plain", plain)):
+        texts = sorted(table.column("text").to_pylist())
+        types[name] = type_table(tokenizer, encode(tokenizer, texts).ids, merge_markers=True)[0].tolist()
+    assert types["marked"] == types["plain"]
+    assert not any("\ufeff" in t or "ï»¿" in t for t in types["marked"])
+
+
+# --- config values ---------------------------------------------------------------------------------------------
+
+
+def demo_with(**changes) -> dict:
+    config = json.loads(json.dumps(DEMO))
+    for dotted, value in changes.items():
+        *parents, key = dotted.split("__")
+        target = config
+        for parent in parents:
+            target = target[int(parent)] if parent.isdigit() else target[parent]
+        target[key] = value
+    return config
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"models__0__id": "tiny-bert\n"}, "models.0.id: 'tiny-bert\\\\n'|id 'tiny-bert\\\\n' is not usable"),
+    ({"models__0__id": "../escape"}, "not usable"),
+    ({"analysis__min_log10_n": 3, "analysis__max_log10_n": 2}, "min_log10_n \\(3\\) is above max_log10_n \\(2\\)"),
+    ({"corpus__fraction": math.nan}, "corpus.fraction: nan is not a finite number"),
+    ({"corpus__synthetic__zipf_exponent": math.inf}, "zipf_exponent: inf is not a finite number"),
+    ({"analysis__max_log10_n": -math.inf}, "max_log10_n: -inf is not a finite number"),
+    ({"corpus__seed": 2**32}, "corpus.seed: 4294967296 is greater than the maximum"),
+    ({"corpus__seed": -1}, "corpus.seed: -1 is less than the minimum"),
+    ({"models__0__seed": 2**40}, "models.0.seed: .* is greater than the maximum"),
+    ({"figures__pca__seed": 2**33}, "figures.pca.seed"),
+    ({"shards": 2.0}, "shards: 2.0 is not a whole number"),
+    ({"chunk_sentences": 512.5}, "chunk_sentences: 512.5 is not a whole number"),
+    ({"shards": True}, "shards: True is not a whole number"),
+    ({"shards": "8"}, "shards: '8' is not a whole number"),
+    ({"shards": 0}, "shards: 0 is less than the minimum"),
+    ({"geometry__sample_size": 1e9}, "sample_size: 1000000000.0 is not a whole number"),
+    ({"models__0__hidden_size": 66}, "hidden_size 66 is not a multiple of num_heads 4"),
+    ({"models__4__revisions": ["step0", "step10\n"]}, "revision 'step10\\\\n' is not usable|revisions"),
+    ({"run": "my run"}, "run: 'my run' is not usable"),
+    ({"device": "gpu"}, "device: 'gpu' is not allowed; use one of auto, cuda, cpu"),
+])
+def test_bad_config_values_fail_at_start_with_one_line(changes, message):
+    config = demo_with(**changes)
+    with pytest.raises(ConfigError, match=message) as error:
+        check_schema(config, SCHEMA)
+        check_config(config)
+        models_by_id(config)
+    one_line(error)
+
+
+def test_a_model_name_with_a_trailing_newline_is_refused():
+    config = demo_with(models=[{"name": "gpt2\n"}])
+    with pytest.raises(ConfigError, match="name 'gpt2\\\\n' has leading or trailing spaces or control characters"):
+        check_config(config)
+
+
+def test_duplicate_yaml_keys_are_refused(tmp_path):
+    path = tmp_path / "study.yaml"
+    path.write_text("corpus:\n  source: synthetic\n  fraction: 1.0\n  fraction: 0.5\nmodels: []\n")
+    with pytest.raises(ConfigError, match="study.yaml: line 4: key 'fraction' appears twice") as error:
+        load_config_file(path)
+    one_line(error)
+
+
+def test_the_default_id_of_a_local_directory_is_its_name(tmp_path):
+    directory = tmp_path / "checkpoints" / "my-model"
+    directory.mkdir(parents=True)
+    assert model_id({"name": str(directory)}) == "my-model"
+    assert model_id({"name": str(directory) + "/"}) == "my-model"
+    assert model_id({"name": "./models/my-model"}) == "my-model"
+    assert model_id({"name": "EleutherAI/pythia-70m", "revision": "step1"}) == "EleutherAI--pythia-70m@step1"
+
+
+def test_run_names_keep_configs_apart():
+    assert run_name({"run": "paper"}, {}, {}) == "paper"
+    assert run_name({"run": "paper"}, {"config/demo.yaml": {"run": "demo"}}, {}) == "demo"
+    assert run_name({"run": "paper"}, {"studies/my_study.yaml": {"models": []}}, {}) == "my_study"  # never inherits paper
+    assert run_name({"run": "paper"}, {"a.yaml": {}}, {"run": "other"}) == "other"
+    with pytest.raises(ConfigError, match="run: 'my study' cannot name a results folder"):
+        run_name({}, {"my study.yaml": {}}, {})
+
+
+def test_more_shards_than_chunks_warns_how_many_would_be_empty():
+    assert empty_shards_warning(300, 1024, 8).startswith("shards: 7 of the 8 shards will be empty: 300 sentences make only 1")
+    assert empty_shards_warning(8192, 1024, 8) is None and empty_shards_warning(None, 1024, 8) is None
+
+
+# --- model files -----------------------------------------------------------------------------------------------
+
+
+def user_copy(tiny_models, tmp_path, arch="bert") -> Path:
+    model_dir = tmp_path / "user-model"
+    shutil.copytree(tiny_models[arch], model_dir, ignore=shutil.ignore_patterns(MANIFEST))
+    return model_dir
+
+
+@pytest.mark.parametrize("file, damage, load", [
+    ("model.safetensors", "truncate", "model"),
+    ("model.safetensors", "header", "model"),
+    ("config.json", "truncate", "model"),
+    ("config.json", "latin-1", "model"),
+    ("tokenizer.json", "truncate", "tokenizer"),
+    ("tokenizer_config.json", "truncate", "tokenizer"),
+])
+def test_a_damaged_model_file_is_named(tmp_path, tiny_models, file, damage, load):
+    model_dir = user_copy(tiny_models, tmp_path)
+    path = model_dir / file
+    data = path.read_bytes()
+    if damage == "truncate":
+        path.write_bytes(data[: len(data) // 2])
+    elif damage == "header":  # safetensors' JSON header starts after its 8-byte length
+        path.write_bytes(data[:8] + b"#" + data[9:])
+    else:
+        path.write_bytes(data.replace(b"{", b"{\"name\": \"caf\xe9\", ", 1))
+    entry = {"id": "m"}
+    with pytest.raises(ModelLoadError, match=f"{path} is damaged .*restore it") as error:
+        load_model(entry, str(model_dir), "float32", __import__("torch").device("cpu")) if load == "model" \
+            else load_tokenizer(entry, str(model_dir))
+    one_line(error)
+
+
+def test_custom_tokenizer_code_without_trust_remote_code_warns_of_the_fallback(tmp_path, tiny_models, caplog):
+    model_dir = user_copy(tiny_models, tmp_path)
+    config = json.loads((model_dir / "tokenizer_config.json").read_text())
+    config["auto_map"] = {"AutoTokenizer": [None, "custom.CustomTokenizerFast"]}
+    (model_dir / "tokenizer_config.json").write_text(json.dumps(config))
+    with caplog.at_level(logging.WARNING):
+        load_tokenizer({"id": "m"}, str(model_dir))
+    assert "tokenizer_config.json names custom code" in caplog.text and "trust_remote_code: true" in caplog.text
+
+
+# --- disk ------------------------------------------------------------------------------------------------------
+
+
+def test_a_run_that_does_not_fit_on_disk_fails_before_extraction_with_both_numbers(tmp_path, monkeypatch):
+    run_folder = tmp_path / "results" / "demo"
+    shards = run_folder / "corpus" / "shards"
+    shards.mkdir(parents=True)
+    for i in range(DEMO["shards"]):
+        write_table(pa.table({"text": ["a b c"] * 2000, "n_words": pa.array([3] * 2000, pa.int32())}), shards / f"{i}.parquet")
+    check_free_space(DEMO, run_folder)  # fits on this disk
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**12, 10**12 - 10**6, 10**6))
+    with pytest.raises(DiskSpaceError, match=r"needs up to \d+\.\d+ GB .* has 0\.00 GB free; free space") as error:
+        check_free_space(DEMO, run_folder)
+    one_line(error)
