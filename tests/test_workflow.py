@@ -52,7 +52,9 @@ def test_extraction_asks_for_a_gpu_only_on_cuda(tmp_path, device, gpus):
         ({"corpus": {**DEMO["corpus"], "fraction": 0}}, "corpus.fraction: 0 is less than or equal to the minimum of 0"),
         ({"shards": 0}, "shards: 0 is less than the minimum of 1"),
         ({"dtype": "fp8"}, "dtype: 'fp8' is not allowed; use one of float32, bfloat16, float16"),
-        ({"shards": "eight"}, "shards: 'eight' is not of type 'integer'"),
+        ({"shards": "eight"}, "ctxvar error: shards: 'eight' is not a whole number"),
+        ({"shards": 2.0}, "ctxvar error: shards: 2.0 is not a whole number"),
+        ({"analysis": {"min_log10_n": 4, "max_log10_n": 2}}, "ctxvar error: analysis: min_log10_n (4) is above max_log10_n (2)"),
         ({"corpus": {**DEMO["corpus"], "source": "csv"}}, "corpus.source: 'csv' is not allowed; use one of hf, text, parquet, jsonl"),
         ({"corpus": {**DEMO["corpus"], "source": "text", "path": "missing.txt"}}, "corpus.path: file not found: missing.txt"),
         ({"modles": []}, "Additional properties are not allowed ('modles' was unexpected)"),
@@ -62,6 +64,7 @@ def test_extraction_asks_for_a_gpu_only_on_cuda(tmp_path, device, gpus):
 def test_bad_config_stops_before_any_job_with_a_readable_line(tmp_path, change, message):
     run = snakemake(tmp_path, {**DEMO, **change}, "-n")
     assert run.returncode != 0 and message in run.stderr + run.stdout
+    assert "Traceback" not in run.stderr and 'File "' not in run.stderr
     assert not (tmp_path / "results").exists()
 
 
@@ -218,3 +221,48 @@ def test_uncached_hub_model_fails_its_job_with_one_line(tmp_path):
     assert run.returncode != 0
     assert "ctxvar error: model 'bert-base-uncased' (bert-base-uncased) is not in the HF cache" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+@pytest.fixture
+def demo_copy(tmp_path, demo):
+    """A writable copy of the finished demo (results, logs and Snakemake's metadata, mtimes kept)."""
+    copied = tmp_path / "demo"
+    shutil.copytree(demo, copied, symlinks=True)
+    return copied
+
+
+def test_a_failing_paper_run_leaves_the_demo_intact(demo_copy):
+    """The README's order on a machine without the Hub: demo, then the paper config, which fails."""
+    before = {p: p.read_bytes() for p in (demo_copy / "results" / "demo").rglob("*") if p.is_file()}
+    paper = snakemake(demo_copy, REPO / "config.yaml", env={"HF_HUB_OFFLINE": "1"})
+    assert paper.returncode != 0 and "ctxvar error: corpus:" in paper.stderr
+    assert {p: p.read_bytes() for p in (demo_copy / "results" / "demo").rglob("*") if p.is_file()} == before
+    again = snakemake(demo_copy, REPO / "config" / "demo.yaml", "-n")
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_a_flipped_byte_in_merged_sums_fails_every_reader_naming_the_file(demo_copy):
+    stats = demo_copy / "results" / "demo" / "tiny-bert" / "stats.parquet"
+    data = bytearray(stats.read_bytes())
+    data[len(data) // 3] ^= 0x01  # inside the data pages
+    stats.write_bytes(bytes(data))
+    layers = demo_copy / "results" / "demo" / "tiny-bert" / "layers.csv"
+    before = layers.read_bytes()
+    run = snakemake(demo_copy, REPO / "config" / "demo.yaml", "--keep-going")
+    assert run.returncode != 0
+    assert f"ctxvar error: results/demo/tiny-bert/stats.parquet" in run.stderr and "delete it and re-run" in run.stderr
+    assert layers.read_bytes() == before, "a corrupt input must never become a new table"
+
+
+def test_a_corpus_too_small_for_fig1_still_gives_every_core_output(tmp_path):
+    config = {**copy.deepcopy(DEMO), "models": DEMO["models"][:1], "shards": 2, "chunk_sentences": 2}
+    config["corpus"]["synthetic"] = {**config["corpus"]["synthetic"], "n_sentences": 3}
+    run = snakemake(tmp_path, config)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "ctxvar warning: figures fig01_pca and fig08_selected_tokens not drawn" in run.stderr
+    results = tmp_path / "results" / "demo"
+    for output in ("tiny-bert/tokens.parquet", "tiny-bert/layers.csv", "tiny-bert/geometry.csv", "summary/layers.csv",
+                   "figures/fig02_variance_on_mean.png", "tiny-bert/table2.csv"):
+        assert (results / output).exists(), output
+    assert "corpus is too small" in pd.read_csv(results / "tiny-bert" / "figures" / "fig01_pca.csv")["not_drawn"][0]
+    assert pd.read_parquet(results / "tiny-bert" / "tokens.parquet")["n"].sum() > 0

@@ -13,6 +13,8 @@ S ∈ {Q, M, V}.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
 from scipy import stats
@@ -30,6 +32,8 @@ COLUMNS = [
     "slope_logM", "intercept_logM", "r2_logM",
     "slope_logV", "intercept_logV", "r2_logV",
 ]
+
+log = logging.getLogger(__name__)
 
 
 def frequency_filter(count: np.ndarray, min_log10_n: float, max_log10_n: float) -> np.ndarray:
@@ -95,4 +99,8 @@ def layers_table(stats_path, min_log10_n: float, max_log10_n: float) -> pd.DataF
         part = sums.layer(layer, columns=["n", "sum", "sum_sq"])
         rows.append(layer_statistics(part.count, part.sum, part.sum_sq, layer, sums.n_layers, min_log10_n, max_log10_n,
                                      sums.metadata.get("final_norm", False)))
-    return pd.DataFrame(rows, columns=COLUMNS)
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    if not table["n_types"].any():
+        log.warning("%s: no token type has %s ≤ log10 n_t ≤ %s, so the per-layer statistics are empty (NaN); use a larger "
+                    "corpus or widen analysis.min_log10_n … max_log10_n", stats_path, min_log10_n, max_log10_n)
+    return table
