@@ -25,8 +25,8 @@ from test_guards import extract, shard_of
 
 from ctxvar.config import check_config, check_schema, load_config_file, model_id, models_by_id, run_name
 from ctxvar.corpus import sample_sentences
-from ctxvar.disk import check_free_space
-from ctxvar.errors import ConfigError, CorpusError, DiskSpaceError, IntegrityError, ModelLoadError
+from ctxvar.disk import check_free_space, planned_bytes
+from ctxvar.errors import ConfigError, CorpusError, DiskSpaceError, IntegrityError, ModelLoadError, StatisticsError
 from ctxvar.io import (MANIFEST, read_csv, read_json, read_metadata, read_table, verify_manifest, write_csv, write_json,
                        write_table)
 from ctxvar.merge import merge_partials
@@ -164,6 +164,13 @@ def test_merge_refuses_a_partial_with_a_flipped_byte(tmp_path, partial):
         merge_partials([damaged], tmp_path / "stats.parquet", tmp_path / "tokens.parquet")
     one_line(error)
     assert not (tmp_path / "stats.parquet").exists()
+
+
+def test_merge_refuses_a_partial_of_another_configuration(tmp_path, partial):
+    with pytest.raises(StatisticsError, match="partial.parquet was made under another configuration .*delete it and re-run") as error:
+        merge_partials([partial], tmp_path / "stats.parquet", tmp_path / "tokens.parquet", config_hash="0123456789abcdef")
+    one_line(error)
+    merge_partials([partial], tmp_path / "stats.parquet", tmp_path / "tokens.parquet", config_hash="h")
 
 
 def test_an_intact_partial_merges_to_v_zero_for_types_seen_once(tmp_path, partial):
@@ -400,6 +407,24 @@ def test_a_run_that_does_not_fit_on_disk_fails_before_extraction_with_both_numbe
         write_table(pa.table({"text": ["a b c"] * 2000, "n_words": pa.array([3] * 2000, pa.int32())}), shards / f"{i}.parquet")
     check_free_space(DEMO, run_folder)  # fits on this disk
     monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**12, 10**12 - 10**6, 10**6))
-    with pytest.raises(DiskSpaceError, match=r"needs up to \d+\.\d+ GB .* has 0\.00 GB free; free space") as error:
+    expected = r"needs up to \d+\.\d+ GB \(merged sums plus one model.s partials\) .* has 0\.00 GB free; free space"
+    with pytest.raises(DiskSpaceError, match=expected) as error:
         check_free_space(DEMO, run_folder)
     one_line(error)
+    monkeypatch.setenv("CTXVAR_SKIP_DISK_CHECK", "1")
+    check_free_space(DEMO, run_folder)
+
+
+def test_a_run_that_fits_only_one_model_at_a_time_gets_a_warning(tmp_path, monkeypatch, caplog):
+    run_folder = tmp_path / "results" / "demo"
+    (run_folder / "corpus" / "shards").mkdir(parents=True)
+    for i in range(DEMO["shards"]):
+        write_table(pa.table({"text": ["a b c"] * 2000, "n_words": pa.array([3] * 2000, pa.int32())}),
+                    run_folder / "corpus" / "shards" / f"{i}.parquet")
+    peak, all_at_once = planned_bytes(DEMO, run_folder)
+    assert 0 < peak < all_at_once
+    free = (peak + all_at_once) // 2
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**12, 10**12 - free, free))
+    with caplog.at_level(logging.WARNING):
+        check_free_space(DEMO, run_folder)
+    assert "fits the run one model at a time" in caplog.text

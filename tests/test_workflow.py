@@ -250,7 +250,7 @@ def test_a_flipped_byte_in_merged_sums_fails_every_reader_naming_the_file(demo_c
     before = layers.read_bytes()
     run = snakemake(demo_copy, REPO / "config" / "demo.yaml", "--keep-going")
     assert run.returncode != 0
-    assert f"ctxvar error: results/demo/tiny-bert/stats.parquet" in run.stderr and "delete it and re-run" in run.stderr
+    assert "ctxvar error: results/demo/tiny-bert/stats.parquet" in run.stderr and "delete it and re-run" in run.stderr
     assert layers.read_bytes() == before, "a corrupt input must never become a new table"
 
 

@@ -33,7 +33,6 @@ RANDOM_DEFAULTS = {
 }
 
 
-
 def random_spec(entry: dict) -> dict:
     """The entry's sizes and seed, with :data:`RANDOM_DEFAULTS` for those it omits."""
     return {key: entry.get(key, default) for key, default in RANDOM_DEFAULTS.items()}

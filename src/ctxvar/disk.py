@@ -1,8 +1,10 @@
 """Disk: the bytes a run's sums will take, checked against the free space before extraction runs.
 
-Sizes are upper bounds, uncompressed, with every partial of the run on disk at
-once (with ``keep_partials: false`` each model's partials go once merged, so the
-real peak is lower). For a shard of N tokens and a model with L hidden states of
+Sizes are upper bounds, uncompressed. With ``keep_partials: false`` (the
+default) each model's partials are deleted once merged, so the peak is the
+merged files plus the partials of the models in flight: a run that cannot fit
+even one model at a time fails at start; one that cannot fit every partial at
+once gets a warning. For a shard of N tokens and a model with L hidden states of
 width d and a vocabulary of V entries, the shard holds U ≤ min(V, N) types and
 
     partial sums      U · L · (8 · (d + 2) + 24)     (+ U · L · 8d with geometry.cosine)
@@ -15,12 +17,15 @@ The merged files are the same with N the whole corpus, plus tokens.parquet
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 
 from .config import models_by_id
 from .errors import DiskSpaceError
 from .resources import ModelShape, model_shape, shard_tokens
+
+log = logging.getLogger(__name__)
 
 ROW_OVERHEAD = 24  # token string, layer and n per row, roughly
 TOKEN_TABLE_ROW = 64  # tokens.parquet: layer, token, n, Q, M, V, self-similarity
@@ -39,40 +44,47 @@ def sums_bytes(tokens: int, shape: ModelShape, geometry: dict) -> int:
     return total
 
 
-def planned_bytes(config: dict, run_folder) -> int | None:
-    """Bytes still to be written by the run's extraction and merge jobs: partials not yet on disk, merged files
-    of models not yet merged. None while the corpus shards do not exist (nothing to estimate from yet)."""
+def planned_bytes(config: dict, run_folder) -> tuple[int, int] | None:
+    """``(peak, all_at_once)``: bytes still to be written by the run's extraction and merge jobs, with one model's
+    partials on disk at a time (merged as each model completes) or with every partial at once; both count the
+    merged files of the models not merged yet. None while the corpus shards do not exist (nothing to estimate from)."""
     shards = [os.path.join(run_folder, "corpus", "shards", f"{i}.parquet") for i in range(config["shards"])]
     if not all(map(os.path.exists, shards)):
         return None
     tokens = [shard_tokens(path) for path in shards]
-    total = 0
+    merged, partials = 0, []
     for mid, entry in models_by_id(config).items():
         if os.path.exists(os.path.join(run_folder, mid, "stats.parquet")):
             continue
         shape = model_shape(entry, os.path.join(run_folder, "models", mid) if entry.get("init") in ("random", "gaussian")
                             else entry["name"])
-        for shard, count in enumerate(tokens):
-            if not os.path.exists(os.path.join(run_folder, "partials", mid, f"{shard}.parquet")):
-                total += sums_bytes(count, shape, config["geometry"])
-        total += sums_bytes(sum(tokens), shape, config["geometry"])
-        total += min(shape.vocab_size, sum(tokens)) * shape.n_layers * TOKEN_TABLE_ROW
-    return total
+        partials.append(sum(sums_bytes(count, shape, config["geometry"]) for shard, count in enumerate(tokens)
+                            if not os.path.exists(os.path.join(run_folder, "partials", mid, f"{shard}.parquet"))))
+        merged += sums_bytes(sum(tokens), shape, config["geometry"])
+        merged += min(shape.vocab_size, sum(tokens)) * shape.n_layers * TOKEN_TABLE_ROW
+    return merged + max(partials, default=0), merged + sum(partials)
 
 
 def check_free_space(config: dict, run_folder) -> None:
-    """Raise :class:`DiskSpaceError` if the run's remaining sums do not fit in the free space of ``run_folder``'s disk."""
-    needed = planned_bytes(config, run_folder)
-    if needed is None:
+    """Raise :class:`DiskSpaceError` if the run's remaining sums cannot fit in the free space of ``run_folder``'s
+    disk even one model at a time; warn if they may not fit when several models' partials coexist.
+    ``CTXVAR_SKIP_DISK_CHECK=1`` skips the check (the estimate is an upper bound)."""
+    planned = None if os.environ.get("CTXVAR_SKIP_DISK_CHECK") == "1" else planned_bytes(config, run_folder)
+    if planned is None:
         return
     folder = os.path.abspath(run_folder)
     while not os.path.exists(folder):
         folder = os.path.dirname(folder)
     free = shutil.disk_usage(folder).free
-    if needed > free:
+    peak, all_at_once = planned
+    if peak > free:
         raise DiskSpaceError(
-            f"disk: this run still needs up to {needed / 1e9:.2f} GB for partial and merged sums, but {folder} has "
-            f"{free / 1e9:.2f} GB free; free space, run on a larger disk (snakemake --directory DIR), set "
+            f"disk: this run still needs up to {peak / 1e9:.2f} GB (merged sums plus one model's partials) but {folder} "
+            f"has {free / 1e9:.2f} GB free; free space, run on a larger disk (snakemake --directory DIR), set "
             "geometry.cosine: false (halves the sums), use fewer shards (each repeats the types), or split the models "
-            "across runs"
+            "across runs (CTXVAR_SKIP_DISK_CHECK=1 skips this upper-bound check)"
         )
+    if all_at_once > free:
+        log.warning("disk: %.2f GB free in %s fits the run one model at a time (%.2f GB) but not every model's partials "
+                    "at once (%.2f GB, an upper bound); if the disk fills, run the models in turn (snakemake --until "
+                    "merge_statistics per model, or fewer models per run)", free / 1e9, folder, peak / 1e9, all_at_once / 1e9)

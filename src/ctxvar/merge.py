@@ -30,11 +30,22 @@ ADDITIVE = ("n_sentences", "n_skipped_too_long", "n_split_too_long", "n_sequence
 TOKENS_SCHEMA = [("layer", pa.int16()), ("token", pa.string()), ("n", pa.int64()), ("Q", pa.float64()), ("M", pa.float64()), ("V", pa.float64())]
 
 
-def open_partials(paths) -> list[SumsFile]:
-    """Open and check partials; return them in shard order (the order sums are added in)."""
+def open_partials(paths, config_hash: str | None = None) -> list[SumsFile]:
+    """Open and check partials; return them in shard order (the order sums are added in).
+
+    With ``config_hash`` (this run's, for this model), every partial must carry it: a
+    partial of another run or of an older config is refused even if all partials agree.
+    """
     files = sorted((SumsFile(p) for p in paths), key=lambda f: f.metadata.get("shard", -1))
     if not files:
         raise StatisticsError("merge: no partial files given")
+    for part in files:
+        if config_hash is not None and part.metadata.get("config_hash") != config_hash:
+            raise StatisticsError(
+                f"merge: {part.path} was made under another configuration (config_hash "
+                f"{part.metadata.get('config_hash')!r}, this run's is {config_hash!r}): it belongs to another run or an "
+                "older config; delete it and re-run"
+            )
     reference = files[0]
     for other in files[1:]:
         check_same_run(other.path, other.metadata, reference.path, reference.metadata)
@@ -86,9 +97,10 @@ def token_table(sums: LayerSums) -> pa.Table:
     return pa.table(columns, schema=pa.schema(tokens_schema(sums.sum_unit is not None)))
 
 
-def merge_partials(paths, stats_path, tokens_path) -> dict:
-    """Add the partials up (stats_path) and finalize n, Q, M, V per (layer, token) (tokens_path)."""
-    files = open_partials(paths)
+def merge_partials(paths, stats_path, tokens_path, config_hash: str | None = None) -> dict:
+    """Add the partials up (stats_path) and finalize n, Q, M, V per (layer, token) (tokens_path);
+    ``config_hash``: see :func:`open_partials`."""
+    files = open_partials(paths, config_hash)
     types = np.unique(np.concatenate([f.types() for f in files]))
     metadata = {**merged_metadata(files), "n_types": int(len(types))}
     stats_schema = sums_schema(files[0].d, metadata, files[0].has_unit)

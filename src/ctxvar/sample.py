@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+
 from .io import ParquetInput, tagged_schema
 from .sums import LayerWriter, read_layer
 

@@ -6,6 +6,8 @@ rule merge_statistics:
         **geometry_files(results("{model}/stats")),
         tokens=results("{model}/tokens.parquet"),
         run=results("{model}/run.json"),
+    params:
+        config_hash=partial_config_hash,  # refuses partials of another run or config
     log:
         logs("{model}/merge_statistics.log"),
     benchmark:
