@@ -10,7 +10,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
 from ctxvar.collect import TypeProjections, sequences_with
-from ctxvar.errors import ConfigError
+from ctxvar.errors import ConfigError, InsufficientData
 from ctxvar.model_figures import decomposition_bars
 from ctxvar.pca import check_layer, draws_per_bin, frequency_bins, pca_components, select_tokens, table2, table2_latex
 from ctxvar.plotting import grid_layers, middle_layer, panels, paper_style, place_labels, scale_groups
@@ -72,7 +72,7 @@ def test_selection_is_seeded():
 
 
 def test_selection_without_candidates_says_what_to_change():
-    with pytest.raises(ConfigError, match="min_chars"):
+    with pytest.raises(InsufficientData, match="min_chars"):
         select_tokens(token_table(), ANALYSIS, min_chars=50, n_bins=10, seed=3)
 
 

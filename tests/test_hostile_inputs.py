@@ -29,6 +29,7 @@ from ctxvar.disk import check_free_space, planned_bytes
 from ctxvar.errors import ConfigError, CorpusError, DiskSpaceError, IntegrityError, ModelLoadError, StatisticsError
 from ctxvar.io import (MANIFEST, read_csv, read_json, read_metadata, read_table, verify_manifest, write_csv, write_json,
                        write_table)
+from ctxvar.jobs import job_log
 from ctxvar.merge import merge_partials
 from ctxvar.models import load_model, load_tokenizer
 from ctxvar.sharding import empty_shards_warning
@@ -428,3 +429,29 @@ def test_a_run_that_fits_only_one_model_at_a_time_gets_a_warning(tmp_path, monke
     with caplog.at_level(logging.WARNING):
         check_free_space(DEMO, run_folder)
     assert "fits the run one model at a time" in caplog.text
+
+
+# --- job logs ---------------------------------------------------------------------------------------------------
+
+
+def test_a_job_error_is_one_console_line_and_a_full_traceback_in_the_log(tmp_path, capsys):
+    log_path = tmp_path / "job.log"
+    with pytest.raises(SystemExit) as stop:
+        with job_log(log_path):
+            try:
+                json.loads("{broken")
+            except ValueError as cause:
+                raise ModelLoadError("model 'm' (dir): dir/config.json is damaged (not valid JSON)") from cause
+    assert stop.value.code == 1
+    console = capsys.readouterr().err
+    assert console == f"ctxvar error: model 'm' (dir): dir/config.json is damaged (not valid JSON) (traceback in {log_path})\n"
+    log = log_path.read_text()
+    assert "Traceback" in log and "JSONDecodeError" in log and "The above exception was the direct cause" in log
+
+
+def test_an_unexpected_exception_is_logged_with_its_traceback_and_propagates(tmp_path):
+    log_path = tmp_path / "job.log"
+    with pytest.raises(ZeroDivisionError):
+        with job_log(log_path):
+            1 / 0
+    assert "unexpected error" in log_path.read_text() and "ZeroDivisionError" in log_path.read_text()
