@@ -12,9 +12,9 @@ import time
 import numpy as np
 
 from ctxvar.io import use_system_allocator
-from ctxvar.layerstats import layers_table
-from ctxvar.merge import merge_partials
-from ctxvar.sums import LayerSums, write_sums
+from ctxvar.stats.layers import layers_table
+from ctxvar.stats.merge import merge_partials
+from ctxvar.stats.sums import LayerSums, write_sums
 
 
 def synthetic_partials(folder, n_shards: int, vocabulary: int, types_per_shard: int, n_layers: int, d: int) -> list[str]:

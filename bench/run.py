@@ -39,12 +39,12 @@ import torch
 
 import merging
 import steps
-from ctxvar.corpus import synthetic_sentences
+from ctxvar.corpus.sentences import synthetic_sentences
 from ctxvar.io import write_table
-from ctxvar.layerstats import layers_table
-from ctxvar.merge import merge_partials
-from ctxvar.random_models import build_random_model
-from ctxvar.sharding import write_shards
+from ctxvar.stats.layers import layers_table
+from ctxvar.stats.merge import merge_partials
+from ctxvar.models.random_init import build_random_model
+from ctxvar.corpus.shards import write_shards
 
 ARCHS = {  # random-weight models with the published shapes
     "bert-base": {"arch": "bert", "hidden_size": 768, "num_layers": 12, "num_heads": 12, "intermediate_size": 3072},

@@ -15,10 +15,10 @@ import pandas as pd
 import torch
 import yaml
 
-from ctxvar import models
-from ctxvar.accumulator import NO_GEOMETRY, GeometryOptions
-from ctxvar.batching import pad_batch
-from ctxvar.extract import ExtractionSettings, extract_shard, prepare_shard
+from ctxvar.models import loading as models
+from ctxvar.extraction.accumulator import NO_GEOMETRY, GeometryOptions
+from ctxvar.extraction.batching import pad_batch
+from ctxvar.extraction.extract import ExtractionSettings, extract_shard, prepare_shard
 
 SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 

@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from ctxvar.corpus import synthetic_sentences
-from ctxvar.random_models import build_random_model
+from ctxvar.corpus.sentences import synthetic_sentences
+from ctxvar.models.random_init import build_random_model
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 

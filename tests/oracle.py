@@ -7,7 +7,7 @@ import pandas as pd
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from ctxvar.tokens import boundary_tokens, type_key
+from ctxvar.extraction.tokens import boundary_tokens, type_key
 
 
 def brute_force_embeddings(model_dir, texts, window: int | None = None):

@@ -53,7 +53,7 @@ def test_config_hash_tracks_science_not_other_models():
 def test_config_values_are_data_never_code(tmp_path, monkeypatch):
     import torch
 
-    from ctxvar import models
+    from ctxvar.models import loading as models
     from ctxvar.errors import ModelLoadError
 
     marker = tmp_path / "code-ran"

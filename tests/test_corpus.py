@@ -4,8 +4,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from ctxvar.corpus import sample_indices, sample_sentences, synthetic_sentences, write_sentences
-from ctxvar.sharding import write_shards
+from ctxvar.corpus.sentences import sample_indices, sample_sentences, synthetic_sentences, write_sentences
+from ctxvar.corpus.shards import write_shards
 from ctxvar.errors import CorpusError
 
 BASE = {"name": None, "config_name": None, "split": "train", "path": None, "text_column": "text", "fraction": 1.0,

@@ -25,26 +25,28 @@ def env_packages(env: str) -> dict[str, str]:
     return dict(requirement(d) for d in dependencies if isinstance(d, str))
 
 
+def ctxvar_file(name: str) -> Path | None:
+    """The file of the ctxvar module (or package) ``name``, if there is one."""
+    relative = REPO / "src" / Path(*name.split("."))
+    return next((f for f in (relative.with_suffix(".py"), relative / "__init__.py") if f.exists()), None)
+
+
 def imported_packages(path: Path, seen: set) -> set[str]:
     """Top-level third-party modules imported by ``path`` and, recursively, by the ctxvar modules it imports."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-            [("." * node.level) + (node.module or "")] if isinstance(node, ast.ImportFrom) else [])
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names if node.module.startswith("ctxvar")]
+        else:
+            continue
         for name in names:
-            if name.startswith(".") or name.startswith("ctxvar"):
-                module = name.lstrip(".").removeprefix("ctxvar").lstrip(".") or "__init__"
-                target = REPO / "src" / "ctxvar" / (module.replace(".", "/") + ".py")
-                if isinstance(node, ast.ImportFrom) and not target.exists():  # from . import models
-                    targets = [REPO / "src" / "ctxvar" / f"{a.name}.py" for a in node.names]
-                else:
-                    targets = [target]
-                for t in targets:
-                    if t.exists() and t not in seen:
-                        seen.add(t)
-                        found |= imported_packages(t, seen)
-            else:
+            if not name.startswith("ctxvar"):
                 found.add(name.split(".")[0])
+            elif (target := ctxvar_file(name)) and target not in seen:  # from ctxvar.models import hub: the module
+                seen.add(target)
+                found |= imported_packages(target, seen)
     return {m for m in found if m not in sys.stdlib_module_names}
 
 

@@ -16,18 +16,18 @@ import torch
 
 from oracle import assert_tokens_match, brute_force_tokens
 
-from ctxvar.accumulator import layer_groups, state_bytes
-from ctxvar.collect import collect_points
+from ctxvar.extraction.accumulator import layer_groups, state_bytes
+from ctxvar.extraction.pca_points import collect_points
 from ctxvar.errors import IntegrityError, StatisticsError
-from ctxvar import models
-from ctxvar.extract import ExtractionSettings, extract_shard, prepare_shard, read_shard
+from ctxvar.models import loading as models
+from ctxvar.extraction.extract import ExtractionSettings, extract_shard, prepare_shard, read_shard
 from ctxvar.io import read_metadata, write_csv, write_table
-from ctxvar.layerstats import layers_table
-from ctxvar.merge import merge_partials
-from ctxvar.pca import select_pca_tokens
-from ctxvar.pca_figures import point_summary
-from ctxvar.sharding import write_shards
-from ctxvar.tokens import encode
+from ctxvar.stats.layers import layers_table
+from ctxvar.stats.merge import merge_partials
+from ctxvar.figures.pca_selection import select_pca_tokens
+from ctxvar.figures.pca_plots import point_summary
+from ctxvar.corpus.shards import write_shards
+from ctxvar.extraction.tokens import encode
 
 pytestmark = pytest.mark.integration
 

@@ -9,12 +9,12 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
-from ctxvar.collect import TypeProjections, sequences_with
+from ctxvar.extraction.pca_points import TypeProjections, sequences_with
 from ctxvar.errors import ConfigError, InsufficientData
-from ctxvar.model_figures import decomposition_bars
-from ctxvar.pca import check_layer, draws_per_bin, frequency_bins, pca_components, select_tokens, table2, table2_latex
-from ctxvar.plotting import grid_layers, middle_layer, panels, paper_style, place_labels, scale_groups
-from ctxvar.summary_figures import within_between
+from ctxvar.figures.per_model import decomposition_bars
+from ctxvar.figures.pca_selection import check_layer, draws_per_bin, frequency_bins, pca_components, select_tokens, table2, table2_latex
+from ctxvar.figures.plotting import grid_layers, middle_layer, panels, paper_style, place_labels, scale_groups
+from ctxvar.figures.cross_model import within_between
 
 ANALYSIS = {"min_log10_n": 1, "max_log10_n": 5}
 

@@ -12,8 +12,8 @@ import pytest
 
 from workflow_runs import REPO, snakemake
 
-from ctxvar.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES, PCA_FIGURES, SUMMARY_FIGURES
-from ctxvar.plotting import grid_layers, middle_layer
+from ctxvar.figures.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES, PCA_FIGURES, SUMMARY_FIGURES
+from ctxvar.figures.plotting import grid_layers, middle_layer
 
 pytestmark = pytest.mark.workflow
 

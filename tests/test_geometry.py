@@ -14,14 +14,14 @@ import pyarrow.parquet as pq
 import pytest
 import skdim
 
-from ctxvar.accumulator import GeometryOptions
-from ctxvar.extract import ExtractionSettings, extract_shard
-from ctxvar.geometry import geometry_table
+from ctxvar.extraction.accumulator import GeometryOptions
+from ctxvar.extraction.extract import ExtractionSettings, extract_shard
+from ctxvar.stats.geometry import geometry_table
 from ctxvar.io import write_table
-from ctxvar.merge import merge_moments, merge_partials, merge_sample_partials
-from ctxvar.sample import points, token_keys
-from ctxvar.sharding import write_shards
-from ctxvar.twonn import distinct_points
+from ctxvar.stats.merge import merge_moments, merge_partials, merge_sample_partials
+from ctxvar.extraction.position_sample import points, token_keys
+from ctxvar.corpus.shards import write_shards
+from ctxvar.stats.twonn import distinct_points
 
 pytestmark = pytest.mark.integration
 
@@ -156,10 +156,10 @@ def test_twonn_matches_the_reference_estimator(one_shard):
 def test_gaussian_null_model_through_the_pipeline(tmp_path, corpus_texts):
     """The Gaussian null (no per-type means): mean cosine ≈ 0, anisotropy ≈ (1 + √(d/n))²/d, the
     Marchenko–Pastur edge over the mean eigenvalue; its LayerNorm layer is flagged as a final norm."""
-    from ctxvar.random_models import build_random_model
+    from ctxvar.models.build import build_local_model
 
     d = 32
-    build_random_model({"id": "null", "init": "gaussian", "hidden_size": d, "mean_scale": 0.0, "seed": 3}, corpus_texts,
+    build_local_model({"id": "null", "init": "gaussian", "hidden_size": d, "mean_scale": 0.0, "seed": 3}, corpus_texts,
                        tmp_path / "null")
     table, _ = run_geometry(tmp_path, str(tmp_path / "null"), corpus_texts, 2)
     n = table.loc[0, "n"]

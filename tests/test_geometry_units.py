@@ -11,18 +11,18 @@ import pytest
 import skdim
 import torch
 
-from ctxvar import models
-from ctxvar.accumulator import EmbeddingSums, GeometryOptions, batch_bytes, state_bytes
+from ctxvar.models import loading as models
+from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions, batch_bytes, state_bytes
 from ctxvar.config import checkpoint_families, models_by_id
 from ctxvar.errors import ConfigError
-from ctxvar.geometry import covariance, mean_cosine, self_similarity, spectrum_metrics
-from ctxvar.geometry_figures import cv_by_min_count
+from ctxvar.stats.geometry import covariance, mean_cosine, self_similarity, spectrum_metrics
+from ctxvar.figures.geometry import cv_by_min_count
 from ctxvar.io import write_json
 from ctxvar.jobs import job_log
-from ctxvar.null_models import GaussianNullConfig, GaussianNullModel, occurrence_noise, splitmix64 as torch_splitmix64
-from ctxvar.sample import bottom_k, sequence_windows, splitmix64, token_keys
-from ctxvar.summary import models_table
-from ctxvar.twonn import gaussian_twonn, twonn_dimension
+from ctxvar.models.gaussian_null import GaussianNullConfig, GaussianNullModel, occurrence_noise, splitmix64 as torch_splitmix64
+from ctxvar.extraction.position_sample import bottom_k, sequence_windows, splitmix64, token_keys
+from ctxvar.stats.summary import models_table
+from ctxvar.stats.twonn import gaussian_twonn, twonn_dimension
 
 
 def moments_of(x: np.ndarray):
@@ -210,7 +210,7 @@ def test_identical_weights_are_flagged_and_logged(tmp_path, caplog):
 
 def test_job_warnings_reach_the_console_as_one_line(tmp_path, capsys):
     with job_log(tmp_path / "job.log"):
-        logging.getLogger("ctxvar.summary").warning("models a, b load identical weights")
-        logging.getLogger("ctxvar.summary").info("not for the console")
+        logging.getLogger("ctxvar.stats.summary").warning("models a, b load identical weights")
+        logging.getLogger("ctxvar.stats.summary").info("not for the console")
     assert capsys.readouterr().err == "ctxvar warning: models a, b load identical weights\n"
     assert "not for the console" in (tmp_path / "job.log").read_text()

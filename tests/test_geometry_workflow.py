@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ctxvar.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES
-from ctxvar.geometry import geometry_columns
+from ctxvar.figures.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES
+from ctxvar.stats.geometry import geometry_columns
 
 pytestmark = pytest.mark.workflow
 

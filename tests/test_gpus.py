@@ -6,11 +6,11 @@ import subprocess
 import sys
 import textwrap
 
-from ctxvar import gpus
+from ctxvar.extraction import devices as gpus
 
 JOB = textwrap.dedent("""
     import json, sys, time
-    from ctxvar.gpus import claim_gpu
+    from ctxvar.extraction.devices import claim_gpu
     index = claim_gpu(poll_seconds=0.05)
     start = time.monotonic()
     time.sleep(0.4)
@@ -33,7 +33,7 @@ def test_concurrent_jobs_never_share_a_gpu(tmp_path):
 def test_a_claim_is_released_when_its_process_dies(tmp_path, monkeypatch):
     monkeypatch.setenv("CTXVAR_GPUS", "5")
     monkeypatch.setenv("CTXVAR_GPU_LOCK_DIR", str(tmp_path))
-    holder = subprocess.run([sys.executable, "-c", "from ctxvar.gpus import claim_gpu; print(claim_gpu())"],
+    holder = subprocess.run([sys.executable, "-c", "from ctxvar.extraction.devices import claim_gpu; print(claim_gpu())"],
                             capture_output=True, text=True, check=True)
     assert holder.stdout.strip() == "5"
     assert gpus.claim_gpu(poll_seconds=0.05) == 5

@@ -20,13 +20,13 @@ from transformers import AutoTokenizer
 
 from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
 
-from ctxvar.sharding import write_shards
+from ctxvar.corpus.shards import write_shards
 from ctxvar.errors import CorpusError, ModelLoadError, StatisticsError
-from ctxvar.extract import ExtractionSettings, extract_shard
+from ctxvar.extraction.extract import ExtractionSettings, extract_shard
 from ctxvar.io import atomic_path, parquet_writer, read_metadata, tagged_schema, write_table
-from ctxvar.layerstats import layers_table
-from ctxvar.merge import MUST_MATCH, merge_partials
-from ctxvar.random_models import build_random_model
+from ctxvar.stats.layers import layers_table
+from ctxvar.stats.merge import MUST_MATCH, merge_partials
+from ctxvar.models.random_init import build_random_model
 
 pytestmark = pytest.mark.integration
 
@@ -218,8 +218,8 @@ def test_atomic_outputs_get_the_permissions_of_ordinary_new_files(tmp_path):
 def test_merge_killed_mid_way_leaves_no_output_and_a_rerun_is_identical(tmp_path, two_partials):
     script = textwrap.dedent(f"""
         import os, signal
-        from ctxvar import sums
-        from ctxvar.merge import merge_partials
+        from ctxvar.stats import sums
+        from ctxvar.stats.merge import merge_partials
         original, written = sums.LayerWriter.write, []
         def write_then_die(self, table):
             original(self, table)

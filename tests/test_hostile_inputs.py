@@ -24,17 +24,17 @@ import yaml
 from test_guards import extract, shard_of
 
 from ctxvar.config import check_config, check_schema, load_config_file, model_id, models_by_id, run_name
-from ctxvar.corpus import sample_sentences
+from ctxvar.corpus.sentences import sample_sentences
 from ctxvar.disk import check_free_space, planned_bytes
 from ctxvar.errors import ConfigError, CorpusError, DiskSpaceError, IntegrityError, ModelLoadError, StatisticsError
 from ctxvar.io import (MANIFEST, read_csv, read_json, read_metadata, read_table, verify_manifest, write_csv, write_json,
                        write_table)
 from ctxvar.jobs import job_log
-from ctxvar.merge import merge_partials
-from ctxvar.models import load_model, load_tokenizer
-from ctxvar.sharding import empty_shards_warning
-from ctxvar.sums import SumsFile
-from ctxvar.tokens import encode, type_table
+from ctxvar.stats.merge import merge_partials
+from ctxvar.models.loading import load_model, load_tokenizer
+from ctxvar.corpus.shards import empty_shards_warning
+from ctxvar.stats.sums import SumsFile
+from ctxvar.extraction.tokens import encode, type_table
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"

@@ -5,7 +5,7 @@ import time
 import pytest
 import torch
 
-from ctxvar import models
+from ctxvar.models import loading as models
 from ctxvar.errors import ModelLoadError
 
 ENTRY = {"id": "bert-base-uncased", "name": "bert-base-uncased"}

@@ -5,12 +5,12 @@ import sys
 
 import torch
 
-from ctxvar.random_models import randomise_layer_norms, train_tokenizer
+from ctxvar.models.random_init import randomise_layer_norms, train_tokenizer
 
 SCRIPT = """
 import hashlib, json
-from ctxvar.corpus import synthetic_sentences
-from ctxvar.random_models import train_tokenizer
+from ctxvar.corpus.sentences import synthetic_sentences
+from ctxvar.models.random_init import train_tokenizer
 texts = synthetic_sentences({"n_sentences": 800, "vocab_size": 600, "zipf_exponent": 1.1, "mean_words": 12}, 0)
 print(json.dumps({arch: sorted(train_tokenizer(arch, texts, 300).get_vocab().items()) for arch in ("bert", "roberta", "gpt2")}))
 """

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from ctxvar.accumulator import EmbeddingSums, batch_bytes, layer_groups, state_bytes
+from ctxvar.extraction.accumulator import EmbeddingSums, batch_bytes, layer_groups, state_bytes
 from ctxvar.errors import StatisticsError
-from ctxvar.layerstats import frequency_filter, layer_statistics, ols
-from ctxvar.moments import clamp_variance, finalize
+from ctxvar.stats.layers import frequency_filter, layer_statistics, ols
+from ctxvar.stats.finalize import clamp_variance, finalize
 
 
 def clusters(seed=0, n_types=40, d=6, offset=0.0):

@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
-from ctxvar.batching import pad_batch, padding_fraction, token_budget_batches
-from ctxvar.sharding import assign_shards
-from ctxvar.tokens import encode, type_key, type_table
+from ctxvar.extraction.batching import pad_batch, padding_fraction, token_budget_batches
+from ctxvar.corpus.shards import assign_shards
+from ctxvar.extraction.tokens import encode, type_key, type_table
 
 
 @pytest.mark.parametrize(
@@ -53,7 +53,7 @@ def test_a_sentence_longer_than_the_budget_gets_its_own_batch():
 
 
 def test_pad_batch_places_tokens_and_types():
-    from ctxvar.tokens import EncodedShard
+    from ctxvar.extraction.tokens import EncodedShard
 
     encoded = EncodedShard(ids=np.array([10, 11, 12, 20, 21, 30, 31, 32, 33]), offsets=np.array([0, 3, 5, 9]))
     type_index = encoded.ids % 10

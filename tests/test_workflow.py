@@ -20,9 +20,9 @@ import yaml
 from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
 from workflow_runs import DEMO, REPO, scheduled_jobs, snakemake
 
-from ctxvar.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES, SUMMARY_FIGURES
+from ctxvar.figures.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES, SUMMARY_FIGURES
 from ctxvar.io import read_metadata
-from ctxvar.layerstats import COLUMNS
+from ctxvar.stats.layers import COLUMNS
 
 pytestmark = pytest.mark.workflow
 

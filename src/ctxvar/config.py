@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from .errors import ConfigError
+from ctxvar.errors import ConfigError
 
 # Matched with fullmatch: '$' alone would accept a trailing newline.
 MODEL_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+@=-]*")

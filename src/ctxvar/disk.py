@@ -21,9 +21,9 @@ import logging
 import os
 import shutil
 
-from .config import models_by_id
-from .errors import DiskSpaceError
-from .resources import ModelShape, model_shape, shard_tokens
+from ctxvar.config import models_by_id
+from ctxvar.errors import DiskSpaceError
+from ctxvar.resources import ModelShape, model_shape, shard_tokens
 
 log = logging.getLogger(__name__)
 

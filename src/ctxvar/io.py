@@ -35,7 +35,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import IntegrityError, first_line
+from ctxvar.errors import IntegrityError, first_line
 
 METADATA_KEY = b"ctxvar"
 INTEGRITY_KEY = b"ctxvar.sha256"  # SHA-256 of METADATA_KEY's JSON and the columns' names and types

@@ -7,8 +7,8 @@ import logging
 import sys
 from pathlib import Path
 
-from .errors import CtxvarError
-from .io import use_system_allocator
+from ctxvar.errors import CtxvarError
+from ctxvar.io import use_system_allocator
 
 
 @contextlib.contextmanager

@@ -9,11 +9,11 @@ from snakemake.utils import validate
 from ctxvar import resources as estimates
 from ctxvar.config import (check_config, check_schema, checkpoint_families, extraction_config_hash, extraction_geometry,
                            load_config_file, models_by_id, pca_model, run_name)
-from ctxvar.catalogue import (CHECKPOINT_FIGURE, GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES,
+from ctxvar.figures.catalogue import (CHECKPOINT_FIGURE, GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES,
                               PCA_FIGURES, SUMMARY_FIGURES)
 from ctxvar.disk import check_free_space
 from ctxvar.errors import CtxvarError
-from ctxvar.sharding import known_sentence_count, empty_shards_warning
+from ctxvar.corpus.shards import known_sentence_count, empty_shards_warning
 
 try:  # the whole config contract, before any job: one line and exit status 1 for the first violation
     CONFIG_FILES = {path: load_config_file(path) for path in map(str, workflow.configfiles)}  # refuses duplicate keys

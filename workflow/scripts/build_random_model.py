@@ -1,7 +1,7 @@
 from ctxvar.io import read_table
 from ctxvar.jobs import job_log
-from ctxvar.random_models import build_random_model
+from ctxvar.models.build import build_local_model
 
 with job_log(snakemake.log[0]):
     texts = read_table(snakemake.input.sentences, columns=["text"]).column("text").to_pylist()
-    build_random_model(snakemake.params.entry, texts, snakemake.output.model, snakemake.params.merge_markers is not False)
+    build_local_model(snakemake.params.entry, texts, snakemake.output.model, snakemake.params.merge_markers is not False)

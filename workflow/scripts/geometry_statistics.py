@@ -1,4 +1,4 @@
-from ctxvar.geometry import geometry_table
+from ctxvar.stats.geometry import geometry_table
 from ctxvar.io import write_csv
 from ctxvar.jobs import job_log
 

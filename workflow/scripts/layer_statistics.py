@@ -1,6 +1,6 @@
 from ctxvar.io import write_csv
 from ctxvar.jobs import job_log
-from ctxvar.layerstats import layers_table
+from ctxvar.stats.layers import layers_table
 
 with job_log(snakemake.log[0]):
     analysis = snakemake.params.analysis

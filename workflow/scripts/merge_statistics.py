@@ -1,6 +1,6 @@
 from ctxvar.io import write_json
 from ctxvar.jobs import job_log
-from ctxvar.merge import merge_moments, merge_partials, merge_sample_partials
+from ctxvar.stats.merge import merge_moments, merge_partials, merge_sample_partials
 
 with job_log(snakemake.log[0]):
     run = merge_partials(snakemake.input.partials, snakemake.output.stats, snakemake.output.tokens,

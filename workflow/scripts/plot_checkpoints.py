@@ -1,6 +1,6 @@
-from ctxvar.figures import checkpoint_figure
+from ctxvar.figures.draw import checkpoint_figure
 from ctxvar.jobs import job_log
-from ctxvar.plotting import save_plot
+from ctxvar.figures.plotting import save_plot
 
 with job_log(snakemake.log[0]):
     plot = checkpoint_figure(snakemake.wildcards.family, snakemake.params.steps, snakemake.input.layers, snakemake.input.geometry)

@@ -1,6 +1,6 @@
-from ctxvar.figures import model_figure
+from ctxvar.figures.draw import model_figure
 from ctxvar.jobs import job_log
-from ctxvar.plotting import save_plot
+from ctxvar.figures.plotting import save_plot
 
 with job_log(snakemake.log[0]):
     plot = model_figure(snakemake.wildcards.figure, snakemake.wildcards.model, snakemake.params.analysis,

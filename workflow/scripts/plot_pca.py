@@ -1,5 +1,5 @@
 from ctxvar.jobs import job_log
-from ctxvar.pca_figures import pca_outputs
+from ctxvar.figures.pca_plots import pca_outputs
 
 with job_log(snakemake.log[0]):
     pca_outputs(snakemake.input.points, snakemake.input.selection, snakemake.input.tokens, snakemake.wildcards.model,

@@ -1,6 +1,6 @@
-from ctxvar.figures import summary_figure
+from ctxvar.figures.draw import summary_figure
 from ctxvar.jobs import job_log
-from ctxvar.plotting import save_plot
+from ctxvar.figures.plotting import save_plot
 
 with job_log(snakemake.log[0]):
     plot = summary_figure(snakemake.wildcards.figure, snakemake.params.models, snakemake.params.analysis,

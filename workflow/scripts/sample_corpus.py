@@ -1,4 +1,4 @@
-from ctxvar.corpus import write_sentences
+from ctxvar.corpus.sentences import write_sentences
 from ctxvar.jobs import job_log
 
 with job_log(snakemake.log[0]):

@@ -1,6 +1,6 @@
 from ctxvar.io import write_csv
 from ctxvar.jobs import job_log
-from ctxvar.pca import select_pca_tokens
+from ctxvar.figures.pca_selection import select_pca_tokens
 
 with job_log(snakemake.log[0]):
     selection, components = select_pca_tokens(snakemake.input.stats, snakemake.input.tokens, snakemake.params.pca,

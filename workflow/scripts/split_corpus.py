@@ -1,4 +1,4 @@
-from ctxvar.sharding import write_shards
+from ctxvar.corpus.shards import write_shards
 from ctxvar.jobs import job_log
 
 with job_log(snakemake.log[0]):

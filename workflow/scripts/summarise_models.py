@@ -1,6 +1,6 @@
 from ctxvar.io import write_csv
 from ctxvar.jobs import job_log
-from ctxvar.summary import models_table, stack_layers
+from ctxvar.stats.summary import models_table, stack_layers
 
 with job_log(snakemake.log[0]):
     models = snakemake.params.models

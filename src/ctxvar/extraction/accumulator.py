@@ -1,0 +1,238 @@
+"""Accumulate sums of hidden states on the device, in float64, for the layers of one pass.
+
+Per (layer, type t), always: n_t, Σx, Σ‖x‖²; with ``cosine``: Σ x/‖x‖.
+Per layer, with ``covariance``: Σxxᵀ (d × d). With ``sample_size`` k > 0: the
+hidden states of the shard's k sampled token positions (see :mod:`ctxvar.extraction.position_sample`).
+
+Memory on the device, in bytes, for L layers (embedding output included), U
+distinct types in the shard, width d and a batch of N real tokens:
+
+    state:   8 · U · (L · (d + 1) + 1)        n, Σx, Σ‖x‖²
+           + 8 · U · L · d                    Σ x/‖x‖       (cosine)
+           + 8 · L · d²                       Σxxᵀ          (covariance)
+           + 4 · L · k · d                    sampled points (float32)
+    batch:   N · L · d · 8 + N · d · 4        float64 rows of all layers, one layer's fp32 gather
+           + N · L · d · 8                    unit rows     (cosine)
+           + 4 · d · ⌈d/4⌉                    a block row of one layer's fp32 Gram matrix (covariance)
+
+plus the model and its activations for the padded batch. The batch term is
+bounded by the token budget. The state is bounded by a cap: when all L layers do
+not fit, :func:`layer_groups` splits them into groups that do, and the job runs
+its forward pass once per group (the same batches each time, so the sums are
+bitwise those of a single pass).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from ctxvar.errors import StatisticsError
+
+
+@dataclass(frozen=True)
+class GeometryOptions:
+    """Which sums beyond the paper's n, Σx, Σ‖x‖² a job accumulates (config ``geometry``)."""
+
+    covariance: bool = False  # Σxxᵀ per layer
+    cosine: bool = False  # Σ x/‖x‖ per (layer, type)
+    sample_size: int = 0  # k points per layer for TwoNN; 0: none
+
+    @classmethod
+    def from_config(cls, geometry: dict) -> "GeometryOptions":
+        return cls(geometry["covariance"], geometry["cosine"], geometry["sample_size"] if geometry["twonn"] else 0)
+
+
+NO_GEOMETRY = GeometryOptions()
+
+
+def state_bytes(n_layers: int, n_types: int, d: int, options: GeometryOptions = NO_GEOMETRY) -> int:
+    per_type = n_layers * (d + 1) + 1 + (n_layers * d if options.cosine else 0)
+    per_layer = (d * d if options.covariance else 0) + options.sample_size * d / 2
+    return int(8 * (n_types * per_type + n_layers * per_layer))
+
+
+def batch_bytes(n_layers: int, n_tokens: int, d: int, options: GeometryOptions = NO_GEOMETRY) -> int:
+    return n_tokens * d * (8 * n_layers * (2 if options.cosine else 1) + 4) + (4 * d * gram_block(d) if options.covariance else 0)
+
+
+def gram_block(d: int) -> int:
+    """Rows per block of the Gram matrix: 4 block rows of its upper triangle take 5/8 of the full product's flops."""
+    return -(-d // 4)
+
+
+def layer_groups(n_layers: int, n_types: int, d: int, max_state_bytes: float, options: GeometryOptions = NO_GEOMETRY) -> list[range]:
+    """Consecutive groups of layers, as few as possible, each with ``state_bytes`` ≤ the cap."""
+    per_group = n_layers
+    while per_group > 1 and state_bytes(per_group, n_types, d, options) > max_state_bytes:
+        per_group -= 1
+    if state_bytes(per_group, n_types, d, options) > max_state_bytes:
+        raise StatisticsError(
+            f"one layer of sums for {n_types} types at d={d} needs {state_bytes(1, n_types, d, options) / 1e6:.0f} MB, "
+            f"more than the cap of {max_state_bytes / 1e6:.0f} MB: raise max_state_mb in the profile, use more shards "
+            "or turn off geometry.cosine"
+        )
+    return [range(start, min(start + per_group, n_layers)) for start in range(0, n_layers, per_group)]
+
+
+class EmbeddingSums:
+    """All sums of one pass over a shard, for the hidden states ``layers`` (i-th of them: row block i).
+
+    Gathers each batch's real-token rows of those layers once, as float64, into a
+    reused (L·N, d) buffer, and adds them to every part. Nothing here synchronises
+    with the host. ``n_hidden`` is the model's number of hidden states;
+    ``sample_tokens`` the shard token indices of the sampled points (slot order).
+    """
+
+    def __init__(self, layers: Sequence[int], n_hidden: int, n_types: int, d: int, device: torch.device,
+                 options: GeometryOptions = NO_GEOMETRY, sample_tokens: np.ndarray | None = None):
+        self.layers, self.n_hidden, self.d = list(layers), n_hidden, d
+        n_layers = len(self.layers)
+        self.types = TypeSums(n_layers, n_types, d, device, options.cosine)
+        self.moments = SecondMoments(n_layers, d, device) if options.covariance else None
+        self.sample = PointSample(n_layers, d, device, sample_tokens) if sample_tokens is not None else None
+        self._buffer: torch.Tensor | None = None  # float64 rows of a batch, grown to the largest batch
+
+    def accumulate(self, hidden_states: Sequence[torch.Tensor], positions: torch.Tensor, type_index: torch.Tensor,
+                   tokens: np.ndarray | None = None) -> None:
+        """Add the rows ``positions`` of the flattened (B·T, d) hidden states of each of ``layers``.
+
+        ``hidden_states``: n_hidden tensors (B, T, d); ``positions``, ``type_index``:
+        (N,) int64 on the device; ``tokens``: (N,) shard token indices on the host
+        (needed only with a sample).
+        """
+        assert len(hidden_states) == self.n_hidden, (len(hidden_states), self.n_hidden)
+        assert hidden_states[0].shape[-1] == self.d, (hidden_states[0].shape, self.d)
+        n = positions.shape[0]
+        rows = self._rows(len(self.layers) * n)  # (L·N, d) float64
+        for i, layer in enumerate(self.layers):  # into a reused buffer: allocating L·N·d fresh floats costs more than the copy
+            points = hidden_states[layer].reshape(-1, self.d)[positions]  # a fresh (N, d) gather
+            block = rows[i * n : (i + 1) * n]
+            block.copy_(points)
+            if self.moments is not None:
+                self.moments.add(i, points.float(), block)
+        self.types.add(rows, type_index)
+        if self.sample is not None:
+            self.sample.add(rows.view(len(self.layers), n, self.d), tokens)
+
+    def _rows(self, size: int) -> torch.Tensor:
+        if self._buffer is None or self._buffer.shape[0] < size:
+            self._buffer = torch.empty(size, self.d, dtype=torch.float64, device=self.types.sum.device)
+        return self._buffer[:size]
+
+    def all_finite(self) -> bool:
+        """One host sync: whether every sum is finite (fp16 overflow gives inf/nan)."""
+        return self.types.all_finite() and (self.moments is None or bool(torch.isfinite(self.moments.outer).all()))
+
+
+class TypeSums:
+    """n_t, Σx, Σ‖x‖² and (with ``cosine``) Σ x/‖x‖ per (layer i, type t), at flat row i · U + t.
+
+    The layer-major flat index lets one ``index_add_`` cover all the layers of a
+    batch. A zero vector (never seen in practice) adds 0 to Σ x/‖x‖.
+    """
+
+    def __init__(self, n_layers: int, n_types: int, d: int, device: torch.device, cosine: bool = False):
+        self.n_layers, self.n_types, self.d = n_layers, n_types, d
+        self.count = torch.zeros(n_types, dtype=torch.int64, device=device)  # (U,)
+        self.sum = torch.zeros(n_layers * n_types, d, dtype=torch.float64, device=device)  # (L·U, d)
+        self.sum_sq = torch.zeros(n_layers * n_types, dtype=torch.float64, device=device)  # (L·U,)
+        self.sum_unit = torch.zeros(n_layers * n_types, d, dtype=torch.float64, device=device) if cosine else None
+        self._layer_offset = torch.arange(n_layers, device=device)[:, None] * n_types  # (L, 1)
+
+    def add(self, rows: torch.Tensor, type_index: torch.Tensor) -> None:
+        """``rows``: (L·N, d) float64, layer-major; ``type_index``: (N,)."""
+        flat = (self._layer_offset + type_index[None, :]).reshape(-1)  # (L·N,)
+        sq_norm = torch.einsum("nd,nd->n", rows, rows)
+        self.sum.index_add_(0, flat, rows)
+        self.sum_sq.index_add_(0, flat, sq_norm)
+        self.count.index_add_(0, type_index, torch.ones_like(type_index))
+        if self.sum_unit is not None:
+            inverse_norm = torch.where(sq_norm > 0, sq_norm.rsqrt(), 0.0)
+            self.sum_unit.index_add_(0, flat, rows * inverse_norm[:, None])
+
+    def all_finite(self) -> bool:
+        return bool(torch.isfinite(self.sum_sq).all() and torch.isfinite(self.sum).all())
+
+    def to_numpy(self) -> dict[str, np.ndarray]:
+        """``count`` (U,), ``sum`` (L, U, d), ``sum_sq`` (L, U) and, if kept, ``sum_unit`` (L, U, d), on the host."""
+        L, U = self.n_layers, self.n_types
+        arrays = {"count": self.count.cpu().numpy(), "sum": self.sum.reshape(L, U, self.d).cpu().numpy(),
+                  "sum_sq": self.sum_sq.reshape(L, U).cpu().numpy()}
+        if self.sum_unit is not None:
+            arrays["sum_unit"] = self.sum_unit.reshape(L, U, self.d).cpu().numpy()
+        return arrays
+
+
+class SecondMoments:
+    """Σxxᵀ per layer, (L, d, d) float64.
+
+    Per batch and layer, with c the batch's mean rounded to fp32 and y = x − c in
+    fp32 (the forward pass's own precision), Σxxᵀ = Σyyᵀ + c(Σx)ᵀ + (Σx − N·c)cᵀ.
+    The product Σyyᵀ is taken in fp32 (half the cost of fp64 on a CPU, a 32nd to
+    a 64th on consumer GPUs), for the block rows of its upper triangle only (the
+    blocks below are mirrored in :meth:`to_numpy`); centring makes its rounding
+    relative to the batch's spread, not to ‖mean‖², and the rank-one terms and
+    the sum over batches are float64. Batches are the same whatever the
+    sharding, so merged shards give the one-shard sums up to float64 rounding.
+    """
+
+    def __init__(self, n_layers: int, d: int, device: torch.device):
+        self.outer = torch.zeros(n_layers, d, d, dtype=torch.float64, device=device)  # valid on and above the diagonal blocks
+        self._block = gram_block(d)
+
+    def add(self, layer: int, points: torch.Tensor, rows: torch.Tensor) -> None:
+        """``points``: (N, d) fp32 rows of the batch for row block ``layer``, centred in place;
+        ``rows``: the same rows as float64."""
+        if rows.shape[0] == 0:
+            return
+        total = rows.sum(0)
+        centre = (total / rows.shape[0]).float()
+        points.sub_(centre)
+        outer = self.outer[layer]
+        for start in range(0, outer.shape[0], self._block):
+            outer[start : start + self._block, start:].add_(points[:, start : start + self._block].T @ points[:, start:])
+        centre = centre.double()
+        outer.addr_(centre, total).addr_(total - rows.shape[0] * centre, centre)
+
+    def to_numpy(self) -> np.ndarray:
+        """Σxxᵀ (L, d, d), the blocks below the diagonal blocks mirrored from above."""
+        outer = self.outer.cpu().numpy()
+        for start in range(0, outer.shape[1], self._block):
+            stop = start + self._block
+            outer[:, stop:, start:stop] = outer[:, start:stop, stop:].transpose(0, 2, 1)
+        return outer
+
+
+class PointSample:
+    """The hidden states of chosen token positions, (L, k, d) float32 (the forward pass's values, exact in fp32).
+
+    ``sample_tokens`` (k,) are shard token indices; slot j holds token
+    ``sample_tokens[j]``. Finding a batch's sampled tokens is host work on host
+    arrays; only the (few) indices move to the device.
+    """
+
+    def __init__(self, n_layers: int, d: int, device: torch.device, sample_tokens: np.ndarray):
+        self.points = torch.zeros(n_layers, len(sample_tokens), d, dtype=torch.float32, device=device)
+        self._order = np.argsort(sample_tokens)
+        self._sorted = np.asarray(sample_tokens)[self._order]
+        self._pin = device.type == "cuda"
+
+    def add(self, rows: torch.Tensor, tokens: np.ndarray) -> None:
+        """``rows``: (L, N, d) float64 of the batch's tokens ``tokens`` (N,)."""
+        where = np.searchsorted(self._sorted, tokens).clip(max=max(len(self._sorted) - 1, 0))
+        hit = np.flatnonzero(self._sorted[where] == tokens) if len(self._sorted) else np.zeros(0, np.int64)
+        if len(hit) == 0:
+            return
+        slots, index = (self._to_device(a) for a in (self._order[where[hit]], hit))
+        self.points.index_copy_(1, slots, rows.index_select(1, index).to(torch.float32))
+
+    def _to_device(self, array: np.ndarray) -> torch.Tensor:
+        tensor = torch.from_numpy(np.ascontiguousarray(array, dtype=np.int64))
+        return tensor.pin_memory().to(self.points.device, non_blocking=True) if self._pin else tensor
+
+    def to_numpy(self) -> np.ndarray:
+        return self.points.cpu().numpy()

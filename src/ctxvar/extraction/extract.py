@@ -1,0 +1,294 @@
+"""The extraction job: one model over one corpus shard → a partial sums file."""
+
+from __future__ import annotations
+
+import logging
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from ctxvar.extraction import devices
+from ctxvar.models import loading
+from ctxvar.extraction.accumulator import NO_GEOMETRY, EmbeddingSums, GeometryOptions, batch_bytes, layer_groups, state_bytes
+from ctxvar.extraction.batching import pad_batch, padding_fraction, token_budget_batches
+from ctxvar.errors import CorpusError, ModelLoadError, StatisticsError
+from ctxvar.io import read_table, verify_manifest
+from ctxvar.extraction.position_sample import bottom_k, sample_schema, sample_table, sequence_windows, token_keys
+from ctxvar.stats.sums import LayerSums, LayerWriter, moments_schema, moments_table, sums_schema
+from ctxvar.extraction.tokens import EncodedShard, encode, select, split_long, type_table
+from ctxvar.versions import package_versions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ExtractionSettings:
+    """Everything an extraction job needs besides its shard and output path."""
+
+    model: dict  # resolved model entry (id, name, revision, ...)
+    source: str  # Hub id or local directory to load from
+    dtype: str = "float32"
+    device: str = "auto"
+    merge_markers: bool = True
+    long_sentences: str = "skip"  # skip | split | error
+    batch_tokens: int = 16384
+    max_state_mb: float = 0  # cap on the device state of the sums; 0: half the GPU's memory, no cap on CPU
+    geometry: GeometryOptions = field(default_factory=lambda: NO_GEOMETRY)  # sums beyond n, Σx, Σ‖x‖²
+    sample_seed: int = 0  # seed of the sample's position hash (geometry.seed)
+    threads: int | None = None  # CPU threads for torch; None keeps torch's default
+    config_hash: str = ""
+    shard: int = 0
+    progress: bool = True
+
+
+def job_settings(job, config_hash: str = "") -> ExtractionSettings:
+    """Settings of a Snakemake job that runs a model over a shard, from its ``snakemake`` object
+    (``params.geometry`` only for jobs that accumulate sums)."""
+    geometry = job.params.get("geometry")
+    return ExtractionSettings(
+        model=job.params.model,
+        source=job.params.source,
+        dtype=job.params.dtype,
+        device=job.config["device"],  # not a param: moving to another device must not re-run
+        merge_markers=job.params.tokens["merge_markers"],
+        long_sentences=job.params.tokens["long_sentences"],
+        batch_tokens=job.resources.batch_tokens,
+        max_state_mb=job.resources.get("max_state_mb", 0),
+        geometry=GeometryOptions.from_config(geometry) if geometry else NO_GEOMETRY,
+        sample_seed=geometry["seed"] if geometry else 0,
+        threads=job.threads,
+        config_hash=config_hash,
+        shard=int(job.wildcards.shard),
+    )
+
+
+def read_shard(path) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The shard's texts, chunk numbers and sentence ids."""
+    table = read_table(path, columns=["text", "chunk", "sentence_id"])
+    return table.column("text").to_pylist(), table.column("chunk").to_numpy(), table.column("sentence_id").to_numpy()
+
+
+def chunk_batches(lengths: np.ndarray, chunk: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
+    """Token-budget batches of sequence indices, never mixing chunks (see corpus.write_shards)."""
+    batches = []
+    for number in np.unique(chunk):
+        members = np.flatnonzero(chunk == number)
+        batches += [members[b] for b in token_budget_batches(lengths[members], batch_tokens)]
+    return batches
+
+
+@dataclass
+class ShardRun:
+    """A loaded model and one shard, tokenized and batched, ready for :func:`run_batches`."""
+
+    device: torch.device
+    tokenizer: object
+    model: object
+    n_texts: int
+    encoded: EncodedShard
+    long_counts: dict
+    types: np.ndarray  # (U,) type keys of the shard, sorted
+    type_index: np.ndarray  # (tokens,) index into types
+    chunk: np.ndarray  # (sequences,) chunk of each sequence
+    sentence_id: np.ndarray  # (sequences,) corpus sentence of each sequence
+    window: np.ndarray  # (sequences,) piece of a split sentence, else 0
+    batches: list[np.ndarray]
+    n_layers: int
+    d: int
+    weights_hash: Future | None  # of the SHA-256 of the weights as loaded (see loading.weights_sha256)
+
+    def run(self, accumulator, settings: ExtractionSettings, batches: list[np.ndarray] | None = None) -> None:
+        run_batches(self.model, accumulator, self.encoded, self.type_index, self.batches if batches is None else batches,
+                    loading.pad_id(self.tokenizer), self.device, settings.progress)
+
+
+def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool = True) -> ShardRun:
+    """Claim a device, load the model, read, tokenize and batch the shard.
+
+    The shard is tokenized, and (with ``hash_weights``) the weights hashed, in
+    background threads while the weights load and (for the hash) while the batches
+    run: the fast tokenizer and hashlib release the GIL. ``ShardRun.weights_hash``
+    is the hash's future, None without ``hash_weights``.
+    """
+    device = loading.resolve_device(settings.device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", devices.claim_gpu())
+        log.info("claimed %s", device)
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    if os.path.isdir(settings.source):
+        verify_manifest(settings.source)  # locally built models carry one
+    tokenizer = loading.load_tokenizer(settings.model, settings.source)
+    texts, chunk, sentence_id = read_shard(shard_path)
+    background = ThreadPoolExecutor(max_workers=2)
+    encoding = background.submit(encode, tokenizer, texts)
+    hashes: list[Future] = []  # submitted by load_model while the weights are still on the host
+    on_host = (lambda m: hashes.append(background.submit(loading.tensors_sha256, loading.named_tensors(m)))) if hash_weights else None
+    model = loading.load_model(settings.model, settings.source, settings.dtype, device, on_host=on_host)
+    background.shutdown(wait=False)
+    encoded, source_row, long_counts = fit_to_positions(encoding.result(), loading.max_positions(model.config), settings)
+    chunk, sentence_id = chunk[source_row], sentence_id[source_row]
+    types, type_index = type_table(tokenizer, encoded.ids, settings.merge_markers)
+    batches = chunk_batches(encoded.lengths, chunk, settings.batch_tokens)
+    return ShardRun(device, tokenizer, model, len(texts), encoded, long_counts, types, type_index, chunk, sentence_id,
+                    sequence_windows(source_row), batches, model.config.num_hidden_layers + 1, model.config.hidden_size,
+                    hashes[0] if hashes else None)
+
+
+def extract_shard(shard_path, out_path, settings: ExtractionSettings, moments_path=None, sample_path=None) -> dict:
+    """Run the model over the shard and write its sums (see :mod:`ctxvar.stats.sums`, :mod:`ctxvar.extraction.position_sample`).
+
+    ``out_path``: n, Σx, Σ‖x‖² (and Σ x/‖x‖ with geometry.cosine) per (layer, type);
+    ``moments_path``: N, Σx, Σxxᵀ per layer (geometry.covariance); ``sample_path``:
+    the shard's bottom-k sampled points (geometry.twonn). Returns the metadata.
+    """
+    options = settings.geometry
+    if (moments_path is not None) != options.covariance or (sample_path is not None) != bool(options.sample_size):
+        raise ValueError("extract_shard: give moments_path exactly with geometry.covariance, sample_path with a sample size")
+    job = prepare_shard(shard_path, settings)
+    lengths, n_layers, d = job.encoded.lengths, job.n_layers, job.d
+    groups = layer_groups(n_layers, len(job.types), d, state_cap_bytes(settings, job.device), options)
+    log.info("%s: %d sequences, %d tokens, %d types, %d batches; device state %.1f MB in %d pass(es), batch %.1f MB",
+             settings.model["id"], len(lengths), len(job.encoded.ids), len(job.types), len(job.batches),
+             state_bytes(len(groups[0]), len(job.types), d, options) / 1e6, len(groups),
+             batch_bytes(n_layers, settings.batch_tokens, d, options) / 1e6)
+    metadata = {
+        **model_metadata(settings, job),
+        "shard": settings.shard,
+        "n_sentences": job.n_texts - job.long_counts["n_skipped_too_long"],
+        **job.long_counts,
+        "n_sequences": len(lengths),
+        "n_tokens": len(job.encoded.ids),
+        "padding_fraction": padding_fraction(lengths, job.batches),
+        "device": str(job.device),
+    }
+    sampled = sample_positions(job, settings)
+    with ExitStack() as files:
+        sums_file = files.enter_context(LayerWriter(out_path, sums_schema(d, metadata, options.cosine)))
+        moments_file = files.enter_context(LayerWriter(moments_path, moments_schema(d, metadata))) if moments_path else None
+        sample_file = files.enter_context(LayerWriter(sample_path, sample_schema(d, metadata))) if sample_path else None
+        for sums, outer, points in accumulate_groups(job, groups, settings, sampled):
+            sums_file.write(sums.to_table(sums_file.schema))
+            if moments_file:
+                total = sums.sum.sum(axis=0)
+                moments_file.write(moments_table(sums.layer, int(sums.count.sum()), total, outer, moments_file.schema))
+            if sample_file:
+                sample_file.write(sample_table(sums.layer, sampled, points, sample_file.schema))
+    return metadata
+
+
+def sample_positions(job: ShardRun, settings: ExtractionSettings) -> dict[str, np.ndarray] | None:
+    """The shard's bottom-k token positions by :func:`ctxvar.extraction.position_sample.token_keys`: shard token index,
+    key, sentence_id, window, position and token type of each, in key order; None without a sample."""
+    k = settings.geometry.sample_size
+    if not k:
+        return None
+    offsets = job.encoded.offsets
+    keys = token_keys(job.sentence_id, job.window, offsets, settings.sample_seed)
+    tokens = bottom_k(keys, k)
+    sequence = np.searchsorted(offsets, tokens, side="right") - 1
+    return {"tokens": tokens, "key": keys[tokens], "sentence_id": job.sentence_id[sequence], "window": job.window[sequence],
+            "position": tokens - offsets[sequence], "token": job.types[job.type_index[tokens]]}
+
+
+def state_cap_bytes(settings: ExtractionSettings, device: torch.device) -> float:
+    if settings.max_state_mb:
+        return settings.max_state_mb * 1e6
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory / 2
+    return float("inf")
+
+
+def accumulate_groups(job: ShardRun, groups: list[range], settings: ExtractionSettings, sampled: dict | None = None):
+    """``(LayerSums, Σxxᵀ or None, sampled points or None)`` for every layer, in order, with one pass over
+    the shard per group of layers."""
+    for layers in groups:
+        sums = EmbeddingSums(layers, job.n_layers, len(job.types), job.d, job.device, settings.geometry,
+                             sampled["tokens"] if sampled else None)
+        job.run(sums, settings)
+        if not sums.all_finite():
+            raise StatisticsError(
+                f"model {settings.model['id']!r}: hidden states contain NaN or Inf with dtype {settings.dtype} "
+                "(fp16 overflow is common); nothing was written: use dtype: float32 or bfloat16"
+            )
+        outer = sums.moments.to_numpy() if sums.moments is not None else None
+        points = sums.sample.to_numpy() if sums.sample is not None else None
+        for i, layer in enumerate(layer_sums(sums, job.types)):
+            yield layer, (outer[i] if outer is not None else None), (points[i] if points is not None else None)
+        del sums
+
+
+def fit_to_positions(encoded: EncodedShard, limit: int | None, settings: ExtractionSettings):
+    """Apply ``tokens.long_sentences`` to sentences longer than the model's positions; never truncate.
+
+    Returns ``(encoded, source_row, counts)``: the sequences to run, the sentence
+    each comes from, and how many sentences were skipped or split.
+    """
+    lengths = encoded.lengths
+    too_long = lengths > limit if limit else np.zeros(len(lengths), dtype=bool)
+    counts = {"n_skipped_too_long": 0, "n_split_too_long": 0}
+    if not too_long.any():
+        return encoded, np.arange(len(lengths)), counts
+    message = f"{int(too_long.sum())} sentence(s) exceed the {limit} positions of model {settings.model['id']!r} (longest {int(lengths.max())} tokens)"
+    if settings.long_sentences == "error":
+        raise CorpusError(f"{message}; lower corpus.max_words or set tokens.long_sentences: skip or split")
+    log.warning("%s: %s", message, "splitting them into windows" if settings.long_sentences == "split" else "skipping them")
+    if settings.long_sentences == "split":
+        counts["n_split_too_long"] = int(too_long.sum())
+        return (*split_long(encoded, limit), counts)
+    counts["n_skipped_too_long"] = int(too_long.sum())
+    keep = np.flatnonzero(~too_long)
+    return select(encoded, keep), keep, counts
+
+
+def run_batches(model, sums: EmbeddingSums, encoded, type_index, batches, pad_id: int, device, progress: bool) -> None:
+    """Forward every batch with all hidden states and add them to ``sums``."""
+    pin = device.type == "cuda"
+    with torch.inference_mode():
+        for rows in tqdm(batches, desc="batches", unit="batch", disable=not progress, mininterval=5):
+            batch = pad_batch(encoded, type_index, rows, pad_id)
+            on_device = [_to_device(a, device, pin) for a in (batch.input_ids, batch.attention_mask, batch.positions, batch.type_index)]
+            input_ids, attention_mask, positions, types = on_device
+            output = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+            if getattr(output, "hidden_states", None) is None:
+                raise ModelLoadError(f"model {type(model).__name__} returned no hidden states; use an encoder or decoder model")
+            sums.accumulate(output.hidden_states, positions, types, batch.tokens)
+
+
+def _to_device(array: np.ndarray, device, pin: bool) -> torch.Tensor:
+    tensor = torch.from_numpy(array)
+    return tensor.pin_memory().to(device, non_blocking=True) if pin else tensor
+
+
+def layer_sums(sums: EmbeddingSums, types: np.ndarray):
+    """Per-layer :class:`LayerSums` from the device state (every type in ``types`` occurred)."""
+    arrays = sums.types.to_numpy()
+    unit = arrays.get("sum_unit")
+    for i, layer in enumerate(sums.layers):
+        yield LayerSums(layer, types, arrays["count"], arrays["sum"][i], arrays["sum_sq"][i], unit[i] if unit is not None else None)
+
+
+def model_metadata(settings: ExtractionSettings, job: ShardRun) -> dict:
+    """What identifies the sums' origin; merges refuse partials that differ in any of merge.MUST_MATCH."""
+    return {
+        "model_id": settings.model["id"],
+        "model_name": settings.source,
+        "revision": settings.model.get("revision") or "main",
+        "commit": getattr(job.model.config, "_commit_hash", None),
+        "dtype": settings.dtype,
+        "n_layers": job.n_layers,
+        "d": job.d,
+        "tokenizer_sha256": loading.tokenizer_sha256(job.tokenizer),
+        "weights_sha256": job.weights_hash.result(),
+        "attn_implementation": getattr(job.model.config, "_attn_implementation", None),
+        "merge_markers": settings.merge_markers,
+        "geometry": {**asdict(settings.geometry), "seed": settings.sample_seed},
+        "final_norm": loading.ends_in_final_norm(job.model),
+        "config_hash": settings.config_hash,
+        "versions": package_versions(),
+    }

@@ -1,0 +1,163 @@
+"""Figures of the geometry metrics (geometry.csv), of Appendix I's C.V. of Q against n_min,
+and across training checkpoints.
+
+``geometry`` tables carry a ``model`` column (results/summary/geometry.csv, or a
+model's geometry.csv with it added); curves are drawn by
+:func:`ctxvar.figures.cross_model.layer_panels`, which rings final-norm layers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize
+
+from ctxvar.stats.layers import ols
+from ctxvar.figures.plotting import Plot, panels, paper_style
+from ctxvar.figures.cross_model import DEPTH_LABEL, curve_data, figure_legend, layer_curves, layer_panels, model_style
+from ctxvar.stats.token_table import TokenStats
+
+MIN_TYPES_FOR_CV = 10  # a threshold n_min with fewer types above it gives no C.V. point
+CHECKPOINT_PANELS = (("anisotropy", "anisotropy $\\lambda_1/\\mathrm{tr}\\,C$"), ("twonn", "TwoNN dimension"),
+                     ("cv_Q", "C.V. of $Q(X_t)$"), ("M_over_Q", "$M(X)/Q(X)$"))
+
+
+def isotropy(geometry: pd.DataFrame, models: list[str]) -> Plot:
+    """Per layer and model: anisotropy, IsoScore, effective rank and participation ratio."""
+    return layer_panels(geometry, models, {
+        "anisotropy": (geometry["anisotropy"], r"anisotropy $\lambda_1/\mathrm{tr}\,C$"),
+        "isoscore": (geometry["isoscore"], "IsoScore"),
+        "effective_rank": (geometry["effective_rank"], "effective rank"),
+        "participation_ratio": (geometry["participation_ratio"], "participation ratio")})
+
+
+def cosine(geometry: pd.DataFrame, models: list[str]) -> Plot:
+    """Per layer and model: mean cosine over all pairs, mean self-similarity, and their difference."""
+    return layer_panels(geometry, models, {
+        "mean_cosine": (geometry["mean_cosine"], "mean cosine (all pairs)"),
+        "self_similarity": (geometry["self_similarity"], "self-similarity"),
+        "self_similarity_adjusted": (geometry["self_similarity_adjusted"], "self-similarity − mean cosine")})
+
+
+@paper_style
+def intrinsic_dimension(geometry: pd.DataFrame, models: list[str]) -> Plot:
+    """Per layer and model: TwoNN on the sample (solid) and on Gaussian points of the same n and d (dashed)."""
+    figure, axes = panels(1, 1, size=(3.6, 2.6))
+    ax, styles = axes[0, 0], model_style(models)
+    layer_curves(ax, geometry, models, geometry["twonn"], styles)
+    for model in models:
+        rows = (geometry["model"] == model).to_numpy()
+        ax.plot(geometry["depth"][rows], geometry["twonn_gaussian"][rows], linestyle="--", color=styles[model]["color"],
+                linewidth=0.8)
+    ax.plot([], [], linestyle="--", color="grey", linewidth=0.8, label="Gaussian, same n and d")
+    ax.set(xlabel=DEPTH_LABEL, ylabel="TwoNN intrinsic dimension", yscale="log")
+    figure_legend(figure, ax, len(models))
+    return Plot(figure, curve_data(geometry, {"twonn": geometry["twonn"], "twonn_gaussian": geometry["twonn_gaussian"],
+                                              "twonn_points": geometry["twonn_points"]}))
+
+
+def layer_colours(n_layers: int):
+    norm = Normalize(0, max(n_layers - 1, 1))
+    return norm, (lambda layer: colormaps["viridis"](norm(layer)))
+
+
+@paper_style
+def spectrum(geometry: pd.DataFrame, model: str) -> Plot:
+    """One model: the leading explained-variance ratios λ_i/tr C against i, one line per layer (dashed: final norm)."""
+    columns = [c for c in geometry.columns if c.startswith("explained_")]
+    figure, axes = panels(1, 1, size=(3.4, 2.4))
+    ax = axes[0, 0]
+    norm, colour = layer_colours(len(geometry))
+    rank = np.arange(1, len(columns) + 1)
+    for _, row in geometry.iterrows():
+        ax.plot(rank, row[columns].to_numpy(dtype=float), color=colour(row["layer"]), marker="o",
+                linestyle="--" if row["final_norm"] else "-")
+    ax.set(xlabel="component $i$", ylabel=r"$\lambda_i/\mathrm{tr}\,C$", yscale="log", title=f"{model}: covariance spectrum")
+    figure.colorbar(_scalar_mappable(norm), ax=ax, label="layer (dashed: after final norm)")
+    data = geometry[["layer", *columns]].melt(id_vars="layer", var_name="component", value_name="explained")
+    data["component"] = data["component"].str.removeprefix("explained_").astype(int)
+    return Plot(figure, data)
+
+
+def _scalar_mappable(norm) -> ScalarMappable:
+    return ScalarMappable(norm=norm, cmap="viridis")
+
+
+def cv_by_min_count(stats: TokenStats, analysis: dict, thresholds_per_decade: int = 4) -> pd.DataFrame:
+    """C.V. of Q(X_t) (std/mean, ddof 0) over the types with n_min ≤ n_t ≤ 10^max_log10_n, per layer and n_min.
+
+    n_min runs over a log grid from 10^min_log10_n while at least :data:`MIN_TYPES_FOR_CV` types remain.
+    """
+    rows = []
+    for layer in range(stats.n_layers):
+        tokens = stats.layer(layer)
+        n, q = tokens["n"].to_numpy(), tokens["Q"].to_numpy()
+        upper = n <= 10 ** analysis["max_log10_n"]
+        top = np.log10(max(n[upper].max(), 1)) if upper.any() else analysis["min_log10_n"]
+        grid = np.unique(np.ceil(10 ** np.arange(analysis["min_log10_n"], top + 1e-9, 1 / thresholds_per_decade)))
+        for n_min in grid:
+            keep = upper & (n >= n_min)
+            if keep.sum() >= MIN_TYPES_FOR_CV:
+                rows.append({"layer": layer, "n_min": int(n_min), "n_types": int(keep.sum()),
+                             "cv_Q": float(q[keep].std() / q[keep].mean())})
+    return pd.DataFrame(rows, columns=["layer", "n_min", "n_types", "cv_Q"])
+
+
+@paper_style
+def cv_against_min_count(stats: TokenStats, model: str, analysis: dict) -> Plot:
+    """Appendix I: C.V. of Q(X_t) against n_min, log-log, one line per layer, with the fitted slope of each
+    and a reference line of slope −1/2 (the prediction for LayerNorm outputs, C.V. = O(1/√n_min))."""
+    table = cv_by_min_count(stats, analysis)
+    figure, axes = panels(1, 1, size=(3.8, 2.6))
+    ax = axes[0, 0]
+    norm, colour = layer_colours(stats.n_layers)
+    slopes = {}
+    for layer, part in table.groupby("layer"):
+        slope = ols(np.log10(part["n_min"]), np.log10(part["cv_Q"]))[0]
+        slopes[layer] = slope
+        ax.plot(part["n_min"], part["cv_Q"], color=colour(layer), marker="o", label=f"layer {layer}: slope {slope:.2f}")
+    if len(table):
+        start = table.loc[table["n_min"] == table["n_min"].min()]
+        anchor_n, anchor_cv = float(start["n_min"].iloc[0]), float(start["cv_Q"].max())
+        n_grid = np.array([anchor_n, table["n_min"].max()])
+        ax.plot(n_grid, anchor_cv * (n_grid / anchor_n) ** -0.5, color="black", linestyle=":", label=r"slope $-1/2$")
+    ax.set(xscale="log", yscale="log", xlabel=r"$n_{\min}$ (types with $n_t \geq n_{\min}$)", ylabel="C.V. of $Q(X_t)$",
+           title=f"{model}: Appendix I")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    table["slope"] = table["layer"].map(slopes)
+    return Plot(figure, table)
+
+
+def checkpoint_table(steps: dict[str, int], layers: dict[str, pd.DataFrame], geometry: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per (checkpoint, layer): step, anisotropy, TwoNN, C.V. of Q, M(X)/Q(X), final_norm."""
+    frames = []
+    for model, step in steps.items():
+        merged = layers[model][["layer", "final_norm", "cv_Q", "M", "Q"]].merge(
+            geometry[model][["layer", "anisotropy", "twonn"]], on="layer")
+        frames.append(merged.assign(model=model, step=step, M_over_Q=merged["M"] / merged["Q"]))
+    table = pd.concat(frames, ignore_index=True)
+    return table[["model", "step", "layer", "final_norm", *[c for c, _ in CHECKPOINT_PANELS]]]
+
+
+@paper_style
+def checkpoints(table: pd.DataFrame, family: str) -> Plot:
+    """Across training checkpoints: each metric of :data:`CHECKPOINT_PANELS` against the step, one line per
+    layer (colour = layer; dashed = after a final norm). A symlog step axis when steps span > 2 decades."""
+    figure, axes = panels(1, len(CHECKPOINT_PANELS), size=(2.5, 2.2))
+    n_layers = int(table["layer"].max()) + 1
+    norm, colour = layer_colours(n_layers)
+    positive = table["step"].to_numpy()[table["step"].to_numpy() > 0]
+    wide = len(positive) > 0 and positive.max() > 100 * positive.min()
+    for ax, (column, label) in zip(axes[0], CHECKPOINT_PANELS):
+        for layer, part in table.groupby("layer"):
+            part = part.sort_values("step")
+            ax.plot(part["step"], part[column], color=colour(layer), marker="o",
+                    linestyle="--" if part["final_norm"].any() else "-")
+        ax.set(xlabel="training step", ylabel=label)
+        if wide:
+            ax.set_xscale("symlog", linthresh=positive.min())
+    figure.colorbar(_scalar_mappable(norm), ax=axes, label="layer (dashed: after final norm)", shrink=0.9)
+    figure.suptitle(f"{family} across checkpoints")
+    return Plot(figure, table)

@@ -1,0 +1,147 @@
+"""Fig. 1, Fig. 8 and Table 2: the paper's token selection and its 2-D PCA (Appendix A).
+
+Selection, at one layer: candidates are the frequency-filtered types with at
+least ``min_chars`` characters. The range [min log10 n_t, max log10 n_t] of the
+candidates is cut into ``n_bins`` equal intervals I_r, T_r being the candidates
+in I_r; from each T_r, N_r = min(|T_r|, 2 + ⌊4·√(|T_r| / max_r |T_r|)⌋) types are
+drawn without replacement by one ``RandomState(seed)``, bin by bin, from the
+members sorted by token. (The paper's text writes ⌊√(4|T_r|/max|T_r|)⌋; the
+authors' code, which this follows, uses 4·√.)
+
+PCA: 2 components fitted on the selected types' means μ_t plus the zero vector.
+After projecting, every point is shifted so that the projected origin is (0, 0);
+the shifted coordinates of x are then simply x·w₁ and x·w₂, so the second pass
+only needs the components W (2 × d), not the fit.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+
+from ctxvar.errors import ConfigError, InsufficientData
+from ctxvar.io import read_csv
+from ctxvar.stats.finalize import finalize
+from ctxvar.stats.sums import SumsFile
+from ctxvar.stats.token_table import TokenStats, filtered
+
+log = logging.getLogger(__name__)
+
+SELECTION_COLUMNS = ["layer", "token", "n", "Q", "M", "V", "bin", "pc1", "pc2"]
+
+
+def frequency_bins(log_n: np.ndarray, n_bins: int) -> np.ndarray:
+    """Index 0 … n_bins−1 of the equal-width interval of [min, max] holding each value (max in the last)."""
+    edges = np.linspace(log_n.min(), log_n.max(), n_bins + 1)
+    return np.clip(np.searchsorted(edges, log_n, side="right") - 1, 0, n_bins - 1)
+
+
+def draws_per_bin(sizes: np.ndarray) -> np.ndarray:
+    """N_r = min(|T_r|, 2 + ⌊4·√(|T_r| / max_r |T_r|)⌋)."""
+    wanted = 2 + np.floor(4 * np.sqrt(sizes / sizes.max())).astype(int)
+    return np.minimum(wanted, sizes)
+
+
+def select_tokens(tokens: pd.DataFrame, analysis: dict, min_chars: int, n_bins: int, seed: int) -> pd.DataFrame:
+    """The selected rows of ``tokens`` (columns token, n, …) with their ``bin``, in bin then token order."""
+    candidates = tokens[filtered(tokens, analysis) & (tokens["token"].str.len() >= min_chars)]
+    if candidates.empty:
+        raise InsufficientData(
+            f"figures.pca: no token type has ≥ {min_chars} characters and {analysis['min_log10_n']} ≤ log10 n_t ≤ "
+            f"{analysis['max_log10_n']}; lower figures.pca.min_chars or use a larger corpus"
+        )
+    candidates = candidates.sort_values("token", kind="stable").reset_index(drop=True)
+    bins = frequency_bins(np.log10(candidates["n"].to_numpy()), n_bins)
+    sizes = np.bincount(bins, minlength=n_bins)
+    rng = np.random.RandomState(seed)
+    chosen = []
+    for r, draws in enumerate(draws_per_bin(sizes)):
+        members = np.flatnonzero(bins == r)
+        if draws:
+            chosen.append(np.sort(members[rng.choice(len(members), draws, replace=False)]))
+    rows = np.concatenate(chosen)
+    return candidates.iloc[rows].assign(bin=bins[rows]).reset_index(drop=True)
+
+
+def pca_components(means: np.ndarray) -> np.ndarray:
+    """(2, d) principal axes of the rows of ``means`` plus the zero vector; each axis's largest loading is positive."""
+    points = np.vstack([means, np.zeros(means.shape[1])])
+    _, _, vt = np.linalg.svd(points - points.mean(axis=0), full_matrices=False)
+    components = vt[:2]
+    signs = np.sign(components[np.arange(len(components)), np.abs(components).argmax(axis=1)])
+    return components * signs[:, None]
+
+
+def check_layer(layer: int | None, n_layers: int) -> int:
+    """``layer``, or the middle layer when None; a one-line error when out of range."""
+    if layer is None:
+        return n_layers // 2
+    if not 0 <= layer < n_layers:
+        raise ConfigError(f"figures.pca.layer: {layer} is not a layer of this model (0 … {n_layers - 1}); pick one in range or null for the middle")
+    return layer
+
+
+def selection(stats_path, tokens: pd.DataFrame, layer: int, settings: dict, analysis: dict) -> tuple[pd.DataFrame, np.ndarray]:
+    """(selected types with n, Q, M, V, bin and their means' coordinates pc1, pc2; components (2, d)).
+
+    ``tokens`` is the layer's per-type table; the means come from the merged sums at ``stats_path``.
+    """
+    chosen = select_tokens(tokens, analysis, settings["min_chars"], settings["n_bins"], settings["seed"])
+    sums = SumsFile(stats_path).layer(layer, columns=["token", "n", "sum", "sum_sq"])
+    rows = np.searchsorted(sums.types, chosen["token"].to_numpy())
+    mean, q, m, v = finalize(sums.count[rows], sums.sum[rows], sums.sum_sq[rows])
+    components = pca_components(mean)
+    coordinates = mean @ components.T
+    table = pd.DataFrame({"layer": layer, "token": chosen["token"], "n": sums.count[rows], "Q": q, "M": m, "V": v, "bin": chosen["bin"],
+                          "pc1": coordinates[:, 0], "pc2": coordinates[:, 1]})
+    return table[SELECTION_COLUMNS], components
+
+
+def select_pca_tokens(stats_path, tokens_path, settings: dict, analysis: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """selection.csv and components.csv (rows pc1, pc2; one column per dimension) for figures.pca ``settings``.
+
+    When no type can be selected (a tiny corpus), both are empty and a warning says why: Figs. 1 and 8
+    become placeholders, and the run goes on.
+    """
+    stats = TokenStats(tokens_path)
+    layer = check_layer(settings["layer"], stats.n_layers)
+    try:
+        table, components = selection(stats_path, stats.layer(layer), layer, settings, analysis)
+    except InsufficientData as error:
+        log.warning("Fig. 1, Fig. 8 and Table 2 will be placeholders: %s", error)
+        return pd.DataFrame(columns=SELECTION_COLUMNS), pd.DataFrame(columns=["component"])
+    return table, components_table(components)
+
+
+def components_table(components: np.ndarray) -> pd.DataFrame:
+    frame = pd.DataFrame(components, columns=[str(i) for i in range(components.shape[1])])
+    frame.insert(0, "component", ["pc1", "pc2"])
+    return frame
+
+
+def read_components(path) -> np.ndarray:
+    """(2, d) components from components.csv."""
+    return read_csv(path).set_index("component").to_numpy(dtype=np.float64)
+
+
+def table2(selected: pd.DataFrame) -> pd.DataFrame:
+    """Table 2: n_t, Q, M and V of the selected types, most frequent first."""
+    return selected[["token", "n", "Q", "M", "V"]].sort_values(["n", "token"], ascending=[False, True]).reset_index(drop=True)
+
+
+def table2_latex(table: pd.DataFrame, model: str, layer: int) -> str:
+    """Table 2 as a LaTeX table (booktabs rules), token strings escaped."""
+    return table.rename(columns={"n": "$n_t$", "Q": "$Q(X_t)$", "M": "$M(X_t)$", "V": "$V(X_t)$"}).to_latex(
+        index=False, escape=False, formatters={"token": _latex_escape}, float_format="%.1f",
+        caption=f"$n_t$, $Q(X_t)$, $M(X_t)$ and $V(X_t)$ of the tokens in Fig.~1 ({_latex_escape(model)}, layer {layer}).",
+        label="tab:selected-tokens", column_format="lrrrr")
+
+
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+                  "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def _latex_escape(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(c, c) for c in str(text))

@@ -1,0 +1,1 @@
+"""Models: load pretrained ones, build random-init and Gaussian null models, train checkpoints locally."""

@@ -1,0 +1,216 @@
+"""Load models and tokenizers the way Hugging Face users do, with one-line errors.
+
+``from_pretrained`` with an explicit ``revision``, ``dtype`` and
+``trust_remote_code`` (False unless the config says so per model). The HF cache
+and ``HF_HUB_OFFLINE`` apply. A Hub id that is neither cached nor reachable fails
+at once instead of retrying for a minute.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import logging
+import os
+
+import torch
+
+from ctxvar.errors import ModelLoadError, first_line
+from ctxvar.models import hub
+from ctxvar.models.gaussian_null import register
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# Models whose position ids start after the padding index (RoBERTa-style).
+PADDING_OFFSET_POSITIONS = {"roberta", "xlm-roberta", "camembert", "xlm-roberta-xl"}
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` → CUDA if available, else CPU. Asking for CUDA without one is an error."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError("device: 'cuda' requested but torch sees no CUDA device; set device: auto or cpu")
+    return torch.device(device)
+
+
+def load(entry: dict, source: str, dtype: str, device: torch.device):
+    """``(tokenizer, model)`` for a model entry; ``source`` is a Hub id or a local directory."""
+    return load_tokenizer(entry, source), load_model(entry, source, dtype, device)
+
+
+def _options(entry: dict, source: str) -> dict:
+    options = {"revision": entry.get("revision") or "main", "trust_remote_code": bool(entry.get("trust_remote_code", False))}
+    if os.path.isdir(source):
+        options.pop("revision")
+    return options
+
+
+def load_tokenizer(entry: dict, source: str):
+    from transformers import AutoTokenizer
+
+    tokenizer = _from_pretrained(AutoTokenizer, source, entry, _options(entry, source))
+    custom_code_warning(entry, source, "tokenizer_config.json", tokenizer)
+    return tokenizer
+
+
+def load_model(entry: dict, source: str, dtype: str, device: torch.device, on_host=None):
+    """The model in eval mode on ``device``; ``on_host(model)`` is called before it moves there."""
+    from transformers import AutoModel
+
+    # safetensors only: pickled checkpoints (pytorch_model.bin) can run code when loaded.
+    model = _from_pretrained(AutoModel, source, entry, {**_options(entry, source), "dtype": DTYPES[dtype], "use_safetensors": True})
+    if getattr(model.config, "is_encoder_decoder", False):
+        raise ModelLoadError(
+            f"model {entry['id']!r} is an encoder-decoder ({model.config.model_type}); its forward pass has no single "
+            "stack of hidden states per token: use an encoder or decoder model"
+        )
+    custom_code_warning(entry, source, "config.json", model)
+    if on_host is not None:
+        on_host(model)
+    return model.to(device).eval()
+
+
+def _from_pretrained(cls, source: str, entry: dict, options: dict):
+    register()  # the Gaussian null model's type, read from config.json by the Auto classes
+    what = f"model {entry['id']!r} ({source})"
+    if os.path.isdir(source):
+        try:
+            return cls.from_pretrained(source, **options)
+        except Exception as error:  # transformers, safetensors and json raise many types; all mean "cannot load"
+            raise load_error(what, source, cls, error) from error
+    try:
+        return cls.from_pretrained(source, local_files_only=True, **options)
+    except OSError:
+        pass  # not cached (or not complete): go to the Hub
+    except Exception as error:  # cached, but a cached file is damaged
+        config = hub.model_file(source, "config.json", options.get("revision", "main"))
+        raise load_error(what, os.path.dirname(config) if config else source, cls, error) from error
+    reason = hub.unavailable_reason()
+    if reason:
+        raise ModelLoadError(
+            f"{what} is not in the HF cache and {reason}; download it where the Hub is reachable "
+            "(it is then cached), point models[].name at a local directory, or run the offline demo: "
+            "snakemake --cores 2 --configfile config/demo.yaml"
+        )
+    try:
+        return cls.from_pretrained(source, **options)
+    except Exception as error:
+        raise ModelLoadError(f"{what}: cannot be loaded from the Hub ({first_line(error)}); check the name and revision") from error
+
+
+# Files of a saved model that are JSON, and may be damaged by a copy or a full disk.
+JSON_FILES = ("config.json", "tokenizer_config.json", "tokenizer.json", "special_tokens_map.json", "generation_config.json",
+              "vocab.json", "added_tokens.json")
+
+
+def load_error(what: str, directory: str, cls, error: Exception) -> ModelLoadError:
+    """One line for a model directory that ``cls.from_pretrained`` failed on, naming the damaged file if one is."""
+    damaged = damaged_file(directory)
+    if damaged:
+        return ModelLoadError(f"{what}: {damaged[0]} is damaged ({damaged[1]}); restore it (download the model again, "
+                              "or save_pretrained it again)")
+    return ModelLoadError(
+        f"{what}: the directory has no loadable {cls.__name__[4:].lower()} ({type(error).__name__}: {first_line(error)}); "
+        "weights must be safetensors (save_pretrained's default), and custom code needs trust_remote_code: true"
+    )
+
+
+def damaged_file(directory: str) -> tuple[str, str] | None:
+    """``(path, reason)`` of the first file in a model directory that cannot be parsed: a JSON file, or a
+    safetensors file whose header is unreadable or does not cover the file (truncated); None if all parse."""
+    from safetensors import safe_open
+
+    for name in JSON_FILES:
+        path = os.path.join(directory, name)
+        if os.path.isfile(path):
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    json.load(handle)
+            except (OSError, ValueError) as error:  # UnicodeDecodeError is a ValueError
+                return path, f"not valid JSON: {first_line(error)}"
+    for path in sorted(glob.glob(os.path.join(glob.escape(directory), "*.safetensors"))):
+        try:
+            with safe_open(path, "pt") as weights:
+                weights.keys()
+        except Exception as error:  # SafetensorError and OSError
+            return path, f"unreadable safetensors: {first_line(error)}"
+    return None
+
+
+def custom_code_warning(entry: dict, source: str, filename: str, loaded: object) -> None:
+    """Warn when ``filename`` of the model names custom code (``auto_map``) that was not run, because
+    ``trust_remote_code`` is off, and transformers' built-in class (``loaded``'s) was used instead."""
+    if entry.get("trust_remote_code"):
+        return
+    auto_map = (hub.model_json(source, filename, entry.get("revision") or "main") or {}).get("auto_map")
+    if auto_map:
+        log.warning("model %r: %s names custom code (%s) that runs only with trust_remote_code: true; "
+                    "transformers' built-in %s was used instead", entry["id"], filename, auto_map, type(loaded).__name__)
+
+
+def max_positions(config) -> int | None:
+    """Longest input in tokens the model's position embeddings allow (None: unbounded)."""
+    limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    if limit and getattr(config, "model_type", None) in PADDING_OFFSET_POSITIONS:
+        limit -= (config.pad_token_id or 0) + 1
+    return limit
+
+
+def ends_in_final_norm(model: torch.nn.Module) -> bool:
+    """Whether the last hidden state is the output of a final norm (pre-LN decoders: GPT-2's ``ln_f``,
+    GPT-NeoX's ``final_layer_norm``, Llama's ``norm``, OPT's with ``do_layer_norm_before``).
+
+    transformers applies such a norm to the last entry of ``hidden_states``; the
+    other entries are the raw residual stream. Recognised as a normalisation module
+    outside the per-layer lists (no numeric name part) and outside the embeddings.
+    Post-LN encoders (BERT, RoBERTa) have none: every layer ends in its own LayerNorm.
+    A model may declare it with a boolean ``ends_in_final_norm`` attribute.
+    """
+    declared = getattr(model, "ends_in_final_norm", None)
+    if isinstance(declared, bool):
+        return declared
+    for name, module in model.named_modules():
+        parts = name.split(".")
+        if "Norm" in type(module).__name__ and not any(p.isdigit() for p in parts) and not any("emb" in p.lower() for p in parts):
+            return True
+    return False
+
+
+def pad_id(tokenizer) -> int:
+    """Padding id; models without one (GPT-2) pad with eos, which the attention mask hides."""
+    for candidate in (tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.sep_token_id):
+        if candidate is not None:
+            return candidate
+    return 0
+
+
+def weights_sha256(model: torch.nn.Module) -> str:
+    """SHA-256 over every parameter and buffer (name, dtype, shape, bytes), sorted by name."""
+    return tensors_sha256(named_tensors(model))
+
+
+def named_tensors(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    """Every parameter and buffer, sorted by name: what :func:`weights_sha256` hashes.
+
+    Detached now, so the list keeps the host copies even after the model moves to a GPU.
+    """
+    tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    return [(name, tensor.detach()) for name, tensor in sorted(tensors.items())]
+
+
+def tensors_sha256(tensors: list[tuple[str, torch.Tensor]]) -> str:
+    digest = hashlib.sha256()
+    for name, tensor in tensors:  # detached by named_tensors
+        data = tensor.contiguous().cpu()
+        digest.update(f"{name}:{data.dtype}:{tuple(data.shape)}".encode())
+        digest.update(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"")
+    return digest.hexdigest()
+
+
+def tokenizer_sha256(tokenizer) -> str:
+    """SHA-256 of the vocabulary (token → id), sorted."""
+    vocab = sorted(tokenizer.get_vocab().items())
+    return hashlib.sha256(repr(vocab).encode()).hexdigest()

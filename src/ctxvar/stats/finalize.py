@@ -1,0 +1,53 @@
+"""Finalize sums into the paper's statistics, and combine sums across shards.
+
+Per token type t with n_t occurrences x_1 … x_n (paper §3):
+
+    Q_t = Σ‖x‖² / n_t          (mean squared norm)
+    M_t = ‖Σx / n_t‖²          (squared norm of the mean)
+    V_t = Q_t − M_t            (1/n variance summed over dimensions)
+
+V_t is a difference of two float64 numbers; rounding can make it slightly
+negative when V_t ≪ Q_t (n_t = 1, or identical vectors such as the first token
+of a causal model). Values down to −NEGATIVE_V_TOLERANCE · Q_t are set to 0;
+anything more negative is an error, never silently clamped.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ctxvar.errors import StatisticsError
+
+NEGATIVE_V_TOLERANCE = 1e-9
+
+
+def finalize(count: np.ndarray, sum_: np.ndarray, sum_sq: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(mean (U, d), Q (U,), M (U,), V (U,))`` from n (U,), Σx (U, d), Σ‖x‖² (U,); n ≥ 1."""
+    n = count.astype(np.float64)
+    mean = sum_ / n[:, None]
+    q = sum_sq / n
+    m = np.einsum("ud,ud->u", mean, mean)
+    return mean, q, m, clamp_variance(q - m, q)
+
+
+def clamp_variance(v: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Set rounding-level negatives of V = Q − M to 0; raise on anything larger."""
+    bad = v < -NEGATIVE_V_TOLERANCE * np.abs(q)
+    if bad.any():
+        worst = int(np.argmin(v / np.maximum(np.abs(q), np.finfo(float).tiny)))
+        raise StatisticsError(
+            f"variance V = Q − M is negative beyond rounding (V={v[worst]:.6g}, Q={q[worst]:.6g}) for {int(bad.sum())} "
+            "type(s); the sums are inconsistent: re-run extraction for this model"
+        )
+    return np.maximum(v, 0.0)
+
+
+def combine_into(total: tuple[np.ndarray, ...], part: tuple[np.ndarray, ...], index: np.ndarray) -> None:
+    """Add a part's rows (n, Σx, Σ‖x‖², and Σ x/‖x‖ when kept) into ``total`` at rows ``index`` (distinct), in place.
+
+    Addition is exact for n; for the float sums the result depends only on the
+    order parts are added in, which callers fix (shard order).
+    """
+    assert len(total) == len(part), (len(total), len(part))
+    for into, values in zip(total, part):
+        into[index] += values

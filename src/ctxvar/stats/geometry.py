@@ -1,0 +1,125 @@
+"""Per-layer isotropy, cosine and intrinsic-dimension metrics, exact over every embedding.
+
+From N, Σx and Σxxᵀ of a layer (all tokens), the covariance is
+C = Σxxᵀ/N − μμᵀ with μ = Σx/N (1/N normalisation), eigenvalues λ₁ ≥ … ≥ λ_d:
+
+    anisotropy            λ₁ / tr C                          (Razzhigaev et al. 2024)
+    explained_i           λ_i / tr C, i = 1 … spectrum_k     (top-k explained variance)
+    participation_ratio   PR = (tr C)² / tr(C²)               (Gao et al. 2017)
+    isoscore              (PR − 1) / (d − 1)                  (Rudman et al. 2022, closed form)
+    effective_rank        exp(−Σ p_i log p_i), p_i = λ_i / tr C   (Roy & Vetterli 2007)
+
+From u = x/‖x‖ (Ethayarajh 2019), over all N tokens of the layer and per type t:
+
+    mean_cosine           (‖Σu‖² − N) / (N (N − 1))           mean cos over all distinct pairs
+    self-similarity S_t   (‖Σu_t‖² − n_t) / (n_t (n_t − 1))    mean cos over distinct pairs of t
+    self_similarity       unweighted mean of S_t over the frequency-filtered types
+    self_similarity_adjusted   self_similarity − mean_cosine
+
+TwoNN (Facco et al. 2017) on the merged bottom-k sample after removing exact
+duplicates, and on a standard Gaussian sample of the same n and d (the
+estimator's bias in high dimension).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+
+from ctxvar.errors import StatisticsError
+from ctxvar.stats.layers import frequency_filter
+from ctxvar.extraction.position_sample import points, read_sample_layer
+from ctxvar.stats.sums import SumsFile, read_moments
+from ctxvar.stats.twonn import distinct_points, gaussian_twonn, twonn_dimension
+
+log = logging.getLogger(__name__)
+
+MIN_TWONN_POINTS = 3
+
+
+def covariance(n: int, sum_: np.ndarray, sum_outer: np.ndarray) -> np.ndarray:
+    """C = Σxxᵀ/N − μμᵀ, symmetrised."""
+    mean = sum_ / n
+    c = sum_outer / n - np.outer(mean, mean)
+    return (c + c.T) / 2
+
+
+def spectrum_metrics(c: np.ndarray, spectrum_k: int) -> dict:
+    """Anisotropy, top-k explained variance, participation ratio, IsoScore and effective rank of C."""
+    d = len(c)
+    eigenvalues = np.clip(np.linalg.eigvalsh(c)[::-1], 0.0, None)  # rounding can give tiny negatives
+    trace = eigenvalues.sum()
+    if trace <= 0:
+        raise StatisticsError("covariance has zero trace (every embedding identical); the isotropy metrics are undefined")
+    p = eigenvalues / trace
+    pr = trace**2 / float(eigenvalues @ eigenvalues)
+    row = {"anisotropy": float(p[0]), "participation_ratio": float(pr),
+           "isoscore": float((pr - 1) / (d - 1)) if d > 1 else np.nan,
+           "effective_rank": float(np.exp(-np.sum(p[p > 0] * np.log(p[p > 0]))))}
+    for i in range(spectrum_k):
+        row[f"explained_{i + 1}"] = float(p[i]) if i < d else np.nan
+    return row
+
+
+def mean_cosine(n: int, sum_unit: np.ndarray) -> float:
+    """Mean cosine similarity over the n(n − 1) ordered pairs of distinct tokens, from Σu."""
+    return float((sum_unit @ sum_unit - n) / (n * (n - 1))) if n > 1 else np.nan
+
+
+def self_similarity(count: np.ndarray, sum_unit: np.ndarray) -> np.ndarray:
+    """S_t per type from n_t and Σu_t (U, d); NaN where n_t < 2."""
+    n = count.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(n > 1, (np.einsum("ud,ud->u", sum_unit, sum_unit) - n) / (n * (n - 1)), np.nan)
+
+
+def geometry_columns(spectrum_k: int) -> list[str]:
+    return ["layer", "depth", "final_norm", "n", "anisotropy", *[f"explained_{i + 1}" for i in range(spectrum_k)],
+            "participation_ratio", "isoscore", "effective_rank", "mean_cosine", "n_types", "self_similarity",
+            "self_similarity_adjusted", "twonn_points", "twonn", "twonn_gaussian"]
+
+
+def cosine_metrics(sums, min_log10_n: float, max_log10_n: float) -> dict:
+    """Mean cosine over all tokens; self-similarity over the filtered types (n_t ≥ 2 by the filter's lower bound)."""
+    n = int(sums.count.sum())
+    keep = frequency_filter(sums.count, min_log10_n, max_log10_n) & (sums.count > 1)
+    cos = mean_cosine(n, sums.sum_unit.sum(axis=0))
+    self_sim = float(np.mean(self_similarity(sums.count[keep], sums.sum_unit[keep]))) if keep.any() else np.nan
+    return {"mean_cosine": cos, "n_types": int(keep.sum()), "self_similarity": self_sim,
+            "self_similarity_adjusted": self_sim - cos}
+
+
+def twonn_metrics(sample_path, layer: int, seed: int) -> dict:
+    """TwoNN on the layer's distinct sampled points, and on Gaussian points of the same n and d."""
+    distinct = distinct_points(points(read_sample_layer(sample_path, layer)))
+    n, d = distinct.shape
+    if n < MIN_TWONN_POINTS:
+        log.warning("layer %d: %d distinct sampled points; TwoNN needs %d", layer, n, MIN_TWONN_POINTS)
+        return {"twonn_points": n, "twonn": np.nan, "twonn_gaussian": np.nan}
+    return {"twonn_points": n, "twonn": twonn_dimension(distinct), "twonn_gaussian": gaussian_twonn(n, d, seed + layer)}
+
+
+def geometry_table(stats_path, moments_path, sample_path, spectrum_k: int, seed: int,
+                   min_log10_n: float, max_log10_n: float) -> pd.DataFrame:
+    """geometry.csv: one row per layer; the metrics of sums not accumulated are NaN.
+
+    ``moments_path`` / ``sample_path`` may be None (geometry.covariance / twonn off).
+    """
+    stats = SumsFile(stats_path)
+    final_norm = stats.metadata.get("final_norm", False)
+    rows = []
+    for layer in range(stats.n_layers):
+        sums = stats.layer(layer, columns=["n"] + (["sum_unit"] if stats.has_unit else []))
+        row = {"layer": layer, "depth": layer / max(stats.n_layers - 1, 1),
+               "final_norm": bool(final_norm and layer == stats.n_layers - 1), "n": int(sums.count.sum())}
+        if moments_path is not None:
+            n, sum_, outer = read_moments(moments_path, layer)
+            row.update(spectrum_metrics(covariance(n, sum_, outer), spectrum_k))
+        if stats.has_unit:
+            row.update(cosine_metrics(sums, min_log10_n, max_log10_n))
+        if sample_path is not None:
+            row.update(twonn_metrics(sample_path, layer, seed))
+        rows.append(row)
+    return pd.DataFrame(rows, columns=geometry_columns(spectrum_k))

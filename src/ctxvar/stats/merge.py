@@ -1,0 +1,144 @@
+"""Merge partial sums across shards, one layer at a time, and finalize per-token statistics.
+
+Memory: one layer of the merged sums (U · (d + 2) · 8 bytes, U = distinct types
+over all shards, twice the d term with Σ x/‖x‖) plus one shard's layer at a
+time; it does not grow with the number of shards or layers. Moments add d × d
+per layer; samples hold shards × k points of one layer.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pyarrow as pa
+
+from ctxvar.errors import StatisticsError
+from ctxvar.stats.geometry import self_similarity
+from ctxvar.io import read_metadata, tagged_schema
+from ctxvar.stats.finalize import combine_into, finalize
+from ctxvar.extraction.position_sample import merge_samples
+from ctxvar.stats.sums import LayerSums, LayerWriter, SumsFile, moments_schema, moments_table, read_moments, sums_schema
+
+log = logging.getLogger(__name__)
+
+# Partials that differ in any of these cannot be added together.
+MUST_MATCH = ("model_id", "model_name", "revision", "dtype", "n_layers", "d", "tokenizer_sha256", "weights_sha256",
+              "merge_markers", "config_hash", "geometry")
+ADDITIVE = ("n_sentences", "n_skipped_too_long", "n_split_too_long", "n_sequences", "n_tokens")
+
+TOKENS_SCHEMA = [("layer", pa.int16()), ("token", pa.string()), ("n", pa.int64()), ("Q", pa.float64()), ("M", pa.float64()), ("V", pa.float64())]
+
+
+def open_partials(paths, config_hash: str | None = None) -> list[SumsFile]:
+    """Open and check partials; return them in shard order (the order sums are added in).
+
+    With ``config_hash`` (this run's, for this model), every partial must carry it: a
+    partial of another run or of an older config is refused even if all partials agree.
+    """
+    files = sorted((SumsFile(p) for p in paths), key=lambda f: f.metadata.get("shard", -1))
+    if not files:
+        raise StatisticsError("merge: no partial files given")
+    for part in files:
+        if config_hash is not None and part.metadata.get("config_hash") != config_hash:
+            raise StatisticsError(
+                f"merge: {part.path} was made under another configuration (config_hash "
+                f"{part.metadata.get('config_hash')!r}, this run's is {config_hash!r}): it belongs to another run or an "
+                "older config; delete it and re-run"
+            )
+    reference = files[0]
+    for other in files[1:]:
+        check_same_run(other.path, other.metadata, reference.path, reference.metadata)
+    shards = [f.metadata.get("shard") for f in files]
+    if len(set(shards)) != len(shards):
+        raise StatisticsError(f"merge: shard numbers repeat among the partials ({shards})")
+    return files
+
+
+def check_same_run(path, metadata: dict, reference_name: str, reference: dict) -> None:
+    """Raise unless ``metadata`` (of ``path``) equals ``reference`` in every key of :data:`MUST_MATCH`."""
+    for key in MUST_MATCH:
+        if metadata.get(key) != reference.get(key):
+            raise StatisticsError(
+                f"merge: {path} differs from {reference_name} in {key} "
+                f"({metadata.get(key)!r} vs {reference.get(key)!r}); re-run extraction for the stale file"
+            )
+
+
+def merged_metadata(files: list[SumsFile]) -> dict:
+    first = files[0].metadata
+    merged = {key: first.get(key) for key in (*MUST_MATCH, "commit", "attn_implementation", "final_norm", "versions")}
+    for key in ADDITIVE:
+        merged[key] = int(sum(f.metadata.get(key, 0) for f in files))
+    merged["shards"] = [f.metadata.get("shard") for f in files]
+    return merged
+
+
+def merge_layer(files: list[SumsFile], layer: int, types: np.ndarray) -> LayerSums:
+    """The sum over shards of one layer, rows aligned to ``types`` (sorted)."""
+    d, unit = files[0].d, files[0].has_unit
+    total = (np.zeros(len(types), np.int64), np.zeros((len(types), d)), np.zeros(len(types))) + ((np.zeros((len(types), d)),) if unit else ())
+    for part in files:
+        rows = part.layer(layer)
+        combine_into(total, rows.additive(), np.searchsorted(types, rows.types))
+    return LayerSums(layer, types, *total)
+
+
+def tokens_schema(unit: bool) -> list:
+    return TOKENS_SCHEMA + ([("self_similarity", pa.float64())] if unit else [])
+
+
+def token_table(sums: LayerSums) -> pa.Table:
+    """Per-type n, Q, M, V (and, with Σ x/‖x‖, self-similarity) of one layer."""
+    _, q, m, v = finalize(sums.count, sums.sum, sums.sum_sq)
+    columns = [np.full(len(sums.types), sums.layer, np.int16), pa.array(sums.types, pa.string()), sums.count, q, m, v]
+    if sums.sum_unit is not None:
+        columns.append(self_similarity(sums.count, sums.sum_unit))
+    return pa.table(columns, schema=pa.schema(tokens_schema(sums.sum_unit is not None)))
+
+
+def merge_partials(paths, stats_path, tokens_path, config_hash: str | None = None) -> dict:
+    """Add the partials up (stats_path) and finalize n, Q, M, V per (layer, token) (tokens_path);
+    ``config_hash``: see :func:`open_partials`."""
+    files = open_partials(paths, config_hash)
+    types = np.unique(np.concatenate([f.types() for f in files]))
+    metadata = {**merged_metadata(files), "n_types": int(len(types))}
+    stats_schema = sums_schema(files[0].d, metadata, files[0].has_unit)
+    table_schema = tagged_schema(pa.schema(tokens_schema(files[0].has_unit)), metadata)
+    with LayerWriter(stats_path, stats_schema) as stats, LayerWriter(tokens_path, table_schema) as tokens:
+        for layer in range(files[0].n_layers):
+            merged = merge_layer(files, layer, types)
+            stats.write(merged.to_table(stats_schema))
+            tokens.write(token_table(merged).replace_schema_metadata(table_schema.metadata))
+    log.info("merged %d shards: %d types, %d layers", len(files), len(types), files[0].n_layers)
+    return metadata
+
+
+def in_shard_order(paths, metadata: dict) -> list[str]:
+    """``paths`` (moments or sample partials) sorted by shard, each checked to match the sums' run."""
+    by_shard = {}
+    for path in map(str, paths):
+        own = read_metadata(path)
+        check_same_run(path, own, "the sums", metadata)
+        by_shard[own.get("shard")] = path
+    if sorted(by_shard) != sorted(metadata["shards"]):
+        raise StatisticsError(f"merge: files of shards {sorted(by_shard)} given for sums of shards {metadata['shards']}")
+    return [by_shard[shard] for shard in sorted(by_shard)]
+
+
+def merge_moments(paths, out_path, metadata: dict) -> None:
+    """Add the shards' N, Σx and Σxxᵀ per layer, in shard order."""
+    paths = in_shard_order(paths, metadata)
+    schema = moments_schema(metadata["d"], metadata)
+    with LayerWriter(out_path, schema) as writer:
+        for layer in range(metadata["n_layers"]):
+            n, sum_, outer = 0, 0.0, 0.0
+            for path in paths:
+                part = read_moments(path, layer)
+                n, sum_, outer = n + part[0], sum_ + part[1], outer + part[2]
+            writer.write(moments_table(layer, n, sum_, outer, schema))
+
+
+def merge_sample_partials(paths, out_path, metadata: dict) -> None:
+    """The bottom-k sample over all shards (k = geometry.sample_size)."""
+    merge_samples(in_shard_order(paths, metadata), out_path, metadata["n_layers"], metadata["geometry"]["sample_size"], metadata)

@@ -1,0 +1,87 @@
+"""The package's shape: no import cycle between its modules, and a DAG build that imports no torch."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "ctxvar"
+DAG_BUILD_IMPORTS = ["ctxvar.config", "ctxvar.disk", "ctxvar.errors", "ctxvar.resources", "ctxvar.corpus.shards",
+                     "ctxvar.figures.catalogue"]  # what workflow/rules/common.smk imports
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def is_module(name: str) -> bool:
+    relative = Path(*name.split("."))
+    return (PACKAGE.parent / relative).with_suffix(".py").exists() or (PACKAGE.parent / relative / "__init__.py").exists()
+
+
+def imports(path: Path) -> set[str]:
+    """The ctxvar modules ``path`` imports anywhere, function bodies included (a hidden cycle is still a cycle)."""
+    package = module_name(path).rsplit(".", 1)[0] if path.name != "__init__.py" else module_name(path)
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.startswith("ctxvar")}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            if not base.startswith("ctxvar"):
+                continue
+            for alias in node.names:  # from ctxvar.models import hub: the module ctxvar.models.hub
+                found.add(f"{base}.{alias.name}" if is_module(f"{base}.{alias.name}") else base)
+    return {name for name in found if name != "ctxvar"}
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {module_name(path): imports(path) for path in PACKAGE.rglob("*.py")}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` as a list of nodes (first = last), or None."""
+    state, stack = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        state[node] = "done"
+        stack.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_graph_sees_function_level_and_aliased_imports():
+    graph = import_graph()
+    assert "ctxvar.models.hub" in graph["ctxvar.models.loading"]  # from ctxvar.models import hub
+    assert "ctxvar.models.gaussian_null" in graph["ctxvar.models.build"]
+
+
+def test_no_import_cycle_between_modules():
+    assert find_cycle(import_graph()) is None
+
+
+def test_building_the_dag_imports_no_torch():
+    code = f"import sys; import {', '.join(DAG_BUILD_IMPORTS)}; print('torch' in sys.modules)"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == "False"
