@@ -21,7 +21,18 @@ include: "workflow/rules/pca.smk"
 include: "workflow/rules/figures.smk"
 
 
+# Second-long summary and figure jobs run where Snakemake runs, never as separate cluster submissions.
+localrules:
+    all,
+    summarise_models,
+    select_pca_tokens,
+    plot_model_figure,
+    plot_summary_figure,
+    plot_checkpoints,
+    plot_pca,
+
+
 rule all:
+    default_target: True
     input:
         final_outputs(),
-    default_target: True

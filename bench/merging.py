@@ -17,7 +17,9 @@ from ctxvar.stats.merge import merge_partials
 from ctxvar.stats.sums import LayerSums, write_sums
 
 
-def synthetic_partials(folder, n_shards: int, vocabulary: int, types_per_shard: int, n_layers: int, d: int) -> list[str]:
+def synthetic_partials(
+    folder, n_shards: int, vocabulary: int, types_per_shard: int, n_layers: int, d: int
+) -> list[str]:
     """Partial sums files shaped like real ones: each shard holds a random subset of the vocabulary."""
     rng = np.random.default_rng(0)
     words = np.array([f"w{i:06d}" for i in range(vocabulary)], dtype=object)
@@ -31,9 +33,19 @@ def synthetic_partials(folder, n_shards: int, vocabulary: int, types_per_shard: 
                 total = rng.normal(size=(types_per_shard, d)) * count[:, None]
                 yield LayerSums(layer, types, count, total, np.einsum("ud,ud->u", total, total) / count + count)
 
-        metadata = {"model_id": "bench", "model_name": "bench", "revision": "main", "dtype": "float32", "n_layers": n_layers,
-                    "d": d, "tokenizer_sha256": "0", "weights_sha256": "0", "merge_markers": True, "config_hash": "bench",
-                    "shard": shard}
+        metadata = {
+            "model_id": "bench",
+            "model_name": "bench",
+            "revision": "main",
+            "dtype": "float32",
+            "n_layers": n_layers,
+            "d": d,
+            "tokenizer_sha256": "0",
+            "weights_sha256": "0",
+            "merge_markers": True,
+            "config_hash": "bench",
+            "shard": shard,
+        }
         path = f"{folder}/partial{shard}.parquet"
         write_sums(path, layers(), d, metadata)
         paths.append(path)
@@ -44,14 +56,20 @@ def merge(partials: list[str], folder: str) -> dict:
     """The merge_statistics job: stats.parquet and tokens.parquet from the partials."""
     start = time.perf_counter()
     merge_partials(partials, f"{folder}/stats.parquet", f"{folder}/tokens.parquet")
-    return {"seconds": time.perf_counter() - start, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {
+        "seconds": time.perf_counter() - start,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def layers(folder: str) -> dict:
     """The layer_statistics job: layers.csv from stats.parquet."""
     start = time.perf_counter()
     layers_table(f"{folder}/stats.parquet", 1, 5)
-    return {"seconds": time.perf_counter() - start, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {
+        "seconds": time.perf_counter() - start,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 if __name__ == "__main__":

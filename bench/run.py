@@ -32,19 +32,19 @@ import tempfile
 import time
 from pathlib import Path
 
+import merging
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import steps
 import torch
 
-import merging
-import steps
 from ctxvar.corpus.sentences import synthetic_sentences
+from ctxvar.corpus.shards import write_shards
 from ctxvar.io import write_table
+from ctxvar.models.random_init import build_random_model
 from ctxvar.stats.layers import layers_table
 from ctxvar.stats.merge import merge_partials
-from ctxvar.models.random_init import build_random_model
-from ctxvar.corpus.shards import write_shards
 
 ARCHS = {  # random-weight models with the published shapes
     "bert-base": {"arch": "bert", "hidden_size": 768, "num_layers": 12, "num_heads": 12, "intermediate_size": 3072},
@@ -53,10 +53,24 @@ ARCHS = {  # random-weight models with the published shapes
     "gpt2-1.2b": {"arch": "gpt2", "hidden_size": 2048, "num_layers": 24, "num_heads": 16, "intermediate_size": 8192},
 }
 MODES = {
-    "quick": {"sentences": 120, "archs": ["bert-base", "gpt2"], "repeats": 1, "merge": (3000, 2000, 13, 128, [1, 2, 4, 8])},
-    "cpu": {"sentences": 1500, "archs": ["bert-base", "gpt2"], "repeats": 2, "merge": (25000, 15000, 13, 768, [1, 2, 4, 8])},
-    "gpu": {"sentences": 60000, "archs": ["bert-base", "gpt2-medium", "gpt2-1.2b"], "repeats": 2,
-            "merge": (25000, 15000, 13, 768, [1, 2, 4, 8])},
+    "quick": {
+        "sentences": 120,
+        "archs": ["bert-base", "gpt2"],
+        "repeats": 1,
+        "merge": (3000, 2000, 13, 128, [1, 2, 4, 8]),
+    },
+    "cpu": {
+        "sentences": 1500,
+        "archs": ["bert-base", "gpt2"],
+        "repeats": 2,
+        "merge": (25000, 15000, 13, 768, [1, 2, 4, 8]),
+    },
+    "gpu": {
+        "sentences": 60000,
+        "archs": ["bert-base", "gpt2-medium", "gpt2-1.2b"],
+        "repeats": 2,
+        "merge": (25000, 15000, 13, 768, [1, 2, 4, 8]),
+    },
 }
 CORPUS = {"vocab_size": 20000, "zipf_exponent": 1.1, "mean_words": 14}
 
@@ -89,11 +103,15 @@ def extraction_rows(name: str, folder: Path, device: str, repeats: int) -> list[
     model_dir, shard = str(model_dir), str(folder / "shard.parquet")
     load = fastest(repeats, steps.load_model, model_dir, device)
     rows = [{"step": "(a) forward", **fastest(repeats, steps.forward, model_dir, shard, device)}]
-    for step, runs, stem, args in [("(b) extraction", repeats, "fp32", ()),  # only (b)'s ratios are targets: repeated
-                                   ("(b) extraction + geometry", 1, "geometry", ("float32", True)),
-                                   ("(e) extraction bf16", 1, "bf16", ("bfloat16",))]:
+    for step, runs, stem, args in [
+        ("(b) extraction", repeats, "fp32", ()),  # only (b)'s ratios are targets: repeated
+        ("(b) extraction + geometry", 1, "geometry", ("float32", True)),
+        ("(e) extraction bf16", 1, "bf16", ("bfloat16",)),
+    ]:
         b = fastest(runs, steps.extraction, model_dir, shard, str(folder / f"{name}-{stem}.parquet"), device, *args)
-        rows.append({"step": step, **b, "seconds_less_load": b["seconds"] - load["seconds"], "load_seconds": load["seconds"]})
+        rows.append(
+            {"step": step, **b, "seconds_less_load": b["seconds"] - load["seconds"], "load_seconds": load["seconds"]}
+        )
     for stem in ("fp32", "bf16"):  # per-type Q, M, V for the comparisons below
         merge_partials([folder / f"{name}-{stem}.parquet"], *merged(folder, name, stem))
     c = fastest(repeats, steps.reference_loop, model_dir, shard, str(folder / f"{name}-reference.parquet"), device)
@@ -102,7 +120,10 @@ def extraction_rows(name: str, folder: Path, device: str, repeats: int) -> list[
     for row in rows:
         row.update(model=name, device=device, tokens_per_s=row["tokens"] / row.get("seconds_less_load", row["seconds"]))
     (a, b, geometry, b16, c, a16), per_token = rows, (lambda row: 1 / row["tokens_per_s"])
-    b["overhead_b_over_a"], geometry["overhead_b_over_a"] = per_token(b) / per_token(a), per_token(geometry) / per_token(a)
+    b["overhead_b_over_a"], geometry["overhead_b_over_a"] = (
+        per_token(b) / per_token(a),
+        per_token(geometry) / per_token(a),
+    )
     b16["overhead_b_over_a"] = per_token(b16) / per_token(a16)
     c["speedup_c_over_b"], c["loop_share"] = per_token(c) / per_token(b), 1 - per_token(a) / per_token(c)
     return rows
@@ -117,12 +138,18 @@ def reference_agreement(folder: Path, name: str) -> dict:
     """How far the reference loop's float32 running means are from our float64 sums, over (layer, type) with
     n ≥ 10: the largest |ΔQ|/Q and |ΔV|/Q (V = Q − M inherits Q's rounding; V is 0 where there is no context)."""
     ours = pd.read_parquet(merged(folder, name, "fp32")[1], columns=["layer", "token", "n", "Q", "V"])
-    both = ours.merge(pd.read_parquet(folder / f"{name}-reference.parquet"), on=["layer", "token"], suffixes=("", "_reference"))
+    both = ours.merge(
+        pd.read_parquet(folder / f"{name}-reference.parquet"), on=["layer", "token"], suffixes=("", "_reference")
+    )
     if len(both) != len(ours) or not (both["n"] == both["n_reference"]).all():
         raise RuntimeError(f"{name}: the reference loop and the extraction counted different tokens")
     both = both[both["n"] >= 10]
-    return {f"{column}_max_diff_over_Q_reference": float((np.abs(both[f"{column}_reference"] - both[column]) / both["Q"]).max())
-            for column in ("Q", "V")}
+    return {
+        f"{column}_max_diff_over_Q_reference": float(
+            (np.abs(both[f"{column}_reference"] - both[column]) / both["Q"]).max()
+        )
+        for column in ("Q", "V")
+    }
 
 
 def precision_rows(name: str, folder: Path) -> list[dict]:
@@ -153,11 +180,25 @@ def merge_rows(folder: Path, vocabulary: int, types: int, n_layers: int, d: int,
     for n in shard_counts:
         out = folder / f"merged{n}"
         out.mkdir()
-        job = {step: run_json([sys.executable, merging.__file__, step, str(out), *partials[:n]]) for step in ("merge", "layers")}
-        rows.append({"step": "(d) merge, then layer statistics", "shards": n, "types_per_shard": types, "vocabulary": vocabulary,
-                     "layers": n_layers, "d": d, "partials_gb": n * 8 * types * n_layers * (d + 2) / 1e9,
-                     "merge_seconds": job["merge"]["seconds"], "merge_peak_rss_mb": job["merge"]["peak_rss_mb"],
-                     "layers_seconds": job["layers"]["seconds"], "layers_peak_rss_mb": job["layers"]["peak_rss_mb"]})
+        job = {
+            step: run_json([sys.executable, merging.__file__, step, str(out), *partials[:n]])
+            for step in ("merge", "layers")
+        }
+        rows.append(
+            {
+                "step": "(d) merge, then layer statistics",
+                "shards": n,
+                "types_per_shard": types,
+                "vocabulary": vocabulary,
+                "layers": n_layers,
+                "d": d,
+                "partials_gb": n * 8 * types * n_layers * (d + 2) / 1e9,
+                "merge_seconds": job["merge"]["seconds"],
+                "merge_peak_rss_mb": job["merge"]["peak_rss_mb"],
+                "layers_seconds": job["layers"]["seconds"],
+                "layers_peak_rss_mb": job["layers"]["peak_rss_mb"],
+            }
+        )
     return rows
 
 
@@ -169,23 +210,56 @@ def markdown(frame: pd.DataFrame) -> str:
     return frame.to_markdown(index=False, floatfmt=".3g") if not frame.empty else "(none)"
 
 
-def report(extraction: pd.DataFrame, precision: pd.DataFrame, merging: pd.DataFrame, device: str, mode: str, seconds: float) -> str:
+def report(
+    extraction: pd.DataFrame, precision: pd.DataFrame, merging: pd.DataFrame, device: str, mode: str, seconds: float
+) -> str:
     cpu = platform.processor() or platform.machine()
     lines = [
-        "# ctxvar benchmark", "",
+        "# ctxvar benchmark",
+        "",
         f"`python bench/run.py{' --quick' if mode == 'quick' else ''}{' --device cuda' if device == 'cuda' else ''}`: "
         f"{time.strftime('%Y-%m-%d')}, {cpu}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, "
-        f"device {device}{' (' + torch.cuda.get_device_name() + ')' if device == 'cuda' else ''}; ran {seconds:.0f} s.", "",
-        "## Extraction: (a) forward, (b) our job less model loading, (c) reference-style loop, (e) bf16", "",
-        markdown(extraction[[c for c in ["model", "step", "tokens", "seconds", "seconds_less_load", "tokens_per_s",
-                                         "overhead_b_over_a", "speedup_c_over_b", "loop_share", "padding_fraction",
-                                         "peak_rss_mb", "peak_gpu_mb", "Q_max_diff_over_Q_reference",
-                                         "V_max_diff_over_Q_reference"] if c in extraction]]), "",
+        f"device {device}{' (' + torch.cuda.get_device_name() + ')' if device == 'cuda' else ''}; ran {seconds:.0f} s.",
+        "",
+        "## Extraction: (a) forward, (b) our job less model loading, (c) reference-style loop, (e) bf16",
+        "",
+        markdown(
+            extraction[
+                [
+                    c
+                    for c in [
+                        "model",
+                        "step",
+                        "tokens",
+                        "seconds",
+                        "seconds_less_load",
+                        "tokens_per_s",
+                        "overhead_b_over_a",
+                        "speedup_c_over_b",
+                        "loop_share",
+                        "padding_fraction",
+                        "peak_rss_mb",
+                        "peak_gpu_mb",
+                        "Q_max_diff_over_Q_reference",
+                        "V_max_diff_over_Q_reference",
+                    ]
+                    if c in extraction
+                ]
+            ]
+        ),
+        "",
         "(b) + geometry: the workflow's default geometry sums as well (Σxxᵀ, Σ x/‖x‖, the TwoNN sample). "
         "(e) extraction bf16: overhead against (e) forward bf16. The reference columns: the largest difference "
-        "of Q and of V, over Q, between (c)'s float32 running means and (b)'s float64 sums, types with n ≥ 10.", "",
-        "## Precision: bf16 forward against fp32 (sums float64 in both)", "", markdown(precision), "",
-        "## Merge: (d) merge + layers.csv of synthetic partials", "", markdown(merging), "",
+        "of Q and of V, over Q, between (c)'s float32 running means and (b)'s float64 sums, types with n ≥ 10.",
+        "",
+        "## Precision: bf16 forward against fp32 (sums float64 in both)",
+        "",
+        markdown(precision),
+        "",
+        "## Merge: (d) merge + layers.csv of synthetic partials",
+        "",
+        markdown(merging),
+        "",
     ]
     if device != "cuda":
         lines += ["GPU rows: not measured (no GPU on this machine).", ""]
@@ -215,7 +289,9 @@ def main(argv=None) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.md").write_text(report(*frames, args.device, mode, time.perf_counter() - start))
-    pd.concat([f.assign(table=name) for f, name in zip(frames, ["extraction", "precision", "merge"])]).to_csv(out / "results.csv", index=False)
+    pd.concat([f.assign(table=name) for f, name in zip(frames, ["extraction", "precision", "merge"])]).to_csv(
+        out / "results.csv", index=False
+    )
     print((out / "report.md").read_text())
 
 

@@ -15,10 +15,10 @@ import pandas as pd
 import torch
 import yaml
 
-from ctxvar.models import loading as models
 from ctxvar.extraction.accumulator import NO_GEOMETRY, GeometryOptions
 from ctxvar.extraction.batching import pad_batch
 from ctxvar.extraction.extract import ExtractionSettings, extract_shard, prepare_shard
+from ctxvar.models import loading as models
 
 SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -41,10 +41,23 @@ def default_geometry() -> GeometryOptions:
     return GeometryOptions.from_config({key: spec["default"] for key, spec in keys.items()})
 
 
-def settings_for(model_dir: str, device: str, dtype: str = "float32", geometry: GeometryOptions = NO_GEOMETRY,
-                 batch_tokens: int = 16384) -> ExtractionSettings:
-    return ExtractionSettings(model={"id": "bench"}, source=model_dir, device=device, dtype=dtype, batch_tokens=batch_tokens,
-                              geometry=geometry, progress=False, config_hash="bench")
+def settings_for(
+    model_dir: str,
+    device: str,
+    dtype: str = "float32",
+    geometry: GeometryOptions = NO_GEOMETRY,
+    batch_tokens: int = 16384,
+) -> ExtractionSettings:
+    return ExtractionSettings(
+        model={"id": "bench"},
+        source=model_dir,
+        device=device,
+        dtype=dtype,
+        batch_tokens=batch_tokens,
+        geometry=geometry,
+        progress=False,
+        config_hash="bench",
+    )
 
 
 def load_model(model_dir: str, device: str) -> dict:
@@ -68,19 +81,29 @@ def forward(model_dir: str, shard: str, device: str, dtype: str = "float32") -> 
             mask = torch.from_numpy(batch.attention_mask).to(job.device, non_blocking=True)
             job.model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
     synchronise(job.device)
-    return {"seconds": time.perf_counter() - start, "tokens": len(job.encoded.ids),
-            "padded_tokens": int(sum(b.input_ids.size for b in padded)), **peaks(job.device.type)}
+    return {
+        "seconds": time.perf_counter() - start,
+        "tokens": len(job.encoded.ids),
+        "padded_tokens": int(sum(b.input_ids.size for b in padded)),
+        **peaks(job.device.type),
+    }
 
 
-def extraction(model_dir: str, shard: str, out: str, device: str, dtype: str = "float32", geometry: bool = False) -> dict:
+def extraction(
+    model_dir: str, shard: str, out: str, device: str, dtype: str = "float32", geometry: bool = False
+) -> dict:
     """(b) Our extraction job end to end: shard Parquet → partial sums Parquet (model loading included);
     with ``geometry``, also the default geometry sums (moments and sample files), as a workflow job does."""
     options = default_geometry() if geometry else NO_GEOMETRY
     paths = {"moments_path": out + ".moments", "sample_path": out + ".sample"} if geometry else {}
     start = time.perf_counter()
     metadata = extract_shard(shard, out, settings_for(model_dir, device, dtype, options), **paths)
-    return {"seconds": time.perf_counter() - start, "tokens": metadata["n_tokens"],
-            "padding_fraction": metadata["padding_fraction"], **peaks(device if device != "auto" else "cpu")}
+    return {
+        "seconds": time.perf_counter() - start,
+        "tokens": metadata["n_tokens"],
+        "padding_fraction": metadata["padding_fraction"],
+        **peaks(device if device != "auto" else "cpu"),
+    }
 
 
 def reference_loop(model_dir: str, shard: str, out: str, device: str) -> dict:
@@ -98,8 +121,11 @@ def reference_loop(model_dir: str, shard: str, out: str, device: str) -> dict:
     with torch.no_grad():
         for rows in job.batches:
             batch = pad_batch(job.encoded, job.type_index, rows, pad)
-            output = job.model(input_ids=torch.from_numpy(batch.input_ids).to(job.device),
-                               attention_mask=torch.from_numpy(batch.attention_mask).to(job.device), output_hidden_states=True)
+            output = job.model(
+                input_ids=torch.from_numpy(batch.input_ids).to(job.device),
+                attention_mask=torch.from_numpy(batch.attention_mask).to(job.device),
+                output_hidden_states=True,
+            )
             for layer, states in enumerate(output.hidden_states):
                 table, states = running[layer], states.float().cpu().numpy()  # (B, T, d)
                 for sequence, row in zip(states, rows):
@@ -115,6 +141,8 @@ def reference_loop(model_dir: str, shard: str, out: str, device: str) -> dict:
                         else:
                             table[token] = (1, x, squared_norm, squared_norm, 0.0)
     seconds = time.perf_counter() - start
-    pd.DataFrame([(layer, token, k, q, m, v) for layer, table in enumerate(running) for token, (k, _, q, m, v) in table.items()],
-                 columns=["layer", "token", "n", "Q", "M", "V"]).to_parquet(out)
+    pd.DataFrame(
+        [(layer, token, k, q, m, v) for layer, table in enumerate(running) for token, (k, _, q, m, v) in table.items()],
+        columns=["layer", "token", "n", "Q", "M", "V"],
+    ).to_parquet(out)
     return {"seconds": seconds, "tokens": len(job.encoded.ids), **peaks(job.device.type)}

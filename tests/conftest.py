@@ -25,8 +25,17 @@ def corpus_texts() -> list[str]:
 
 def _tiny_model(tmp_path_factory, texts, arch: str, seed: int) -> str:
     out = tmp_path_factory.mktemp("models") / arch
-    entry = {"id": f"tiny-{arch}", "arch": arch, "vocab_size": 300, "hidden_size": 32, "num_layers": 3,
-             "num_heads": 2, "intermediate_size": 64, "max_positions": 512, "seed": seed}
+    entry = {
+        "id": f"tiny-{arch}",
+        "arch": arch,
+        "vocab_size": 300,
+        "hidden_size": 32,
+        "num_layers": 3,
+        "num_heads": 2,
+        "intermediate_size": 64,
+        "max_positions": 512,
+        "seed": seed,
+    }
     build_random_model(entry, texts, out)
     return str(out)
 
@@ -34,7 +43,10 @@ def _tiny_model(tmp_path_factory, texts, arch: str, seed: int) -> str:
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory, corpus_texts) -> dict[str, str]:
     """Directories of saved tiny models, by architecture."""
-    return {arch: _tiny_model(tmp_path_factory, corpus_texts, arch, seed) for seed, arch in enumerate(["bert", "roberta", "gpt2"])}
+    return {
+        arch: _tiny_model(tmp_path_factory, corpus_texts, arch, seed)
+        for seed, arch in enumerate(["bert", "roberta", "gpt2"])
+    }
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,14 @@ import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "ctxvar"
-DAG_BUILD_IMPORTS = ["ctxvar.config", "ctxvar.disk", "ctxvar.errors", "ctxvar.resources", "ctxvar.corpus.shards",
-                     "ctxvar.figures.catalogue"]  # what workflow/rules/common.smk imports
+DAG_BUILD_IMPORTS = [
+    "ctxvar.config",
+    "ctxvar.disk",
+    "ctxvar.errors",
+    "ctxvar.resources",
+    "ctxvar.corpus.shards",
+    "ctxvar.figures.catalogue",
+]  # what workflow/rules/common.smk imports
 
 
 def module_name(path: Path) -> str:
@@ -19,7 +25,9 @@ def module_name(path: Path) -> str:
 
 def is_module(name: str) -> bool:
     relative = Path(*name.split("."))
-    return (PACKAGE.parent / relative).with_suffix(".py").exists() or (PACKAGE.parent / relative / "__init__.py").exists()
+    return (PACKAGE.parent / relative).with_suffix(".py").exists() or (
+        PACKAGE.parent / relative / "__init__.py"
+    ).exists()
 
 
 def imports(path: Path) -> set[str]:
@@ -32,7 +40,9 @@ def imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             if not base.startswith("ctxvar"):
                 continue
             for alias in node.names:  # from ctxvar.models import hub: the module ctxvar.models.hub
@@ -53,7 +63,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == "open":
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         state[node] = "done"

@@ -14,19 +14,30 @@ pytestmark = pytest.mark.bench
 
 
 def test_quick_benchmark_reports_every_step(tmp_path):
-    run = subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), "--quick", "--out", str(tmp_path)],
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "run.py"), "--quick", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     results = pd.read_csv(tmp_path / "results.csv")
     extraction = results[results["table"] == "extraction"]
-    assert set(extraction["step"]) == {"(a) forward", "(b) extraction", "(b) extraction + geometry", "(c) reference loop",
-                                       "(e) forward bf16", "(e) extraction bf16"}
+    assert set(extraction["step"]) == {
+        "(a) forward",
+        "(b) extraction",
+        "(b) extraction + geometry",
+        "(c) reference loop",
+        "(e) forward bf16",
+        "(e) extraction bf16",
+    }
     assert set(extraction["model"]) == {"bert-base", "gpt2"} and (extraction["tokens_per_s"] > 0).all()
     assert extraction["overhead_b_over_a"].notna().sum() == 6 and extraction["speedup_c_over_b"].notna().sum() == 2
     # the baseline is a real implementation: its float32 running means give our Q and V
     assert (extraction[["Q_max_diff_over_Q_reference", "V_max_diff_over_Q_reference"]].dropna() < 1e-3).all().all()
     merge = results[results["table"] == "merge"]
-    assert list(merge["shards"]) == [1, 2, 4, 8] and (merge[["merge_peak_rss_mb", "layers_peak_rss_mb"]] > 0).all().all()
+    assert (
+        list(merge["shards"]) == [1, 2, 4, 8] and (merge[["merge_peak_rss_mb", "layers_peak_rss_mb"]] > 0).all().all()
+    )
     precision = results[results["table"] == "precision"]
     assert (precision["Q_median_rel_error"] < 0.05).all()
     assert "GPU rows: not measured" in (tmp_path / "report.md").read_text()

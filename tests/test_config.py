@@ -53,8 +53,8 @@ def test_config_hash_tracks_science_not_other_models():
 def test_config_values_are_data_never_code(tmp_path, monkeypatch):
     import torch
 
-    from ctxvar.models import loading as models
     from ctxvar.errors import ModelLoadError
+    from ctxvar.models import loading as models
 
     marker = tmp_path / "code-ran"
     entry = {"id": "m", "name": f"__import__('pathlib').Path({str(marker)!r}).touch()"}
@@ -63,3 +63,13 @@ def test_config_values_are_data_never_code(tmp_path, monkeypatch):
     with pytest.raises(ModelLoadError):
         models.load(entry, entry["name"], "float32", torch.device("cpu"))
     assert not marker.exists()
+
+
+def test_the_configuration_reference_is_generated_from_the_schema():
+    """config/README.md is the schema's descriptions and defaults; regenerate with python -m ctxvar.config_reference."""
+    from pathlib import Path
+
+    from ctxvar.config_reference import REFERENCE, SCHEMA, markdown
+
+    root = Path(__file__).resolve().parents[1]
+    assert (root / REFERENCE).read_text() == markdown(yaml.safe_load((root / SCHEMA).read_text()))

@@ -8,9 +8,18 @@ from ctxvar.corpus.sentences import sample_indices, sample_sentences, synthetic_
 from ctxvar.corpus.shards import write_shards
 from ctxvar.errors import CorpusError
 
-BASE = {"name": None, "config_name": None, "split": "train", "path": None, "text_column": "text", "fraction": 1.0,
-        "max_words": 5, "seed": 0, "sampling": "paper",
-        "synthetic": {"n_sentences": 50, "vocab_size": 40, "zipf_exponent": 1.0, "mean_words": 4}}
+BASE = {
+    "name": None,
+    "config_name": None,
+    "split": "train",
+    "path": None,
+    "text_column": "text",
+    "fraction": 1.0,
+    "max_words": 5,
+    "seed": 0,
+    "sampling": "paper",
+    "synthetic": {"n_sentences": 50, "vocab_size": 40, "zipf_exponent": 1.0, "mean_words": 4},
+}
 
 
 def test_paper_sampling_is_the_legacy_global_numpy_call():
@@ -40,8 +49,16 @@ def test_local_text_file_goes_through_datasets_with_the_word_filter(tmp_path):
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     table, counts = sample_sentences({**BASE, "source": "text", "path": str(path)})
     assert sorted(table.column("text").to_pylist()) == sorted(["a b c", "x , y .", "café au lait"])
-    assert counts == {"rows_in_source": 6, "rows_sampled": 6, "dropped_blank": 2, "dropped_invalid_utf8": 0,
-                      "dropped_control_characters": 0, "dropped_too_long": 1, "removed_byte_order_mark": 0, "sentences": 3}
+    assert counts == {
+        "rows_in_source": 6,
+        "rows_sampled": 6,
+        "dropped_blank": 2,
+        "dropped_invalid_utf8": 0,
+        "dropped_control_characters": 0,
+        "dropped_too_long": 1,
+        "removed_byte_order_mark": 0,
+        "sentences": 3,
+    }
     assert set(table.column("sentence_id").to_pylist()) == {0, 4, 5}
 
 
@@ -53,6 +70,7 @@ def test_jsonl_and_parquet_sources_read_the_text_column(tmp_path, source):
         path.write_text("\n".join(json.dumps(r) for r in rows))
     else:
         import pyarrow as pa
+
         pq.write_table(pa.Table.from_pylist(rows), path)
     table, _ = sample_sentences({**BASE, "source": source, "path": str(path), "text_column": "sentence"})
     assert sorted(table.column("text").to_pylist()) == ["bye", "hello world"]
@@ -96,13 +114,17 @@ def test_hub_dataset_when_hub_unreachable_fails_at_once(monkeypatch):
 
 def test_undecodable_bytes_drop_their_line_and_are_counted(tmp_path):
     path = tmp_path / "mixed.txt"
-    path.write_bytes("good line\nbad \xff\xfe bytes\ncafé ok\n".encode("utf-8").replace(b"\xc3\xbf\xc3\xbe", b"\xff\xfe"))
+    path.write_bytes(
+        "good line\nbad \xff\xfe bytes\ncafé ok\n".encode("utf-8").replace(b"\xc3\xbf\xc3\xbe", b"\xff\xfe")
+    )
     table, counts = sample_sentences({**BASE, "source": "text", "path": str(path)})
     assert sorted(table.column("text").to_pylist()) == ["café ok", "good line"] and counts["dropped_invalid_utf8"] == 1
 
 
-@pytest.mark.parametrize("content, dropped", [("", "the source is empty"), ("\n  \n\t\n", "3 blank"),
-                                              ("a\x00b\nc\x1bd\n", "2 control characters")])
+@pytest.mark.parametrize(
+    "content, dropped",
+    [("", "the source is empty"), ("\n  \n\t\n", "3 blank"), ("a\x00b\nc\x1bd\n", "2 control characters")],
+)
 def test_a_corpus_with_no_kept_sentence_stops_at_sampling_with_what_was_dropped(tmp_path, content, dropped):
     path = tmp_path / "empty.txt"
     path.write_text(content)

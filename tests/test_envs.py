@@ -4,15 +4,22 @@ and their lower bounds agree with pyproject.toml."""
 import ast
 import re
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-CONDA_NAME = {"torch": "pytorch", "yaml": "pyyaml", "matplotlib": "matplotlib-base", "huggingface_hub": "huggingface_hub"}
-RULE = re.compile(r"^rule (\w+):.*?conda:\s*\"\.\./\.\./envs/(\w+)\.yaml\".*?script:\s*\"\.\./scripts/(\w+)\.py\"", re.M | re.S)
+CONDA_NAME = {
+    "torch": "pytorch",
+    "yaml": "pyyaml",
+    "matplotlib": "matplotlib-base",
+    "huggingface_hub": "huggingface_hub",
+}
+RULE = re.compile(
+    r"^rule (\w+):.*?conda:\s*\"\.\./\.\./envs/(\w+)\.yaml\".*?script:\s*\"\.\./scripts/(\w+)\.py\"", re.M | re.S
+)
 
 
 def requirement(spec: str) -> tuple[str, str]:
@@ -68,7 +75,9 @@ def test_rule_env_declares_what_its_code_imports(rule, env, script):
 
 @pytest.mark.parametrize("env", ["extract", "analysis"])
 def test_env_lower_bounds_match_pyproject(env):
-    project = dict(requirement(d) for d in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"])
+    project = dict(
+        requirement(d) for d in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    )
     pip_name = {"pytorch": "torch", "matplotlib-base": "matplotlib"}
     for name, bound in env_packages(env).items():
         if name != "python":

@@ -14,20 +14,20 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from oracle import assert_tokens_match, brute_force_tokens
-
-from ctxvar.extraction.accumulator import layer_groups, state_bytes
-from ctxvar.extraction.pca_points import collect_points
+from ctxvar.corpus.shards import write_shards
 from ctxvar.errors import IntegrityError, StatisticsError
-from ctxvar.models import loading as models
+from ctxvar.extraction.accumulator import layer_groups, state_bytes
 from ctxvar.extraction.extract import ExtractionSettings, extract_shard, prepare_shard, read_shard
+from ctxvar.extraction.pca_points import collect_points
+from ctxvar.extraction.tokens import encode
+from ctxvar.figures.pca_plots import point_summary
+from ctxvar.figures.pca_selection import select_pca_tokens
 from ctxvar.io import read_metadata, write_csv, write_table
+from ctxvar.models import loading as models
 from ctxvar.stats.layers import layers_table
 from ctxvar.stats.merge import merge_partials
-from ctxvar.figures.pca_selection import select_pca_tokens
-from ctxvar.figures.pca_plots import point_summary
-from ctxvar.corpus.shards import write_shards
-from ctxvar.extraction.tokens import encode
+
+from oracle import assert_tokens_match, brute_force_tokens
 
 pytestmark = pytest.mark.integration
 
@@ -39,8 +39,15 @@ def run_pipeline(tmp, model_dir, texts, n_shards, arch, batch_tokens=512):
     write_shards(tmp / "sentences.parquet", shards, chunk_sentences=16)
     partials = []
     for i, shard in enumerate(shards):
-        settings = ExtractionSettings(model={"id": f"tiny-{arch}"}, source=model_dir, device="cpu", batch_tokens=batch_tokens,
-                                      shard=i, progress=False, config_hash="test")
+        settings = ExtractionSettings(
+            model={"id": f"tiny-{arch}"},
+            source=model_dir,
+            device="cpu",
+            batch_tokens=batch_tokens,
+            shard=i,
+            progress=False,
+            config_hash="test",
+        )
         extract_shard(shard, tmp / f"partial{i}.parquet", settings)
         partials.append(tmp / f"partial{i}.parquet")
     merge_partials(partials, tmp / "stats.parquet", tmp / "tokens.parquet")
@@ -118,9 +125,13 @@ def test_merge_refuses_partials_of_another_model(tmp_path, tiny_models, corpus_t
     partials = sorted(four_shards[2].parent.glob("partial*.parquet"))
     shard = four_shards[2].parent / "shard1.parquet"
     other = "gpt2" if "bert" in str(four_shards[2]) else "bert"
-    settings = ExtractionSettings(model={"id": "tiny"}, source=tiny_models[other], device="cpu", shard=1, progress=False, config_hash="test")
+    settings = ExtractionSettings(
+        model={"id": "tiny"}, source=tiny_models[other], device="cpu", shard=1, progress=False, config_hash="test"
+    )
     extract_shard(shard, tmp_path / "foreign.parquet", settings)
-    with pytest.raises(StatisticsError, match="foreign.parquet differs from .* in (model_id|d|tokenizer_sha256|weights_sha256)"):
+    with pytest.raises(
+        StatisticsError, match="foreign.parquet differs from .* in (model_id|d|tokenizer_sha256|weights_sha256)"
+    ):
         merge_partials([partials[0], tmp_path / "foreign.parquet"], tmp_path / "s.parquet", tmp_path / "t.parquet")
 
 
@@ -137,16 +148,29 @@ def test_second_pass_collects_every_occurrence_of_the_selected_types(tmp_path, f
     _, _, stats = four_shards
     folder = stats.parent
     pca = {"layer": None, "seed": 3, "min_chars": 3, "n_bins": 10}
-    selection, components = select_pca_tokens(stats, folder / "tokens.parquet", pca, {"min_log10_n": 1, "max_log10_n": 5})
+    selection, components = select_pca_tokens(
+        stats, folder / "tokens.parquet", pca, {"min_log10_n": 1, "max_log10_n": 5}
+    )
     write_csv(selection, tmp_path / "selection.csv")
     write_csv(components, tmp_path / "components.csv")
     assert selection["layer"].eq(2).all() and len(selection) >= 5
     points = []
     for i in range(4):
-        settings = ExtractionSettings(model={"id": f"tiny-{arch}"}, source=tiny_models[arch], device="cpu", batch_tokens=512,
-                                      shard=i, progress=False)
-        collect_points(folder / f"shard{i}.parquet", tmp_path / f"points{i}.parquet", settings, tmp_path / "selection.csv",
-                       tmp_path / "components.csv")
+        settings = ExtractionSettings(
+            model={"id": f"tiny-{arch}"},
+            source=tiny_models[arch],
+            device="cpu",
+            batch_tokens=512,
+            shard=i,
+            progress=False,
+        )
+        collect_points(
+            folder / f"shard{i}.parquet",
+            tmp_path / f"points{i}.parquet",
+            settings,
+            tmp_path / "selection.csv",
+            tmp_path / "components.csv",
+        )
         points.append(pd.read_parquet(tmp_path / f"points{i}.parquet"))
     summary = point_summary(pd.concat(points)).set_index("token").loc[selection["token"]]
     np.testing.assert_array_equal(summary["points"], selection["n"])
@@ -161,8 +185,16 @@ def test_state_cap_splits_layers_into_passes_with_bitwise_equal_sums(tmp_path, f
     uncapped = pq.read_table(four_shards[2].parent / "partial0.parquet")
     types = len(uncapped.filter(pa.compute.equal(uncapped.column("layer"), 0)))
     cap_mb = state_bytes(2, types, 32) / 1e6  # two of the five layers per pass: three passes
-    capped = ExtractionSettings(model={"id": f"tiny-{arch}"}, source=tiny_models[arch], device="cpu", batch_tokens=512,
-                                shard=0, progress=False, config_hash="test", max_state_mb=cap_mb)
+    capped = ExtractionSettings(
+        model={"id": f"tiny-{arch}"},
+        source=tiny_models[arch],
+        device="cpu",
+        batch_tokens=512,
+        shard=0,
+        progress=False,
+        config_hash="test",
+        max_state_mb=cap_mb,
+    )
     assert len(layer_groups(5, types, 32, cap_mb * 1e6)) == 3
     extract_shard(shard, tmp_path / "capped.parquet", capped)
     assert pq.read_table(tmp_path / "capped.parquet").equals(uncapped)

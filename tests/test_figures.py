@@ -9,12 +9,20 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
-from ctxvar.extraction.pca_points import TypeProjections, sequences_with
 from ctxvar.errors import ConfigError, InsufficientData
-from ctxvar.figures.per_model import decomposition_bars
-from ctxvar.figures.pca_selection import check_layer, draws_per_bin, frequency_bins, pca_components, select_tokens, table2, table2_latex
-from ctxvar.figures.plotting import grid_layers, middle_layer, panels, paper_style, place_labels, scale_groups
+from ctxvar.extraction.pca_points import TypeProjections, sequences_with
 from ctxvar.figures.cross_model import within_between
+from ctxvar.figures.pca_selection import (
+    check_layer,
+    draws_per_bin,
+    frequency_bins,
+    pca_components,
+    select_tokens,
+    table2,
+    table2_latex,
+)
+from ctxvar.figures.per_model import decomposition_bars
+from ctxvar.figures.plotting import grid_layers, middle_layer, panels, paper_style, place_labels, scale_groups
 
 ANALYSIS = {"min_log10_n": 1, "max_log10_n": 5}
 
@@ -98,8 +106,15 @@ def test_pca_layer_defaults_to_the_middle_and_is_range_checked():
 
 
 def test_table2_sorts_by_frequency_and_escapes_latex():
-    selected = pd.DataFrame({"token": ["a_b", "#x", "c&d"], "n": [10, 1000, 100], "Q": [1.0, 2.0, 3.0],
-                             "M": [0.5, 1.5, 2.5], "V": [0.5, 0.5, 0.5]})
+    selected = pd.DataFrame(
+        {
+            "token": ["a_b", "#x", "c&d"],
+            "n": [10, 1000, 100],
+            "Q": [1.0, 2.0, 3.0],
+            "M": [0.5, 1.5, 2.5],
+            "V": [0.5, 0.5, 0.5],
+        }
+    )
     table = table2(selected)
     assert list(table["token"]) == ["#x", "c&d", "a_b"]
     latex = table2_latex(table, "my_model", 6)
@@ -137,8 +152,18 @@ def layers_frame(models=("a", "b"), n_layers=5, seed=0) -> pd.DataFrame:
         for layer in range(n_layers):
             q = rng.uniform(50, 100) * (1000 if i == 1 else 1)
             m, v_w = q * rng.uniform(0.1, 0.5), q * rng.uniform(0.1, 0.4)
-            rows.append({"model": model, "layer": layer, "depth": layer / (n_layers - 1), "Q": q, "M": m,
-                         "V": q - m, "V_W": v_w, "V_B": q - m - v_w})
+            rows.append(
+                {
+                    "model": model,
+                    "layer": layer,
+                    "depth": layer / (n_layers - 1),
+                    "Q": q,
+                    "M": m,
+                    "V": q - m,
+                    "V_W": v_w,
+                    "V_B": q - m - v_w,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -148,8 +173,9 @@ def test_decomposition_bars_stack_to_one():
     bars = plot.figure.axes[0].patches
     tops = {}
     for bar in bars:
-        tops[round(bar.get_x() + bar.get_width() / 2)] = max(tops.get(round(bar.get_x() + bar.get_width() / 2), 0),
-                                                             bar.get_y() + bar.get_height())
+        tops[round(bar.get_x() + bar.get_width() / 2)] = max(
+            tops.get(round(bar.get_x() + bar.get_width() / 2), 0), bar.get_y() + bar.get_height()
+        )
     np.testing.assert_allclose(list(tops.values()), 1.0)
     np.testing.assert_allclose(plot.data[["M_over_Q", "V_W_over_Q", "V_B_over_Q"]].sum(axis=1), 1.0)
     assert len(bars) == 3 * len(layers)

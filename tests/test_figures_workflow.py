@@ -10,10 +10,16 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from workflow_runs import REPO, snakemake
-
-from ctxvar.figures.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES, PCA_FIGURES, SUMMARY_FIGURES
+from ctxvar.figures.catalogue import (
+    GEOMETRY_MODEL_FIGURES,
+    GEOMETRY_SUMMARY_FIGURES,
+    MODEL_FIGURES,
+    PCA_FIGURES,
+    SUMMARY_FIGURES,
+)
 from ctxvar.figures.plotting import grid_layers, middle_layer
+
+from workflow_runs import REPO, snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -24,7 +30,9 @@ MIDDLE = 2  # the demo's models have 5 hidden states
 
 def figure_files(demo):
     for model in ALL_MODELS:
-        yield from (demo / "results" / "demo" / model / "figures" / name for name in [*MODEL_FIGURES, *GEOMETRY_MODEL_FIGURES])
+        yield from (
+            demo / "results" / "demo" / model / "figures" / name for name in [*MODEL_FIGURES, *GEOMETRY_MODEL_FIGURES]
+        )
     yield from (demo / "results" / "demo" / "figures" / name for name in [*SUMMARY_FIGURES, *GEOMETRY_SUMMARY_FIGURES])
     yield from (demo / "results" / "demo" / "tiny-bert" / "figures" / name for name in PCA_FIGURES)
     yield demo / "results" / "demo" / "figures" / "checkpoints" / "trained-gpt2"
@@ -49,7 +57,9 @@ def test_fig2_annotates_the_layer_statistics_slope_and_r2(demo):
         table = layers(demo, row.model)
         assert row.layer == middle_layer(len(table))
         expected = table.loc[row.layer]
-        np.testing.assert_allclose([row.slope, row.r2, row.n_fit], [expected.slope_VM, expected.r2_VM, expected.n_types], rtol=1e-9)
+        np.testing.assert_allclose(
+            [row.slope, row.r2, row.n_fit], [expected.slope_VM, expected.r2_VM, expected.n_types], rtol=1e-9
+        )
 
 
 def test_fig5_bars_are_the_decomposition_and_stack_to_one(demo):
@@ -73,8 +83,9 @@ def test_fig11_slopes_equal_the_log_frequency_regressions(demo):
 def test_layer_curves_draw_the_summary_table(demo):
     summary = pd.read_csv(demo / "results" / "demo" / "summary" / "layers.csv")
     fig4 = pd.read_csv(demo / "results" / "demo" / "figures" / "fig04_cv_slope_r2.csv")
-    pd.testing.assert_frame_equal(fig4[["model", "layer", "cv_Q", "slope_VM", "r2_VM"]],
-                                  summary[["model", "layer", "cv_Q", "slope_VM", "r2_VM"]])
+    pd.testing.assert_frame_equal(
+        fig4[["model", "layer", "cv_Q", "slope_VM", "r2_VM"]], summary[["model", "layer", "cv_Q", "slope_VM", "r2_VM"]]
+    )
     fig6 = pd.read_csv(demo / "results" / "demo" / "figures" / "fig06_within_share.csv")
     np.testing.assert_allclose(fig6["V_W_over_V"], summary["V_W"] / summary["V"], rtol=1e-12)
 

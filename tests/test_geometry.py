@@ -14,13 +14,13 @@ import pyarrow.parquet as pq
 import pytest
 import skdim
 
+from ctxvar.corpus.shards import write_shards
 from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.extract import ExtractionSettings, extract_shard
-from ctxvar.stats.geometry import geometry_table
-from ctxvar.io import write_table
-from ctxvar.stats.merge import merge_moments, merge_partials, merge_sample_partials
 from ctxvar.extraction.position_sample import points, token_keys
-from ctxvar.corpus.shards import write_shards
+from ctxvar.io import write_table
+from ctxvar.stats.geometry import geometry_table
+from ctxvar.stats.merge import merge_moments, merge_partials, merge_sample_partials
 from ctxvar.stats.twonn import distinct_points
 
 pytestmark = pytest.mark.integration
@@ -37,8 +37,16 @@ def run_geometry(tmp, model_dir, texts, n_shards):
     write_shards(tmp / "sentences.parquet", shards, chunk_sentences=16)
     files = {"sums": [], "moments": [], "sample": []}
     for i, shard in enumerate(shards):
-        settings = ExtractionSettings(model={"id": "tiny"}, source=model_dir, device="cpu", batch_tokens=512, shard=i,
-                                      progress=False, config_hash="test", geometry=OPTIONS)
+        settings = ExtractionSettings(
+            model={"id": "tiny"},
+            source=model_dir,
+            device="cpu",
+            batch_tokens=512,
+            shard=i,
+            progress=False,
+            config_hash="test",
+            geometry=OPTIONS,
+        )
         paths = {name: tmp / f"{name}{i}.parquet" for name in files}
         extract_shard(shard, paths["sums"], settings, paths["moments"], paths["sample"])
         for name in files:
@@ -94,9 +102,15 @@ def brute_force_geometry(keys: np.ndarray, x: np.ndarray) -> dict:
         block = cos[np.ix_(keys == name, keys == name)]
         m = len(block)
         self_sims.append((block.sum() - np.trace(block)) / (m * (m - 1)))
-    row = {"anisotropy": p[0], "participation_ratio": eigenvalues.sum() ** 2 / (eigenvalues**2).sum(),
-           "isoscore": isoscore_by_algorithm(x), "effective_rank": np.exp(-np.sum(p * np.log(p))),
-           "mean_cosine": mean_cos, "self_similarity": np.mean(self_sims), "n_types": len(self_sims)}
+    row = {
+        "anisotropy": p[0],
+        "participation_ratio": eigenvalues.sum() ** 2 / (eigenvalues**2).sum(),
+        "isoscore": isoscore_by_algorithm(x),
+        "effective_rank": np.exp(-np.sum(p * np.log(p))),
+        "mean_cosine": mean_cos,
+        "self_similarity": np.mean(self_sims),
+        "n_types": len(self_sims),
+    }
     row.update({f"explained_{i + 1}": p[i] for i in range(SPECTRUM_K)})
     row["self_similarity_adjusted"] = row["self_similarity"] - mean_cos
     return row
@@ -159,8 +173,11 @@ def test_gaussian_null_model_through_the_pipeline(tmp_path, corpus_texts):
     from ctxvar.models.build import build_local_model
 
     d = 32
-    build_local_model({"id": "null", "init": "gaussian", "hidden_size": d, "mean_scale": 0.0, "seed": 3}, corpus_texts,
-                       tmp_path / "null")
+    build_local_model(
+        {"id": "null", "init": "gaussian", "hidden_size": d, "mean_scale": 0.0, "seed": 3},
+        corpus_texts,
+        tmp_path / "null",
+    )
     table, _ = run_geometry(tmp_path, str(tmp_path / "null"), corpus_texts, 2)
     n = table.loc[0, "n"]
     assert table.loc[0, "anisotropy"] == pytest.approx((1 + np.sqrt(d / n)) ** 2 / d, rel=0.05)

@@ -11,16 +11,17 @@ import pytest
 import skdim
 import torch
 
-from ctxvar.models import loading as models
-from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions, batch_bytes, state_bytes
 from ctxvar.config import checkpoint_families, models_by_id
 from ctxvar.errors import ConfigError
-from ctxvar.stats.geometry import covariance, mean_cosine, self_similarity, spectrum_metrics
-from ctxvar.figures.geometry import cv_by_min_count
+from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions, batch_bytes, state_bytes
+from ctxvar.extraction.position_sample import bottom_k, sequence_windows, splitmix64, token_keys
+from ctxvar.figures.geometry_plots import cv_by_min_count
 from ctxvar.io import write_json
 from ctxvar.jobs import job_log
-from ctxvar.models.gaussian_null import GaussianNullConfig, GaussianNullModel, occurrence_noise, splitmix64 as torch_splitmix64
-from ctxvar.extraction.position_sample import bottom_k, sequence_windows, splitmix64, token_keys
+from ctxvar.models import loading as models
+from ctxvar.models.gaussian_null import GaussianNullConfig, GaussianNullModel, occurrence_noise
+from ctxvar.models.gaussian_null import splitmix64 as torch_splitmix64
+from ctxvar.stats.geometry import covariance, mean_cosine, self_similarity, spectrum_metrics
 from ctxvar.stats.summary import models_table
 from ctxvar.stats.twonn import gaussian_twonn, twonn_dimension
 
@@ -36,7 +37,7 @@ def test_gaussian_null_anisotropy_is_the_marchenko_pastur_edge_and_cosine_is_zer
     edge = (1 + np.sqrt(d / n)) ** 2 / d
     assert metrics["anisotropy"] == pytest.approx(edge, rel=0.03)
     unit = x / np.linalg.norm(x, axis=1, keepdims=True)
-    assert abs(mean_cosine(n, unit.sum(0))) < 5 / n ** 0.5 / d ** 0.5
+    assert abs(mean_cosine(n, unit.sum(0))) < 5 / n**0.5 / d**0.5
     assert metrics["isoscore"] > 0.95 and metrics["effective_rank"] > 0.95 * d
 
 
@@ -80,7 +81,9 @@ def test_keys_depend_on_the_position_only():
 
 def test_torch_splitmix_equals_numpy_bit_for_bit():
     x = np.random.default_rng(0).integers(-(2**63), 2**63 - 1, 100_000, dtype=np.int64)
-    np.testing.assert_array_equal(torch_splitmix64(torch.from_numpy(x)).numpy().view(np.uint64), splitmix64(x.view(np.uint64)))
+    np.testing.assert_array_equal(
+        torch_splitmix64(torch.from_numpy(x)).numpy().view(np.uint64), splitmix64(x.view(np.uint64))
+    )
 
 
 def test_twonn_equals_scikit_dimension_and_recovers_a_plane():
@@ -138,14 +141,27 @@ class FrameStats:
         return self.frame
 
 
-@pytest.mark.parametrize("config_cls, model_cls, expected", [
-    ("GPT2Config", "GPT2Model", True), ("BertConfig", "BertModel", False), ("GPTNeoXConfig", "GPTNeoXModel", True),
-    ("LlamaConfig", "LlamaModel", True)])
+@pytest.mark.parametrize(
+    "config_cls, model_cls, expected",
+    [
+        ("GPT2Config", "GPT2Model", True),
+        ("BertConfig", "BertModel", False),
+        ("GPTNeoXConfig", "GPTNeoXModel", True),
+        ("LlamaConfig", "LlamaModel", True),
+    ],
+)
 def test_final_norm_is_recognised(config_cls, model_cls, expected):
     import transformers
 
-    sizes = {"num_hidden_layers": 1, "hidden_size": 8, "num_attention_heads": 2, "intermediate_size": 8, "n_layer": 1,
-             "n_embd": 8, "n_head": 2}
+    sizes = {
+        "num_hidden_layers": 1,
+        "hidden_size": 8,
+        "num_attention_heads": 2,
+        "intermediate_size": 8,
+        "n_layer": 1,
+        "n_embd": 8,
+        "n_head": 2,
+    }
     model = getattr(transformers, model_cls)(getattr(transformers, config_cls)(**sizes))
     assert models.ends_in_final_norm(model) is expected
 
@@ -154,10 +170,14 @@ def test_second_moments_keep_float64_accuracy_when_the_mean_dwarfs_the_spread():
     # ‖μ‖² = 10⁶ against a spread of 1: an uncentred fp32 product would miss the covariance entirely
     rng = np.random.default_rng(0)
     n, d = 3000, 16
-    x = (1000 * rng.standard_normal(d) / np.sqrt(d) + rng.standard_normal((n, d)) * rng.uniform(0.5, 2, d)).astype(np.float32)
+    x = (1000 * rng.standard_normal(d) / np.sqrt(d) + rng.standard_normal((n, d)) * rng.uniform(0.5, 2, d)).astype(
+        np.float32
+    )
     sums = EmbeddingSums([0], 1, n_types=1, d=d, device=torch.device("cpu"), options=GeometryOptions(covariance=True))
     for batch in np.array_split(np.arange(n), 3):
-        sums.accumulate([torch.from_numpy(x[batch])[None]], torch.arange(len(batch)), torch.zeros(len(batch), dtype=torch.int64))
+        sums.accumulate(
+            [torch.from_numpy(x[batch])[None]], torch.arange(len(batch)), torch.zeros(len(batch), dtype=torch.int64)
+        )
     exact = covariance(*moments_of(x.astype(np.float64)))
     ours = covariance(n, x.astype(np.float64).sum(0), sums.moments.to_numpy()[0])
     np.testing.assert_allclose(ours, exact, atol=1e-6 * np.abs(np.diag(exact)).max())
@@ -165,33 +185,58 @@ def test_second_moments_keep_float64_accuracy_when_the_mean_dwarfs_the_spread():
 
 def test_geometry_state_is_what_the_memory_model_says():
     options = GeometryOptions(covariance=True, cosine=True, sample_size=7)
-    sums = EmbeddingSums(range(1, 4), 5, n_types=30, d=8, device=torch.device("cpu"), options=options,
-                         sample_tokens=np.arange(0, 14, 2))
-    tensors = [sums.types.count, sums.types.sum, sums.types.sum_sq, sums.types.sum_unit, sums.moments.outer, sums.sample.points]
+    sums = EmbeddingSums(
+        range(1, 4), 5, n_types=30, d=8, device=torch.device("cpu"), options=options, sample_tokens=np.arange(0, 14, 2)
+    )
+    tensors = [
+        sums.types.count,
+        sums.types.sum,
+        sums.types.sum_sq,
+        sums.types.sum_unit,
+        sums.moments.outer,
+        sums.sample.points,
+    ]
     assert sum(t.numel() * t.element_size() for t in tensors) == state_bytes(3, 30, 8, options)
     hidden = [torch.randn(2, 10, 8) for _ in range(5)]
     sums.accumulate(hidden, torch.arange(0, 20), torch.randint(0, 30, (20,)), np.arange(20))
-    assert sums._buffer.numel() * 8 * 2 + 20 * 8 * 4 + 8 * 2 * 4 == batch_bytes(3, 20, 8, options)  # + a block row of the fp32 Gram
+    assert sums._buffer.numel() * 8 * 2 + 20 * 8 * 4 + 8 * 2 * 4 == batch_bytes(
+        3, 20, 8, options
+    )  # + a block row of the fp32 Gram
     np.testing.assert_array_equal(sums.sample.points[1].numpy(), hidden[2].reshape(-1, 8)[0:14:2].numpy())
 
 
 def test_revisions_become_model_ids_in_step_order():
-    config = {"models": [{"name": "EleutherAI/pythia-70m", "revisions": ["step1000", "step0", "step143000"]},
-                         {"id": "tiny", "init": "random", "arch": "gpt2", "revisions": ["step0", "step5"]}]}
+    config = {
+        "models": [
+            {"name": "EleutherAI/pythia-70m", "revisions": ["step1000", "step0", "step143000"]},
+            {"id": "tiny", "init": "random", "arch": "gpt2", "revisions": ["step0", "step5"]},
+        ]
+    }
     models_ = models_by_id(config)
-    assert list(models_) == ["EleutherAI--pythia-70m@step1000", "EleutherAI--pythia-70m@step0",
-                             "EleutherAI--pythia-70m@step143000", "tiny@step0", "tiny@step5"]
+    assert list(models_) == [
+        "EleutherAI--pythia-70m@step1000",
+        "EleutherAI--pythia-70m@step0",
+        "EleutherAI--pythia-70m@step143000",
+        "tiny@step0",
+        "tiny@step5",
+    ]
     assert models_["tiny@step5"]["revision"] == "step5" and models_["tiny@step5"]["step"] == 5
     families = checkpoint_families(models_)
-    assert families["EleutherAI--pythia-70m"] == ["EleutherAI--pythia-70m@step0", "EleutherAI--pythia-70m@step1000",
-                                                  "EleutherAI--pythia-70m@step143000"]
+    assert families["EleutherAI--pythia-70m"] == [
+        "EleutherAI--pythia-70m@step0",
+        "EleutherAI--pythia-70m@step1000",
+        "EleutherAI--pythia-70m@step143000",
+    ]
 
 
-@pytest.mark.parametrize("entry, message", [
-    ({"id": "t", "init": "random", "arch": "gpt2", "revisions": ["main"]}, "must be stepN"),
-    ({"id": "g", "init": "gaussian", "revisions": ["step0"]}, "not gaussian"),
-    ({"name": "gpt2", "revision": "x", "revisions": ["step0"]}, "both revision and revisions"),
-])
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ({"id": "t", "init": "random", "arch": "gpt2", "revisions": ["main"]}, "must be stepN"),
+        ({"id": "g", "init": "gaussian", "revisions": ["step0"]}, "not gaussian"),
+        ({"name": "gpt2", "revision": "x", "revisions": ["step0"]}, "both revision and revisions"),
+    ],
+)
 def test_bad_revisions_fail_with_one_line(entry, message):
     with pytest.raises(ConfigError, match=message):
         models_by_id({"models": [entry]})

@@ -20,8 +20,10 @@ JOB = textwrap.dedent("""
 
 def test_concurrent_jobs_never_share_a_gpu(tmp_path):
     env = {"CTXVAR_GPUS": "0,1,2,3", "CTXVAR_GPU_LOCK_DIR": str(tmp_path)}
-    jobs = [subprocess.Popen([sys.executable, "-c", JOB], stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, **env}) for _ in range(10)]
+    jobs = [
+        subprocess.Popen([sys.executable, "-c", JOB], stdout=subprocess.PIPE, text=True, env={**os.environ, **env})
+        for _ in range(10)
+    ]
     claims = [json.loads(job.communicate(timeout=60)[0]) for job in jobs]
     assert {c["gpu"] for c in claims} == {0, 1, 2, 3}
     for a in claims:
@@ -33,7 +35,11 @@ def test_concurrent_jobs_never_share_a_gpu(tmp_path):
 def test_a_claim_is_released_when_its_process_dies(tmp_path, monkeypatch):
     monkeypatch.setenv("CTXVAR_GPUS", "5")
     monkeypatch.setenv("CTXVAR_GPU_LOCK_DIR", str(tmp_path))
-    holder = subprocess.run([sys.executable, "-c", "from ctxvar.extraction.devices import claim_gpu; print(claim_gpu())"],
-                            capture_output=True, text=True, check=True)
+    holder = subprocess.run(
+        [sys.executable, "-c", "from ctxvar.extraction.devices import claim_gpu; print(claim_gpu())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert holder.stdout.strip() == "5"
     assert gpus.claim_gpu(poll_seconds=0.05) == 5

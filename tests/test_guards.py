@@ -18,36 +18,51 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
-
 from ctxvar.corpus.shards import write_shards
 from ctxvar.errors import CorpusError, ModelLoadError, StatisticsError
 from ctxvar.extraction.extract import ExtractionSettings, extract_shard
 from ctxvar.io import atomic_path, parquet_writer, read_metadata, tagged_schema, write_table
+from ctxvar.models.random_init import build_random_model
 from ctxvar.stats.layers import layers_table
 from ctxvar.stats.merge import MUST_MATCH, merge_partials
-from ctxvar.models.random_init import build_random_model
+
+from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
 
 pytestmark = pytest.mark.integration
 
 
 def shard_of(tmp_path, texts, name="shard.parquet"):
-    write_table(pa.table({"sentence_id": np.arange(len(texts)), "text": pa.array(texts, pa.string())}), tmp_path / "s.parquet")
+    write_table(
+        pa.table({"sentence_id": np.arange(len(texts)), "text": pa.array(texts, pa.string())}), tmp_path / "s.parquet"
+    )
     write_shards(tmp_path / "s.parquet", [tmp_path / name], chunk_sentences=16)
     return tmp_path / name
 
 
 def extract(model_dir, shard_path, out, entry=None, **options):
-    settings = ExtractionSettings(model=entry or {"id": "m"}, source=str(model_dir), device="cpu", progress=False,
-                                  config_hash="h", **options)
+    settings = ExtractionSettings(
+        model=entry or {"id": "m"}, source=str(model_dir), device="cpu", progress=False, config_hash="h", **options
+    )
     return extract_shard(shard_path, out, settings)
 
 
 @pytest.fixture(scope="module")
 def short_model(tmp_path_factory, corpus_texts):
     out = tmp_path_factory.mktemp("short") / "bert"
-    build_random_model({"arch": "bert", "vocab_size": 300, "hidden_size": 16, "num_layers": 2, "num_heads": 2,
-                        "intermediate_size": 32, "max_positions": 24, "seed": 5}, corpus_texts, out)
+    build_random_model(
+        {
+            "arch": "bert",
+            "vocab_size": 300,
+            "hidden_size": 16,
+            "num_layers": 2,
+            "num_heads": 2,
+            "intermediate_size": 32,
+            "max_positions": 24,
+            "seed": 5,
+        },
+        corpus_texts,
+        out,
+    )
     return out
 
 
@@ -83,7 +98,9 @@ def test_empty_shard_gives_valid_empty_statistics(tmp_path, tiny_models, corpus_
     assert pd.read_parquet(tmp_path / "t.parquet").empty
     layers = layers_table(tmp_path / "s.parquet", 1, 5)
     assert len(layers) == 4 and (layers["n_types"] == 0).all() and layers["Q"].isna().all()
-    extract(tiny_models["gpt2"], shard_of(tmp_path, corpus_texts[:50], "full.parquet"), tmp_path / "p1.parquet", shard=1)
+    extract(
+        tiny_models["gpt2"], shard_of(tmp_path, corpus_texts[:50], "full.parquet"), tmp_path / "p1.parquet", shard=1
+    )
     merge_partials([tmp_path / "p0.parquet", tmp_path / "p1.parquet"], tmp_path / "s2.parquet", tmp_path / "t2.parquet")
     merge_partials([tmp_path / "p1.parquet"], tmp_path / "s1.parquet", tmp_path / "t1.parquet")
     assert pq.read_table(tmp_path / "t2.parquet").equals(pq.read_table(tmp_path / "t1.parquet"))
@@ -131,7 +148,8 @@ def test_remote_code_does_not_run_unless_the_config_allows_it(tmp_path, tiny_mod
     shutil.copytree(tiny_models["bert"], model_dir, ignore=shutil.ignore_patterns("SHA256SUMS"))  # a user's directory
     marker = tmp_path / "code-ran"
     (model_dir / "custom_model.py").write_text(
-        f"open({str(marker)!r}, 'w').close()\nfrom transformers import BertModel\nclass CustomModel(BertModel):\n    pass\n"
+        f"open({str(marker)!r}, 'w').close()\nfrom transformers import BertModel\nclass CustomModel(BertModel):\n "
+        "   pass\n"
     )
     config = json.loads((model_dir / "config.json").read_text())
     config["auto_map"] = {"AutoModel": "custom_model.CustomModel"}
@@ -176,7 +194,11 @@ def test_merge_refuses_a_partial_that_differs(tmp_path, two_partials, key):
     with parquet_writer(odd, schema) as writer:
         for layer in range(source.num_row_groups):
             writer.write_table(source.read_row_group(layer).replace_schema_metadata(schema.metadata))
-    expected = "holds 4 layers but its metadata says something else" if key == "n_layers" else f"differs from .*p0.parquet in {key}"
+    expected = (
+        "holds 4 layers but its metadata says something else"
+        if key == "n_layers"
+        else f"differs from .*p0.parquet in {key}"
+    )
     with pytest.raises(StatisticsError, match=f"odd.parquet.*{expected}"):
         merge_partials([two_partials[0], odd], tmp_path / "s.parquet", tmp_path / "t.parquet")
 
@@ -227,7 +249,8 @@ def test_merge_killed_mid_way_leaves_no_output_and_a_rerun_is_identical(tmp_path
             if len(written) == 3:
                 os.kill(os.getpid(), signal.SIGKILL)
         sums.LayerWriter.write = write_then_die
-        merge_partials({[str(p) for p in two_partials]!r}, {str(tmp_path / 'stats.parquet')!r}, {str(tmp_path / 'tokens.parquet')!r})
+        merge_partials({[str(p) for p in two_partials]!r}, {str(tmp_path / "stats.parquet")!r},
+                       {str(tmp_path / "tokens.parquet")!r})
     """)
     killed = subprocess.run([sys.executable, "-c", script], capture_output=True)
     assert killed.returncode == -signal.SIGKILL

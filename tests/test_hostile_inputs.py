@@ -21,20 +21,31 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from test_guards import extract, shard_of
-
 from ctxvar.config import check_config, check_schema, load_config_file, model_id, models_by_id, run_name
 from ctxvar.corpus.sentences import sample_sentences
+from ctxvar.corpus.shards import empty_shards_warning
 from ctxvar.disk import check_free_space, planned_bytes
 from ctxvar.errors import ConfigError, CorpusError, DiskSpaceError, IntegrityError, ModelLoadError, StatisticsError
-from ctxvar.io import (MANIFEST, read_csv, read_json, read_metadata, read_table, verify_manifest, write_csv, write_json,
-                       write_table)
-from ctxvar.jobs import job_log
-from ctxvar.stats.merge import merge_partials
-from ctxvar.models.loading import load_model, load_tokenizer
-from ctxvar.corpus.shards import empty_shards_warning
-from ctxvar.stats.sums import SumsFile
 from ctxvar.extraction.tokens import encode, type_table
+from ctxvar.io import (
+    MANIFEST,
+    read_csv,
+    read_json,
+    read_metadata,
+    read_table,
+    verify_manifest,
+    write_csv,
+    write_json,
+    write_table,
+)
+from ctxvar.jobs import job_log
+from ctxvar.models.loading import load_model, load_tokenizer
+from ctxvar.stats.merge import merge_partials
+from ctxvar.stats.sums import SumsFile
+
+from test_guards import extract, shard_of
+
+pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -65,8 +76,14 @@ def data_region(path: Path) -> tuple[int, int]:
 
 def sample_table() -> pa.Table:
     rng = np.random.default_rng(0)
-    return pa.table({"layer": pa.array(np.zeros(300, np.int16)), "token": [f"t{i}" for i in range(300)],
-                     "n": rng.integers(1, 9, 300), "x": rng.normal(size=300)})
+    return pa.table(
+        {
+            "layer": pa.array(np.zeros(300, np.int16)),
+            "token": [f"t{i}" for i in range(300)],
+            "n": rng.integers(1, 9, 300),
+            "x": rng.normal(size=300),
+        }
+    )
 
 
 @pytest.mark.parametrize("where", [0.0, 0.1, 0.35, 0.5, 0.8, 0.999])
@@ -94,7 +111,9 @@ def test_every_byte_of_a_parquet_file_is_covered(tmp_path):
             table, metadata = read_table(path), read_metadata(path)
         except IntegrityError:
             continue
-        assert table.equals(reference) and metadata == {"model_id": "m", "n_layers": 1}, f"silent change at byte {position}"
+        assert table.equals(reference) and metadata == {"model_id": "m", "n_layers": 1}, (
+            f"silent change at byte {position}"
+        )
 
 
 @pytest.mark.parametrize("damage", ["truncated", "empty", "foreign"])
@@ -168,8 +187,12 @@ def test_merge_refuses_a_partial_with_a_flipped_byte(tmp_path, partial):
 
 
 def test_merge_refuses_a_partial_of_another_configuration(tmp_path, partial):
-    with pytest.raises(StatisticsError, match="partial.parquet was made under another configuration .*delete it and re-run") as error:
-        merge_partials([partial], tmp_path / "stats.parquet", tmp_path / "tokens.parquet", config_hash="0123456789abcdef")
+    with pytest.raises(
+        StatisticsError, match="partial.parquet was made under another configuration .*delete it and re-run"
+    ) as error:
+        merge_partials(
+            [partial], tmp_path / "stats.parquet", tmp_path / "tokens.parquet", config_hash="0123456789abcdef"
+        )
     one_line(error)
     merge_partials([partial], tmp_path / "stats.parquet", tmp_path / "tokens.parquet", config_hash="h")
 
@@ -186,8 +209,13 @@ def test_an_intact_partial_merges_to_v_zero_for_types_seen_once(tmp_path, partia
 
 LINES = ["the cat sat on the mat .", "naïve café , déjà vu", "tab\tseparated words", "one more line here"]
 BASE = {"text_column": "text", "fraction": 1.0, "max_words": 63, "seed": 0, "sampling": "paper"}
-ENCODINGS = {"utf-8": b"", "utf-8 bom": codecs.BOM_UTF8, "utf-16": b"", "utf-16-be bom": codecs.BOM_UTF16_BE,
-             "utf-32": b""}
+ENCODINGS = {
+    "utf-8": b"",
+    "utf-8 bom": codecs.BOM_UTF8,
+    "utf-16": b"",
+    "utf-16-be bom": codecs.BOM_UTF16_BE,
+    "utf-32": b"",
+}
 
 
 def encoded(text: str, encoding: str) -> bytes:
@@ -219,15 +247,21 @@ def test_utf16_without_a_byte_order_mark_is_refused_naming_the_encoding(tmp_path
     path = tmp_path / f"c.{source}"
     lines = LINES if source == "text" else [json.dumps({"text": t}) for t in LINES]
     path.write_bytes("\n".join(lines).encode(codec))
-    with pytest.raises(CorpusError, match=f"looks like UTF-16 {codec[-2:].upper()} text without a byte-order mark") as error:
+    with pytest.raises(
+        CorpusError, match=f"looks like UTF-16 {codec[-2:].upper()} text without a byte-order mark"
+    ) as error:
         sample_sentences({**BASE, "source": source, "path": str(path)})
     one_line(error)
 
 
 def test_parquet_text_with_marks_and_control_characters(tmp_path):
     path = tmp_path / "c.parquet"
-    pq.write_table(pa.table({"text": ["\ufeffthe cat sat", "nul\x00inside", "bell\x07", "zero\ufeffwidth", "tab\tok", "cr\rline"]}),
-                   path)
+    pq.write_table(
+        pa.table(
+            {"text": ["\ufeffthe cat sat", "nul\x00inside", "bell\x07", "zero\ufeffwidth", "tab\tok", "cr\rline"]}
+        ),
+        path,
+    )
     table, counts = sample_sentences({**BASE, "source": "parquet", "path": str(path)})
     assert sorted(table.column("text").to_pylist()) == ["tab\tok", "the cat sat", "zerowidth"]
     assert counts["dropped_control_characters"] == 3 and counts["removed_byte_order_mark"] == 2
@@ -241,18 +275,24 @@ def sentencepiece_tokenizer(texts):
     core = Tokenizer(models.Unigram())
     core.pre_tokenizer = pre_tokenizers.Metaspace()
     core.decoder = decoders.Metaspace()
-    core.train_from_iterator(texts, trainers.UnigramTrainer(vocab_size=120, special_tokens=["<s>", "</s>", "<unk>", "<pad>"],
-                                                            unk_token="<unk>"))
-    return PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>")
+    core.train_from_iterator(
+        texts,
+        trainers.UnigramTrainer(vocab_size=120, special_tokens=["<s>", "</s>", "<unk>", "<pad>"], unk_token="<unk>"),
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=core, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>"
+    )
 
 
 @pytest.fixture(scope="module")
 def tokenizers_by_family(tiny_models, corpus_texts):
     from transformers import AutoTokenizer
 
-    return {"wordpiece": AutoTokenizer.from_pretrained(tiny_models["bert"]),
-            "byte-level bpe": AutoTokenizer.from_pretrained(tiny_models["gpt2"]),
-            "sentencepiece": sentencepiece_tokenizer(corpus_texts + LINES)}
+    return {
+        "wordpiece": AutoTokenizer.from_pretrained(tiny_models["bert"]),
+        "byte-level bpe": AutoTokenizer.from_pretrained(tiny_models["gpt2"]),
+        "sentencepiece": sentencepiece_tokenizer(corpus_texts + LINES),
+    }
 
 
 @pytest.mark.parametrize("family", ["wordpiece", "byte-level bpe", "sentencepiece"])
@@ -285,28 +325,31 @@ def demo_with(**changes) -> dict:
     return config
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"models__0__id": "tiny-bert\n"}, "models.0.id: 'tiny-bert\\\\n'|id 'tiny-bert\\\\n' is not usable"),
-    ({"models__0__id": "../escape"}, "not usable"),
-    ({"analysis__min_log10_n": 3, "analysis__max_log10_n": 2}, "min_log10_n \\(3\\) is above max_log10_n \\(2\\)"),
-    ({"corpus__fraction": math.nan}, "corpus.fraction: nan is not a finite number"),
-    ({"corpus__synthetic__zipf_exponent": math.inf}, "zipf_exponent: inf is not a finite number"),
-    ({"analysis__max_log10_n": -math.inf}, "max_log10_n: -inf is not a finite number"),
-    ({"corpus__seed": 2**32}, "corpus.seed: 4294967296 is greater than the maximum"),
-    ({"corpus__seed": -1}, "corpus.seed: -1 is less than the minimum"),
-    ({"models__0__seed": 2**40}, "models.0.seed: .* is greater than the maximum"),
-    ({"figures__pca__seed": 2**33}, "figures.pca.seed"),
-    ({"shards": 2.0}, "shards: 2.0 is not a whole number"),
-    ({"chunk_sentences": 512.5}, "chunk_sentences: 512.5 is not a whole number"),
-    ({"shards": True}, "shards: True is not a whole number"),
-    ({"shards": "8"}, "shards: '8' is not a whole number"),
-    ({"shards": 0}, "shards: 0 is less than the minimum"),
-    ({"geometry__sample_size": 1e9}, "sample_size: 1000000000.0 is not a whole number"),
-    ({"models__0__hidden_size": 66}, "hidden_size 66 is not a multiple of num_heads 4"),
-    ({"models__4__revisions": ["step0", "step10\n"]}, "revision 'step10\\\\n' is not usable|revisions"),
-    ({"run": "my run"}, "run: 'my run' is not usable"),
-    ({"device": "gpu"}, "device: 'gpu' is not allowed; use one of auto, cuda, cpu"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"models__0__id": "tiny-bert\n"}, "models.0.id: 'tiny-bert\\\\n'|id 'tiny-bert\\\\n' is not usable"),
+        ({"models__0__id": "../escape"}, "not usable"),
+        ({"analysis__min_log10_n": 3, "analysis__max_log10_n": 2}, "min_log10_n \\(3\\) is above max_log10_n \\(2\\)"),
+        ({"corpus__fraction": math.nan}, "corpus.fraction: nan is not a finite number"),
+        ({"corpus__synthetic__zipf_exponent": math.inf}, "zipf_exponent: inf is not a finite number"),
+        ({"analysis__max_log10_n": -math.inf}, "max_log10_n: -inf is not a finite number"),
+        ({"corpus__seed": 2**32}, "corpus.seed: 4294967296 is greater than the maximum"),
+        ({"corpus__seed": -1}, "corpus.seed: -1 is less than the minimum"),
+        ({"models__0__seed": 2**40}, "models.0.seed: .* is greater than the maximum"),
+        ({"figures__pca__seed": 2**33}, "figures.pca.seed"),
+        ({"shards": 2.0}, "shards: 2.0 is not a whole number"),
+        ({"chunk_sentences": 512.5}, "chunk_sentences: 512.5 is not a whole number"),
+        ({"shards": True}, "shards: True is not a whole number"),
+        ({"shards": "8"}, "shards: '8' is not a whole number"),
+        ({"shards": 0}, "shards: 0 is less than the minimum"),
+        ({"geometry__sample_size": 1e9}, "sample_size: 1000000000.0 is not a whole number"),
+        ({"models__0__hidden_size": 66}, "hidden_size 66 is not a multiple of num_heads 4"),
+        ({"models__4__revisions": ["step0", "step10\n"]}, "revision 'step10\\\\n' is not usable|revisions"),
+        ({"run": "my run"}, "run: 'my run' is not usable"),
+        ({"device": "gpu"}, "device: 'gpu' is not allowed; use one of auto, cuda, cpu"),
+    ],
+)
 def test_bad_config_values_fail_at_start_with_one_line(changes, message):
     config = demo_with(**changes)
     with pytest.raises(ConfigError, match=message) as error:
@@ -342,14 +385,18 @@ def test_the_default_id_of_a_local_directory_is_its_name(tmp_path):
 def test_run_names_keep_configs_apart():
     assert run_name({"run": "paper"}, {}, {}) == "paper"
     assert run_name({"run": "paper"}, {"config/demo.yaml": {"run": "demo"}}, {}) == "demo"
-    assert run_name({"run": "paper"}, {"studies/my_study.yaml": {"models": []}}, {}) == "my_study"  # never inherits paper
+    assert (
+        run_name({"run": "paper"}, {"studies/my_study.yaml": {"models": []}}, {}) == "my_study"
+    )  # never inherits paper
     assert run_name({"run": "paper"}, {"a.yaml": {}}, {"run": "other"}) == "other"
     with pytest.raises(ConfigError, match="run: 'my study' cannot name a results folder"):
         run_name({}, {"my study.yaml": {}}, {})
 
 
 def test_more_shards_than_chunks_warns_how_many_would_be_empty():
-    assert empty_shards_warning(300, 1024, 8).startswith("shards: 7 of the 8 shards will be empty: 300 sentences make only 1")
+    assert empty_shards_warning(300, 1024, 8).startswith(
+        "shards: 7 of the 8 shards will be empty: 300 sentences make only 1"
+    )
     assert empty_shards_warning(8192, 1024, 8) is None and empty_shards_warning(None, 1024, 8) is None
 
 
@@ -362,14 +409,17 @@ def user_copy(tiny_models, tmp_path, arch="bert") -> Path:
     return model_dir
 
 
-@pytest.mark.parametrize("file, damage, load", [
-    ("model.safetensors", "truncate", "model"),
-    ("model.safetensors", "header", "model"),
-    ("config.json", "truncate", "model"),
-    ("config.json", "latin-1", "model"),
-    ("tokenizer.json", "truncate", "tokenizer"),
-    ("tokenizer_config.json", "truncate", "tokenizer"),
-])
+@pytest.mark.parametrize(
+    "file, damage, load",
+    [
+        ("model.safetensors", "truncate", "model"),
+        ("model.safetensors", "header", "model"),
+        ("config.json", "truncate", "model"),
+        ("config.json", "latin-1", "model"),
+        ("tokenizer.json", "truncate", "tokenizer"),
+        ("tokenizer_config.json", "truncate", "tokenizer"),
+    ],
+)
 def test_a_damaged_model_file_is_named(tmp_path, tiny_models, file, damage, load):
     model_dir = user_copy(tiny_models, tmp_path)
     path = model_dir / file
@@ -379,11 +429,12 @@ def test_a_damaged_model_file_is_named(tmp_path, tiny_models, file, damage, load
     elif damage == "header":  # safetensors' JSON header starts after its 8-byte length
         path.write_bytes(data[:8] + b"#" + data[9:])
     else:
-        path.write_bytes(data.replace(b"{", b"{\"name\": \"caf\xe9\", ", 1))
+        path.write_bytes(data.replace(b"{", b'{"name": "caf\xe9", ', 1))
     entry = {"id": "m"}
     with pytest.raises(ModelLoadError, match=f"{path} is damaged .*restore it") as error:
-        load_model(entry, str(model_dir), "float32", __import__("torch").device("cpu")) if load == "model" \
-            else load_tokenizer(entry, str(model_dir))
+        load_model(
+            entry, str(model_dir), "float32", __import__("torch").device("cpu")
+        ) if load == "model" else load_tokenizer(entry, str(model_dir))
     one_line(error)
 
 
@@ -405,7 +456,9 @@ def test_a_run_that_does_not_fit_on_disk_fails_before_extraction_with_both_numbe
     shards = run_folder / "corpus" / "shards"
     shards.mkdir(parents=True)
     for i in range(DEMO["shards"]):
-        write_table(pa.table({"text": ["a b c"] * 2000, "n_words": pa.array([3] * 2000, pa.int32())}), shards / f"{i}.parquet")
+        write_table(
+            pa.table({"text": ["a b c"] * 2000, "n_words": pa.array([3] * 2000, pa.int32())}), shards / f"{i}.parquet"
+        )
     check_free_space(DEMO, run_folder)  # fits on this disk
     monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**12, 10**12 - 10**6, 10**6))
     expected = r"needs up to \d+\.\d+ GB \(merged sums plus one model.s partials\) .* has 0\.00 GB free; free space"
@@ -420,8 +473,10 @@ def test_a_run_that_fits_only_one_model_at_a_time_gets_a_warning(tmp_path, monke
     run_folder = tmp_path / "results" / "demo"
     (run_folder / "corpus" / "shards").mkdir(parents=True)
     for i in range(DEMO["shards"]):
-        write_table(pa.table({"text": ["a b c"] * 2000, "n_words": pa.array([3] * 2000, pa.int32())}),
-                    run_folder / "corpus" / "shards" / f"{i}.parquet")
+        write_table(
+            pa.table({"text": ["a b c"] * 2000, "n_words": pa.array([3] * 2000, pa.int32())}),
+            run_folder / "corpus" / "shards" / f"{i}.parquet",
+        )
     peak, all_at_once = planned_bytes(DEMO, run_folder)
     assert 0 < peak < all_at_once
     free = (peak + all_at_once) // 2
@@ -444,7 +499,10 @@ def test_a_job_error_is_one_console_line_and_a_full_traceback_in_the_log(tmp_pat
                 raise ModelLoadError("model 'm' (dir): dir/config.json is damaged (not valid JSON)") from cause
     assert stop.value.code == 1
     console = capsys.readouterr().err
-    assert console == f"ctxvar error: model 'm' (dir): dir/config.json is damaged (not valid JSON) (traceback in {log_path})\n"
+    assert (
+        console
+        == f"ctxvar error: model 'm' (dir): dir/config.json is damaged (not valid JSON) (traceback in {log_path})\n"
+    )
     log = log_path.read_text()
     assert "Traceback" in log and "JSONDecodeError" in log and "The above exception was the direct cause" in log
 

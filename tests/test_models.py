@@ -5,8 +5,8 @@ import time
 import pytest
 import torch
 
-from ctxvar.models import loading as models
 from ctxvar.errors import ModelLoadError
+from ctxvar.models import loading as models
 
 ENTRY = {"id": "bert-base-uncased", "name": "bert-base-uncased"}
 

@@ -12,13 +12,18 @@ import hashlib, json
 from ctxvar.corpus.sentences import synthetic_sentences
 from ctxvar.models.random_init import train_tokenizer
 texts = synthetic_sentences({"n_sentences": 800, "vocab_size": 600, "zipf_exponent": 1.1, "mean_words": 12}, 0)
-print(json.dumps({arch: sorted(train_tokenizer(arch, texts, 300).get_vocab().items()) for arch in ("bert", "roberta", "gpt2")}))
+archs = ("bert", "roberta", "gpt2")
+vocabularies = {arch: sorted(train_tokenizer(arch, texts, 300).get_vocab().items()) for arch in archs}
+print(json.dumps(vocabularies))
 """
 
 
 def test_tokenizers_are_identical_across_processes():
     """tokenizers' trainers break ties in hash order, which changes per process: guard against it."""
-    runs = [subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, check=True).stdout for _ in range(3)]
+    runs = [
+        subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, check=True).stdout
+        for _ in range(3)
+    ]
     assert runs[0] == runs[1] == runs[2]
 
 

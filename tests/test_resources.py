@@ -21,11 +21,16 @@ def test_model_shape_from_entry_local_config_or_fallback(tiny_models):
 
 def test_estimates_grow_with_tokens_model_size_and_retries():
     small, large = resources.ModelShape(13, 768, 30_522), resources.ModelShape(25, 1024, 30_522)
-    for estimate in (resources.extraction_mem_mb, lambda t, s, attempt=1: resources.extraction_runtime_min(t, s, True, 1, attempt)):
+    for estimate in (
+        resources.extraction_mem_mb,
+        lambda t, s, attempt=1: resources.extraction_runtime_min(t, s, True, 1, attempt),
+    ):
         values = [estimate(1_000_000, small), estimate(10_000_000, small), estimate(10_000_000, large)]
         assert values == sorted(values) and len(set(values)) == 3
-        assert estimate(10_000_000, large, attempt=2) == 2 * estimate(10_000_000, large) or \
-            abs(estimate(10_000_000, large, attempt=2) - 2 * estimate(10_000_000, large)) <= 1
+        assert (
+            estimate(10_000_000, large, attempt=2) == 2 * estimate(10_000_000, large)
+            or abs(estimate(10_000_000, large, attempt=2) - 2 * estimate(10_000_000, large)) <= 1
+        )
 
 
 def test_bert_base_shard_of_the_paper_fits_a_common_node():

@@ -8,13 +8,21 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 
 import pytest
 
 from workflow_runs import DEMO, REPO, snakemake
 
-pytestmark = pytest.mark.slurm
+CAN_RUN = os.geteuid() == 0 and all(shutil.which(d) for d in ("munged", "slurmctld", "slurmd"))
+pytestmark = [
+    pytest.mark.slurm,
+    pytest.mark.skipif(
+        not CAN_RUN,
+        reason="the SLURM tier needs root and Debian's slurm-wlm and munge (apt-get install -y slurm-wlm munge)",
+    ),
+]
 CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"
 DAEMONS = ("munged", "slurmctld", "slurmd")
 
@@ -29,23 +37,49 @@ def cluster(tmp_path_factory):
     finally:
         subprocess.run(["bash", str(CLUSTER), "stop", str(state)], check=True, timeout=120)
     for daemon, pid in pids.items():
-        assert not os.path.exists(f"/proc/{pid}") or "zombie" in open(f"/proc/{pid}/status").read().lower(), f"{daemon} left running"
+        assert not os.path.exists(f"/proc/{pid}") or "zombie" in open(f"/proc/{pid}/status").read().lower(), (
+            f"{daemon} left running"
+        )
 
 
 def test_demo_through_slurm_equals_the_local_run(tmp_path, cluster, demo):
-    outputs = [f"results/demo/{m}/{f}" for m in ("tiny-bert", "tiny-roberta", "tiny-gpt2") for f in ("tokens.parquet", "layers.csv")]
-    targets = [*outputs, "results/demo/summary/layers.csv", "results/demo/figures/fig04_cv_slope_r2.csv"]  # figures: one is enough
+    outputs = [
+        f"results/demo/{m}/{f}"
+        for m in ("tiny-bert", "tiny-roberta", "tiny-gpt2")
+        for f in ("tokens.parquet", "layers.csv")
+    ]
+    targets = [
+        *outputs,
+        "results/demo/summary/layers.csv",
+        "results/demo/figures/fig04_cv_slope_r2.csv",
+    ]  # figures: one is enough
     run = snakemake(
-        tmp_path, REPO / "config" / "demo.yaml", *targets,
-        "--profile", str(REPO / "workflow" / "profiles" / "slurm"),
+        tmp_path,
+        REPO / "config" / "demo.yaml",
+        *targets,
+        "--profile",
+        str(REPO / "workflow" / "profiles" / "slurm"),
         # the test cluster's partition and sizes, as a user would fill them into the profile
-        "--default-resources", "slurm_partition=debug", "mem_mb=500", "runtime=10",
-        "--set-resources", "extract_statistics:slurm_partition=debug",
-        "--slurm-init-seconds-before-status-checks", "2", "--latency-wait", "5",
-        "--slurm-logdir", str(tmp_path / "logs" / "slurm"),  # the plugin resolves it from the caller's cwd
+        "--default-resources",
+        "slurm_partition=debug",
+        "mem_mb=500",
+        "runtime=10",
+        "--set-resources",
+        "extract_statistics:slurm_partition=debug",
+        "--slurm-init-seconds-before-status-checks",
+        "2",
+        "--latency-wait",
+        "5",
+        "--slurm-logdir",
+        str(tmp_path / "logs" / "slurm"),  # the plugin resolves it from the caller's cwd
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert list((tmp_path / "logs" / "slurm").rglob("*.log")), "no per-job SLURM logs"
+    output = run.stdout + run.stderr
+    for rule in ("summarise_models", "plot_summary_figure"):  # second-long jobs are not sbatch submissions
+        assert f"localrule {rule}:" in output and f"rule {rule}:\n" not in output.replace(f"localrule {rule}:", ""), (
+            rule
+        )
     for output in targets:
         assert (tmp_path / output).read_bytes() == (demo / output).read_bytes(), output
 
@@ -57,14 +91,28 @@ def test_only_extraction_jobs_are_granted_a_gpu(tmp_path, cluster):
     fails with ctxvar's one-line CUDA message; what is checked is SLURM's allocation.
     """
     run = snakemake(
-        tmp_path, {**DEMO, "device": "cuda"}, "results/demo/partials/tiny-bert/0.parquet",
-        "--profile", str(REPO / "workflow" / "profiles" / "slurm"), "--retries", "0",
-        "--default-resources", "slurm_partition=debug", "mem_mb=500", "runtime=10",
-        "--slurm-init-seconds-before-status-checks", "2", "--latency-wait", "5",
-        "--slurm-logdir", str(tmp_path / "logs" / "slurm"),
+        tmp_path,
+        {**DEMO, "device": "cuda"},
+        "results/demo/partials/tiny-bert/0.parquet",
+        "--profile",
+        str(REPO / "workflow" / "profiles" / "slurm"),
+        "--retries",
+        "0",
+        "--default-resources",
+        "slurm_partition=debug",
+        "mem_mb=500",
+        "runtime=10",
+        "--slurm-init-seconds-before-status-checks",
+        "2",
+        "--latency-wait",
+        "5",
+        "--slurm-logdir",
+        str(tmp_path / "logs" / "slurm"),
     )
     output = run.stdout + run.stderr
-    assert run.returncode != 0 and "torch sees no CUDA device" in "".join(p.read_text() for p in (tmp_path / "logs").rglob("*.log"))
+    assert run.returncode != 0 and "torch sees no CUDA device" in "".join(
+        p.read_text() for p in (tmp_path / "logs").rglob("*.log")
+    )
     submitted = dict(re.findall(r"rule (\w+):.*?submitted with SLURM jobid (\d+)", output, flags=re.S))
     assert set(submitted) >= {"sample_corpus", "extract_statistics"}, output[-3000:]
     for rule, jobid in submitted.items():

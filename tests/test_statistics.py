@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from ctxvar.extraction.accumulator import EmbeddingSums, batch_bytes, layer_groups, state_bytes
 from ctxvar.errors import StatisticsError
-from ctxvar.stats.layers import frequency_filter, layer_statistics, ols
+from ctxvar.extraction.accumulator import EmbeddingSums, batch_bytes, layer_groups, state_bytes
 from ctxvar.stats.finalize import clamp_variance, finalize
+from ctxvar.stats.layers import frequency_filter, layer_statistics, ols
 
 
 def clusters(seed=0, n_types=40, d=6, offset=0.0):
@@ -75,8 +75,12 @@ def test_layer_statistics_match_brute_force():
     v_t = np.array([((points[labels == t] - type_means[i]) ** 2).sum(1).mean() for i, t in enumerate(kept)])
     m_t = (type_means**2).sum(1)
     expected = {
-        "n_types": len(kept), "n": len(x), "depth": 0.5,
-        "Q": (x**2).sum(1).mean(), "M": (mu**2).sum(), "V": ((x - mu) ** 2).sum(1).mean(),
+        "n_types": len(kept),
+        "n": len(x),
+        "depth": 0.5,
+        "Q": (x**2).sum(1).mean(),
+        "M": (mu**2).sum(),
+        "V": ((x - mu) ** 2).sum(1).mean(),
         "V_W": np.mean([((x[i] - type_means[np.searchsorted(kept, lab[i])]) ** 2).sum() for i in range(len(x))]),
         "V_B": sum(count[t] * ((type_means[i] - mu) ** 2).sum() for i, t in enumerate(kept)) / len(x),
         "cv_Q": q_t.std() / q_t.mean(),

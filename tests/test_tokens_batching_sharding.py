@@ -2,21 +2,33 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
-from ctxvar.extraction.batching import pad_batch, padding_fraction, token_budget_batches
 from ctxvar.corpus.shards import assign_shards
+from ctxvar.extraction.batching import pad_batch, padding_fraction, token_budget_batches
 from ctxvar.extraction.tokens import encode, type_key, type_table
 
 
 @pytest.mark.parametrize(
     "token, merged",
-    [("##ing", "ing"), ("Ġthe", "the"), ("▁the", "the"), ("the", "the"), ("##", "##"), ("Ġ", "Ġ"), ("ĠĠ", "Ġ"), ("[CLS]", "[CLS]")],
+    [
+        ("##ing", "ing"),
+        ("Ġthe", "the"),
+        ("▁the", "the"),
+        ("the", "the"),
+        ("##", "##"),
+        ("Ġ", "Ġ"),
+        ("ĠĠ", "Ġ"),
+        ("[CLS]", "[CLS]"),
+    ],
 )
 def test_type_key_strips_one_leading_marker(token, merged):
     assert type_key(token) == merged
     assert type_key(token, merge_markers=False) == token
 
 
-@pytest.mark.parametrize("arch, bos, eos", [("bert", "[CLS]", "[SEP]"), ("roberta", "<s>", "</s>"), ("gpt2", "<|endoftext|>", "<|endoftext|>")])
+@pytest.mark.parametrize(
+    "arch, bos, eos",
+    [("bert", "[CLS]", "[SEP]"), ("roberta", "<s>", "</s>"), ("gpt2", "<|endoftext|>", "<|endoftext|>")],
+)
 def test_encode_is_bos_tokenize_eos(tiny_models, corpus_texts, arch, bos, eos):
     tokenizer = AutoTokenizer.from_pretrained(tiny_models[arch])
     texts = corpus_texts[:20]
@@ -33,7 +45,9 @@ def test_type_table_merges_ids_with_the_same_key(tiny_models, corpus_texts):
     keys = [type_key(t) for t in tokenizer.convert_ids_to_tokens(encoded.ids.tolist())]
     assert list(types) == sorted(set(keys))
     assert [types[i] for i in index] == keys
-    assert any(t.startswith("##") for t in tokenizer.convert_ids_to_tokens(encoded.ids.tolist())), "test needs ## tokens"
+    assert any(t.startswith("##") for t in tokenizer.convert_ids_to_tokens(encoded.ids.tolist())), (
+        "test needs ## tokens"
+    )
 
 
 def test_token_budget_batches_sorted_and_within_budget():

@@ -17,27 +17,40 @@ import pandas as pd
 import pytest
 import yaml
 
-from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
-from workflow_runs import DEMO, REPO, scheduled_jobs, snakemake
-
 from ctxvar.figures.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES, SUMMARY_FIGURES
 from ctxvar.io import read_metadata
 from ctxvar.stats.layers import COLUMNS
+
+from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
+from workflow_runs import DEMO, REPO, scheduled_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
 
 
 def test_paper_config_dry_run_fans_out_models_times_shards(tmp_path):
     jobs = scheduled_jobs(snakemake(tmp_path, REPO / "config.yaml", "-n"))
-    assert jobs == {"sample_corpus": 1, "split_corpus": 1, "extract_statistics": 48, "merge_statistics": 6,
-                    "layer_statistics": 6, "geometry_statistics": 6, "summarise_models": 1,
-                    "plot_model_figure": 6 * PER_MODEL_FIGURES, "plot_summary_figure": SUMMARY_FIGURE_COUNT,
-                    "select_pca_tokens": 1, "collect_pca_points": 8, "plot_pca": 1, "all": 1}
+    assert jobs == {
+        "sample_corpus": 1,
+        "split_corpus": 1,
+        "extract_statistics": 48,
+        "merge_statistics": 6,
+        "layer_statistics": 6,
+        "geometry_statistics": 6,
+        "summarise_models": 1,
+        "plot_model_figure": 6 * PER_MODEL_FIGURES,
+        "plot_summary_figure": SUMMARY_FIGURE_COUNT,
+        "select_pca_tokens": 1,
+        "collect_pca_points": 8,
+        "plot_pca": 1,
+        "all": 1,
+    }
 
 
 def test_default_profile_is_picked_up_without_flags(tmp_path):
     run = snakemake(tmp_path, REPO / "config" / "demo.yaml", "-n", "results/demo/partials/tiny-bert/0.parquet")
-    assert "workflow specific profile" in run.stderr and "mem_mb=2000" in run.stdout and "batch_tokens=16384" in run.stdout
+    assert (
+        "workflow specific profile" in run.stderr and "mem_mb=2000" in run.stdout and "batch_tokens=16384" in run.stdout
+    )
 
 
 @pytest.mark.parametrize("device, gpus", [("cuda", 1), ("cpu", 0)])
@@ -54,9 +67,18 @@ def test_extraction_asks_for_a_gpu_only_on_cuda(tmp_path, device, gpus):
         ({"dtype": "fp8"}, "dtype: 'fp8' is not allowed; use one of float32, bfloat16, float16"),
         ({"shards": "eight"}, "ctxvar error: shards: 'eight' is not a whole number"),
         ({"shards": 2.0}, "ctxvar error: shards: 2.0 is not a whole number"),
-        ({"analysis": {"min_log10_n": 4, "max_log10_n": 2}}, "ctxvar error: analysis: min_log10_n (4) is above max_log10_n (2)"),
-        ({"corpus": {**DEMO["corpus"], "source": "csv"}}, "corpus.source: 'csv' is not allowed; use one of hf, text, parquet, jsonl"),
-        ({"corpus": {**DEMO["corpus"], "source": "text", "path": "missing.txt"}}, "corpus.path: file not found: missing.txt"),
+        (
+            {"analysis": {"min_log10_n": 4, "max_log10_n": 2}},
+            "ctxvar error: analysis: min_log10_n (4) is above max_log10_n (2)",
+        ),
+        (
+            {"corpus": {**DEMO["corpus"], "source": "csv"}},
+            "corpus.source: 'csv' is not allowed; use one of hf, text, parquet, jsonl",
+        ),
+        (
+            {"corpus": {**DEMO["corpus"], "source": "text", "path": "missing.txt"}},
+            "corpus.path: file not found: missing.txt",
+        ),
         ({"modles": []}, "Additional properties are not allowed ('modles' was unexpected)"),
         ({"models": DEMO["models"] + DEMO["models"][:1]}, "duplicate model id 'tiny-bert'"),
     ],
@@ -82,7 +104,10 @@ def test_demo_writes_every_documented_output(demo):
         assert list(layers.columns) == COLUMNS and len(layers) == 5
         np.testing.assert_allclose(layers["V"], layers["V_W"] + layers["V_B"], rtol=1e-9)
     summary = pd.read_csv(demo / "results" / "demo" / "summary" / "layers.csv")
-    assert list(summary["model"].unique())[:3] == ["tiny-bert", "tiny-roberta", "tiny-gpt2"] and summary["model"].nunique() == N_MODELS
+    assert (
+        list(summary["model"].unique())[:3] == ["tiny-bert", "tiny-roberta", "tiny-gpt2"]
+        and summary["model"].nunique() == N_MODELS
+    )
     models = pd.read_csv(demo / "results" / "demo" / "summary" / "models.csv")
     assert (models["n_tokens"] > 100_000).all() and list(models["n_layers"]) == [5, 5, 5, 2, 5, 5, 5]
     for name in ("stats.moments.parquet", "stats.sample.parquet", "geometry.csv"):
@@ -93,7 +118,11 @@ def test_every_model_output_records_its_provenance(demo):
     for model in ("tiny-bert", "tiny-roberta", "tiny-gpt2"):
         run = json.loads((demo / "results" / "demo" / model / "run.json").read_text())
         for source in (run, read_metadata(demo / "results" / "demo" / model / "tokens.parquet")):
-            assert source["revision"] == "main" and len(source["weights_sha256"]) == 64 and len(source["config_hash"]) == 16
+            assert (
+                source["revision"] == "main"
+                and len(source["weights_sha256"]) == 64
+                and len(source["config_hash"]) == 16
+            )
             assert {"torch", "transformers", "ctxvar", "python"} <= set(source["versions"])
             assert source["shards"] == [0, 1, 2, 3]
 
@@ -114,10 +143,17 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
     config = copy.deepcopy(DEMO)
     config["models"].append({"id": "tiny-gpt2-wide", "init": "random", "arch": "gpt2", "hidden_size": 96, "seed": 4})
     run = snakemake(demo, config, "-n")
-    assert scheduled_jobs(run) == {"build_random_model": 1, "extract_statistics": DEMO["shards"], "merge_statistics": 1,
-                                   "layer_statistics": 1, "geometry_statistics": 1, "summarise_models": 1,
-                                   "plot_model_figure": PER_MODEL_FIGURES,
-                                   "plot_summary_figure": SUMMARY_FIGURE_COUNT - 1, "all": 1}  # all but Fig. 9 (corpus)
+    assert scheduled_jobs(run) == {
+        "build_random_model": 1,
+        "extract_statistics": DEMO["shards"],
+        "merge_statistics": 1,
+        "layer_statistics": 1,
+        "geometry_statistics": 1,
+        "summarise_models": 1,
+        "plot_model_figure": PER_MODEL_FIGURES,
+        "plot_summary_figure": SUMMARY_FIGURE_COUNT - 1,
+        "all": 1,
+    }  # all but Fig. 9 (corpus)
     assert set(re.findall(r"wildcards: model=([\w.-]+)", run.stdout)) == {"tiny-gpt2-wide"}
 
 
@@ -125,23 +161,72 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
     "change, expected",
     [
         ({"device": "cpu"}, {}),
-        ({"analysis": {"min_log10_n": 0.5, "max_log10_n": 5}},  # self-similarity averages over the filtered types
-         {"layer_statistics": 7, "geometry_statistics": 7, "summarise_models": 1, "plot_model_figure": 42,
-          "plot_summary_figure": 11, "plot_checkpoints": 1, "select_pca_tokens": 1, "collect_pca_points": 4, "plot_pca": 1,
-          "all": 1}),
+        (
+            {"analysis": {"min_log10_n": 0.5, "max_log10_n": 5}},  # self-similarity averages over the filtered types
+            {
+                "layer_statistics": 7,
+                "geometry_statistics": 7,
+                "summarise_models": 1,
+                "plot_model_figure": 42,
+                "plot_summary_figure": 11,
+                "plot_checkpoints": 1,
+                "select_pca_tokens": 1,
+                "collect_pca_points": 4,
+                "plot_pca": 1,
+                "all": 1,
+            },
+        ),
         ({"models": DEMO["models"][:2]}, {"summarise_models": 1, "plot_summary_figure": 11, "all": 1}),
-        ({"shards": 3}, {"split_corpus": 1, "extract_statistics": 21, "merge_statistics": 7, "layer_statistics": 7,
-                         "geometry_statistics": 7, "summarise_models": 1, "plot_model_figure": 42, "plot_summary_figure": 11,
-                         "plot_checkpoints": 1, "select_pca_tokens": 1, "collect_pca_points": 3, "plot_pca": 1, "all": 1}),
-        ({"figures": {"pca": {"model": "tiny-gpt2", "seed": 4}}},
-         {"select_pca_tokens": 1, "collect_pca_points": 4, "plot_pca": 1, "all": 1}),
-        ({"geometry": {**DEMO["geometry"], "spectrum_k": 5}},  # an analysis choice: no extraction
-         {"geometry_statistics": 7, "summarise_models": 1, "plot_model_figure": 7, "plot_summary_figure": 9,
-          "plot_checkpoints": 1, "all": 1}),
-        ({"geometry": {**DEMO["geometry"], "cosine": False}},  # changes what extraction accumulates
-         {"extract_statistics": 28, "merge_statistics": 7, "layer_statistics": 7, "geometry_statistics": 7,
-          "summarise_models": 1, "plot_model_figure": 42, "plot_summary_figure": 11, "plot_checkpoints": 1,
-          "select_pca_tokens": 1, "collect_pca_points": 4, "plot_pca": 1, "all": 1}),
+        (
+            {"shards": 3},
+            {
+                "split_corpus": 1,
+                "extract_statistics": 21,
+                "merge_statistics": 7,
+                "layer_statistics": 7,
+                "geometry_statistics": 7,
+                "summarise_models": 1,
+                "plot_model_figure": 42,
+                "plot_summary_figure": 11,
+                "plot_checkpoints": 1,
+                "select_pca_tokens": 1,
+                "collect_pca_points": 3,
+                "plot_pca": 1,
+                "all": 1,
+            },
+        ),
+        (
+            {"figures": {"pca": {"model": "tiny-gpt2", "seed": 4}}},
+            {"select_pca_tokens": 1, "collect_pca_points": 4, "plot_pca": 1, "all": 1},
+        ),
+        (
+            {"geometry": {**DEMO["geometry"], "spectrum_k": 5}},  # an analysis choice: no extraction
+            {
+                "geometry_statistics": 7,
+                "summarise_models": 1,
+                "plot_model_figure": 7,
+                "plot_summary_figure": 9,
+                "plot_checkpoints": 1,
+                "all": 1,
+            },
+        ),
+        (
+            {"geometry": {**DEMO["geometry"], "cosine": False}},  # changes what extraction accumulates
+            {
+                "extract_statistics": 28,
+                "merge_statistics": 7,
+                "layer_statistics": 7,
+                "geometry_statistics": 7,
+                "summarise_models": 1,
+                "plot_model_figure": 42,
+                "plot_summary_figure": 11,
+                "plot_checkpoints": 1,
+                "select_pca_tokens": 1,
+                "collect_pca_points": 4,
+                "plot_pca": 1,
+                "all": 1,
+            },
+        ),
     ],
     ids=["device", "analysis", "remove-model", "shards", "pca-model", "spectrum-k", "cosine-off"],
 )
@@ -161,8 +246,14 @@ def test_changing_analysis_code_never_reruns_extraction(tmp_path, demo):
         script.write("# an edit\n")
     run = snakemake(demo, REPO / "config" / "demo.yaml", *arguments)
     # Fig. 5, the checkpoint figure and the figures drawn from the summary tables (summarise_models writes both)
-    assert scheduled_jobs(run) == {"layer_statistics": 7, "summarise_models": 1, "plot_model_figure": 7,
-                                   "plot_summary_figure": 9, "plot_checkpoints": 1, "all": 1}
+    assert scheduled_jobs(run) == {
+        "layer_statistics": 7,
+        "summarise_models": 1,
+        "plot_model_figure": 7,
+        "plot_summary_figure": 9,
+        "plot_checkpoints": 1,
+        "all": 1,
+    }
 
 
 def core_partials(partials):
@@ -175,7 +266,17 @@ def test_killed_run_resumes_only_unfinished_jobs_with_bit_identical_results(tmp_
     workdir.mkdir()
     # their outputs do not depend on the others; partials kept, to see which jobs re-run
     config.write_text(yaml.safe_dump({**DEMO, "models": DEMO["models"][:3], "keep_partials": True}))
-    command = ["snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile", str(config), "--cores", "2"]
+    command = [
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(config),
+        "--cores",
+        "2",
+    ]
     process = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     partials = workdir / "results" / "demo" / "partials"
     deadline = time.monotonic() + 600
@@ -195,8 +296,18 @@ def test_killed_run_resumes_only_unfinished_jobs_with_bit_identical_results(tmp_
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert {path: path.stat().st_mtime_ns for path in finished} == finished, "finished jobs re-ran"
     assert not list(workdir.glob("results/demo/**/.*.tmp")), "temporaries of killed jobs were left"
-    outputs = [f"results/demo/{m}/{f}" for m in ("tiny-bert", "tiny-roberta", "tiny-gpt2")
-               for f in ("tokens.parquet", "stats.parquet", "layers.csv", "stats.moments.parquet", "stats.sample.parquet", "geometry.csv")]
+    outputs = [
+        f"results/demo/{m}/{f}"
+        for m in ("tiny-bert", "tiny-roberta", "tiny-gpt2")
+        for f in (
+            "tokens.parquet",
+            "stats.parquet",
+            "layers.csv",
+            "stats.moments.parquet",
+            "stats.sample.parquet",
+            "geometry.csv",
+        )
+    ]
     for output in outputs:
         assert (workdir / output).read_bytes() == (demo / output).read_bytes(), output
 
@@ -204,9 +315,13 @@ def test_killed_run_resumes_only_unfinished_jobs_with_bit_identical_results(tmp_
 def test_local_model_directory_and_text_file_offline(tmp_path, tiny_models, corpus_texts):
     text_file = tmp_path / "sentences.txt"
     text_file.write_text("\n".join(corpus_texts) + "\n", encoding="utf-8")
-    config = {"corpus": {"source": "text", "path": str(text_file), "fraction": 1.0, "max_words": 30},
-              "chunk_sentences": 32, "shards": 3, "models": [{"id": "local-bert", "name": tiny_models["bert"]}],
-              "device": "cpu"}
+    config = {
+        "corpus": {"source": "text", "path": str(text_file), "fraction": 1.0, "max_words": 30},
+        "chunk_sentences": 32,
+        "shards": 3,
+        "models": [{"id": "local-bert", "name": tiny_models["bert"]}],
+        "device": "cpu",
+    }
     run = snakemake(tmp_path, config, env={"HF_HUB_OFFLINE": "1"})
     assert run.returncode == 0, run.stderr[-3000:]
     kept = pd.read_parquet(tmp_path / "results" / "test" / "corpus" / "sentences.parquet")["text"].tolist()
@@ -261,8 +376,14 @@ def test_a_corpus_too_small_for_fig1_still_gives_every_core_output(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     assert "ctxvar warning: figures fig01_pca and fig08_selected_tokens not drawn" in run.stderr
     results = tmp_path / "results" / "demo"
-    for output in ("tiny-bert/tokens.parquet", "tiny-bert/layers.csv", "tiny-bert/geometry.csv", "summary/layers.csv",
-                   "figures/fig02_variance_on_mean.png", "tiny-bert/table2.csv"):
+    for output in (
+        "tiny-bert/tokens.parquet",
+        "tiny-bert/layers.csv",
+        "tiny-bert/geometry.csv",
+        "summary/layers.csv",
+        "figures/fig02_variance_on_mean.png",
+        "tiny-bert/table2.csv",
+    ):
         assert (results / output).exists(), output
     assert "corpus is too small" in pd.read_csv(results / "tiny-bert" / "figures" / "fig01_pca.csv")["not_drawn"][0]
     assert pd.read_parquet(results / "tiny-bert" / "tokens.parquet")["n"].sum() > 0

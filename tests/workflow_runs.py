@@ -14,8 +14,9 @@ REPO = Path(__file__).resolve().parents[1]
 DEMO = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
 
 
-def snakemake(workdir: Path, config: dict | Path, *args: str, env: dict | None = None,
-              timeout: float | None = None) -> subprocess.CompletedProcess:
+def snakemake(
+    workdir: Path, config: dict | Path, *args: str, env: dict | None = None, timeout: float | None = None
+) -> subprocess.CompletedProcess:
     """Run the workflow with ``config`` in ``workdir``; returns the finished process (not checked).
 
     No time limit by default: a busy 2-core machine can take far longer than usual, and
@@ -28,8 +29,18 @@ def snakemake(workdir: Path, config: dict | Path, *args: str, env: dict | None =
         os.write(handle, yaml.safe_dump(config).encode())
         os.close(handle)
         config = path
-    command = ["snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile", str(config),
-               "--cores", "2", *args]  # a later -s in args wins
+    command = [
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(config),
+        "--cores",
+        "2",
+        *args,
+    ]  # a later -s in args wins
     return subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout)
 
 

@@ -66,23 +66,38 @@ def expand_revisions(entry: dict) -> list[dict]:
     if "revisions" not in entry:
         return [entry]
     if entry.get("revision"):
-        raise ConfigError(f"models[]: entry {entry.get('id') or entry.get('name')!r} sets both revision and revisions; keep one")
+        raise ConfigError(
+            f"models[]: entry {entry.get('id') or entry.get('name')!r} sets both revision and revisions; keep one"
+        )
     if entry.get("init") == "gaussian":
-        raise ConfigError(f"models[]: entry {entry.get('id')!r}: revisions apply to pretrained and random models, not gaussian; "
-                          "list one gaussian entry per seed instead")
+        raise ConfigError(
+            f"models[]: entry {entry.get('id')!r}: revisions apply to pretrained and random models, not gaussian; "
+            "list one gaussian entry per seed instead"
+        )
     base = {key: value for key, value in entry.items() if key != "revisions"}
     family = model_id(base)
     expanded = []
     for position, revision in enumerate(entry["revisions"]):
         if not REVISION_PATTERN.fullmatch(revision):
-            raise ConfigError(f"models[]: entry {family!r}: revision {revision!r} is not usable in file paths; "
-                              "use letters, digits and . _ + = -")
+            raise ConfigError(
+                f"models[]: entry {family!r}: revision {revision!r} is not usable in file paths; "
+                "use letters, digits and . _ + = -"
+            )
         step = CHECKPOINT_PATTERN.fullmatch(revision)
         if entry.get("init") == "random" and not step:
-            raise ConfigError(f"models[]: entry {family!r}: revision {revision!r} of a random model must be stepN "
-                              "(the random-init model trained N steps on the corpus)")
-        expanded.append({**base, "id": f"{family}@{revision}", "revision": revision, "family": family,
-                         "step": int(step.group(1)) if step else position})
+            raise ConfigError(
+                f"models[]: entry {family!r}: revision {revision!r} of a random model must be stepN "
+                "(the random-init model trained N steps on the corpus)"
+            )
+        expanded.append(
+            {
+                **base,
+                "id": f"{family}@{revision}",
+                "revision": revision,
+                "family": family,
+                "step": int(step.group(1)) if step else position,
+            }
+        )
     return expanded
 
 
@@ -118,12 +133,21 @@ def strict_validator(schema: dict):
     """A 2020-12 validator of ``schema`` whose integers are ints and whose numbers are finite."""
     import jsonschema
 
-    types = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many({"integer": _is_integer, "number": _is_finite_number})
+    types = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many(
+        {"integer": _is_integer, "number": _is_finite_number}
+    )
     return jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=types)(schema)
 
 
-TYPE_WORDS = {"integer": "a whole number (no decimal point)", "number": "a finite number", "string": "text",
-              "boolean": "true or false", "object": "a mapping", "array": "a list", "null": "null"}
+TYPE_WORDS = {
+    "integer": "a whole number (no decimal point)",
+    "number": "a finite number",
+    "string": "text",
+    "boolean": "true or false",
+    "object": "a mapping",
+    "array": "a list",
+    "null": "null",
+}
 
 
 def check_schema(config: dict, schema_path) -> None:
@@ -144,7 +168,10 @@ def check_schema(config: dict, schema_path) -> None:
         kinds = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
         message = f"{error.instance!r} is not {' or '.join(TYPE_WORDS.get(k, k) for k in kinds)}"
     elif error.validator == "pattern":
-        message = f"{error.instance!r} is not usable here; use letters, digits and . _ + @ = - (starting with a letter or digit)"
+        message = (
+            f"{error.instance!r} is not usable here; use letters, digits and . _ + @ = - "
+            "(starting with a letter or digit)"
+        )
     raise ConfigError(f"{where}: {message}")
 
 
@@ -156,8 +183,10 @@ class UniqueKeyLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
             if key in seen:
-                raise ConfigError(f"{self.name}: line {key_node.start_mark.line + 1}: key {key!r} appears twice in "
-                                  "the same mapping (YAML keeps only the last); keep one")
+                raise ConfigError(
+                    f"{self.name}: line {key_node.start_mark.line + 1}: key {key!r} appears twice in "
+                    "the same mapping (YAML keeps only the last); keep one"
+                )
             seen.add(key)
         return super().construct_mapping(node, deep)
 
@@ -188,8 +217,10 @@ def run_name(config: dict, cli_configs: dict[str, dict], overrides: dict) -> str
     else:
         name = config.get("run") or "default"
     if not isinstance(name, str) or not MODEL_ID_PATTERN.fullmatch(name):
-        raise ConfigError(f"run: {name!r} cannot name a results folder; set run: to letters, digits and . _ + @ = - "
-                          "(in the config file or with --config run=NAME)")
+        raise ConfigError(
+            f"run: {name!r} cannot name a results folder; set run: to letters, digits and . _ + @ = - "
+            "(in the config file or with --config run=NAME)"
+        )
     return name
 
 
@@ -204,30 +235,44 @@ def check_config(config: dict) -> None:
             raise ConfigError(f"corpus.path: required when corpus.source is {corpus['source']!r}")
         missing = [p for p in paths if not os.path.exists(p)]
         if missing:
-            raise ConfigError(f"corpus.path: file not found: {missing[0]} (paths are relative to the working directory)")
+            raise ConfigError(
+                f"corpus.path: file not found: {missing[0]} (paths are relative to the working directory)"
+            )
     analysis = config["analysis"]
     if analysis["min_log10_n"] > analysis["max_log10_n"]:
-        raise ConfigError(f"analysis: min_log10_n ({analysis['min_log10_n']}) is above max_log10_n "
-                          f"({analysis['max_log10_n']}), so no type would pass the frequency filter; swap them")
+        raise ConfigError(
+            f"analysis: min_log10_n ({analysis['min_log10_n']}) is above max_log10_n "
+            f"({analysis['max_log10_n']}), so no type would pass the frequency filter; swap them"
+        )
     for entry in config["models"]:
         name = entry.get("name")
         if name is not None and (name != name.strip() or any(ord(c) < 32 for c in name)):
-            raise ConfigError(f"models[]: name {name!r} has leading or trailing spaces or control characters; remove them")
+            raise ConfigError(
+                f"models[]: name {name!r} has leading or trailing spaces or control characters; remove them"
+            )
         sizes = random_spec(entry)
         if entry.get("init") == "random" and sizes["hidden_size"] % sizes["num_heads"]:
-            raise ConfigError(f"models[]: entry {entry.get('id')!r}: hidden_size {sizes['hidden_size']} is not a "
-                              f"multiple of num_heads {sizes['num_heads']}; attention splits d across the heads")
+            raise ConfigError(
+                f"models[]: entry {entry.get('id')!r}: hidden_size {sizes['hidden_size']} is not a "
+                f"multiple of num_heads {sizes['num_heads']}; attention splits d across the heads"
+            )
         if entry.get("init") != "gaussian" and GAUSSIAN_ONLY & set(entry):
-            raise ConfigError(f"models[]: entry {entry.get('id') or entry.get('name')!r} sets "
-                              f"{', '.join(sorted(GAUSSIAN_ONLY & set(entry)))}, which only init: gaussian uses")
+            raise ConfigError(
+                f"models[]: entry {entry.get('id') or entry.get('name')!r} sets "
+                f"{', '.join(sorted(GAUSSIAN_ONLY & set(entry)))}, which only init: gaussian uses"
+            )
         if entry.get("init", "pretrained") == "pretrained" and not entry.get("name"):
             raise ConfigError(f"models[]: entry {entry.get('id')!r} needs 'name' (a Hub id or a local directory)")
         if entry.get("init") == "random" and not entry.get("arch"):
-            raise ConfigError(f"models[]: entry {entry.get('id')!r} has init: random and needs 'arch' (bert | roberta | gpt2)")
+            raise ConfigError(
+                f"models[]: entry {entry.get('id')!r} has init: random and needs 'arch' (bert | roberta | gpt2)"
+            )
     models = models_by_id(config)
     pca_model = config.get("figures", {}).get("pca", {}).get("model")
     if pca_model is not None and pca_model not in models:
-        raise ConfigError(f"figures.pca.model: {pca_model!r} is not a model id (ids: {', '.join(models)}); use one of them or null")
+        raise ConfigError(
+            f"figures.pca.model: {pca_model!r} is not a model id (ids: {', '.join(models)}); use one of them or null"
+        )
 
 
 GAUSSIAN_ONLY = {"mean_scale", "noise_scale", "offset", "layer_norm"}

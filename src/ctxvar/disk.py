@@ -56,10 +56,17 @@ def planned_bytes(config: dict, run_folder) -> tuple[int, int] | None:
     for mid, entry in models_by_id(config).items():
         if os.path.exists(os.path.join(run_folder, mid, "stats.parquet")):
             continue
-        shape = model_shape(entry, os.path.join(run_folder, "models", mid) if entry.get("init") in ("random", "gaussian")
-                            else entry["name"])
-        partials.append(sum(sums_bytes(count, shape, config["geometry"]) for shard, count in enumerate(tokens)
-                            if not os.path.exists(os.path.join(run_folder, "partials", mid, f"{shard}.parquet"))))
+        shape = model_shape(
+            entry,
+            os.path.join(run_folder, "models", mid) if entry.get("init") in ("random", "gaussian") else entry["name"],
+        )
+        partials.append(
+            sum(
+                sums_bytes(count, shape, config["geometry"])
+                for shard, count in enumerate(tokens)
+                if not os.path.exists(os.path.join(run_folder, "partials", mid, f"{shard}.parquet"))
+            )
+        )
         merged += sums_bytes(sum(tokens), shape, config["geometry"])
         merged += min(shape.vocab_size, sum(tokens)) * shape.n_layers * TOKEN_TABLE_ROW
     return merged + max(partials, default=0), merged + sum(partials)
@@ -79,12 +86,19 @@ def check_free_space(config: dict, run_folder) -> None:
     peak, all_at_once = planned
     if peak > free:
         raise DiskSpaceError(
-            f"disk: this run still needs up to {peak / 1e9:.2f} GB (merged sums plus one model's partials) but {folder} "
+            f"disk: this run still needs up to {peak / 1e9:.2f} GB (merged sums plus one model's partials) but "
+            f"{folder} "
             f"has {free / 1e9:.2f} GB free; free space, run on a larger disk (snakemake --directory DIR), set "
             "geometry.cosine: false (halves the sums), use fewer shards (each repeats the types), or split the models "
             "across runs (CTXVAR_SKIP_DISK_CHECK=1 skips this upper-bound check)"
         )
     if all_at_once > free:
-        log.warning("disk: %.2f GB free in %s fits the run one model at a time (%.2f GB) but not every model's partials "
-                    "at once (%.2f GB, an upper bound); if the disk fills, run the models in turn (snakemake --until "
-                    "merge_statistics per model, or fewer models per run)", free / 1e9, folder, peak / 1e9, all_at_once / 1e9)
+        log.warning(
+            "disk: %.2f GB free in %s fits the run one model at a time (%.2f GB) but not every model's partials "
+            "at once (%.2f GB, an upper bound); if the disk fills, run the models in turn (snakemake --until "
+            "merge_statistics per model, or fewer models per run)",
+            free / 1e9,
+            folder,
+            peak / 1e9,
+            all_at_once / 1e9,
+        )

@@ -30,7 +30,7 @@ class DiskSpaceError(CtxvarError):
 
 
 class InsufficientData(CtxvarError):
-    """The corpus is too small for an optional output (a figure, the Fig. 1 selection, TwoNN); the core outputs stand."""
+    """The corpus is too small for an optional output (a figure, the Fig. 1 selection); the core outputs stand."""
 
 
 def first_line(error: BaseException) -> str:

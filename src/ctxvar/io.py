@@ -135,9 +135,13 @@ class ParquetInput:
         self.schema = self._file.schema_arrow
         raw = self.schema.metadata or {}
         if INTEGRITY_KEY not in raw or METADATA_KEY not in raw:
-            raise IntegrityError(f"{self.path}: carries no ctxvar checksum (written by another program or an older "
-                                 f"ctxvar, or its footer is damaged); {REMEDY}")
-        if raw[INTEGRITY_KEY].decode(errors="replace") != _footer_digest(self.schema.remove_metadata(), raw[METADATA_KEY]):
+            raise IntegrityError(
+                f"{self.path}: carries no ctxvar checksum (written by another program or an older "
+                f"ctxvar, or its footer is damaged); {REMEDY}"
+            )
+        if raw[INTEGRITY_KEY].decode(errors="replace") != _footer_digest(
+            self.schema.remove_metadata(), raw[METADATA_KEY]
+        ):
             raise IntegrityError(f"{self.path}: footer checksum mismatch (the file is corrupt); {REMEDY}")
         self.metadata = json.loads(raw[METADATA_KEY])
         self.num_row_groups = self._file.num_row_groups
@@ -184,11 +188,15 @@ def read_verified(path) -> bytes:
         data = Path(path).read_bytes()
         expected = Path(f"{path}{CHECKSUM_SUFFIX}").read_text().split()[0]
     except (OSError, UnicodeDecodeError, IndexError) as error:
-        raise IntegrityError(f"{path}: cannot be read with its checksum file {Path(path).name}{CHECKSUM_SUFFIX} "
-                             f"({first_line(error)}); {REMEDY}") from error
+        raise IntegrityError(
+            f"{path}: cannot be read with its checksum file {Path(path).name}{CHECKSUM_SUFFIX} "
+            f"({first_line(error)}); {REMEDY}"
+        ) from error
     if hashlib.sha256(data).hexdigest() != expected:
-        raise IntegrityError(f"{path}: checksum mismatch with {Path(path).name}{CHECKSUM_SUFFIX} (the file is corrupt "
-                             f"or was edited); {REMEDY}")
+        raise IntegrityError(
+            f"{path}: checksum mismatch with {Path(path).name}{CHECKSUM_SUFFIX} (the file is corrupt "
+            f"or was edited); {REMEDY}"
+        )
     return data
 
 
@@ -239,5 +247,7 @@ def verify_manifest(directory) -> None:
         path = Path(directory) / name
         if not path.is_file() or file_sha256(path) != expected:
             state = "is missing" if not path.is_file() else "does not match its SHA-256 in " + MANIFEST
-            raise IntegrityError(f"{path}: {state} (the directory is damaged); delete {directory} and re-run "
-                                 "(Snakemake rebuilds a locally built model)")
+            raise IntegrityError(
+                f"{path}: {state} (the directory is damaged); delete {directory} and re-run "
+                "(Snakemake rebuilds a locally built model)"
+            )

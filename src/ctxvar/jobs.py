@@ -26,7 +26,9 @@ def job_log(path):
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as handle:
         sys.stderr = handle
-        logging.basicConfig(stream=handle, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+        logging.basicConfig(
+            stream=handle, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
+        )
         echo = logging.StreamHandler(console)
         echo.addFilter(lambda record: record.levelno == logging.WARNING)  # errors get their own line below
         echo.setFormatter(logging.Formatter("ctxvar warning: %(message)s"))

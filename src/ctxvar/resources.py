@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
-from ctxvar.models import hub
 from ctxvar.config import random_spec
 from ctxvar.errors import CtxvarError
 from ctxvar.io import read_table
+from ctxvar.models import hub
 
 TOKENS_PER_WORD = 1.4  # subword tokens per space-separated word, BERT/GPT-2 on English prose
 HOST_BASELINE_MB = 1500  # Python, torch and transformers imported

@@ -5,7 +5,18 @@ from __future__ import annotations
 import platform
 from importlib import metadata
 
-PACKAGES = ("ctxvar", "torch", "transformers", "tokenizers", "datasets", "huggingface_hub", "numpy", "pyarrow", "pandas", "scipy")
+PACKAGES = (
+    "ctxvar",
+    "torch",
+    "transformers",
+    "tokenizers",
+    "datasets",
+    "huggingface_hub",
+    "numpy",
+    "pyarrow",
+    "pandas",
+    "scipy",
+)
 
 
 def package_versions() -> dict[str, str]:

@@ -3,14 +3,14 @@ rule layer_statistics:
         stats=results("{model}/stats.parquet"),
     output:
         layers=results("{model}/layers.csv"),
-    params:
-        analysis=canonical(config["analysis"]),
     log:
         logs("{model}/layer_statistics.log"),
     benchmark:
         benchmarks("{model}/layer_statistics.tsv")
     conda:
         "../../envs/analysis.yaml"
+    params:
+        analysis=canonical(config["analysis"]),
     script:
         "../scripts/layer_statistics.py"
 
@@ -20,16 +20,16 @@ rule geometry_statistics:
         unpack(geometry_inputs),
     output:
         geometry=results("{model}/geometry.csv"),
-    params:
-        analysis=canonical(config["analysis"]),
-        spectrum_k=GEOMETRY["spectrum_k"],
-        seed=GEOMETRY["seed"],
     log:
         logs("{model}/geometry_statistics.log"),
     benchmark:
         benchmarks("{model}/geometry_statistics.tsv")
     conda:
         "../../envs/analysis.yaml"
+    params:
+        analysis=canonical(config["analysis"]),
+        spectrum_k=GEOMETRY["spectrum_k"],
+        seed=GEOMETRY["seed"],
     script:
         "../scripts/geometry_statistics.py"
 
@@ -43,14 +43,14 @@ rule summarise_models:
         layers=results("summary/layers.csv"),
         geometry=results("summary/geometry.csv"),
         models=results("summary/models.csv"),
-    params:
-        models=list(MODELS),
-        families={model: entry.get("family") for model, entry in MODELS.items()},
     log:
         logs("summary/summarise_models.log"),
     benchmark:
         benchmarks("summary/summarise_models.tsv")
     conda:
         "../../envs/analysis.yaml"
+    params:
+        models=list(MODELS),
+        families={model: entry.get("family") for model, entry in MODELS.items()},
     script:
         "../scripts/summarise_models.py"

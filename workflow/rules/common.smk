@@ -7,10 +7,25 @@ import sys
 from snakemake.utils import validate
 
 from ctxvar import resources as estimates
-from ctxvar.config import (check_config, check_schema, checkpoint_families, extraction_config_hash, extraction_geometry,
-                           load_config_file, models_by_id, pca_model, run_name)
-from ctxvar.figures.catalogue import (CHECKPOINT_FIGURE, GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES,
-                              PCA_FIGURES, SUMMARY_FIGURES)
+from ctxvar.config import (
+    check_config,
+    check_schema,
+    checkpoint_families,
+    extraction_config_hash,
+    extraction_geometry,
+    load_config_file,
+    models_by_id,
+    pca_model,
+    run_name,
+)
+from ctxvar.figures.catalogue import (
+    CHECKPOINT_FIGURE,
+    GEOMETRY_MODEL_FIGURES,
+    GEOMETRY_SUMMARY_FIGURES,
+    MODEL_FIGURES,
+    PCA_FIGURES,
+    SUMMARY_FIGURES,
+)
 from ctxvar.disk import check_free_space
 from ctxvar.errors import CtxvarError
 from ctxvar.corpus.shards import known_sentence_count, empty_shards_warning
@@ -20,8 +35,11 @@ try:  # the whole config contract, before any job: one line and exit status 1 fo
     check_schema(config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml"))
     validate(config, "../schemas/config.schema.yaml")  # fills in the schema's defaults
     check_config(config)
-    RUN = run_name(config, {str(path): CONFIG_FILES[str(path)] for path in workflow.overwrite_configfiles},
-                   workflow.config_settings.overwrite_config or {})
+    RUN = run_name(
+        config,
+        {str(path): CONFIG_FILES[str(path)] for path in workflow.overwrite_configfiles},
+        workflow.config_settings.overwrite_config or {},
+    )
     MODELS = models_by_id(config)
     check_free_space(config, f"results/{RUN}")  # once the corpus is split; extraction jobs check again as they start
 except CtxvarError as error:
@@ -45,8 +63,11 @@ SHARDS = [str(i) for i in range(config["shards"])]
 PCA_MODEL = pca_model(config)
 FAMILIES = checkpoint_families(MODELS)  # {family: [id@revision, …]} from revisions:
 GEOMETRY = config["geometry"]
-EMPTY_SHARDS = empty_shards_warning(known_sentence_count(config["corpus"], results("corpus/sentences.parquet")),
-                                    config["chunk_sentences"], config["shards"])
+EMPTY_SHARDS = empty_shards_warning(
+    known_sentence_count(config["corpus"], results("corpus/sentences.parquet")),
+    config["chunk_sentences"],
+    config["shards"],
+)
 if EMPTY_SHARDS:
     print(f"ctxvar warning: {EMPTY_SHARDS}", file=sys.stderr)
 
@@ -68,7 +89,9 @@ def final_outputs():
         *expand(results("{model}/table2.{ext}"), model=PCA_MODEL, ext=("csv", "tex")),
         *expand(results("{model}/geometry.csv"), model=MODELS),
         results("summary/geometry.csv"),
-        *expand(results("{model}/figures/{figure}.{ext}"), model=MODELS, figure=GEOMETRY_MODEL_FIGURES, ext=FIGURE_FILES),
+        *expand(
+            results("{model}/figures/{figure}.{ext}"), model=MODELS, figure=GEOMETRY_MODEL_FIGURES, ext=FIGURE_FILES
+        ),
         *expand(results("figures/{figure}.{ext}"), figure=GEOMETRY_SUMMARY_FIGURES, ext=FIGURE_FILES),
         *expand(results("figures/checkpoints/{family}.{ext}"), family=FAMILIES, ext=FIGURE_FILES),
     ]
@@ -110,8 +133,10 @@ def figure_needs(wildcards):
 
 def model_figure_inputs(wildcards):
     """Only what the figure draws, so that a change elsewhere does not re-plot it."""
-    inputs = {name: results(f"{wildcards.model}/{file}") for name, file in
-              (("layers", "layers.csv"), ("tokens", "tokens.parquet"), ("geometry", "geometry.csv"))}
+    inputs = {
+        name: results(f"{wildcards.model}/{file}")
+        for name, file in (("layers", "layers.csv"), ("tokens", "tokens.parquet"), ("geometry", "geometry.csv"))
+    }
     return {name: path for name, path in inputs.items() if name in figure_needs(wildcards)}
 
 
@@ -213,5 +238,7 @@ def geometry_inputs(wildcards):
 
 def checkpoint_inputs(wildcards):
     members = FAMILIES[wildcards.family]
-    return {"layers": expand(results("{model}/layers.csv"), model=members),
-            "geometry": expand(results("{model}/geometry.csv"), model=members)}
+    return {
+        "layers": expand(results("{model}/layers.csv"), model=members),
+        "geometry": expand(results("{model}/geometry.csv"), model=members),
+    }

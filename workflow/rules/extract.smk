@@ -3,13 +3,12 @@ rule extract_statistics:
         unpack(extraction_inputs),
     output:
         **partial_outputs(),
-    params:
-        model=model_entry,
-        source=model_source,
-        dtype=config["dtype"],
-        tokens=canonical(config["tokens"]),
-        geometry=extraction_geometry(config),
-        config_hash=partial_config_hash,
+    log:
+        logs("partials/{model}/{shard}.log"),
+    benchmark:
+        benchmarks("partials/{model}/{shard}.tsv")
+    conda:
+        "../../envs/extract.yaml"
     threads: 1
     resources:
         gpu=extraction_gpus(),
@@ -17,11 +16,12 @@ rule extract_statistics:
         runtime=extraction_runtime,
         batch_tokens=16384,
         max_state_mb=0,  # cap on the sums' device memory; 0: half the GPU's memory (no cap on CPU)
-    log:
-        logs("partials/{model}/{shard}.log"),
-    benchmark:
-        benchmarks("partials/{model}/{shard}.tsv")
-    conda:
-        "../../envs/extract.yaml"
+    params:
+        model=model_entry,
+        source=model_source,
+        dtype=config["dtype"],
+        tokens=canonical(config["tokens"]),
+        geometry=extraction_geometry(config),
+        config_hash=partial_config_hash,
     script:
         "../scripts/extract_statistics.py"

@@ -2,21 +2,25 @@ rule plot_model_figure:
     input:
         unpack(model_figure_inputs),
     output:
-        png=report(results("{model}/figures/{figure}.png"), caption="../report/figure.rst", category="{model}",
-                   subcategory=figure_group),
+        png=report(
+            results("{model}/figures/{figure}.png"),
+            caption="../report/figure.rst",
+            category="{model}",
+            subcategory=figure_group,
+        ),
         pdf=results("{model}/figures/{figure}.pdf"),
         data=results("{model}/figures/{figure}.csv"),
-    wildcard_constraints:
-        figure="|".join([*MODEL_FIGURES, *GEOMETRY_MODEL_FIGURES]),
-    params:
-        caption=figure_caption,
-        analysis=figure_analysis,
     log:
         logs("{model}/figures/{figure}.log"),
     benchmark:
         benchmarks("{model}/figures/{figure}.tsv")
+    wildcard_constraints:
+        figure="|".join([*MODEL_FIGURES, *GEOMETRY_MODEL_FIGURES]),
     conda:
         "../../envs/analysis.yaml"
+    params:
+        caption=figure_caption,
+        analysis=figure_analysis,
     script:
         "../scripts/plot_model_figure.py"
 
@@ -25,22 +29,26 @@ rule plot_summary_figure:
     input:
         unpack(summary_figure_inputs),
     output:
-        png=report(results("figures/{figure}.png"), caption="../report/figure.rst", category="All models",
-                   subcategory=figure_group),
+        png=report(
+            results("figures/{figure}.png"),
+            caption="../report/figure.rst",
+            category="All models",
+            subcategory=figure_group,
+        ),
         pdf=results("figures/{figure}.pdf"),
         data=results("figures/{figure}.csv"),
-    wildcard_constraints:
-        figure="|".join([*SUMMARY_FIGURES, *GEOMETRY_SUMMARY_FIGURES]),
-    params:
-        caption=figure_caption,
-        models=figure_models,
-        analysis=figure_analysis,
     log:
         logs("figures/{figure}.log"),
     benchmark:
         benchmarks("figures/{figure}.tsv")
+    wildcard_constraints:
+        figure="|".join([*SUMMARY_FIGURES, *GEOMETRY_SUMMARY_FIGURES]),
     conda:
         "../../envs/analysis.yaml"
+    params:
+        caption=figure_caption,
+        models=figure_models,
+        analysis=figure_analysis,
     script:
         "../scripts/plot_summary_figure.py"
 
@@ -49,20 +57,24 @@ rule plot_checkpoints:
     input:
         unpack(checkpoint_inputs),
     output:
-        png=report(results("figures/checkpoints/{family}.png"), caption="../report/figure.rst", category="All models",
-                   subcategory=CHECKPOINT_FIGURE.group),
+        png=report(
+            results("figures/checkpoints/{family}.png"),
+            caption="../report/figure.rst",
+            category="All models",
+            subcategory=CHECKPOINT_FIGURE.group,
+        ),
         pdf=results("figures/checkpoints/{family}.pdf"),
         data=results("figures/checkpoints/{family}.csv"),
-    wildcard_constraints:
-        family="|".join(re.escape(f) for f in FAMILIES) or "$^",
-    params:
-        caption=CHECKPOINT_FIGURE.caption,
-        steps=lambda wildcards: {model: MODELS[model]["step"] for model in FAMILIES[wildcards.family]},
     log:
         logs("figures/checkpoints/{family}.log"),
     benchmark:
         benchmarks("figures/checkpoints/{family}.tsv")
+    wildcard_constraints:
+        family="|".join(re.escape(f) for f in FAMILIES) or "$^",
     conda:
         "../../envs/analysis.yaml"
+    params:
+        caption=CHECKPOINT_FIGURE.caption,
+        steps=lambda wildcards: {model: MODELS[model]["step"] for model in FAMILIES[wildcards.family]},
     script:
         "../scripts/plot_checkpoints.py"

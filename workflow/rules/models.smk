@@ -3,14 +3,14 @@ rule build_random_model:
         sentences=results("corpus/sentences.parquet"),
     output:
         model=directory(results("models/{model}")),
-    params:
-        entry=model_entry,
-        merge_markers=type_keying,
     log:
         logs("models/{model}.log"),
     benchmark:
         benchmarks("models/{model}.tsv")
     conda:
         "../../envs/extract.yaml"
+    params:
+        entry=model_entry,
+        merge_markers=type_keying,
     script:
         "../scripts/build_random_model.py"

@@ -4,4 +4,6 @@ from ctxvar.models.build import build_local_model
 
 with job_log(snakemake.log[0]):
     texts = read_table(snakemake.input.sentences, columns=["text"]).column("text").to_pylist()
-    build_local_model(snakemake.params.entry, texts, snakemake.output.model, snakemake.params.merge_markers is not False)
+    build_local_model(
+        snakemake.params.entry, texts, snakemake.output.model, snakemake.params.merge_markers is not False
+    )

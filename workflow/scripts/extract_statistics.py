@@ -5,7 +5,14 @@ from ctxvar.extraction.extract import extract_shard, job_settings
 from ctxvar.jobs import job_log
 
 with job_log(snakemake.log[0]):
-    check_free_space(snakemake.config, Path(snakemake.output.partial).parents[2])  # results/{run}/partials/{model}/{shard}
+    check_free_space(
+        snakemake.config, Path(snakemake.output.partial).parents[2]
+    )  # results/{run}/partials/{model}/{shard}
     settings = job_settings(snakemake, config_hash=snakemake.params.config_hash)
-    extract_shard(snakemake.input.shard, snakemake.output.partial, settings,
-                  snakemake.output.get("moments"), snakemake.output.get("sample"))
+    extract_shard(
+        snakemake.input.shard,
+        snakemake.output.partial,
+        settings,
+        snakemake.output.get("moments"),
+        snakemake.output.get("sample"),
+    )

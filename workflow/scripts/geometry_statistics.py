@@ -1,9 +1,16 @@
-from ctxvar.stats.geometry import geometry_table
 from ctxvar.io import write_csv
 from ctxvar.jobs import job_log
+from ctxvar.stats.geometry import geometry_table
 
 with job_log(snakemake.log[0]):
     analysis = snakemake.params.analysis
-    table = geometry_table(snakemake.input.stats, snakemake.input.get("moments"), snakemake.input.get("sample"),
-                           snakemake.params.spectrum_k, snakemake.params.seed, analysis["min_log10_n"], analysis["max_log10_n"])
+    table = geometry_table(
+        snakemake.input.stats,
+        snakemake.input.get("moments"),
+        snakemake.input.get("sample"),
+        snakemake.params.spectrum_k,
+        snakemake.params.seed,
+        analysis["min_log10_n"],
+        analysis["max_log10_n"],
+    )
     write_csv(table, snakemake.output.geometry)

@@ -1,7 +1,9 @@
 from ctxvar.figures.draw import checkpoint_figure
-from ctxvar.jobs import job_log
 from ctxvar.figures.plotting import save_plot
+from ctxvar.jobs import job_log
 
 with job_log(snakemake.log[0]):
-    plot = checkpoint_figure(snakemake.wildcards.family, snakemake.params.steps, snakemake.input.layers, snakemake.input.geometry)
+    plot = checkpoint_figure(
+        snakemake.wildcards.family, snakemake.params.steps, snakemake.input.layers, snakemake.input.geometry
+    )
     save_plot(plot, snakemake.output.png, snakemake.output.pdf, snakemake.output.data)

@@ -1,6 +1,12 @@
-from ctxvar.jobs import job_log
 from ctxvar.figures.pca_plots import pca_outputs
+from ctxvar.jobs import job_log
 
 with job_log(snakemake.log[0]):
-    pca_outputs(snakemake.input.points, snakemake.input.selection, snakemake.input.tokens, snakemake.wildcards.model,
-                snakemake.params.analysis, snakemake.output)
+    pca_outputs(
+        snakemake.input.points,
+        snakemake.input.selection,
+        snakemake.input.tokens,
+        snakemake.wildcards.model,
+        snakemake.params.analysis,
+        snakemake.output,
+    )

@@ -1,9 +1,10 @@
+from ctxvar.figures.pca_selection import select_pca_tokens
 from ctxvar.io import write_csv
 from ctxvar.jobs import job_log
-from ctxvar.figures.pca_selection import select_pca_tokens
 
 with job_log(snakemake.log[0]):
-    selection, components = select_pca_tokens(snakemake.input.stats, snakemake.input.tokens, snakemake.params.pca,
-                                              snakemake.params.analysis)
+    selection, components = select_pca_tokens(
+        snakemake.input.stats, snakemake.input.tokens, snakemake.params.pca, snakemake.params.analysis
+    )
     write_csv(selection, snakemake.output.selection)
     write_csv(components, snakemake.output.components)

@@ -18,10 +18,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ctxvar.models import hub
 from ctxvar.config import corpus_paths
 from ctxvar.errors import CorpusError
 from ctxvar.io import write_json, write_table
+from ctxvar.models import hub
 
 log = logging.getLogger(__name__)
 
@@ -29,14 +29,16 @@ REPLACEMENT_CHARACTER = "\ufffd"
 BYTE_ORDER_MARK = "\ufeff"
 CONTROL_CHARACTERS = r"[\x00-\x08\x0A-\x1F]"  # C0 controls except tab (RE2 syntax)
 # Byte-order marks, longest first (UTF-32 LE begins like UTF-16 LE), and the codec that reads past each.
-BYTE_ORDER_MARKS = ((codecs.BOM_UTF32_LE, "UTF-32 LE", "utf-32"), (codecs.BOM_UTF32_BE, "UTF-32 BE", "utf-32"),
-                    (codecs.BOM_UTF8, "UTF-8", "utf-8-sig"), (codecs.BOM_UTF16_LE, "UTF-16 LE", "utf-16"),
-                    (codecs.BOM_UTF16_BE, "UTF-16 BE", "utf-16"))
+BYTE_ORDER_MARKS = (
+    (codecs.BOM_UTF32_LE, "UTF-32 LE", "utf-32"),
+    (codecs.BOM_UTF32_BE, "UTF-32 BE", "utf-32"),
+    (codecs.BOM_UTF8, "UTF-8", "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "UTF-16 LE", "utf-16"),
+    (codecs.BOM_UTF16_BE, "UTF-16 BE", "utf-16"),
+)
 LOCAL_BUILDERS = {"text": "text", "parquet": "parquet", "jsonl": "json"}
 
-SENTENCES_SCHEMA = pa.schema(
-    [("sentence_id", pa.int64()), ("text", pa.string()), ("n_words", pa.int32())]
-)
+SENTENCES_SCHEMA = pa.schema([("sentence_id", pa.int64()), ("text", pa.string()), ("n_words", pa.int32())])
 
 
 def load_source(corpus: dict):
@@ -45,7 +47,9 @@ def load_source(corpus: dict):
 
     source = corpus["source"]
     if source == "synthetic":
-        return datasets.Dataset.from_dict({corpus["text_column"]: synthetic_sentences(corpus["synthetic"], corpus["seed"])})
+        return datasets.Dataset.from_dict(
+            {corpus["text_column"]: synthetic_sentences(corpus["synthetic"], corpus["seed"])}
+        )
     if source == "hf" and not hub.offline() and not hub.hub_reachable():  # else datasets retries for minutes
         raise CorpusError(
             f"corpus: dataset {corpus['name']!r} cannot be loaded: the Hugging Face Hub cannot be reached; "
@@ -55,19 +59,25 @@ def load_source(corpus: dict):
         if source == "hf":
             dataset = datasets.load_dataset(corpus["name"], corpus.get("config_name"), split=corpus["split"])
         elif all(os.path.getsize(path) == 0 for path in corpus_paths(corpus)):
-            return datasets.Dataset.from_dict({corpus["text_column"]: []}, features=datasets.Features({corpus["text_column"]: datasets.Value("string")}))
+            return datasets.Dataset.from_dict(
+                {corpus["text_column"]: []},
+                features=datasets.Features({corpus["text_column"]: datasets.Value("string")}),
+            )
         elif source == "parquet":
             dataset = datasets.load_dataset("parquet", data_files=corpus_paths(corpus), split="train")
         else:
             with as_utf8(corpus_paths(corpus)) as paths:
                 # Undecodable bytes become U+FFFD; sample_sentences drops and counts such rows.
-                dataset = datasets.load_dataset(LOCAL_BUILDERS[source], data_files=paths, split="train", encoding_errors="replace")
+                dataset = datasets.load_dataset(
+                    LOCAL_BUILDERS[source], data_files=paths, split="train", encoding_errors="replace"
+                )
     except CorpusError:
         raise
     except Exception as error:  # datasets raises many types; all mean "cannot load"
         where = corpus["name"] if source == "hf" else corpus_paths(corpus)
         raise CorpusError(
-            f"corpus: cannot load {where!r} ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
+            f"corpus: cannot load {where!r} ({type(error).__name__}: "
+            f"{str(error).splitlines()[0] if str(error) else ''}); "
             "if the Hub is unreachable, use a cached dataset, a local file (corpus.source: text) or config/demo.yaml"
         ) from error
     if corpus["text_column"] not in dataset.column_names:
@@ -92,8 +102,10 @@ def text_encoding(path) -> tuple[str, str]:
     even, odd = head[0::2], head[1::2]
     for width, share in (("UTF-16 LE", odd), ("UTF-16 BE", even)):
         if len(head) >= 8 and share.count(0) > 0.9 * len(share):
-            raise CorpusError(f"corpus.path: {path} looks like {width} text without a byte-order mark (NUL bytes at every "
-                              "second position); save it as UTF-8, or as UTF-16 with a byte-order mark")
+            raise CorpusError(
+                f"corpus.path: {path} looks like {width} text without a byte-order mark (NUL bytes at every "
+                "second position); save it as UTF-8, or as UTF-16 with a byte-order mark"
+            )
     return "UTF-8", "utf-8"
 
 
@@ -110,8 +122,10 @@ def as_utf8(paths: list[str]):
                 continue
             log.info("corpus: %s is %s (byte-order mark); read as such", path, name)
             copy = os.path.join(folder, f"{index}-{os.path.basename(path)}")
-            with open(path, encoding=codec, errors="replace", newline="") as reader, \
-                    open(copy, "w", encoding="utf-8", newline="") as writer:
+            with (
+                open(path, encoding=codec, errors="replace", newline="") as reader,
+                open(copy, "w", encoding="utf-8", newline="") as writer,
+            ):
                 shutil.copyfileobj(reader, writer, 1 << 20)
             readable.append(copy)
         yield readable
@@ -129,7 +143,9 @@ def synthetic_sentences(spec: dict, seed: int) -> list[str]:
     ranks = np.arange(1, len(vocab) + 1, dtype=np.float64)
     probs = ranks ** -spec["zipf_exponent"]
     probs /= probs.sum()
-    lengths = np.clip(rng.lognormal(np.log(spec["mean_words"]), 0.6, spec["n_sentences"]).astype(int), 1, 8 * spec["mean_words"])
+    lengths = np.clip(
+        rng.lognormal(np.log(spec["mean_words"]), 0.6, spec["n_sentences"]).astype(int), 1, 8 * spec["mean_words"]
+    )
     words = vocab[rng.choice(len(vocab), size=int(lengths.sum()), p=probs)]
     ends = np.cumsum(lengths)
     return [" ".join(chunk) for chunk in np.split(words, ends[:-1])]
@@ -226,10 +242,15 @@ def sample_sentences(corpus: dict) -> tuple[pa.Table, dict]:
     }
     log.info("corpus: %s", counts)
     if not table.num_rows:
-        dropped = ", ".join(f"{value} {key[len('dropped_'):].replace('_', ' ')}" for key, value in counts.items()
-                            if key.startswith("dropped_") and value)
-        raise CorpusError(f"corpus: no sentence kept of {len(indices)} sampled rows ({dropped or 'the source is empty'}); "
-                          "check corpus.path, its encoding (UTF-8, or a byte-order mark), corpus.fraction and corpus.max_words")
+        dropped = ", ".join(
+            f"{value} {key[len('dropped_') :].replace('_', ' ')}"
+            for key, value in counts.items()
+            if key.startswith("dropped_") and value
+        )
+        raise CorpusError(
+            f"corpus: no sentence kept of {len(indices)} sampled rows ({dropped or 'the source is empty'}); "
+            "check corpus.path, its encoding (UTF-8, or a byte-order mark), corpus.fraction and corpus.max_words"
+        )
     return table, counts
 
 

@@ -57,7 +57,11 @@ def write_shards(sentences_path, shard_paths: list, chunk_sentences: int) -> Non
     shard_of_chunk = assign_shards(np.bincount(chunk, weights=cost), len(shard_paths))
     table = table.append_column("chunk", pa.array(chunk))
     for index, path in enumerate(shard_paths):
-        write_table(table.filter(pa.array(shard_of_chunk[chunk] == index)), path, metadata={"shard": index, "n_shards": len(shard_paths)})
+        write_table(
+            table.filter(pa.array(shard_of_chunk[chunk] == index)),
+            path,
+            metadata={"shard": index, "n_shards": len(shard_paths)},
+        )
 
 
 def empty_shards_warning(n_sentences: int | None, chunk_sentences: int, n_shards: int) -> str | None:
@@ -67,9 +71,11 @@ def empty_shards_warning(n_sentences: int | None, chunk_sentences: int, n_shards
     chunks = math.ceil(n_sentences / chunk_sentences)
     if n_shards <= chunks:
         return None
-    return (f"shards: {n_shards - chunks} of the {n_shards} shards will be empty: {n_sentences} sentences make only "
-            f"{chunks} chunk(s) of chunk_sentences {chunk_sentences}, and each still costs an extraction job per model; "
-            f"set shards: {max(chunks, 1)} or lower chunk_sentences")
+    return (
+        f"shards: {n_shards - chunks} of the {n_shards} shards will be empty: {n_sentences} sentences make only "
+        f"{chunks} chunk(s) of chunk_sentences {chunk_sentences}, and each still costs an extraction job per model; "
+        f"set shards: {max(chunks, 1)} or lower chunk_sentences"
+    )
 
 
 def known_sentence_count(corpus: dict, sentences_path) -> int | None:

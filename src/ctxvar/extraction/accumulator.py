@@ -56,7 +56,9 @@ def state_bytes(n_layers: int, n_types: int, d: int, options: GeometryOptions = 
 
 
 def batch_bytes(n_layers: int, n_tokens: int, d: int, options: GeometryOptions = NO_GEOMETRY) -> int:
-    return n_tokens * d * (8 * n_layers * (2 if options.cosine else 1) + 4) + (4 * d * gram_block(d) if options.covariance else 0)
+    return n_tokens * d * (8 * n_layers * (2 if options.cosine else 1) + 4) + (
+        4 * d * gram_block(d) if options.covariance else 0
+    )
 
 
 def gram_block(d: int) -> int:
@@ -64,7 +66,9 @@ def gram_block(d: int) -> int:
     return -(-d // 4)
 
 
-def layer_groups(n_layers: int, n_types: int, d: int, max_state_bytes: float, options: GeometryOptions = NO_GEOMETRY) -> list[range]:
+def layer_groups(
+    n_layers: int, n_types: int, d: int, max_state_bytes: float, options: GeometryOptions = NO_GEOMETRY
+) -> list[range]:
     """Consecutive groups of layers, as few as possible, each with ``state_bytes`` ≤ the cap."""
     per_group = n_layers
     while per_group > 1 and state_bytes(per_group, n_types, d, options) > max_state_bytes:
@@ -87,8 +91,16 @@ class EmbeddingSums:
     ``sample_tokens`` the shard token indices of the sampled points (slot order).
     """
 
-    def __init__(self, layers: Sequence[int], n_hidden: int, n_types: int, d: int, device: torch.device,
-                 options: GeometryOptions = NO_GEOMETRY, sample_tokens: np.ndarray | None = None):
+    def __init__(
+        self,
+        layers: Sequence[int],
+        n_hidden: int,
+        n_types: int,
+        d: int,
+        device: torch.device,
+        options: GeometryOptions = NO_GEOMETRY,
+        sample_tokens: np.ndarray | None = None,
+    ):
         self.layers, self.n_hidden, self.d = list(layers), n_hidden, d
         n_layers = len(self.layers)
         self.types = TypeSums(n_layers, n_types, d, device, options.cosine)
@@ -96,8 +108,13 @@ class EmbeddingSums:
         self.sample = PointSample(n_layers, d, device, sample_tokens) if sample_tokens is not None else None
         self._buffer: torch.Tensor | None = None  # float64 rows of a batch, grown to the largest batch
 
-    def accumulate(self, hidden_states: Sequence[torch.Tensor], positions: torch.Tensor, type_index: torch.Tensor,
-                   tokens: np.ndarray | None = None) -> None:
+    def accumulate(
+        self,
+        hidden_states: Sequence[torch.Tensor],
+        positions: torch.Tensor,
+        type_index: torch.Tensor,
+        tokens: np.ndarray | None = None,
+    ) -> None:
         """Add the rows ``positions`` of the flattened (B·T, d) hidden states of each of ``layers``.
 
         ``hidden_states``: n_hidden tensors (B, T, d); ``positions``, ``type_index``:
@@ -108,7 +125,9 @@ class EmbeddingSums:
         assert hidden_states[0].shape[-1] == self.d, (hidden_states[0].shape, self.d)
         n = positions.shape[0]
         rows = self._rows(len(self.layers) * n)  # (L·N, d) float64
-        for i, layer in enumerate(self.layers):  # into a reused buffer: allocating L·N·d fresh floats costs more than the copy
+        for i, layer in enumerate(
+            self.layers
+        ):  # into a reused buffer: allocating L·N·d fresh floats costs more than the copy
             points = hidden_states[layer].reshape(-1, self.d)[positions]  # a fresh (N, d) gather
             block = rows[i * n : (i + 1) * n]
             block.copy_(points)
@@ -160,8 +179,11 @@ class TypeSums:
     def to_numpy(self) -> dict[str, np.ndarray]:
         """``count`` (U,), ``sum`` (L, U, d), ``sum_sq`` (L, U) and, if kept, ``sum_unit`` (L, U, d), on the host."""
         L, U = self.n_layers, self.n_types
-        arrays = {"count": self.count.cpu().numpy(), "sum": self.sum.reshape(L, U, self.d).cpu().numpy(),
-                  "sum_sq": self.sum_sq.reshape(L, U).cpu().numpy()}
+        arrays = {
+            "count": self.count.cpu().numpy(),
+            "sum": self.sum.reshape(L, U, self.d).cpu().numpy(),
+            "sum_sq": self.sum_sq.reshape(L, U).cpu().numpy(),
+        }
         if self.sum_unit is not None:
             arrays["sum_unit"] = self.sum_unit.reshape(L, U, self.d).cpu().numpy()
         return arrays
@@ -181,7 +203,9 @@ class SecondMoments:
     """
 
     def __init__(self, n_layers: int, d: int, device: torch.device):
-        self.outer = torch.zeros(n_layers, d, d, dtype=torch.float64, device=device)  # valid on and above the diagonal blocks
+        self.outer = torch.zeros(
+            n_layers, d, d, dtype=torch.float64, device=device
+        )  # valid on and above the diagonal blocks
         self._block = gram_block(d)
 
     def add(self, layer: int, points: torch.Tensor, rows: torch.Tensor) -> None:
@@ -194,7 +218,9 @@ class SecondMoments:
         points.sub_(centre)
         outer = self.outer[layer]
         for start in range(0, outer.shape[0], self._block):
-            outer[start : start + self._block, start:].add_(points[:, start : start + self._block].T @ points[:, start:])
+            outer[start : start + self._block, start:].add_(
+                points[:, start : start + self._block].T @ points[:, start:]
+            )
         centre = centre.double()
         outer.addr_(centre, total).addr_(total - rows.shape[0] * centre, centre)
 

@@ -30,7 +30,9 @@ def visible_gpus() -> list[int]:
 
 
 def lock_dir() -> Path:
-    return Path(os.environ.get("CTXVAR_GPU_LOCK_DIR") or Path(tempfile.gettempdir()) / f"ctxvar-gpu-locks-{os.getuid()}")
+    return Path(
+        os.environ.get("CTXVAR_GPU_LOCK_DIR") or Path(tempfile.gettempdir()) / f"ctxvar-gpu-locks-{os.getuid()}"
+    )
 
 
 def claim_gpu(poll_seconds: float = 1.0) -> int:

@@ -12,15 +12,22 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ctxvar.extraction import devices
-from ctxvar.models import loading
-from ctxvar.extraction.accumulator import NO_GEOMETRY, EmbeddingSums, GeometryOptions, batch_bytes, layer_groups, state_bytes
-from ctxvar.extraction.batching import pad_batch, padding_fraction, token_budget_batches
 from ctxvar.errors import CorpusError, ModelLoadError, StatisticsError
-from ctxvar.io import read_table, verify_manifest
+from ctxvar.extraction import devices
+from ctxvar.extraction.accumulator import (
+    NO_GEOMETRY,
+    EmbeddingSums,
+    GeometryOptions,
+    batch_bytes,
+    layer_groups,
+    state_bytes,
+)
+from ctxvar.extraction.batching import pad_batch, padding_fraction, token_budget_batches
 from ctxvar.extraction.position_sample import bottom_k, sample_schema, sample_table, sequence_windows, token_keys
-from ctxvar.stats.sums import LayerSums, LayerWriter, moments_schema, moments_table, sums_schema
 from ctxvar.extraction.tokens import EncodedShard, encode, select, split_long, type_table
+from ctxvar.io import read_table, verify_manifest
+from ctxvar.models import loading
+from ctxvar.stats.sums import LayerSums, LayerWriter, moments_schema, moments_table, sums_schema
 from ctxvar.versions import package_versions
 
 log = logging.getLogger(__name__)
@@ -103,8 +110,16 @@ class ShardRun:
     weights_hash: Future | None  # of the SHA-256 of the weights as loaded (see loading.weights_sha256)
 
     def run(self, accumulator, settings: ExtractionSettings, batches: list[np.ndarray] | None = None) -> None:
-        run_batches(self.model, accumulator, self.encoded, self.type_index, self.batches if batches is None else batches,
-                    loading.pad_id(self.tokenizer), self.device, settings.progress)
+        run_batches(
+            self.model,
+            accumulator,
+            self.encoded,
+            self.type_index,
+            self.batches if batches is None else batches,
+            loading.pad_id(self.tokenizer),
+            self.device,
+            settings.progress,
+        )
 
 
 def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool = True) -> ShardRun:
@@ -128,20 +143,41 @@ def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool =
     background = ThreadPoolExecutor(max_workers=2)
     encoding = background.submit(encode, tokenizer, texts)
     hashes: list[Future] = []  # submitted by load_model while the weights are still on the host
-    on_host = (lambda m: hashes.append(background.submit(loading.tensors_sha256, loading.named_tensors(m)))) if hash_weights else None
+    on_host = (
+        (lambda m: hashes.append(background.submit(loading.tensors_sha256, loading.named_tensors(m))))
+        if hash_weights
+        else None
+    )
     model = loading.load_model(settings.model, settings.source, settings.dtype, device, on_host=on_host)
     background.shutdown(wait=False)
-    encoded, source_row, long_counts = fit_to_positions(encoding.result(), loading.max_positions(model.config), settings)
+    encoded, source_row, long_counts = fit_to_positions(
+        encoding.result(), loading.max_positions(model.config), settings
+    )
     chunk, sentence_id = chunk[source_row], sentence_id[source_row]
     types, type_index = type_table(tokenizer, encoded.ids, settings.merge_markers)
     batches = chunk_batches(encoded.lengths, chunk, settings.batch_tokens)
-    return ShardRun(device, tokenizer, model, len(texts), encoded, long_counts, types, type_index, chunk, sentence_id,
-                    sequence_windows(source_row), batches, model.config.num_hidden_layers + 1, model.config.hidden_size,
-                    hashes[0] if hashes else None)
+    return ShardRun(
+        device,
+        tokenizer,
+        model,
+        len(texts),
+        encoded,
+        long_counts,
+        types,
+        type_index,
+        chunk,
+        sentence_id,
+        sequence_windows(source_row),
+        batches,
+        model.config.num_hidden_layers + 1,
+        model.config.hidden_size,
+        hashes[0] if hashes else None,
+    )
 
 
 def extract_shard(shard_path, out_path, settings: ExtractionSettings, moments_path=None, sample_path=None) -> dict:
-    """Run the model over the shard and write its sums (see :mod:`ctxvar.stats.sums`, :mod:`ctxvar.extraction.position_sample`).
+    """Run the model over the shard and write its sums (see :mod:`ctxvar.stats.sums` and
+    :mod:`ctxvar.extraction.position_sample`).
 
     ``out_path``: n, Σx, Σ‖x‖² (and Σ x/‖x‖ with geometry.cosine) per (layer, type);
     ``moments_path``: N, Σx, Σxxᵀ per layer (geometry.covariance); ``sample_path``:
@@ -149,14 +185,23 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings, moments_pa
     """
     options = settings.geometry
     if (moments_path is not None) != options.covariance or (sample_path is not None) != bool(options.sample_size):
-        raise ValueError("extract_shard: give moments_path exactly with geometry.covariance, sample_path with a sample size")
+        raise ValueError(
+            "extract_shard: give moments_path exactly with geometry.covariance, sample_path with a sample size"
+        )
     job = prepare_shard(shard_path, settings)
     lengths, n_layers, d = job.encoded.lengths, job.n_layers, job.d
     groups = layer_groups(n_layers, len(job.types), d, state_cap_bytes(settings, job.device), options)
-    log.info("%s: %d sequences, %d tokens, %d types, %d batches; device state %.1f MB in %d pass(es), batch %.1f MB",
-             settings.model["id"], len(lengths), len(job.encoded.ids), len(job.types), len(job.batches),
-             state_bytes(len(groups[0]), len(job.types), d, options) / 1e6, len(groups),
-             batch_bytes(n_layers, settings.batch_tokens, d, options) / 1e6)
+    log.info(
+        "%s: %d sequences, %d tokens, %d types, %d batches; device state %.1f MB in %d pass(es), batch %.1f MB",
+        settings.model["id"],
+        len(lengths),
+        len(job.encoded.ids),
+        len(job.types),
+        len(job.batches),
+        state_bytes(len(groups[0]), len(job.types), d, options) / 1e6,
+        len(groups),
+        batch_bytes(n_layers, settings.batch_tokens, d, options) / 1e6,
+    )
     metadata = {
         **model_metadata(settings, job),
         "shard": settings.shard,
@@ -170,7 +215,9 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings, moments_pa
     sampled = sample_positions(job, settings)
     with ExitStack() as files:
         sums_file = files.enter_context(LayerWriter(out_path, sums_schema(d, metadata, options.cosine)))
-        moments_file = files.enter_context(LayerWriter(moments_path, moments_schema(d, metadata))) if moments_path else None
+        moments_file = (
+            files.enter_context(LayerWriter(moments_path, moments_schema(d, metadata))) if moments_path else None
+        )
         sample_file = files.enter_context(LayerWriter(sample_path, sample_schema(d, metadata))) if sample_path else None
         for sums, outer, points in accumulate_groups(job, groups, settings, sampled):
             sums_file.write(sums.to_table(sums_file.schema))
@@ -192,8 +239,14 @@ def sample_positions(job: ShardRun, settings: ExtractionSettings) -> dict[str, n
     keys = token_keys(job.sentence_id, job.window, offsets, settings.sample_seed)
     tokens = bottom_k(keys, k)
     sequence = np.searchsorted(offsets, tokens, side="right") - 1
-    return {"tokens": tokens, "key": keys[tokens], "sentence_id": job.sentence_id[sequence], "window": job.window[sequence],
-            "position": tokens - offsets[sequence], "token": job.types[job.type_index[tokens]]}
+    return {
+        "tokens": tokens,
+        "key": keys[tokens],
+        "sentence_id": job.sentence_id[sequence],
+        "window": job.window[sequence],
+        "position": tokens - offsets[sequence],
+        "token": job.types[job.type_index[tokens]],
+    }
 
 
 def state_cap_bytes(settings: ExtractionSettings, device: torch.device) -> float:
@@ -208,8 +261,15 @@ def accumulate_groups(job: ShardRun, groups: list[range], settings: ExtractionSe
     """``(LayerSums, Σxxᵀ or None, sampled points or None)`` for every layer, in order, with one pass over
     the shard per group of layers."""
     for layers in groups:
-        sums = EmbeddingSums(layers, job.n_layers, len(job.types), job.d, job.device, settings.geometry,
-                             sampled["tokens"] if sampled else None)
+        sums = EmbeddingSums(
+            layers,
+            job.n_layers,
+            len(job.types),
+            job.d,
+            job.device,
+            settings.geometry,
+            sampled["tokens"] if sampled else None,
+        )
         job.run(sums, settings)
         if not sums.all_finite():
             raise StatisticsError(
@@ -234,10 +294,15 @@ def fit_to_positions(encoded: EncodedShard, limit: int | None, settings: Extract
     counts = {"n_skipped_too_long": 0, "n_split_too_long": 0}
     if not too_long.any():
         return encoded, np.arange(len(lengths)), counts
-    message = f"{int(too_long.sum())} sentence(s) exceed the {limit} positions of model {settings.model['id']!r} (longest {int(lengths.max())} tokens)"
+    message = (
+        f"{int(too_long.sum())} sentence(s) exceed the {limit} positions of model {settings.model['id']!r} "
+        f"(longest {int(lengths.max())} tokens)"
+    )
     if settings.long_sentences == "error":
         raise CorpusError(f"{message}; lower corpus.max_words or set tokens.long_sentences: skip or split")
-    log.warning("%s: %s", message, "splitting them into windows" if settings.long_sentences == "split" else "skipping them")
+    log.warning(
+        "%s: %s", message, "splitting them into windows" if settings.long_sentences == "split" else "skipping them"
+    )
     if settings.long_sentences == "split":
         counts["n_split_too_long"] = int(too_long.sum())
         return (*split_long(encoded, limit), counts)
@@ -252,11 +317,16 @@ def run_batches(model, sums: EmbeddingSums, encoded, type_index, batches, pad_id
     with torch.inference_mode():
         for rows in tqdm(batches, desc="batches", unit="batch", disable=not progress, mininterval=5):
             batch = pad_batch(encoded, type_index, rows, pad_id)
-            on_device = [_to_device(a, device, pin) for a in (batch.input_ids, batch.attention_mask, batch.positions, batch.type_index)]
+            on_device = [
+                _to_device(a, device, pin)
+                for a in (batch.input_ids, batch.attention_mask, batch.positions, batch.type_index)
+            ]
             input_ids, attention_mask, positions, types = on_device
             output = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
             if getattr(output, "hidden_states", None) is None:
-                raise ModelLoadError(f"model {type(model).__name__} returned no hidden states; use an encoder or decoder model")
+                raise ModelLoadError(
+                    f"model {type(model).__name__} returned no hidden states; use an encoder or decoder model"
+                )
             sums.accumulate(output.hidden_states, positions, types, batch.tokens)
 
 
@@ -270,7 +340,9 @@ def layer_sums(sums: EmbeddingSums, types: np.ndarray):
     arrays = sums.types.to_numpy()
     unit = arrays.get("sum_unit")
     for i, layer in enumerate(sums.layers):
-        yield LayerSums(layer, types, arrays["count"], arrays["sum"][i], arrays["sum_sq"][i], unit[i] if unit is not None else None)
+        yield LayerSums(
+            layer, types, arrays["count"], arrays["sum"][i], arrays["sum_sq"][i], unit[i] if unit is not None else None
+        )
 
 
 def model_metadata(settings: ExtractionSettings, job: ShardRun) -> dict:

@@ -19,12 +19,14 @@ import pyarrow as pa
 import torch
 
 from ctxvar.extraction.extract import ExtractionSettings, chunk_batches, prepare_shard
-from ctxvar.io import read_csv, write_table
 from ctxvar.figures.pca_selection import read_components
+from ctxvar.io import read_csv, write_table
 
 log = logging.getLogger(__name__)
 
-POINTS_SCHEMA = pa.schema([("token", pa.string()), ("pc1", pa.float64()), ("pc2", pa.float64()), ("sq_norm", pa.float64())])
+POINTS_SCHEMA = pa.schema(
+    [("token", pa.string()), ("pc1", pa.float64()), ("pc2", pa.float64()), ("sq_norm", pa.float64())]
+)
 
 
 class TypeProjections:
@@ -40,8 +42,9 @@ class TypeProjections:
         self.components = components  # (2, d) float64
         self.parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
 
-    def accumulate(self, hidden_states: Sequence[torch.Tensor], positions: torch.Tensor, type_index: torch.Tensor,
-                   tokens=None) -> None:
+    def accumulate(
+        self, hidden_states: Sequence[torch.Tensor], positions: torch.Tensor, type_index: torch.Tensor, tokens=None
+    ) -> None:
         """``hidden_states``: L tensors (B, T, d); ``positions``, ``type_index``: (N,) int64; ``tokens`` unused."""
         assert len(hidden_states) == self.n_layers, (len(hidden_states), self.n_layers)
         keep = self.selected[type_index]  # (N,)
@@ -67,19 +70,33 @@ def collect_points(shard_path, out_path, settings: ExtractionSettings, selection
     sq_norm) with the components of components.csv; returns the number of occurrences."""
     selection = read_csv(selection_path, keep_default_na=False)
     if selection.empty:  # no type could be selected (see select_pca_tokens): nothing to collect
-        write_table(POINTS_SCHEMA.empty_table(), out_path, metadata={"model_id": settings.model["id"], "shard": settings.shard})
+        write_table(
+            POINTS_SCHEMA.empty_table(), out_path, metadata={"model_id": settings.model["id"], "shard": settings.shard}
+        )
         return 0
     layer, components = int(selection["layer"].iloc[0]), read_components(components_path)
     job = prepare_shard(shard_path, settings, hash_weights=False)  # the points carry no provenance hash
     wanted = np.isin(job.types, selection["token"].to_numpy())
     rows = sequences_with(job.type_index, job.encoded.offsets, wanted)
     batches = [rows[b] for b in chunk_batches(job.encoded.lengths[rows], job.chunk[rows], settings.batch_tokens)]
-    log.info("%s layer %d: %d of %d sequences hold a selected type", settings.model["id"], layer, len(rows), len(job.encoded.lengths))
-    collector = TypeProjections(layer, job.n_layers, torch.from_numpy(wanted).to(job.device),
-                                torch.from_numpy(np.ascontiguousarray(components, dtype=np.float64)).to(job.device))
+    log.info(
+        "%s layer %d: %d of %d sequences hold a selected type",
+        settings.model["id"],
+        layer,
+        len(rows),
+        len(job.encoded.lengths),
+    )
+    collector = TypeProjections(
+        layer,
+        job.n_layers,
+        torch.from_numpy(wanted).to(job.device),
+        torch.from_numpy(np.ascontiguousarray(components, dtype=np.float64)).to(job.device),
+    )
     job.run(collector, settings, batches)
     type_index, coordinates, sq_norm = collector.to_numpy()
-    table = pa.table([pa.array(job.types[type_index], pa.string()), coordinates[:, 0], coordinates[:, 1], sq_norm],
-                     schema=POINTS_SCHEMA)
+    table = pa.table(
+        [pa.array(job.types[type_index], pa.string()), coordinates[:, 0], coordinates[:, 1], sq_norm],
+        schema=POINTS_SCHEMA,
+    )
     write_table(table, out_path, metadata={"model_id": settings.model["id"], "layer": layer, "shard": settings.shard})
     return table.num_rows

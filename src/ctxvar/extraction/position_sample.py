@@ -49,7 +49,9 @@ def token_keys(sentence_id: np.ndarray, window: np.ndarray, offsets: np.ndarray,
     """(tokens,) uint64 keys for sequences delimited by ``offsets`` with per-sequence ``sentence_id`` and ``window``."""
     lengths = np.diff(offsets)
     position = np.arange(int(offsets[-1]), dtype=np.int64) - np.repeat(offsets[:-1], lengths)
-    sentence = splitmix64(splitmix64(np.uint64(seed) ^ np.asarray(sentence_id, dtype=np.uint64)) ^ np.asarray(window, dtype=np.uint64))
+    sentence = splitmix64(
+        splitmix64(np.uint64(seed) ^ np.asarray(sentence_id, dtype=np.uint64)) ^ np.asarray(window, dtype=np.uint64)
+    )
     return splitmix64(np.repeat(sentence, lengths) ^ position.astype(np.uint64))
 
 
@@ -62,16 +64,30 @@ def bottom_k(keys: np.ndarray, k: int) -> np.ndarray:
 
 
 def sample_schema(d: int, metadata: dict) -> pa.Schema:
-    return tagged_schema(pa.schema(
-        [("layer", pa.int16()), ("key", pa.uint64()), ("sentence_id", pa.int64()), ("window", pa.int32()),
-         ("position", pa.int32()), ("token", pa.string()), ("x", pa.list_(pa.float32(), d))]), metadata)
+    return tagged_schema(
+        pa.schema(
+            [
+                ("layer", pa.int16()),
+                ("key", pa.uint64()),
+                ("sentence_id", pa.int64()),
+                ("window", pa.int32()),
+                ("position", pa.int32()),
+                ("token", pa.string()),
+                ("x", pa.list_(pa.float32(), d)),
+            ]
+        ),
+        metadata,
+    )
 
 
 def sample_table(layer: int, where: dict[str, np.ndarray], points: np.ndarray, schema: pa.Schema) -> pa.Table:
     """One layer's rows; ``where`` holds key, sentence_id, window, position, token per point (k,), ``points`` (k, d)."""
     d = points.shape[1]
     columns = [pa.array(np.full(len(points), layer, np.int16))]
-    columns += [pa.array(where[name], type=schema.field(name).type) for name in ("key", "sentence_id", "window", "position", "token")]
+    columns += [
+        pa.array(where[name], type=schema.field(name).type)
+        for name in ("key", "sentence_id", "window", "position", "token")
+    ]
     columns.append(pa.FixedSizeListArray.from_arrays(pa.array(points.reshape(-1), type=pa.float32()), d))
     return pa.table(columns, schema=schema)
 

@@ -21,7 +21,7 @@ def type_key(token: str, merge_markers: bool = True) -> str:
     if merge_markers:
         for marker in MARKERS:
             if token.startswith(marker) and len(token) > len(marker):
-                return token[len(marker):]
+                return token[len(marker) :]
     return token
 
 
@@ -77,7 +77,9 @@ def type_table(tokenizer, ids: np.ndarray, merge_markers: bool) -> tuple[np.ndar
     stripping), ``type_index`` int64 like ``ids``. Only ids that occur are looked up.
     """
     present = np.unique(ids)
-    keys = np.array([type_key(t, merge_markers) for t in tokenizer.convert_ids_to_tokens(present.tolist())], dtype=object)
+    keys = np.array(
+        [type_key(t, merge_markers) for t in tokenizer.convert_ids_to_tokens(present.tolist())], dtype=object
+    )
     types, key_index = np.unique(keys, return_inverse=True)
     return types, key_index[np.searchsorted(present, ids)].astype(np.int64)
 

@@ -27,87 +27,129 @@ class FigureSpec:
 MODEL_FIGURES = {
     "fig05_decomposition": FigureSpec(
         "Fig. 5: decomposition of Q(X)",
-        "Per layer, the shares M(X)/Q(X), V_W(X)/Q(X) and V_B(X)/Q(X) of the mean squared norm, stacked (they sum to 1).",
-        ("layers",)),
+        "Per layer, the shares M(X)/Q(X), V_W(X)/Q(X) and V_B(X)/Q(X) of the mean squared norm, stacked (they "
+        "sum to 1).",
+        ("layers",),
+    ),
     "fig07_frequency": FigureSpec(
         "Fig. 7: Q, M, V against frequency",
-        "Q(X_t), M(X_t) and V(X_t) of every token type against log10 n_t at the middle layer, with OLS lines over the filtered types.",
-        ("tokens",)),
+        "Q(X_t), M(X_t) and V(X_t) of every token type against log10 n_t at the middle layer, with OLS lines "
+        "over the filtered types.",
+        ("tokens",),
+    ),
     "fig11_frequency_grid": FigureSpec(
         "Figs. 11-13: log values against frequency",
-        "At layers 0, L/4, L/2, 3L/4 and L: log10(1+Q), log10(1+M), log10(1+V) against log10 n_t, and V against M, with OLS lines.",
-        ("tokens",)),
+        "At layers 0, L/4, L/2, 3L/4 and L: log10(1+Q), log10(1+M), log10(1+V) against log10 n_t, and V against "
+        "M, with OLS lines.",
+        ("tokens",),
+    ),
     "fig14_histograms": FigureSpec(
         "Figs. 14-16: histograms of Q, M, V",
         "Histograms of Q(X_t), M(X_t) and V(X_t) over the frequency-filtered token types, one row per layer.",
-        ("tokens",)),
+        ("tokens",),
+    ),
 }
 
 SUMMARY_FIGURES = {
     "fig02_variance_on_mean": FigureSpec(
         "Fig. 2: V against M",
-        "V(X_t) against M(X_t) at each model's middle layer, coloured by log10 n_t on one shared scale, with the OLS line, slope and R².",
-        ("tokens",)),
+        "V(X_t) against M(X_t) at each model's middle layer, coloured by log10 n_t on one shared scale, with the "
+        "OLS line, slope and R².",
+        ("tokens",),
+    ),
     "fig04_cv_slope_r2": FigureSpec(
         "Fig. 4: C.V. of Q, slope and R²",
-        "Per layer (relative depth) and model: the C.V. of Q(X_t), and the slope and R² of the regression of V(X_t) on M(X_t).",
-        ("layers",)),
+        "Per layer (relative depth) and model: the C.V. of Q(X_t), and the slope and R² of the regression of "
+        "V(X_t) on M(X_t).",
+        ("layers",),
+    ),
     "fig06_within_share": FigureSpec(
-        "Fig. 6: V_W/V", "Per layer and model, the within-type share V_W(X)/V(X) of the variance.", ("layers",)),
+        "Fig. 6: V_W/V", "Per layer and model, the within-type share V_W(X)/V(X) of the variance.", ("layers",)
+    ),
     "fig09_sentence_lengths": FigureSpec(
-        "Fig. 9: sentence lengths", "Histogram of the sampled sentences' lengths in space-separated words.", ("sentences",)),
+        "Fig. 9: sentence lengths",
+        "Histogram of the sampled sentences' lengths in space-separated words.",
+        ("sentences",),
+    ),
     "fig10_frequency_histogram": FigureSpec(
         "Fig. 10: token frequencies",
-        "Histogram of log10 n_t over all token types, per model; dashed lines mark the frequency filter.", ("tokens",)),
+        "Histogram of log10 n_t over all token types, per model; dashed lines mark the frequency filter.",
+        ("tokens",),
+    ),
     "fig17_log_slopes": FigureSpec(
         "Fig. 17: frequency slopes",
-        "Per layer and model, the OLS slopes of log10(1+Q), log10(1+M) and log10(1+V) on log10 n_t.", ("layers",)),
+        "Per layer and model, the OLS slopes of log10(1+Q), log10(1+M) and log10(1+V) on log10 n_t.",
+        ("layers",),
+    ),
     "fig18_ratios": FigureSpec(
-        "Fig. 18: ratios to Q(X)", "Per layer and model, M(X), V(X), V_W(X) and V_B(X) divided by Q(X).", ("layers",)),
+        "Fig. 18: ratios to Q(X)", "Per layer and model, M(X), V(X), V_W(X) and V_B(X) divided by Q(X).", ("layers",)
+    ),
     "fig19_whole_set": FigureSpec(
         "Fig. 19: Q(X), M(X), V(X)",
-        "Per layer and model, Q(X), M(X) and V(X); models on a >10x larger scale are dashed, on the right axis.", ("layers",)),
+        "Per layer and model, Q(X), M(X) and V(X); models on a >10x larger scale are dashed, on the right axis.",
+        ("layers",),
+    ),
     "fig20_within_between": FigureSpec(
         "Fig. 20: V_W, V_B and V_B/V",
-        "Per layer and model, V_W(X) and V_B(X) (larger-scale models dashed, right axis) and the between-type share V_B(X)/V(X).",
-        ("layers",)),
+        "Per layer and model, V_W(X) and V_B(X) (larger-scale models dashed, right axis) and the between-type "
+        "share V_B(X)/V(X).",
+        ("layers",),
+    ),
 }
 
 PCA_FIGURES = {
     "fig01_pca": FigureSpec(
         "Fig. 1: PCA of selected tokens",
-        "Every occurrence of the selected token types on the first two principal axes of their means and the origin (x), coloured by log10 n_t.",
-        ()),
+        "Every occurrence of the selected token types on the first two principal axes of their means and the "
+        "origin (x), coloured by log10 n_t.",
+        (),
+    ),
     "fig08_selected_tokens": FigureSpec(
         "Fig. 8: selected tokens on V against M",
         "V(X_t) against M(X_t) for all token types (grey, OLS over the filtered ones) with the tokens of Fig. 1 named.",
-        ()),
+        (),
+    ),
 }
 
 GEOMETRY_MODEL_FIGURES = {
     "geo04_spectrum": FigureSpec(
         "Covariance spectrum",
         "The leading explained-variance ratios λ_i/tr C of the covariance of all embeddings, one line per layer.",
-        ("geometry",)),
+        ("geometry",),
+    ),
     "geo05_cv_by_min_count": FigureSpec(
         "Appendix I: C.V. of Q against n_min",
-        "C.V. of Q(X_t) over the types with n_t ≥ n_min, log-log, per layer, with fitted slopes and a slope −1/2 reference "
+        "C.V. of Q(X_t) over the types with n_t ≥ n_min, log-log, per layer, with fitted slopes and a slope −1/2 "
+        "reference "
         "(LayerNorm outputs: C.V. = O(1/√n_min)).",
-        ("tokens",)),
+        ("tokens",),
+    ),
 }
 
 GEOMETRY_SUMMARY_FIGURES = {
     "geo01_isotropy": FigureSpec(
-        "Isotropy", "Per layer and model: anisotropy λ₁/tr C, IsoScore, effective rank and participation ratio of the "
-        "covariance of all embeddings (ring: after a final norm).", ("geometry",)),
+        "Isotropy",
+        "Per layer and model: anisotropy λ₁/tr C, IsoScore, effective rank and participation ratio of the "
+        "covariance of all embeddings (ring: after a final norm).",
+        ("geometry",),
+    ),
     "geo02_cosine": FigureSpec(
-        "Cosine similarity", "Per layer and model: exact mean cosine over all pairs of embeddings, mean self-similarity of "
-        "the filtered token types, and their difference (Ethayarajh 2019).", ("geometry",)),
+        "Cosine similarity",
+        "Per layer and model: exact mean cosine over all pairs of embeddings, mean self-similarity of "
+        "the filtered token types, and their difference (Ethayarajh 2019).",
+        ("geometry",),
+    ),
     "geo03_intrinsic_dimension": FigureSpec(
-        "Intrinsic dimension", "Per layer and model: TwoNN intrinsic dimension of the bottom-k sample (solid) and of "
-        "Gaussian points of the same n and d (dashed, the estimator's high-dimensional bias).", ("geometry",)),
+        "Intrinsic dimension",
+        "Per layer and model: TwoNN intrinsic dimension of the bottom-k sample (solid) and of "
+        "Gaussian points of the same n and d (dashed, the estimator's high-dimensional bias).",
+        ("geometry",),
+    ),
 }
 
 CHECKPOINT_FIGURE = FigureSpec(
-    "Training checkpoints", "Across training steps, per layer: anisotropy, TwoNN dimension, C.V. of Q(X_t) and M(X)/Q(X) "
-    "(dashed: after a final norm).", ("layers", "geometry"))
+    "Training checkpoints",
+    "Across training steps, per layer: anisotropy, TwoNN dimension, C.V. of Q(X_t) and M(X)/Q(X) "
+    "(dashed: after a final norm).",
+    ("layers", "geometry"),
+)

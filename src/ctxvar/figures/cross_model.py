@@ -11,9 +11,20 @@ import numpy as np
 import pandas as pd
 from matplotlib.colors import Normalize
 
+from ctxvar.figures.plotting import (
+    PANEL_SIZE,
+    Plot,
+    fit_label,
+    grid_shape,
+    hide_unused,
+    middle_layer,
+    panels,
+    paper_style,
+    percentile_limits,
+    regression_panel,
+    scale_groups,
+)
 from ctxvar.io import read_table
-from ctxvar.figures.plotting import (PANEL_SIZE, Plot, fit_label, grid_shape, hide_unused, middle_layer, panels, paper_style,
-                       percentile_limits, regression_panel, scale_groups)
 from ctxvar.stats.token_table import TokenStats, filtered
 
 MARKERS = "osD^v<>ph*"
@@ -36,17 +47,32 @@ def layer_curves(ax, layers: pd.DataFrame, models: list[str], values: pd.Series,
         ax.plot(layers["depth"][rows], values[rows], label=model, linestyle=linestyle, markersize=3, **styles[model])
         if "final_norm" in layers:
             ring = rows & layers["final_norm"].astype(bool).to_numpy()
-            ax.scatter(layers["depth"][ring], values[ring], s=45, facecolors="none", edgecolors="black", linewidths=0.8,
-                       label=FINAL_NORM_LABEL, zorder=3)
+            ax.scatter(
+                layers["depth"][ring],
+                values[ring],
+                s=45,
+                facecolors="none",
+                edgecolors="black",
+                linewidths=0.8,
+                label=FINAL_NORM_LABEL,
+                zorder=3,
+            )
 
 
 def curve_data(layers: pd.DataFrame, columns: dict[str, pd.Series]) -> pd.DataFrame:
-    return pd.concat([layers[["model", "layer", "depth"]].reset_index(drop=True),
-                      pd.DataFrame({k: np.asarray(v) for k, v in columns.items()})], axis=1)
+    return pd.concat(
+        [
+            layers[["model", "layer", "depth"]].reset_index(drop=True),
+            pd.DataFrame({k: np.asarray(v) for k, v in columns.items()}),
+        ],
+        axis=1,
+    )
 
 
 @paper_style
-def layer_panels(layers: pd.DataFrame, models: list[str], columns: dict[str, tuple[pd.Series, str]], title: str = "") -> Plot:
+def layer_panels(
+    layers: pd.DataFrame, models: list[str], columns: dict[str, tuple[pd.Series, str]], title: str = ""
+) -> Plot:
     """One panel per ``columns`` entry (name → (values, y label)), one curve per model, a shared legend."""
     figure, axes = panels(1, len(columns), size=(3.4, 2.4) if len(columns) == 1 else PANEL_SIZE)
     styles = model_style(models)
@@ -63,14 +89,22 @@ def figure_legend(figure, ax, n_models: int) -> None:
     found = dict(zip(*reversed(ax.get_legend_handles_labels())))  # label → handle, one ring entry
     if FINAL_NORM_LABEL in found:
         found[FINAL_NORM_LABEL] = found.pop(FINAL_NORM_LABEL)  # last
-    figure.legend(found.values(), found.keys(), loc="outside right upper", frameon=False, ncols=1 if n_models <= 12 else 2)
+    figure.legend(
+        found.values(), found.keys(), loc="outside right upper", frameon=False, ncols=1 if n_models <= 12 else 2
+    )
 
 
 def cv_slope_r2(layers: pd.DataFrame, models: list[str]) -> Plot:
     """Fig. 4: C.V. of Q(X_t), slope and R² of V on M, per layer."""
-    return layer_panels(layers, models, {"cv_Q": (layers["cv_Q"], "C.V. of $Q(X_t)$"),
-                                         "slope_VM": (layers["slope_VM"], "slope of $V$ on $M$"),
-                                         "r2_VM": (layers["r2_VM"], "$R^2$ of $V$ on $M$")})
+    return layer_panels(
+        layers,
+        models,
+        {
+            "cv_Q": (layers["cv_Q"], "C.V. of $Q(X_t)$"),
+            "slope_VM": (layers["slope_VM"], "slope of $V$ on $M$"),
+            "r2_VM": (layers["r2_VM"], "$R^2$ of $V$ on $M$"),
+        },
+    )
 
 
 def within_share(layers: pd.DataFrame, models: list[str]) -> Plot:
@@ -80,19 +114,34 @@ def within_share(layers: pd.DataFrame, models: list[str]) -> Plot:
 
 def log_slopes(layers: pd.DataFrame, models: list[str]) -> Plot:
     """Fig. 17: slopes of log10(1 + Q/M/V) on log10 n_t per layer."""
-    return layer_panels(layers, models, {f"slope_log{s}": (layers[f"slope_log{s}"], rf"slope of $\log_{{10}}(1+{s})$")
-                                         for s in ("Q", "M", "V")}, title=r"regressions on $\log_{10} n_t$")
+    return layer_panels(
+        layers,
+        models,
+        {f"slope_log{s}": (layers[f"slope_log{s}"], rf"slope of $\log_{{10}}(1+{s})$") for s in ("Q", "M", "V")},
+        title=r"regressions on $\log_{10} n_t$",
+    )
 
 
 def ratios(layers: pd.DataFrame, models: list[str]) -> Plot:
     """Fig. 18: M(X), V(X), V_W and V_B over Q(X), per layer."""
-    return layer_panels(layers, models, {f"{c}_over_Q": (layers[c] / layers["Q"], f"${label}/Q(X)$")
-                                         for c, label in (("M", "M(X)"), ("V", "V(X)"), ("V_W", "V_W(X)"), ("V_B", "V_B(X)"))})
+    return layer_panels(
+        layers,
+        models,
+        {
+            f"{c}_over_Q": (layers[c] / layers["Q"], f"${label}/Q(X)$")
+            for c, label in (("M", "M(X)"), ("V", "V(X)"), ("V_W", "V_W(X)"), ("V_B", "V_B(X)"))
+        },
+    )
 
 
 @paper_style
-def twin_axis_panels(layers: pd.DataFrame, models: list[str], columns: dict[str, tuple[pd.Series, str]],
-                     scale_by: str, one_axis: tuple[str, ...] = ()) -> Plot:
+def twin_axis_panels(
+    layers: pd.DataFrame,
+    models: list[str],
+    columns: dict[str, tuple[pd.Series, str]],
+    scale_by: str,
+    one_axis: tuple[str, ...] = (),
+) -> Plot:
     """Like :func:`layer_panels`, but models whose ``scale_by`` is > 10× the smallest model's go on a right axis
     (dashed) in every panel except those named in ``one_axis`` (ratios, which share a scale)."""
     figure, axes = panels(1, len(columns), size=(2.7, 2.1))
@@ -124,9 +173,17 @@ def whole_set_values(layers: pd.DataFrame, models: list[str]) -> Plot:
 
 def within_between(layers: pd.DataFrame, models: list[str]) -> Plot:
     """Fig. 20: V_W(X), V_B(X) (second axis where scales differ) and V_B(X)/V(X) per layer."""
-    return twin_axis_panels(layers, models, {"V_W": (layers["V_W"], "$V_W(X)$"), "V_B": (layers["V_B"], "$V_B(X)$"),
-                                             "V_B_over_V": (layers["V_B"] / layers["V"], "$V_B(X)/V(X)$")}, scale_by="V",
-                            one_axis=("V_B_over_V",))
+    return twin_axis_panels(
+        layers,
+        models,
+        {
+            "V_W": (layers["V_W"], "$V_W(X)$"),
+            "V_B": (layers["V_B"], "$V_B(X)$"),
+            "V_B_over_V": (layers["V_B"] / layers["V"], "$V_B(X)/V(X)$"),
+        },
+        scale_by="V",
+        one_axis=("V_B_over_V",),
+    )
 
 
 @paper_style
@@ -167,8 +224,10 @@ def frequency_histograms(stats: dict[str, TokenStats], analysis: dict, bins: int
         for bound in (analysis["min_log10_n"], analysis["max_log10_n"]):
             ax.axvline(bound, color="black", linestyle="--", linewidth=0.8)
         ax.set(xlabel=r"$\log_{10} n_t$", ylabel="token types", title=f"{model} (|T| = {len(log_n):,})")
-        data += [{"model": model, "bin_left": lo, "bin_right": hi, "count": int(c)}
-                 for lo, hi, c in zip(edges[:-1], edges[1:], counts)]
+        data += [
+            {"model": model, "bin_left": lo, "bin_right": hi, "count": int(c)}
+            for lo, hi, c in zip(edges[:-1], edges[1:], counts)
+        ]
     hide_unused(axes, len(stats))
     return Plot(figure, pd.DataFrame(data))
 

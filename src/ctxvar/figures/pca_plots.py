@@ -8,10 +8,20 @@ import numpy as np
 import pandas as pd
 from matplotlib.colors import Normalize
 
-from ctxvar.io import read_csv, read_table, write_csv, write_text
 from ctxvar.figures.pca_selection import table2, table2_latex
-from ctxvar.figures.plotting import (Plot, placeholder, fit_label, include_points, panels, paper_style, percentile_limits, place_labels,
-                       regression_panel, save_plot)
+from ctxvar.figures.plotting import (
+    Plot,
+    fit_label,
+    include_points,
+    panels,
+    paper_style,
+    percentile_limits,
+    place_labels,
+    placeholder,
+    regression_panel,
+    save_plot,
+)
+from ctxvar.io import read_csv, read_table, write_csv, write_text
 from ctxvar.stats.token_table import TokenStats, filtered
 
 log = logging.getLogger(__name__)
@@ -20,8 +30,14 @@ log = logging.getLogger(__name__)
 def point_summary(points: pd.DataFrame) -> pd.DataFrame:
     """Per token: occurrences collected, mean pc1, pc2 and mean squared norm (≈ Q_t)."""
     grouped = points.groupby("token", sort=True)
-    return pd.DataFrame({"points": grouped.size(), "mean_pc1": grouped["pc1"].mean(), "mean_pc2": grouped["pc2"].mean(),
-                         "mean_sq_norm": grouped["sq_norm"].mean()}).reset_index()
+    return pd.DataFrame(
+        {
+            "points": grouped.size(),
+            "mean_pc1": grouped["pc1"].mean(),
+            "mean_pc2": grouped["pc2"].mean(),
+            "mean_sq_norm": grouped["sq_norm"].mean(),
+        }
+    ).reset_index()
 
 
 @paper_style
@@ -31,10 +47,23 @@ def pca_scatter(points: pd.DataFrame, selected: pd.DataFrame, model: str, layer:
     ax = axes[0, 0]
     log_n = np.log10(selected.set_index("token")["n"])
     norm = Normalize(log_n.min(), log_n.max())
-    scatter = ax.scatter(points["pc1"], points["pc2"], c=log_n.loc[points["token"]].to_numpy(), cmap="rainbow", norm=norm,
-                         s=3, alpha=0.5, linewidths=0, rasterized=True)
+    scatter = ax.scatter(
+        points["pc1"],
+        points["pc2"],
+        c=log_n.loc[points["token"]].to_numpy(),
+        cmap="rainbow",
+        norm=norm,
+        s=3,
+        alpha=0.5,
+        linewidths=0,
+        rasterized=True,
+    )
     ax.scatter([0], [0], marker="x", s=60, color="black", linewidths=1.5, zorder=5, label="origin")
-    ax.set(xlabel="PC 1", ylabel="PC 2", title=f"{model}, layer {layer}: {len(selected)} tokens, {len(points):,} embeddings")
+    ax.set(
+        xlabel="PC 1",
+        ylabel="PC 2",
+        title=f"{model}, layer {layer}: {len(selected)} tokens, {len(points):,} embeddings",
+    )
     ax.legend(loc="lower right", frameon=False)
     figure.colorbar(scatter, ax=ax, label=r"$\log_{10} n_t$")
     place_labels(ax, selected["pc1"], selected["pc2"], selected["token"])  # at each type's mean
@@ -52,20 +81,26 @@ def selected_on_trade_off(tokens: pd.DataFrame, selected: pd.DataFrame, model: s
     percentile_limits(ax, m, v)
     include_points(ax, selected["M"], selected["V"])
     log_n = np.log10(selected["n"])
-    marks = ax.scatter(selected["M"], selected["V"], c=log_n, cmap="rainbow", s=18, edgecolors="black", linewidths=0.4, zorder=4)
+    marks = ax.scatter(
+        selected["M"], selected["V"], c=log_n, cmap="rainbow", s=18, edgecolors="black", linewidths=0.4, zorder=4
+    )
     ax.set(xlabel="$M(X_t)$", ylabel="$V(X_t)$", title=f"{model}, layer {layer}: {fit_label(fit)}")
     figure.colorbar(marks, ax=ax, label=r"$\log_{10} n_t$ (selected tokens)")
     place_labels(ax, selected["M"], selected["V"], selected["token"], beside=True)
     return Plot(figure, selected[["token", "n", "M", "V"]].assign(**{f"fit_{k}": val for k, val in fit.items()}))
 
 
-NO_SELECTION = ("no token type passes the Fig. 1 selection (figures.pca.min_chars characters, within the analysis "
-                "frequency filter): the corpus is too small for it")
+NO_SELECTION = (
+    "no token type passes the Fig. 1 selection (figures.pca.min_chars characters, within the analysis "
+    "frequency filter): the corpus is too small for it"
+)
 
 
 def unselected_outputs(model: str, outputs) -> None:
     """Placeholders for Figs. 1 and 8 and an empty Table 2, when no type could be selected."""
-    log.warning("figures fig01_pca and fig08_selected_tokens not drawn: %s (they are placeholders that say so)", NO_SELECTION)
+    log.warning(
+        "figures fig01_pca and fig08_selected_tokens not drawn: %s (they are placeholders that say so)", NO_SELECTION
+    )
     save_plot(placeholder("fig01_pca", NO_SELECTION), outputs.fig01, outputs.fig01_pdf, outputs.fig01_data)
     save_plot(placeholder("fig08_selected_tokens", NO_SELECTION), outputs.fig08, outputs.fig08_pdf, outputs.fig08_data)
     write_csv(table2(pd.DataFrame(columns=["token", "n", "Q", "M", "V"])), outputs.table2)
@@ -85,8 +120,12 @@ def pca_outputs(points_paths, selection_path, tokens_path, model: str, analysis:
     points = pd.concat([read_table(p).to_pandas() for p in points_paths], ignore_index=True)
     save_plot(pca_scatter(points, selected, model, layer), outputs.fig01, outputs.fig01_pdf, outputs.fig01_data)
     tokens = TokenStats(tokens_path).layer(layer)
-    save_plot(selected_on_trade_off(tokens, selected, model, layer, analysis), outputs.fig08, outputs.fig08_pdf,
-              outputs.fig08_data)
+    save_plot(
+        selected_on_trade_off(tokens, selected, model, layer, analysis),
+        outputs.fig08,
+        outputs.fig08_pdf,
+        outputs.fig08_data,
+    )
     table = table2(selected)
     write_csv(table, outputs.table2)
     write_text(table2_latex(table, model, layer), outputs.table2_tex)

@@ -79,11 +79,16 @@ def check_layer(layer: int | None, n_layers: int) -> int:
     if layer is None:
         return n_layers // 2
     if not 0 <= layer < n_layers:
-        raise ConfigError(f"figures.pca.layer: {layer} is not a layer of this model (0 … {n_layers - 1}); pick one in range or null for the middle")
+        raise ConfigError(
+            f"figures.pca.layer: {layer} is not a layer of this model (0 … {n_layers - 1}); pick one in range or "
+            "null for the middle"
+        )
     return layer
 
 
-def selection(stats_path, tokens: pd.DataFrame, layer: int, settings: dict, analysis: dict) -> tuple[pd.DataFrame, np.ndarray]:
+def selection(
+    stats_path, tokens: pd.DataFrame, layer: int, settings: dict, analysis: dict
+) -> tuple[pd.DataFrame, np.ndarray]:
     """(selected types with n, Q, M, V, bin and their means' coordinates pc1, pc2; components (2, d)).
 
     ``tokens`` is the layer's per-type table; the means come from the merged sums at ``stats_path``.
@@ -94,8 +99,19 @@ def selection(stats_path, tokens: pd.DataFrame, layer: int, settings: dict, anal
     mean, q, m, v = finalize(sums.count[rows], sums.sum[rows], sums.sum_sq[rows])
     components = pca_components(mean)
     coordinates = mean @ components.T
-    table = pd.DataFrame({"layer": layer, "token": chosen["token"], "n": sums.count[rows], "Q": q, "M": m, "V": v, "bin": chosen["bin"],
-                          "pc1": coordinates[:, 0], "pc2": coordinates[:, 1]})
+    table = pd.DataFrame(
+        {
+            "layer": layer,
+            "token": chosen["token"],
+            "n": sums.count[rows],
+            "Q": q,
+            "M": m,
+            "V": v,
+            "bin": chosen["bin"],
+            "pc1": coordinates[:, 0],
+            "pc2": coordinates[:, 1],
+        }
+    )
     return table[SELECTION_COLUMNS], components
 
 
@@ -128,19 +144,39 @@ def read_components(path) -> np.ndarray:
 
 def table2(selected: pd.DataFrame) -> pd.DataFrame:
     """Table 2: n_t, Q, M and V of the selected types, most frequent first."""
-    return selected[["token", "n", "Q", "M", "V"]].sort_values(["n", "token"], ascending=[False, True]).reset_index(drop=True)
+    return (
+        selected[["token", "n", "Q", "M", "V"]]
+        .sort_values(["n", "token"], ascending=[False, True])
+        .reset_index(drop=True)
+    )
 
 
 def table2_latex(table: pd.DataFrame, model: str, layer: int) -> str:
     """Table 2 as a LaTeX table (booktabs rules), token strings escaped."""
     return table.rename(columns={"n": "$n_t$", "Q": "$Q(X_t)$", "M": "$M(X_t)$", "V": "$V(X_t)$"}).to_latex(
-        index=False, escape=False, formatters={"token": _latex_escape}, float_format="%.1f",
-        caption=f"$n_t$, $Q(X_t)$, $M(X_t)$ and $V(X_t)$ of the tokens in Fig.~1 ({_latex_escape(model)}, layer {layer}).",
-        label="tab:selected-tokens", column_format="lrrrr")
+        index=False,
+        escape=False,
+        formatters={"token": _latex_escape},
+        float_format="%.1f",
+        caption=f"$n_t$, $Q(X_t)$, $M(X_t)$ and $V(X_t)$ of the tokens in Fig.~1 "
+        f"({_latex_escape(model)}, layer {layer}).",
+        label="tab:selected-tokens",
+        column_format="lrrrr",
+    )
 
 
-_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-                  "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
 
 
 def _latex_escape(text: str) -> str:

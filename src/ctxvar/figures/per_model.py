@@ -9,12 +9,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ctxvar.figures.plotting import (Plot, fit_label, grid_layers, middle_layer, panels, paper_style,
-                       regression_panel)
+from ctxvar.figures.plotting import Plot, fit_label, grid_layers, middle_layer, panels, paper_style, regression_panel
 from ctxvar.stats.token_table import TokenStats, filtered
 
-DECOMPOSITION_PARTS = (("M", "$M(X)/Q(X)$", "tab:blue"), ("V_W", "$V_W(X)/Q(X)$", "tab:orange"),
-                       ("V_B", "$V_B(X)/Q(X)$", "tab:green"))
+DECOMPOSITION_PARTS = (
+    ("M", "$M(X)/Q(X)$", "tab:blue"),
+    ("V_W", "$V_W(X)/Q(X)$", "tab:orange"),
+    ("V_B", "$V_B(X)/Q(X)$", "tab:green"),
+)
 STATISTICS = ("Q", "M", "V")
 
 
@@ -86,8 +88,10 @@ def value_histograms(stats: TokenStats, model: str, analysis: dict, bins: int = 
         tokens = tokens[filtered(tokens, analysis)]
         for ax, statistic in zip(row, STATISTICS):
             counts, edges, _ = ax.hist(tokens[statistic], bins=bins, color="tab:blue")
-            rows += [{"layer": layer, "statistic": statistic, "bin_left": lo, "bin_right": hi, "count": int(c)}
-                     for lo, hi, c in zip(edges[:-1], edges[1:], counts)]
+            rows += [
+                {"layer": layer, "statistic": statistic, "bin_left": lo, "bin_right": hi, "count": int(c)}
+                for lo, hi, c in zip(edges[:-1], edges[1:], counts)
+            ]
             ax.set_xlabel(f"${statistic}(X_t)$" if layer == stats.n_layers - 1 else "")
         row[0].set_ylabel(f"layer {layer}\ntypes")
     for ax, statistic in zip(axes[0], STATISTICS):

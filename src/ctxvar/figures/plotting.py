@@ -102,14 +102,24 @@ def plot_or_placeholder(name: str, draw: Callable[[], Plot]) -> Plot:
         return placeholder(name, str(error))
 
 
-def regression_panel(ax, x: np.ndarray, y: np.ndarray, keep: np.ndarray, colour=None, norm=None, cmap="rainbow") -> dict:
+def regression_panel(
+    ax, x: np.ndarray, y: np.ndarray, keep: np.ndarray, colour=None, norm=None, cmap="rainbow"
+) -> dict:
     """Scatter every point, fit OLS of y on x over ``keep`` and draw the line.
 
     Returns ``{"slope", "intercept", "r2", "n_fit"}`` as fitted (NaN when fewer than 2 points);
     :func:`fit_label` writes it for a title, where it never hides points.
     """
-    ax.scatter(x, y, s=2, c=colour if colour is not None else "0.3", cmap=cmap if colour is not None else None,
-               norm=norm, linewidths=0, rasterized=True)
+    ax.scatter(
+        x,
+        y,
+        s=2,
+        c=colour if colour is not None else "0.3",
+        cmap=cmap if colour is not None else None,
+        norm=norm,
+        linewidths=0,
+        rasterized=True,
+    )
     slope, intercept, r2 = ols(x[keep], y[keep])
     if np.isfinite(slope):
         xs = np.array([x[keep].min(), x[keep].max()])
@@ -121,8 +131,9 @@ def fit_label(fit: dict) -> str:
     return f"slope {fit['slope']:.3f}, $R^2$ {fit['r2']:.3f}"
 
 
-LABEL_OFFSETS = [(0.0, 0.0)] + [(r * np.cos(a), r * np.sin(a)) for r in range(9, 91, 9)
-                                for a in np.linspace(0, 2 * np.pi, 12, endpoint=False)]  # points, spiralling out
+LABEL_OFFSETS = [(0.0, 0.0)] + [
+    (r * np.cos(a), r * np.sin(a)) for r in range(9, 91, 9) for a in np.linspace(0, 2 * np.pi, 12, endpoint=False)
+]  # points, spiralling out
 
 
 def place_labels(ax, xs, ys, labels, fontsize: float = 6, beside: bool = False) -> None:
@@ -141,19 +152,40 @@ def place_labels(ax, xs, ys, labels, fontsize: float = 6, beside: bool = False) 
     offsets = LABEL_OFFSETS[1:] if beside else LABEL_OFFSETS
     for x, y, label in zip(xs, ys, labels):
         for dx, dy in offsets:
-            text = ax.annotate(label, (x, y), xytext=(dx, dy), textcoords="offset points", ha="center", va="center",
-                               fontsize=fontsize, annotation_clip=False)
+            text = ax.annotate(
+                label,
+                (x, y),
+                xytext=(dx, dy),
+                textcoords="offset points",
+                ha="center",
+                va="center",
+                fontsize=fontsize,
+                annotation_clip=False,
+            )
             box = text.get_window_extent(renderer).expanded(1.08, 1.15)
-            free = frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1) and not any(box.overlaps(b) for b in taken)
+            free = (
+                frame.contains(box.x0, box.y0)
+                and frame.contains(box.x1, box.y1)
+                and not any(box.overlaps(b) for b in taken)
+            )
             text.remove()
             if free:
                 break
         else:
             dx, dy = offsets[0]  # crowded everywhere: the nearest position
         leader = {"arrowstyle": "-", "linewidth": 0.4, "color": "0.3"} if (dx, dy) != (0.0, 0.0) else None
-        ax.annotate(label, (x, y), xytext=(dx, dy), textcoords="offset points", ha="center", va="center",
-                    fontsize=fontsize, arrowprops=leader, annotation_clip=False,
-                    bbox={"boxstyle": "round,pad=0.1", "facecolor": "white", "alpha": 0.75, "linewidth": 0})
+        ax.annotate(
+            label,
+            (x, y),
+            xytext=(dx, dy),
+            textcoords="offset points",
+            ha="center",
+            va="center",
+            fontsize=fontsize,
+            arrowprops=leader,
+            annotation_clip=False,
+            bbox={"boxstyle": "round,pad=0.1", "facecolor": "white", "alpha": 0.75, "linewidth": 0},
+        )
         taken.append(box)
 
 

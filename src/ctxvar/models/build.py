@@ -20,4 +20,6 @@ def build_local_model(entry: dict, texts, out_dir, merge_markers: bool = True) -
         return
     spec = random_spec(entry)
     tokenizer = train_tokenizer(entry.get("arch", "bert"), texts, spec["vocab_size"])
-    save_model(build_gaussian_model(entry, tokenizer, merge_markers, spec["hidden_size"], spec["seed"]), tokenizer, out_dir)
+    save_model(
+        build_gaussian_model(entry, tokenizer, merge_markers, spec["hidden_size"], spec["seed"]), tokenizer, out_dir
+    )

@@ -28,6 +28,7 @@ from ctxvar.models.random_init import randomise_layer_norms
 MODEL_TYPE = "ctxvar-gaussian"
 GAUSSIAN_DEFAULTS = {"mean_scale": 1.0, "noise_scale": 1.0, "offset": 0.0, "layer_norm": True}
 
+
 def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
@@ -41,7 +42,7 @@ def _shift(z: torch.Tensor, bits: int) -> torch.Tensor:
 
 
 def splitmix64(x: torch.Tensor) -> torch.Tensor:
-    """:func:`ctxvar.extraction.position_sample.splitmix64` on int64 tensors (two's-complement wrapping), bit for bit."""
+    """:func:`ctxvar.extraction.position_sample.splitmix64` on int64 tensors (two's-complement wrapping), bitwise."""
     z = x + GOLDEN
     z = (z ^ _shift(z, 30)) * MIX1
     z = (z ^ _shift(z, 27)) * MIX2
@@ -68,8 +69,16 @@ def occurrence_noise(input_ids: torch.Tensor, attention_mask: torch.Tensor, d: i
 class GaussianNullConfig(PretrainedConfig):
     model_type = MODEL_TYPE
 
-    def __init__(self, vocab_size: int = 2, hidden_size: int = 64, noise_scale: float = 1.0, layer_norm: bool = True,
-                 seed: int = 0, max_position_embeddings: int = 512, **kwargs):
+    def __init__(
+        self,
+        vocab_size: int = 2,
+        hidden_size: int = 64,
+        noise_scale: float = 1.0,
+        layer_norm: bool = True,
+        seed: int = 0,
+        max_position_embeddings: int = 512,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.vocab_size, self.hidden_size, self.noise_scale = vocab_size, hidden_size, noise_scale
         self.layer_norm, self.seed, self.max_position_embeddings = layer_norm, seed, max_position_embeddings
@@ -126,8 +135,13 @@ def build_gaussian_model(entry: dict, tokenizer, merge_markers: bool, hidden_siz
     spec = gaussian_spec(entry)
     keys = [type_key(token, merge_markers) for token in tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))]
     types, type_of_id = np.unique(np.array(keys, dtype=object), return_inverse=True)
-    config = GaussianNullConfig(vocab_size=len(tokenizer), hidden_size=hidden_size, noise_scale=spec["noise_scale"],
-                                layer_norm=spec["layer_norm"], seed=seed)
+    config = GaussianNullConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        noise_scale=spec["noise_scale"],
+        layer_norm=spec["layer_norm"],
+        seed=seed,
+    )
     model = GaussianNullModel(config).eval()
     with torch.no_grad():
         model.means.weight.copy_(torch.from_numpy(type_means(type_of_id, len(types), hidden_size, spec, seed)))

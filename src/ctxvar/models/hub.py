@@ -22,7 +22,9 @@ def hub_reachable(timeout: float = 5.0) -> bool:
 
     url = urlparse(constants.ENDPOINT)
     try:
-        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=timeout).close()
+        socket.create_connection(
+            (url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=timeout
+        ).close()
         return True
     except OSError:
         return False
@@ -38,7 +40,7 @@ def unavailable_reason() -> str | None:
 
 
 def model_file(source: str, filename: str, revision: str = "main") -> str | None:
-    """Local path of ``filename`` of a model: in the directory ``source``, else in the HF cache; None if neither has it."""
+    """Local path of ``filename`` of a model: in the directory ``source``, else in the HF cache; None if neither has."""
     path = os.path.join(source, filename)
     if not os.path.isfile(path):
         from huggingface_hub import try_to_load_from_cache

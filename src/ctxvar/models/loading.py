@@ -42,7 +42,10 @@ def load(entry: dict, source: str, dtype: str, device: torch.device):
 
 
 def _options(entry: dict, source: str) -> dict:
-    options = {"revision": entry.get("revision") or "main", "trust_remote_code": bool(entry.get("trust_remote_code", False))}
+    options = {
+        "revision": entry.get("revision") or "main",
+        "trust_remote_code": bool(entry.get("trust_remote_code", False)),
+    }
     if os.path.isdir(source):
         options.pop("revision")
     return options
@@ -61,7 +64,9 @@ def load_model(entry: dict, source: str, dtype: str, device: torch.device, on_ho
     from transformers import AutoModel
 
     # safetensors only: pickled checkpoints (pytorch_model.bin) can run code when loaded.
-    model = _from_pretrained(AutoModel, source, entry, {**_options(entry, source), "dtype": DTYPES[dtype], "use_safetensors": True})
+    model = _from_pretrained(
+        AutoModel, source, entry, {**_options(entry, source), "dtype": DTYPES[dtype], "use_safetensors": True}
+    )
     if getattr(model.config, "is_encoder_decoder", False):
         raise ModelLoadError(
             f"model {entry['id']!r} is an encoder-decoder ({model.config.model_type}); its forward pass has no single "
@@ -98,22 +103,34 @@ def _from_pretrained(cls, source: str, entry: dict, options: dict):
     try:
         return cls.from_pretrained(source, **options)
     except Exception as error:
-        raise ModelLoadError(f"{what}: cannot be loaded from the Hub ({first_line(error)}); check the name and revision") from error
+        raise ModelLoadError(
+            f"{what}: cannot be loaded from the Hub ({first_line(error)}); check the name and revision"
+        ) from error
 
 
 # Files of a saved model that are JSON, and may be damaged by a copy or a full disk.
-JSON_FILES = ("config.json", "tokenizer_config.json", "tokenizer.json", "special_tokens_map.json", "generation_config.json",
-              "vocab.json", "added_tokens.json")
+JSON_FILES = (
+    "config.json",
+    "tokenizer_config.json",
+    "tokenizer.json",
+    "special_tokens_map.json",
+    "generation_config.json",
+    "vocab.json",
+    "added_tokens.json",
+)
 
 
 def load_error(what: str, directory: str, cls, error: Exception) -> ModelLoadError:
     """One line for a model directory that ``cls.from_pretrained`` failed on, naming the damaged file if one is."""
     damaged = damaged_file(directory)
     if damaged:
-        return ModelLoadError(f"{what}: {damaged[0]} is damaged ({damaged[1]}); restore it (download the model again, "
-                              "or save_pretrained it again)")
+        return ModelLoadError(
+            f"{what}: {damaged[0]} is damaged ({damaged[1]}); restore it (download the model again, "
+            "or save_pretrained it again)"
+        )
     return ModelLoadError(
-        f"{what}: the directory has no loadable {cls.__name__[4:].lower()} ({type(error).__name__}: {first_line(error)}); "
+        f"{what}: the directory has no loadable {cls.__name__[4:].lower()} ({type(error).__name__}: "
+        f"{first_line(error)}); "
         "weights must be safetensors (save_pretrained's default), and custom code needs trust_remote_code: true"
     )
 
@@ -147,8 +164,14 @@ def custom_code_warning(entry: dict, source: str, filename: str, loaded: object)
         return
     auto_map = (hub.model_json(source, filename, entry.get("revision") or "main") or {}).get("auto_map")
     if auto_map:
-        log.warning("model %r: %s names custom code (%s) that runs only with trust_remote_code: true; "
-                    "transformers' built-in %s was used instead", entry["id"], filename, auto_map, type(loaded).__name__)
+        log.warning(
+            "model %r: %s names custom code (%s) that runs only with trust_remote_code: true; "
+            "transformers' built-in %s was used instead",
+            entry["id"],
+            filename,
+            auto_map,
+            type(loaded).__name__,
+        )
 
 
 def max_positions(config) -> int | None:
@@ -174,7 +197,11 @@ def ends_in_final_norm(model: torch.nn.Module) -> bool:
         return declared
     for name, module in model.named_modules():
         parts = name.split(".")
-        if "Norm" in type(module).__name__ and not any(p.isdigit() for p in parts) and not any("emb" in p.lower() for p in parts):
+        if (
+            "Norm" in type(module).__name__
+            and not any(p.isdigit() for p in parts)
+            and not any("emb" in p.lower() for p in parts)
+        ):
             return True
     return False
 

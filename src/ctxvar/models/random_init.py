@@ -39,19 +39,38 @@ def train_tokenizer(arch: str, texts, vocab_size: int):
         core.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         core.model = models.WordPiece(wordpiece_vocab(core, texts, vocab_size, specials), unk_token="[UNK]")
         core.decoder = decoders.WordPiece()
-        return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
-                                       sep_token="[SEP]", mask_token="[MASK]")
+        return PreTrainedTokenizerFast(
+            tokenizer_object=core,
+            pad_token="[PAD]",
+            unk_token="[UNK]",
+            cls_token="[CLS]",
+            sep_token="[SEP]",
+            mask_token="[MASK]",
+        )
     # Byte-level BPE, as RoBERTa and GPT-2; with the full byte alphabet given, training is deterministic.
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
-    core.train_from_iterator(texts, trainer=trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    core.train_from_iterator(
+        texts,
+        trainer=trainers.BpeTrainer(
+            vocab_size=vocab_size, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
     if arch == "roberta":
-        return PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", pad_token="<pad>", eos_token="</s>",
-                                       unk_token="<unk>", mask_token="<mask>", cls_token="<s>", sep_token="</s>")
-    return PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
-                                   unk_token="<|endoftext|>")
+        return PreTrainedTokenizerFast(
+            tokenizer_object=core,
+            bos_token="<s>",
+            pad_token="<pad>",
+            eos_token="</s>",
+            unk_token="<unk>",
+            mask_token="<mask>",
+            cls_token="<s>",
+            sep_token="</s>",
+        )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=core, bos_token="<|endoftext|>", eos_token="<|endoftext|>", unk_token="<|endoftext|>"
+    )
 
 
 def wordpiece_vocab(core, texts, vocab_size: int, specials: list[str]) -> dict[str, int]:
@@ -75,17 +94,34 @@ def model_config(arch: str, spec: dict, tokenizer):
     """A transformers config of ``arch`` with the entry's sizes."""
     from transformers import BertConfig, GPT2Config, RobertaConfig
 
-    sizes = dict(vocab_size=len(tokenizer), hidden_size=spec["hidden_size"], num_hidden_layers=spec["num_layers"],
-                 num_attention_heads=spec["num_heads"], intermediate_size=spec["intermediate_size"])
+    sizes = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=spec["hidden_size"],
+        num_hidden_layers=spec["num_layers"],
+        num_attention_heads=spec["num_heads"],
+        intermediate_size=spec["intermediate_size"],
+    )
     if arch == "bert":
         return BertConfig(**sizes, max_position_embeddings=spec["max_positions"], pad_token_id=tokenizer.pad_token_id)
     if arch == "roberta":
         pad = tokenizer.pad_token_id
-        return RobertaConfig(**sizes, max_position_embeddings=spec["max_positions"] + pad + 1, pad_token_id=pad,
-                             bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
-    return GPT2Config(vocab_size=len(tokenizer), n_embd=spec["hidden_size"], n_layer=spec["num_layers"],
-                      n_head=spec["num_heads"], n_inner=spec["intermediate_size"], n_positions=spec["max_positions"],
-                      bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+        return RobertaConfig(
+            **sizes,
+            max_position_embeddings=spec["max_positions"] + pad + 1,
+            pad_token_id=pad,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+        )
+    return GPT2Config(
+        vocab_size=len(tokenizer),
+        n_embd=spec["hidden_size"],
+        n_layer=spec["num_layers"],
+        n_head=spec["num_heads"],
+        n_inner=spec["intermediate_size"],
+        n_positions=spec["max_positions"],
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
 
 
 def randomise_layer_norms(model: torch.nn.Module, generator: torch.Generator) -> None:
@@ -112,7 +148,9 @@ def build_random_model(entry: dict, texts, out_dir) -> None:
     model = language_model(entry["arch"], config) if checkpoint else AutoModel.from_config(config)
     randomise_layer_norms(model, torch.Generator().manual_seed(spec["seed"]))
     if checkpoint:
-        train_steps(model, tokenizer, entry["arch"], list(texts), int(checkpoint.group(1)), spec["seed"], spec["learning_rate"])
+        train_steps(
+            model, tokenizer, entry["arch"], list(texts), int(checkpoint.group(1)), spec["seed"], spec["learning_rate"]
+        )
         torch.manual_seed(spec["seed"])  # parts the pretraining model lacks (BERT's pooler) get fixed weights
         trained, model = model, AutoModel.from_config(config)
         model.load_state_dict(trained.base_model.state_dict(), strict=False)

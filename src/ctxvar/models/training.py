@@ -26,7 +26,9 @@ def language_model(arch: str, config):
     return (AutoModelForCausalLM if arch == "gpt2" else AutoModelForMaskedLM).from_config(config)
 
 
-def train_steps(model, tokenizer, arch: str, texts: list[str], steps: int, seed: int, learning_rate: float) -> list[float]:
+def train_steps(
+    model, tokenizer, arch: str, texts: list[str], steps: int, seed: int, learning_rate: float
+) -> list[float]:
     """Train ``model`` (from :func:`language_model`) in place for ``steps`` AdamW steps; returns the losses."""
     if steps == 0:
         return []
@@ -48,7 +50,9 @@ def train_steps(model, tokenizer, arch: str, texts: list[str], steps: int, seed:
         if collator is None:
             labels = input_ids.masked_fill(attention_mask == 0, -100)
         else:
-            masked = collator.torch_mask_tokens(input_ids.clone(), special_tokens_mask=(attention_mask == 0) | _specials(tokenizer, input_ids))
+            masked = collator.torch_mask_tokens(
+                input_ids.clone(), special_tokens_mask=(attention_mask == 0) | _specials(tokenizer, input_ids)
+            )
             input_ids, labels = masked
         loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
         optimizer.zero_grad()

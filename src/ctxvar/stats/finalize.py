@@ -21,7 +21,9 @@ from ctxvar.errors import StatisticsError
 NEGATIVE_V_TOLERANCE = 1e-9
 
 
-def finalize(count: np.ndarray, sum_: np.ndarray, sum_sq: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def finalize(
+    count: np.ndarray, sum_: np.ndarray, sum_sq: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(mean (U, d), Q (U,), M (U,), V (U,))`` from n (U,), Σx (U, d), Σ‖x‖² (U,); n ≥ 1."""
     n = count.astype(np.float64)
     mean = sum_ / n[:, None]

@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from ctxvar.errors import StatisticsError
-from ctxvar.stats.layers import frequency_filter
 from ctxvar.extraction.position_sample import points, read_sample_layer
+from ctxvar.stats.layers import frequency_filter
 from ctxvar.stats.sums import SumsFile, read_moments
 from ctxvar.stats.twonn import distinct_points, gaussian_twonn, twonn_dimension
 
@@ -52,12 +52,17 @@ def spectrum_metrics(c: np.ndarray, spectrum_k: int) -> dict:
     eigenvalues = np.clip(np.linalg.eigvalsh(c)[::-1], 0.0, None)  # rounding can give tiny negatives
     trace = eigenvalues.sum()
     if trace <= 0:
-        raise StatisticsError("covariance has zero trace (every embedding identical); the isotropy metrics are undefined")
+        raise StatisticsError(
+            "covariance has zero trace (every embedding identical); the isotropy metrics are undefined"
+        )
     p = eigenvalues / trace
     pr = trace**2 / float(eigenvalues @ eigenvalues)
-    row = {"anisotropy": float(p[0]), "participation_ratio": float(pr),
-           "isoscore": float((pr - 1) / (d - 1)) if d > 1 else np.nan,
-           "effective_rank": float(np.exp(-np.sum(p[p > 0] * np.log(p[p > 0]))))}
+    row = {
+        "anisotropy": float(p[0]),
+        "participation_ratio": float(pr),
+        "isoscore": float((pr - 1) / (d - 1)) if d > 1 else np.nan,
+        "effective_rank": float(np.exp(-np.sum(p[p > 0] * np.log(p[p > 0])))),
+    }
     for i in range(spectrum_k):
         row[f"explained_{i + 1}"] = float(p[i]) if i < d else np.nan
     return row
@@ -76,9 +81,24 @@ def self_similarity(count: np.ndarray, sum_unit: np.ndarray) -> np.ndarray:
 
 
 def geometry_columns(spectrum_k: int) -> list[str]:
-    return ["layer", "depth", "final_norm", "n", "anisotropy", *[f"explained_{i + 1}" for i in range(spectrum_k)],
-            "participation_ratio", "isoscore", "effective_rank", "mean_cosine", "n_types", "self_similarity",
-            "self_similarity_adjusted", "twonn_points", "twonn", "twonn_gaussian"]
+    return [
+        "layer",
+        "depth",
+        "final_norm",
+        "n",
+        "anisotropy",
+        *[f"explained_{i + 1}" for i in range(spectrum_k)],
+        "participation_ratio",
+        "isoscore",
+        "effective_rank",
+        "mean_cosine",
+        "n_types",
+        "self_similarity",
+        "self_similarity_adjusted",
+        "twonn_points",
+        "twonn",
+        "twonn_gaussian",
+    ]
 
 
 def cosine_metrics(sums, min_log10_n: float, max_log10_n: float) -> dict:
@@ -87,8 +107,12 @@ def cosine_metrics(sums, min_log10_n: float, max_log10_n: float) -> dict:
     keep = frequency_filter(sums.count, min_log10_n, max_log10_n) & (sums.count > 1)
     cos = mean_cosine(n, sums.sum_unit.sum(axis=0))
     self_sim = float(np.mean(self_similarity(sums.count[keep], sums.sum_unit[keep]))) if keep.any() else np.nan
-    return {"mean_cosine": cos, "n_types": int(keep.sum()), "self_similarity": self_sim,
-            "self_similarity_adjusted": self_sim - cos}
+    return {
+        "mean_cosine": cos,
+        "n_types": int(keep.sum()),
+        "self_similarity": self_sim,
+        "self_similarity_adjusted": self_sim - cos,
+    }
 
 
 def twonn_metrics(sample_path, layer: int, seed: int) -> dict:
@@ -101,8 +125,9 @@ def twonn_metrics(sample_path, layer: int, seed: int) -> dict:
     return {"twonn_points": n, "twonn": twonn_dimension(distinct), "twonn_gaussian": gaussian_twonn(n, d, seed + layer)}
 
 
-def geometry_table(stats_path, moments_path, sample_path, spectrum_k: int, seed: int,
-                   min_log10_n: float, max_log10_n: float) -> pd.DataFrame:
+def geometry_table(
+    stats_path, moments_path, sample_path, spectrum_k: int, seed: int, min_log10_n: float, max_log10_n: float
+) -> pd.DataFrame:
     """geometry.csv: one row per layer; the metrics of sums not accumulated are NaN.
 
     ``moments_path`` / ``sample_path`` may be None (geometry.covariance / twonn off).
@@ -112,8 +137,12 @@ def geometry_table(stats_path, moments_path, sample_path, spectrum_k: int, seed:
     rows = []
     for layer in range(stats.n_layers):
         sums = stats.layer(layer, columns=["n"] + (["sum_unit"] if stats.has_unit else []))
-        row = {"layer": layer, "depth": layer / max(stats.n_layers - 1, 1),
-               "final_norm": bool(final_norm and layer == stats.n_layers - 1), "n": int(sums.count.sum())}
+        row = {
+            "layer": layer,
+            "depth": layer / max(stats.n_layers - 1, 1),
+            "final_norm": bool(final_norm and layer == stats.n_layers - 1),
+            "n": int(sums.count.sum()),
+        }
         if moments_path is not None:
             n, sum_, outer = read_moments(moments_path, layer)
             row.update(spectrum_metrics(covariance(n, sum_, outer), spectrum_k))

@@ -26,11 +26,29 @@ from ctxvar.stats.sums import SumsFile
 DECOMPOSITION_TOLERANCE = 1e-9  # |V(X) − V_W − V_B| allowed, relative to Q(X)
 
 COLUMNS = [
-    "layer", "depth", "final_norm", "n_types", "n", "Q", "M", "V", "V_W", "V_B", "cv_Q",
-    "slope_VM", "intercept_VM", "r2_VM",
-    "slope_logQ", "intercept_logQ", "r2_logQ",
-    "slope_logM", "intercept_logM", "r2_logM",
-    "slope_logV", "intercept_logV", "r2_logV",
+    "layer",
+    "depth",
+    "final_norm",
+    "n_types",
+    "n",
+    "Q",
+    "M",
+    "V",
+    "V_W",
+    "V_B",
+    "cv_Q",
+    "slope_VM",
+    "intercept_VM",
+    "r2_VM",
+    "slope_logQ",
+    "intercept_logQ",
+    "r2_logQ",
+    "slope_logM",
+    "intercept_logM",
+    "r2_logM",
+    "slope_logV",
+    "intercept_logV",
+    "r2_logV",
 ]
 
 log = logging.getLogger(__name__)
@@ -69,15 +87,20 @@ def decomposition(count: np.ndarray, mean: np.ndarray, q: np.ndarray, v: np.ndar
     return {"n": int(n), "Q": q_all, "M": m_all, "V": v_all, "V_W": v_within, "V_B": v_between}
 
 
-def layer_statistics(count, sum_, sum_sq, layer: int, n_layers: int, min_log10_n: float, max_log10_n: float,
-                     final_norm: bool = False) -> dict:
+def layer_statistics(
+    count, sum_, sum_sq, layer: int, n_layers: int, min_log10_n: float, max_log10_n: float, final_norm: bool = False
+) -> dict:
     """One row of layers.csv from the layer's merged sums (all types; filtering happens here).
 
     ``final_norm``: whether the model's last hidden state is the output of a final norm.
     """
     keep = frequency_filter(count, min_log10_n, max_log10_n)
-    row = {"layer": layer, "depth": layer / max(n_layers - 1, 1), "final_norm": bool(final_norm and layer == n_layers - 1),
-           "n_types": int(keep.sum())}
+    row = {
+        "layer": layer,
+        "depth": layer / max(n_layers - 1, 1),
+        "final_norm": bool(final_norm and layer == n_layers - 1),
+        "n_types": int(keep.sum()),
+    }
     if not keep.any():
         return {**row, **{c: np.nan for c in COLUMNS if c not in row}, "n": 0}
     count = count[keep]
@@ -97,10 +120,25 @@ def layers_table(stats_path, min_log10_n: float, max_log10_n: float) -> pd.DataF
     rows = []
     for layer in range(sums.n_layers):
         part = sums.layer(layer, columns=["n", "sum", "sum_sq"])
-        rows.append(layer_statistics(part.count, part.sum, part.sum_sq, layer, sums.n_layers, min_log10_n, max_log10_n,
-                                     sums.metadata.get("final_norm", False)))
+        rows.append(
+            layer_statistics(
+                part.count,
+                part.sum,
+                part.sum_sq,
+                layer,
+                sums.n_layers,
+                min_log10_n,
+                max_log10_n,
+                sums.metadata.get("final_norm", False),
+            )
+        )
     table = pd.DataFrame(rows, columns=COLUMNS)
     if not table["n_types"].any():
-        log.warning("%s: no token type has %s ≤ log10 n_t ≤ %s, so the per-layer statistics are empty (NaN); use a larger "
-                    "corpus or widen analysis.min_log10_n … max_log10_n", stats_path, min_log10_n, max_log10_n)
+        log.warning(
+            "%s: no token type has %s ≤ log10 n_t ≤ %s, so the per-layer statistics are empty (NaN); use a larger "
+            "corpus or widen analysis.min_log10_n … max_log10_n",
+            stats_path,
+            min_log10_n,
+            max_log10_n,
+        )
     return table

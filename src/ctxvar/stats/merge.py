@@ -14,20 +14,38 @@ import numpy as np
 import pyarrow as pa
 
 from ctxvar.errors import StatisticsError
-from ctxvar.stats.geometry import self_similarity
+from ctxvar.extraction.position_sample import merge_samples
 from ctxvar.io import read_metadata, tagged_schema
 from ctxvar.stats.finalize import combine_into, finalize
-from ctxvar.extraction.position_sample import merge_samples
+from ctxvar.stats.geometry import self_similarity
 from ctxvar.stats.sums import LayerSums, LayerWriter, SumsFile, moments_schema, moments_table, read_moments, sums_schema
 
 log = logging.getLogger(__name__)
 
 # Partials that differ in any of these cannot be added together.
-MUST_MATCH = ("model_id", "model_name", "revision", "dtype", "n_layers", "d", "tokenizer_sha256", "weights_sha256",
-              "merge_markers", "config_hash", "geometry")
+MUST_MATCH = (
+    "model_id",
+    "model_name",
+    "revision",
+    "dtype",
+    "n_layers",
+    "d",
+    "tokenizer_sha256",
+    "weights_sha256",
+    "merge_markers",
+    "config_hash",
+    "geometry",
+)
 ADDITIVE = ("n_sentences", "n_skipped_too_long", "n_split_too_long", "n_sequences", "n_tokens")
 
-TOKENS_SCHEMA = [("layer", pa.int16()), ("token", pa.string()), ("n", pa.int64()), ("Q", pa.float64()), ("M", pa.float64()), ("V", pa.float64())]
+TOKENS_SCHEMA = [
+    ("layer", pa.int16()),
+    ("token", pa.string()),
+    ("n", pa.int64()),
+    ("Q", pa.float64()),
+    ("M", pa.float64()),
+    ("V", pa.float64()),
+]
 
 
 def open_partials(paths, config_hash: str | None = None) -> list[SumsFile]:
@@ -43,7 +61,8 @@ def open_partials(paths, config_hash: str | None = None) -> list[SumsFile]:
         if config_hash is not None and part.metadata.get("config_hash") != config_hash:
             raise StatisticsError(
                 f"merge: {part.path} was made under another configuration (config_hash "
-                f"{part.metadata.get('config_hash')!r}, this run's is {config_hash!r}): it belongs to another run or an "
+                f"{part.metadata.get('config_hash')!r}, this run's is {config_hash!r}): it belongs to another run "
+                "or an "
                 "older config; delete it and re-run"
             )
     reference = files[0]
@@ -77,7 +96,9 @@ def merged_metadata(files: list[SumsFile]) -> dict:
 def merge_layer(files: list[SumsFile], layer: int, types: np.ndarray) -> LayerSums:
     """The sum over shards of one layer, rows aligned to ``types`` (sorted)."""
     d, unit = files[0].d, files[0].has_unit
-    total = (np.zeros(len(types), np.int64), np.zeros((len(types), d)), np.zeros(len(types))) + ((np.zeros((len(types), d)),) if unit else ())
+    total = (np.zeros(len(types), np.int64), np.zeros((len(types), d)), np.zeros(len(types))) + (
+        (np.zeros((len(types), d)),) if unit else ()
+    )
     for part in files:
         rows = part.layer(layer)
         combine_into(total, rows.additive(), np.searchsorted(types, rows.types))
@@ -122,7 +143,9 @@ def in_shard_order(paths, metadata: dict) -> list[str]:
         check_same_run(path, own, "the sums", metadata)
         by_shard[own.get("shard")] = path
     if sorted(by_shard) != sorted(metadata["shards"]):
-        raise StatisticsError(f"merge: files of shards {sorted(by_shard)} given for sums of shards {metadata['shards']}")
+        raise StatisticsError(
+            f"merge: files of shards {sorted(by_shard)} given for sums of shards {metadata['shards']}"
+        )
     return [by_shard[shard] for shard in sorted(by_shard)]
 
 
@@ -141,4 +164,6 @@ def merge_moments(paths, out_path, metadata: dict) -> None:
 
 def merge_sample_partials(paths, out_path, metadata: dict) -> None:
     """The bottom-k sample over all shards (k = geometry.sample_size)."""
-    merge_samples(in_shard_order(paths, metadata), out_path, metadata["n_layers"], metadata["geometry"]["sample_size"], metadata)
+    merge_samples(
+        in_shard_order(paths, metadata), out_path, metadata["n_layers"], metadata["geometry"]["sample_size"], metadata
+    )

@@ -10,8 +10,23 @@ from ctxvar.io import read_csv, read_json
 
 log = logging.getLogger(__name__)
 
-MODEL_COLUMNS = ["model", "family", "model_name", "revision", "dtype", "n_layers", "d", "final_norm", "n_types", "n_tokens",
-                 "n_sentences", "n_skipped_too_long", "weights_sha256", "same_weights_as", "config_hash"]
+MODEL_COLUMNS = [
+    "model",
+    "family",
+    "model_name",
+    "revision",
+    "dtype",
+    "n_layers",
+    "d",
+    "final_norm",
+    "n_types",
+    "n_tokens",
+    "n_sentences",
+    "n_skipped_too_long",
+    "weights_sha256",
+    "same_weights_as",
+    "config_hash",
+]
 
 
 def stack_layers(layer_csvs: dict[str, str]) -> pd.DataFrame:
@@ -31,12 +46,19 @@ def models_table(run_jsons: dict[str, str], families: dict[str, str | None] | No
     rows = []
     for model, path in run_jsons.items():
         run = read_json(path)
-        rows.append({"model": model, "family": (families or {}).get(model), **{c: run.get(c) for c in MODEL_COLUMNS[2:]}})
+        rows.append(
+            {"model": model, "family": (families or {}).get(model), **{c: run.get(c) for c in MODEL_COLUMNS[2:]}}
+        )
     table = pd.DataFrame(rows, columns=MODEL_COLUMNS)
     groups = table.groupby("weights_sha256")["model"].agg(list)
-    table["same_weights_as"] = [" ".join(m for m in groups[h] if m != model) if pd.notna(h) else ""
-                                for model, h in zip(table["model"], table["weights_sha256"])]
+    table["same_weights_as"] = [
+        " ".join(m for m in groups[h] if m != model) if pd.notna(h) else ""
+        for model, h in zip(table["model"], table["weights_sha256"])
+    ]
     for same in groups[groups.map(len) > 1]:
-        log.warning("models %s load identical weights (SHA-256 of every tensor); if they are different checkpoints, "
-                    "the published revisions serve the same files: check them on the Hub", ", ".join(same))
+        log.warning(
+            "models %s load identical weights (SHA-256 of every tensor); if they are different checkpoints, "
+            "the published revisions serve the same files: check them on the Hub",
+            ", ".join(same),
+        )
     return table

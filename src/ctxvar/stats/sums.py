@@ -34,23 +34,39 @@ from ctxvar.io import ParquetInput, atomic_path, parquet_writer, tagged_schema
 
 
 def sums_schema(d: int, metadata: dict, unit: bool = False) -> pa.Schema:
-    fields = [("layer", pa.int16()), ("token", pa.string()), ("n", pa.int64()), ("sum_sq", pa.float64()),
-              ("sum", pa.list_(pa.float64(), d))]
+    fields = [
+        ("layer", pa.int16()),
+        ("token", pa.string()),
+        ("n", pa.int64()),
+        ("sum_sq", pa.float64()),
+        ("sum", pa.list_(pa.float64(), d)),
+    ]
     return tagged_schema(pa.schema(fields + ([("sum_unit", pa.list_(pa.float64(), d))] if unit else [])), metadata)
 
 
 def moments_schema(d: int, metadata: dict) -> pa.Schema:
-    return tagged_schema(pa.schema(
-        [("layer", pa.int16()), ("n", pa.int64()), ("sum", pa.list_(pa.float64(), d)), ("sum_outer", pa.list_(pa.float64(), d * d))]),
-        metadata)
+    return tagged_schema(
+        pa.schema(
+            [
+                ("layer", pa.int16()),
+                ("n", pa.int64()),
+                ("sum", pa.list_(pa.float64(), d)),
+                ("sum_outer", pa.list_(pa.float64(), d * d)),
+            ]
+        ),
+        metadata,
+    )
 
 
 def moments_table(layer: int, n: int, sum_: np.ndarray, sum_outer: np.ndarray, schema: pa.Schema) -> pa.Table:
     d = len(sum_)
     return pa.table(
-        [pa.array([layer], pa.int16()), pa.array([n], pa.int64()),
-         pa.FixedSizeListArray.from_arrays(pa.array(sum_, pa.float64()), d),
-         pa.FixedSizeListArray.from_arrays(pa.array(sum_outer.reshape(-1), pa.float64()), d * d)],
+        [
+            pa.array([layer], pa.int16()),
+            pa.array([n], pa.int64()),
+            pa.FixedSizeListArray.from_arrays(pa.array(sum_, pa.float64()), d),
+            pa.FixedSizeListArray.from_arrays(pa.array(sum_outer.reshape(-1), pa.float64()), d * d),
+        ],
         schema=schema,
     )
 
@@ -64,8 +80,11 @@ def read_moments(path, layer: int) -> tuple[int, np.ndarray, np.ndarray]:
     """``(N, Σx (d,), Σxxᵀ (d, d))`` of one layer of a moments file."""
     table = read_layer(path, layer, "moments")
     d = table.schema.field("sum").type.list_size
-    return (int(table.column("n")[0].as_py()), _matrix(table.column("sum"), d)[0],
-            _matrix(table.column("sum_outer"), d * d).reshape(d, d))
+    return (
+        int(table.column("n")[0].as_py()),
+        _matrix(table.column("sum"), d)[0],
+        _matrix(table.column("sum_outer"), d * d).reshape(d, d),
+    )
 
 
 @dataclass
@@ -111,7 +130,7 @@ class LayerWriter:
 
     def __enter__(self):
         self._tmp = self._atomic.__enter__()
-        # no dictionary encoding: distinct floats make Arrow build, then drop, a dictionary per page (≈ 8× the write time)
+        # no dictionary encoding: distinct floats make Arrow build, then drop, a dictionary per page (≈ 8× the time)
         self._writer = parquet_writer(self._tmp, self.schema, use_dictionary=False)
         return self
 

@@ -14,31 +14,45 @@ from matplotlib import colormaps
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 
-from ctxvar.stats.layers import ols
-from ctxvar.figures.plotting import Plot, panels, paper_style
 from ctxvar.figures.cross_model import DEPTH_LABEL, curve_data, figure_legend, layer_curves, layer_panels, model_style
+from ctxvar.figures.plotting import Plot, panels, paper_style
+from ctxvar.stats.layers import ols
 from ctxvar.stats.token_table import TokenStats
 
 MIN_TYPES_FOR_CV = 10  # a threshold n_min with fewer types above it gives no C.V. point
-CHECKPOINT_PANELS = (("anisotropy", "anisotropy $\\lambda_1/\\mathrm{tr}\\,C$"), ("twonn", "TwoNN dimension"),
-                     ("cv_Q", "C.V. of $Q(X_t)$"), ("M_over_Q", "$M(X)/Q(X)$"))
+CHECKPOINT_PANELS = (
+    ("anisotropy", "anisotropy $\\lambda_1/\\mathrm{tr}\\,C$"),
+    ("twonn", "TwoNN dimension"),
+    ("cv_Q", "C.V. of $Q(X_t)$"),
+    ("M_over_Q", "$M(X)/Q(X)$"),
+)
 
 
 def isotropy(geometry: pd.DataFrame, models: list[str]) -> Plot:
     """Per layer and model: anisotropy, IsoScore, effective rank and participation ratio."""
-    return layer_panels(geometry, models, {
-        "anisotropy": (geometry["anisotropy"], r"anisotropy $\lambda_1/\mathrm{tr}\,C$"),
-        "isoscore": (geometry["isoscore"], "IsoScore"),
-        "effective_rank": (geometry["effective_rank"], "effective rank"),
-        "participation_ratio": (geometry["participation_ratio"], "participation ratio")})
+    return layer_panels(
+        geometry,
+        models,
+        {
+            "anisotropy": (geometry["anisotropy"], r"anisotropy $\lambda_1/\mathrm{tr}\,C$"),
+            "isoscore": (geometry["isoscore"], "IsoScore"),
+            "effective_rank": (geometry["effective_rank"], "effective rank"),
+            "participation_ratio": (geometry["participation_ratio"], "participation ratio"),
+        },
+    )
 
 
 def cosine(geometry: pd.DataFrame, models: list[str]) -> Plot:
     """Per layer and model: mean cosine over all pairs, mean self-similarity, and their difference."""
-    return layer_panels(geometry, models, {
-        "mean_cosine": (geometry["mean_cosine"], "mean cosine (all pairs)"),
-        "self_similarity": (geometry["self_similarity"], "self-similarity"),
-        "self_similarity_adjusted": (geometry["self_similarity_adjusted"], "self-similarity − mean cosine")})
+    return layer_panels(
+        geometry,
+        models,
+        {
+            "mean_cosine": (geometry["mean_cosine"], "mean cosine (all pairs)"),
+            "self_similarity": (geometry["self_similarity"], "self-similarity"),
+            "self_similarity_adjusted": (geometry["self_similarity_adjusted"], "self-similarity − mean cosine"),
+        },
+    )
 
 
 @paper_style
@@ -49,13 +63,27 @@ def intrinsic_dimension(geometry: pd.DataFrame, models: list[str]) -> Plot:
     layer_curves(ax, geometry, models, geometry["twonn"], styles)
     for model in models:
         rows = (geometry["model"] == model).to_numpy()
-        ax.plot(geometry["depth"][rows], geometry["twonn_gaussian"][rows], linestyle="--", color=styles[model]["color"],
-                linewidth=0.8)
+        ax.plot(
+            geometry["depth"][rows],
+            geometry["twonn_gaussian"][rows],
+            linestyle="--",
+            color=styles[model]["color"],
+            linewidth=0.8,
+        )
     ax.plot([], [], linestyle="--", color="grey", linewidth=0.8, label="Gaussian, same n and d")
     ax.set(xlabel=DEPTH_LABEL, ylabel="TwoNN intrinsic dimension", yscale="log")
     figure_legend(figure, ax, len(models))
-    return Plot(figure, curve_data(geometry, {"twonn": geometry["twonn"], "twonn_gaussian": geometry["twonn_gaussian"],
-                                              "twonn_points": geometry["twonn_points"]}))
+    return Plot(
+        figure,
+        curve_data(
+            geometry,
+            {
+                "twonn": geometry["twonn"],
+                "twonn_gaussian": geometry["twonn_gaussian"],
+                "twonn_points": geometry["twonn_points"],
+            },
+        ),
+    )
 
 
 def layer_colours(n_layers: int):
@@ -72,9 +100,19 @@ def spectrum(geometry: pd.DataFrame, model: str) -> Plot:
     norm, colour = layer_colours(len(geometry))
     rank = np.arange(1, len(columns) + 1)
     for _, row in geometry.iterrows():
-        ax.plot(rank, row[columns].to_numpy(dtype=float), color=colour(row["layer"]), marker="o",
-                linestyle="--" if row["final_norm"] else "-")
-    ax.set(xlabel="component $i$", ylabel=r"$\lambda_i/\mathrm{tr}\,C$", yscale="log", title=f"{model}: covariance spectrum")
+        ax.plot(
+            rank,
+            row[columns].to_numpy(dtype=float),
+            color=colour(row["layer"]),
+            marker="o",
+            linestyle="--" if row["final_norm"] else "-",
+        )
+    ax.set(
+        xlabel="component $i$",
+        ylabel=r"$\lambda_i/\mathrm{tr}\,C$",
+        yscale="log",
+        title=f"{model}: covariance spectrum",
+    )
     figure.colorbar(_scalar_mappable(norm), ax=ax, label="layer (dashed: after final norm)")
     data = geometry[["layer", *columns]].melt(id_vars="layer", var_name="component", value_name="explained")
     data["component"] = data["component"].str.removeprefix("explained_").astype(int)
@@ -100,8 +138,14 @@ def cv_by_min_count(stats: TokenStats, analysis: dict, thresholds_per_decade: in
         for n_min in grid:
             keep = upper & (n >= n_min)
             if keep.sum() >= MIN_TYPES_FOR_CV:
-                rows.append({"layer": layer, "n_min": int(n_min), "n_types": int(keep.sum()),
-                             "cv_Q": float(q[keep].std() / q[keep].mean())})
+                rows.append(
+                    {
+                        "layer": layer,
+                        "n_min": int(n_min),
+                        "n_types": int(keep.sum()),
+                        "cv_Q": float(q[keep].std() / q[keep].mean()),
+                    }
+                )
     return pd.DataFrame(rows, columns=["layer", "n_min", "n_types", "cv_Q"])
 
 
@@ -123,19 +167,27 @@ def cv_against_min_count(stats: TokenStats, model: str, analysis: dict) -> Plot:
         anchor_n, anchor_cv = float(start["n_min"].iloc[0]), float(start["cv_Q"].max())
         n_grid = np.array([anchor_n, table["n_min"].max()])
         ax.plot(n_grid, anchor_cv * (n_grid / anchor_n) ** -0.5, color="black", linestyle=":", label=r"slope $-1/2$")
-    ax.set(xscale="log", yscale="log", xlabel=r"$n_{\min}$ (types with $n_t \geq n_{\min}$)", ylabel="C.V. of $Q(X_t)$",
-           title=f"{model}: Appendix I")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel=r"$n_{\min}$ (types with $n_t \geq n_{\min}$)",
+        ylabel="C.V. of $Q(X_t)$",
+        title=f"{model}: Appendix I",
+    )
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     table["slope"] = table["layer"].map(slopes)
     return Plot(figure, table)
 
 
-def checkpoint_table(steps: dict[str, int], layers: dict[str, pd.DataFrame], geometry: dict[str, pd.DataFrame]) -> pd.DataFrame:
+def checkpoint_table(
+    steps: dict[str, int], layers: dict[str, pd.DataFrame], geometry: dict[str, pd.DataFrame]
+) -> pd.DataFrame:
     """One row per (checkpoint, layer): step, anisotropy, TwoNN, C.V. of Q, M(X)/Q(X), final_norm."""
     frames = []
     for model, step in steps.items():
         merged = layers[model][["layer", "final_norm", "cv_Q", "M", "Q"]].merge(
-            geometry[model][["layer", "anisotropy", "twonn"]], on="layer")
+            geometry[model][["layer", "anisotropy", "twonn"]], on="layer"
+        )
         frames.append(merged.assign(model=model, step=step, M_over_Q=merged["M"] / merged["Q"]))
     table = pd.concat(frames, ignore_index=True)
     return table[["model", "step", "layer", "final_norm", *[c for c, _ in CHECKPOINT_PANELS]]]
@@ -153,8 +205,13 @@ def checkpoints(table: pd.DataFrame, family: str) -> Plot:
     for ax, (column, label) in zip(axes[0], CHECKPOINT_PANELS):
         for layer, part in table.groupby("layer"):
             part = part.sort_values("step")
-            ax.plot(part["step"], part[column], color=colour(layer), marker="o",
-                    linestyle="--" if part["final_norm"].any() else "-")
+            ax.plot(
+                part["step"],
+                part[column],
+                color=colour(layer),
+                marker="o",
+                linestyle="--" if part["final_norm"].any() else "-",
+            )
         ax.set(xlabel="training step", ylabel=label)
         if wide:
             ax.set_xscale("symlog", linthresh=positive.min())
