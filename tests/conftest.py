@@ -49,12 +49,25 @@ def tiny_models(tmp_path_factory, corpus_texts) -> dict[str, str]:
     }
 
 
-@pytest.fixture(scope="module")
-def oracle(tiny_models, corpus_texts, arch):
-    """``(keys, X)`` of :func:`oracle.brute_force_embeddings` for the module's ``arch`` fixture."""
+@pytest.fixture(scope="session")
+def oracles(tiny_models, corpus_texts):
+    """``arch → (keys, X)`` of :func:`oracle.brute_force_embeddings`, each computed once per session."""
     from oracle import brute_force_embeddings
 
-    return brute_force_embeddings(tiny_models[arch], corpus_texts)
+    cache = {}
+
+    def embeddings(arch: str):
+        if arch not in cache:
+            cache[arch] = brute_force_embeddings(tiny_models[arch], corpus_texts)
+        return cache[arch]
+
+    return embeddings
+
+
+@pytest.fixture(scope="module")
+def oracle(oracles, arch):
+    """The session's brute-force embeddings for the module's ``arch`` fixture."""
+    return oracles(arch)
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from matplotlib.text import Text
 
 from ctxvar.errors import ConfigError, InsufficientData
 from ctxvar.extraction.pca_points import TypeProjections, sequences_with
-from ctxvar.figures.cross_model import within_between
+from ctxvar.figures.cross_model import whole_set_values, within_between
 from ctxvar.figures.pca_selection import (
     check_layer,
     draws_per_bin,
@@ -212,3 +212,27 @@ def test_placed_labels_do_not_overlap():
     assert len(boxes) == 25
     overlapping = [(i, j) for i in range(25) for j in range(i + 1, 25) if boxes[i].overlaps(boxes[j])]
     assert not overlapping
+
+
+def test_every_catalogue_entry_names_its_draw_function():
+    from ctxvar.figures.catalogue import (
+        CHECKPOINT_FIGURE,
+        GEOMETRY_MODEL_FIGURES,
+        GEOMETRY_SUMMARY_FIGURES,
+        MODEL_FIGURES,
+        PCA_FIGURES,
+        SUMMARY_FIGURES,
+    )
+    from ctxvar.figures.draw import draw_function
+
+    entries = {**MODEL_FIGURES, **SUMMARY_FIGURES, **PCA_FIGURES, **GEOMETRY_MODEL_FIGURES, **GEOMETRY_SUMMARY_FIGURES}
+    for name, spec in {**entries, "checkpoints": CHECKPOINT_FIGURE}.items():
+        assert callable(draw_function(spec)), name
+
+
+def test_whole_set_values_share_one_log_axis_per_panel():
+    layers = layers_frame()
+    plot = whole_set_values(layers, ["a", "b"])
+    assert len(plot.figure.axes) == 3  # no twin axes
+    for ax in plot.figure.axes:
+        assert ax.get_yscale() == "log" and sorted(line.get_label() for line in ax.lines) == ["a", "b"]

@@ -6,7 +6,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ctxvar.figures.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES
 from ctxvar.stats.geometry import geometry_columns
 
 pytestmark = pytest.mark.workflow
@@ -47,18 +46,12 @@ def test_checkpoint_sweep_has_distinct_weights_and_its_figure(demo):
         np.testing.assert_allclose(rows["anisotropy"], geometry["anisotropy"], rtol=1e-12)
         np.testing.assert_allclose(rows["M_over_Q"], layers["M"] / layers["Q"], rtol=1e-12)
         np.testing.assert_allclose(rows["cv_Q"], layers["cv_Q"], rtol=1e-12)
-    assert (demo / "results" / "demo" / "figures" / "checkpoints" / "trained-gpt2.png").stat().st_size > 10_000
 
 
 def test_geometry_figures_draw_the_tables(demo):
-    for name in GEOMETRY_SUMMARY_FIGURES:
-        assert (demo / "results" / "demo" / "figures" / f"{name}.png").stat().st_size > 10_000
     drawn = pd.read_csv(demo / "results" / "demo" / "figures" / "geo01_isotropy.csv")
     summary = pd.read_csv(demo / "results" / "demo" / "summary" / "geometry.csv")
     np.testing.assert_allclose(drawn["isoscore"], summary["isoscore"], rtol=1e-12)
-    for model in MODELS:
-        for name in GEOMETRY_MODEL_FIGURES:
-            assert (demo / "results" / "demo" / model / "figures" / f"{name}.png").stat().st_size > 10_000
 
 
 def test_layer_norm_null_shows_appendix_i(demo):

@@ -22,6 +22,7 @@ class FigureSpec:
     group: str  # the figure type, as the report groups it
     caption: str  # one line: what the figure shows
     needs: tuple[str, ...]  # inputs among layers, geometry, tokens, sentences
+    draw: str  # "module.function" in ctxvar.figures that draws it (ctxvar.figures.draw calls it)
 
 
 MODEL_FIGURES = {
@@ -30,23 +31,27 @@ MODEL_FIGURES = {
         "Per layer, the shares M(X)/Q(X), V_W(X)/Q(X) and V_B(X)/Q(X) of the mean squared norm, stacked (they "
         "sum to 1).",
         ("layers",),
+        draw="per_model.decomposition_bars",
     ),
     "fig07_frequency": FigureSpec(
         "Fig. 7: Q, M, V against frequency",
         "Q(X_t), M(X_t) and V(X_t) of every token type against log10 n_t at the middle layer, with OLS lines "
         "over the filtered types.",
         ("tokens",),
+        draw="per_model.frequency_scatter_middle",
     ),
     "fig11_frequency_grid": FigureSpec(
         "Figs. 11-13: log values against frequency",
         "At layers 0, L/4, L/2, 3L/4 and L: log10(1+Q), log10(1+M), log10(1+V) against log10 n_t, and V against "
         "M, with OLS lines.",
         ("tokens",),
+        draw="per_model.frequency_grid",
     ),
     "fig14_histograms": FigureSpec(
         "Figs. 14-16: histograms of Q, M, V",
         "Histograms of Q(X_t), M(X_t) and V(X_t) over the frequency-filtered token types, one row per layer.",
         ("tokens",),
+        draw="per_model.value_histograms",
     ),
 }
 
@@ -56,44 +61,57 @@ SUMMARY_FIGURES = {
         "V(X_t) against M(X_t) at each model's middle layer, coloured by log10 n_t on one shared scale, with the "
         "OLS line, slope and R².",
         ("tokens",),
+        draw="cross_model.variance_on_mean",
     ),
     "fig04_cv_slope_r2": FigureSpec(
         "Fig. 4: C.V. of Q, slope and R²",
         "Per layer (relative depth) and model: the C.V. of Q(X_t), and the slope and R² of the regression of "
         "V(X_t) on M(X_t).",
         ("layers",),
+        draw="cross_model.cv_slope_r2",
     ),
     "fig06_within_share": FigureSpec(
-        "Fig. 6: V_W/V", "Per layer and model, the within-type share V_W(X)/V(X) of the variance.", ("layers",)
+        "Fig. 6: V_W/V",
+        "Per layer and model, the within-type share V_W(X)/V(X) of the variance.",
+        ("layers",),
+        draw="cross_model.within_share",
     ),
     "fig09_sentence_lengths": FigureSpec(
         "Fig. 9: sentence lengths",
         "Histogram of the sampled sentences' lengths in space-separated words.",
         ("sentences",),
+        draw="cross_model.sentence_lengths",
     ),
     "fig10_frequency_histogram": FigureSpec(
         "Fig. 10: token frequencies",
         "Histogram of log10 n_t over all token types, per model; dashed lines mark the frequency filter.",
         ("tokens",),
+        draw="cross_model.frequency_histograms",
     ),
     "fig17_log_slopes": FigureSpec(
         "Fig. 17: frequency slopes",
         "Per layer and model, the OLS slopes of log10(1+Q), log10(1+M) and log10(1+V) on log10 n_t.",
         ("layers",),
+        draw="cross_model.log_slopes",
     ),
     "fig18_ratios": FigureSpec(
-        "Fig. 18: ratios to Q(X)", "Per layer and model, M(X), V(X), V_W(X) and V_B(X) divided by Q(X).", ("layers",)
+        "Fig. 18: ratios to Q(X)",
+        "Per layer and model, M(X), V(X), V_W(X) and V_B(X) divided by Q(X).",
+        ("layers",),
+        draw="cross_model.ratios",
     ),
     "fig19_whole_set": FigureSpec(
         "Fig. 19: Q(X), M(X), V(X)",
         "Per layer and model, Q(X), M(X) and V(X); models on a >10x larger scale are dashed, on the right axis.",
         ("layers",),
+        draw="cross_model.whole_set_values",
     ),
     "fig20_within_between": FigureSpec(
         "Fig. 20: V_W, V_B and V_B/V",
         "Per layer and model, V_W(X) and V_B(X) (larger-scale models dashed, right axis) and the between-type "
         "share V_B(X)/V(X).",
         ("layers",),
+        draw="cross_model.within_between",
     ),
 }
 
@@ -103,11 +121,13 @@ PCA_FIGURES = {
         "Every occurrence of the selected token types on the first two principal axes of their means and the "
         "origin (x), coloured by log10 n_t.",
         (),
+        draw="pca_plots.pca_scatter",
     ),
     "fig08_selected_tokens": FigureSpec(
         "Fig. 8: selected tokens on V against M",
         "V(X_t) against M(X_t) for all token types (grey, OLS over the filtered ones) with the tokens of Fig. 1 named.",
         (),
+        draw="pca_plots.selected_on_trade_off",
     ),
 }
 
@@ -116,6 +136,7 @@ GEOMETRY_MODEL_FIGURES = {
         "Covariance spectrum",
         "The leading explained-variance ratios λ_i/tr C of the covariance of all embeddings, one line per layer.",
         ("geometry",),
+        draw="geometry_plots.spectrum",
     ),
     "geo05_cv_by_min_count": FigureSpec(
         "Appendix I: C.V. of Q against n_min",
@@ -123,6 +144,7 @@ GEOMETRY_MODEL_FIGURES = {
         "reference "
         "(LayerNorm outputs: C.V. = O(1/√n_min)).",
         ("tokens",),
+        draw="geometry_plots.cv_against_min_count",
     ),
 }
 
@@ -132,18 +154,21 @@ GEOMETRY_SUMMARY_FIGURES = {
         "Per layer and model: anisotropy λ₁/tr C, IsoScore, effective rank and participation ratio of the "
         "covariance of all embeddings (ring: after a final norm).",
         ("geometry",),
+        draw="geometry_plots.isotropy",
     ),
     "geo02_cosine": FigureSpec(
         "Cosine similarity",
         "Per layer and model: exact mean cosine over all pairs of embeddings, mean self-similarity of "
         "the filtered token types, and their difference (Ethayarajh 2019).",
         ("geometry",),
+        draw="geometry_plots.cosine",
     ),
     "geo03_intrinsic_dimension": FigureSpec(
         "Intrinsic dimension",
         "Per layer and model: TwoNN intrinsic dimension of the bottom-k sample (solid) and of "
         "Gaussian points of the same n and d (dashed, the estimator's high-dimensional bias).",
         ("geometry",),
+        draw="geometry_plots.intrinsic_dimension",
     ),
 }
 
@@ -152,4 +177,5 @@ CHECKPOINT_FIGURE = FigureSpec(
     "Across training steps, per layer: anisotropy, TwoNN dimension, C.V. of Q(X_t) and M(X)/Q(X) "
     "(dashed: after a final norm).",
     ("layers", "geometry"),
+    draw="geometry_plots.checkpoints",
 )

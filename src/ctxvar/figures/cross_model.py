@@ -71,14 +71,21 @@ def curve_data(layers: pd.DataFrame, columns: dict[str, pd.Series]) -> pd.DataFr
 
 @paper_style
 def layer_panels(
-    layers: pd.DataFrame, models: list[str], columns: dict[str, tuple[pd.Series, str]], title: str = ""
+    layers: pd.DataFrame,
+    models: list[str],
+    columns: dict[str, tuple[pd.Series, str]],
+    title: str = "",
+    log_scale: bool = False,
 ) -> Plot:
-    """One panel per ``columns`` entry (name → (values, y label)), one curve per model, a shared legend."""
+    """One panel per ``columns`` entry (name → (values, y label)), one curve per model, a shared legend;
+    ``log_scale``: a log y axis (symlog where a value is ≤ 0), so models of different scales share one axis."""
     figure, axes = panels(1, len(columns), size=(3.4, 2.4) if len(columns) == 1 else PANEL_SIZE)
     styles = model_style(models)
     for ax, (values, label) in zip(axes[0], columns.values()):
         layer_curves(ax, layers, models, values, styles)
         ax.set(xlabel=DEPTH_LABEL, ylabel=label)
+        if log_scale:
+            ax.set_yscale("log" if (values.dropna() > 0).all() else "symlog")
     figure_legend(figure, axes[0, -1], len(models))
     if title:
         figure.suptitle(title)
@@ -167,8 +174,9 @@ def twin_axis_panels(
 
 
 def whole_set_values(layers: pd.DataFrame, models: list[str]) -> Plot:
-    """Fig. 19: Q(X), M(X), V(X) per layer; far larger models (GPT-2) on a second axis."""
-    return twin_axis_panels(layers, models, {c: (layers[c], f"${c}(X)$") for c in ("Q", "M", "V")}, scale_by="Q")
+    """Fig. 19: Q(X), M(X), V(X) per layer, every model on one log axis: split axes made models near zero on
+    the left look flat beside GPT-2's far larger values."""
+    return layer_panels(layers, models, {c: (layers[c], f"${c}(X)$") for c in ("Q", "M", "V")}, log_scale=True)
 
 
 def within_between(layers: pd.DataFrame, models: list[str]) -> Plot:
@@ -207,6 +215,11 @@ def variance_on_mean(stats: dict[str, TokenStats], analysis: dict) -> Plot:
         ax.set(xlabel="$M(X_t)$", ylabel="$V(X_t)$", title=f"{model} (layer {layer})\n{fit_label(fit)}")
         fits.append({"model": model, "layer": layer, **fit})
     hide_unused(axes, len(stats))
+    figure.suptitle(
+        f"Every type drawn; the line, slope and $R^2$ fit only the {analysis['min_log10_n']:g} ≤ $\\log_{{10}} n_t$ ≤ "
+        f"{analysis['max_log10_n']:g} types",
+        fontsize=8,
+    )
     mappable = axes.flat[0].collections[0]
     figure.colorbar(mappable, ax=axes, label=r"$\log_{10} n_t$", shrink=0.8)
     return Plot(figure, pd.DataFrame(fits))

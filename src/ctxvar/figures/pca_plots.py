@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,8 @@ from ctxvar.io import read_csv, read_table, write_csv, write_text
 from ctxvar.stats.token_table import TokenStats, filtered
 
 log = logging.getLogger(__name__)
+
+SPECIAL_TOKEN = re.compile(r"\[[A-Z]+\]|<\|?[a-z/]+\|?>")  # [CLS], [SEP], <s>, </s>, <|endoftext|>
 
 
 def point_summary(points: pd.DataFrame) -> pd.DataFrame:
@@ -58,13 +61,15 @@ def pca_scatter(points: pd.DataFrame, selected: pd.DataFrame, model: str, layer:
         linewidths=0,
         rasterized=True,
     )
-    ax.scatter([0], [0], marker="x", s=60, color="black", linewidths=1.5, zorder=5, label="origin")
-    ax.set(
-        xlabel="PC 1",
-        ylabel="PC 2",
-        title=f"{model}, layer {layer}: {len(selected)} tokens, {len(points):,} embeddings",
+    ax.scatter(
+        [0], [0], marker="x", s=60, color="black", linewidths=1.5, zorder=5, label="origin of the embedding space"
     )
-    ax.legend(loc="lower right", frameon=False)
+    specials = [token for token in selected["token"] if SPECIAL_TOKEN.fullmatch(token)]
+    title = f"{model}, layer {layer}: {len(points):,} occurrences of {len(selected)} token types"
+    if specials:
+        title += f"\n({int(points['token'].isin(specials).sum()):,} of them special tokens: {', '.join(specials)})"
+    ax.set(xlabel="PC 1", ylabel="PC 2", title=title)
+    figure.legend(loc="outside lower center", frameon=False)  # outside the axes: the × is no data point
     figure.colorbar(scatter, ax=ax, label=r"$\log_{10} n_t$")
     place_labels(ax, selected["pc1"], selected["pc2"], selected["token"])  # at each type's mean
     data = selected[["token", "n", "pc1", "pc2"]].merge(point_summary(points), on="token", how="left")
