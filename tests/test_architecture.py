@@ -14,6 +14,7 @@ DAG_BUILD_IMPORTS = [
     "ctxvar.errors",
     "ctxvar.resources",
     "ctxvar.corpus.shards",
+    "ctxvar.extraction.batching",
     "ctxvar.figures.catalogue",
 ]  # what workflow/rules/common.smk imports
 

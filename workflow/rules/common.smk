@@ -28,6 +28,7 @@ from ctxvar.figures.catalogue import (
 )
 from ctxvar.disk import check_free_space
 from ctxvar.errors import CtxvarError
+from ctxvar.extraction.batching import BATCH_TOKENS
 from ctxvar.corpus.shards import known_sentence_count, empty_shards_warning
 
 try:  # the whole config contract, before any job: one line and exit status 1 for the first violation

@@ -39,7 +39,7 @@ rule collect_pca_points:
         gpu=extraction_gpus(),
         mem_mb=extraction_mem_mb,
         runtime=extraction_runtime,
-        batch_tokens=16384,
+        batch_tokens=BATCH_TOKENS,
     params:
         model=model_entry,
         source=model_source,

@@ -8,6 +8,10 @@ import numpy as np
 
 from ctxvar.extraction.tokens import EncodedShard
 
+# Padded tokens per forward pass: the one default of every job that runs a model (the rules read it, a profile's
+# set-resources overrides it per rule). ≈ 1.3 GB of float64 batch buffer for bert-base (see docs/numerics.md).
+BATCH_TOKENS = 16384
+
 
 def token_budget_batches(lengths: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
     """Sentence indices per batch, longest first, each batch padded size ≤ ``batch_tokens``.

@@ -22,7 +22,7 @@ from ctxvar.extraction.accumulator import (
     layer_groups,
     state_bytes,
 )
-from ctxvar.extraction.batching import pad_batch, padding_fraction, token_budget_batches
+from ctxvar.extraction.batching import BATCH_TOKENS, pad_batch, padding_fraction, token_budget_batches
 from ctxvar.extraction.position_sample import bottom_k, sample_schema, sample_table, sequence_windows, token_keys
 from ctxvar.extraction.tokens import EncodedShard, encode, select, split_long, type_table
 from ctxvar.io import read_table, verify_manifest
@@ -43,7 +43,7 @@ class ExtractionSettings:
     device: str = "auto"
     merge_markers: bool = True
     long_sentences: str = "skip"  # skip | split | error
-    batch_tokens: int = 16384
+    batch_tokens: int = BATCH_TOKENS
     max_state_mb: float = 0  # cap on the device state of the sums; 0: half the GPU's memory, no cap on CPU
     geometry: GeometryOptions = field(default_factory=lambda: NO_GEOMETRY)  # sums beyond n, Σx, Σ‖x‖²
     sample_seed: int = 0  # seed of the sample's position hash (geometry.seed)
