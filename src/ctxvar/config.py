@@ -20,22 +20,41 @@ LOCAL_SOURCES = ("text", "parquet", "jsonl")
 RESERVED_IDS = {"corpus", "models", "partials", "summary", "figures"}  # folders of results/
 
 
-# Sizes of an ``init: random`` entry when it does not set them: small enough for a 2-core CPU.
-RANDOM_DEFAULTS = {
-    "vocab_size": 2000,  # trained tokenizer's vocabulary
-    "hidden_size": 64,
-    "num_layers": 4,
-    "num_heads": 4,
-    "intermediate_size": 128,
-    "max_positions": 512,
-    "seed": 0,
-    "learning_rate": 1e-3,  # revisions stepN: AdamW
-}
+SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")  # workflow/schemas/config.schema.yaml links here
+SCHEMA = yaml.safe_load(SCHEMA_PATH.read_text())
+# What a models[] entry that omits a key gets (the schema's $defs/model_defaults: small enough for a 2-core CPU).
+MODEL_DEFAULTS = SCHEMA["$defs"]["model_defaults"]["default"]
+RANDOM_KEYS = (
+    "vocab_size",
+    "hidden_size",
+    "num_layers",
+    "num_heads",
+    "intermediate_size",
+    "max_positions",
+    "seed",
+    "learning_rate",
+)
+GAUSSIAN_KEYS = ("mean_scale", "noise_scale", "offset", "layer_norm")
 
 
 def random_spec(entry: dict) -> dict:
-    """The entry's sizes and seed, with :data:`RANDOM_DEFAULTS` for those it omits."""
-    return {key: entry.get(key, default) for key, default in RANDOM_DEFAULTS.items()}
+    """The entry's sizes, seed and learning rate, with the schema's model defaults for those it omits."""
+    return {key: entry.get(key, MODEL_DEFAULTS[key]) for key in RANDOM_KEYS}
+
+
+def gaussian_spec(entry: dict) -> dict:
+    """The Gaussian null model's scales and LayerNorm switch, with the schema's model defaults for those it omits."""
+    return {key: entry.get(key, MODEL_DEFAULTS[key]) for key in GAUSSIAN_KEYS}
+
+
+def revision_of(entry: dict) -> str:
+    """The entry's revision, or the schema's default (main)."""
+    return entry.get("revision") or MODEL_DEFAULTS["revision"]
+
+
+def arch_of(entry: dict) -> str:
+    """The entry's architecture, or the schema's default (an init gaussian entry's tokenizer kind)."""
+    return entry.get("arch") or MODEL_DEFAULTS["arch"]
 
 
 CHECKPOINT_PATTERN = re.compile(r"^step(\d+)$")
@@ -50,7 +69,7 @@ def model_id(entry: dict) -> str:
         raise ConfigError("models[]: an entry without 'name' needs an explicit 'id' (e.g. id: tiny-bert)")
     name = entry["name"]
     derived = Path(name).name if is_local_path(name) else name.rstrip("/").replace("/", "--")
-    if entry.get("revision") not in (None, "main"):
+    if revision_of(entry) != MODEL_DEFAULTS["revision"]:
         derived += "@" + entry["revision"]
     return derived
 
@@ -150,11 +169,11 @@ TYPE_WORDS = {
 }
 
 
-def check_schema(config: dict, schema_path) -> None:
+def check_schema(config: dict, schema_path=None) -> None:
     """Raise :class:`ConfigError` naming the key and what is allowed, for the most relevant schema violation."""
     import jsonschema
 
-    schema = yaml.safe_load(open(schema_path))
+    schema = yaml.safe_load(open(schema_path)) if schema_path else SCHEMA
     error = jsonschema.exceptions.best_match(strict_validator(schema).iter_errors(config))
     if error is None:
         return

@@ -26,15 +26,17 @@ hand. Every key is checked against the schema before any job runs (see the main 
 """
 
 
-def rows(properties: dict, prefix: str = ""):
-    """``(key, type, default, description)`` for every key, depth first, in schema order."""
+def rows(properties: dict, prefix: str = "", item_defaults: dict | None = None, defaults: dict | None = None):
+    """``(key, type, default, description)`` for every key, depth first, in schema order; ``defaults`` fill the
+    default column of keys that have none in place (models[] entries: the schema's ``$defs/model_defaults``)."""
     for name, spec in properties.items():
         key = f"{prefix}{name}"
-        yield key, kind(spec), default(spec), spec.get("description", "")
+        fallback = {"default": (defaults or {})[name]} if name in (defaults or {}) else {}
+        yield key, kind(spec), default({**fallback, **spec}), spec.get("description", "")
         if spec.get("type") == "object" and "properties" in spec:
-            yield from rows(spec["properties"], f"{key}.")
+            yield from rows(spec["properties"], f"{key}.", item_defaults)
         if spec.get("type") == "array" and "properties" in spec.get("items", {}):
-            yield from rows(spec["items"]["properties"], f"{key}[].")
+            yield from rows(spec["items"]["properties"], f"{key}[].", item_defaults, item_defaults)
 
 
 def kind(spec: dict) -> str:
@@ -62,8 +64,10 @@ def escape(text: str) -> str:
 
 
 def markdown(schema: dict) -> str:
+    model_defaults = schema["$defs"]["model_defaults"]["default"]
     lines = [
-        f"| `{key}` | {type_} | {value} | {escape(text)} |" for key, type_, value, text in rows(schema["properties"])
+        f"| `{key}` | {type_} | {value} | {escape(text)} |"
+        for key, type_, value, text in rows(schema["properties"], item_defaults=model_defaults)
     ]
     return HEADER + "\n".join(lines) + "\n"
 

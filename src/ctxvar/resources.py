@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
-from ctxvar.config import random_spec
+from ctxvar.config import gaussian_spec, random_spec, revision_of
 from ctxvar.errors import CtxvarError
 from ctxvar.io import read_table
 from ctxvar.models import hub
@@ -56,9 +56,9 @@ def model_shape(entry: dict, source: str) -> ModelShape:
     """The model's shape without loading it; :data:`FALLBACK_SHAPE` when it cannot be known yet."""
     if entry.get("init") in ("random", "gaussian"):
         spec = random_spec(entry)
-        layers = spec["num_layers"] if entry.get("init") == "random" else int(entry.get("layer_norm", True))
+        layers = spec["num_layers"] if entry.get("init") == "random" else int(gaussian_spec(entry)["layer_norm"])
         return ModelShape(layers + 1, spec["hidden_size"], spec["vocab_size"])
-    config = hub.model_json(source, "config.json", entry.get("revision") or "main")
+    config = hub.model_json(source, "config.json", revision_of(entry))
     if not config:
         return FALLBACK_SHAPE
     layers = config.get("num_hidden_layers") or config.get("n_layer")

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ctxvar.config import revision_of
 from ctxvar.errors import CorpusError, ModelLoadError, StatisticsError
 from ctxvar.extraction import devices
 from ctxvar.extraction.accumulator import (
@@ -350,7 +351,7 @@ def model_metadata(settings: ExtractionSettings, job: ShardRun) -> dict:
     return {
         "model_id": settings.model["id"],
         "model_name": settings.source,
-        "revision": settings.model.get("revision") or "main",
+        "revision": revision_of(settings.model),
         "commit": getattr(job.model.config, "_commit_hash", None),
         "dtype": settings.dtype,
         "n_layers": job.n_layers,

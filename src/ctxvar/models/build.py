@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ctxvar.config import random_spec
+from ctxvar.config import arch_of, random_spec
 from ctxvar.models.gaussian_null import build_gaussian_model
 from ctxvar.models.random_init import build_random_model, save_model, train_tokenizer
 
@@ -19,7 +19,7 @@ def build_local_model(entry: dict, texts, out_dir, merge_markers: bool = True) -
         build_random_model(entry, texts, out_dir)
         return
     spec = random_spec(entry)
-    tokenizer = train_tokenizer(entry.get("arch", "bert"), texts, spec["vocab_size"])
+    tokenizer = train_tokenizer(arch_of(entry), texts, spec["vocab_size"])
     save_model(
         build_gaussian_model(entry, tokenizer, merge_markers, spec["hidden_size"], spec["seed"]), tokenizer, out_dir
     )

@@ -22,11 +22,11 @@ import torch
 from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput
 
+from ctxvar.config import gaussian_spec
 from ctxvar.extraction.tokens import type_key
 from ctxvar.models.random_init import randomise_layer_norms
 
 MODEL_TYPE = "ctxvar-gaussian"
-GAUSSIAN_DEFAULTS = {"mean_scale": 1.0, "noise_scale": 1.0, "offset": 0.0, "layer_norm": True}
 
 
 def _signed(value: int) -> int:
@@ -115,10 +115,6 @@ def register() -> None:
     if MODEL_TYPE not in CONFIG_MAPPING:
         AutoConfig.register(MODEL_TYPE, GaussianNullConfig)
         AutoModel.register(GaussianNullConfig, GaussianNullModel)
-
-
-def gaussian_spec(entry: dict) -> dict:
-    return {key: entry.get(key, default) for key, default in GAUSSIAN_DEFAULTS.items()}
 
 
 def type_means(type_of_id: np.ndarray, n_types: int, d: int, spec: dict, seed: int) -> np.ndarray:

@@ -16,6 +16,7 @@ import os
 
 import torch
 
+from ctxvar.config import revision_of
 from ctxvar.errors import ModelLoadError, first_line
 from ctxvar.models import hub
 from ctxvar.models.gaussian_null import register
@@ -43,7 +44,7 @@ def load(entry: dict, source: str, dtype: str, device: torch.device):
 
 def _options(entry: dict, source: str) -> dict:
     options = {
-        "revision": entry.get("revision") or "main",
+        "revision": revision_of(entry),
         "trust_remote_code": bool(entry.get("trust_remote_code", False)),
     }
     if os.path.isdir(source):
@@ -91,7 +92,7 @@ def _from_pretrained(cls, source: str, entry: dict, options: dict):
     except OSError:
         pass  # not cached (or not complete): go to the Hub
     except Exception as error:  # cached, but a cached file is damaged
-        config = hub.model_file(source, "config.json", options.get("revision", "main"))
+        config = hub.model_file(source, "config.json", revision_of(entry))
         raise load_error(what, os.path.dirname(config) if config else source, cls, error) from error
     reason = hub.unavailable_reason()
     if reason:
@@ -162,7 +163,7 @@ def custom_code_warning(entry: dict, source: str, filename: str, loaded: object)
     ``trust_remote_code`` is off, and transformers' built-in class (``loaded``'s) was used instead."""
     if entry.get("trust_remote_code"):
         return
-    auto_map = (hub.model_json(source, filename, entry.get("revision") or "main") or {}).get("auto_map")
+    auto_map = (hub.model_json(source, filename, revision_of(entry)) or {}).get("auto_map")
     if auto_map:
         log.warning(
             "model %r: %s names custom code (%s) that runs only with trust_remote_code: true; "
