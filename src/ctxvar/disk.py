@@ -56,10 +56,7 @@ def planned_bytes(config: dict, run_folder) -> tuple[int, int] | None:
     for mid, entry in models_by_id(config).items():
         if os.path.exists(os.path.join(run_folder, mid, "stats.parquet")):
             continue
-        shape = model_shape(
-            entry,
-            os.path.join(run_folder, "models", mid) if entry.get("init") in ("random", "gaussian") else entry["name"],
-        )
+        shape = model_shape(entry, entry.get("name", ""))  # built models' shapes come from their entries
         partials.append(
             sum(
                 sums_bytes(count, shape, config["geometry"])
@@ -87,8 +84,7 @@ def check_free_space(config: dict, run_folder) -> None:
     if peak > free:
         raise DiskSpaceError(
             f"disk: this run still needs up to {peak / 1e9:.2f} GB (merged sums plus one model's partials) but "
-            f"{folder} "
-            f"has {free / 1e9:.2f} GB free; free space, run on a larger disk (snakemake --directory DIR), set "
+            f"{folder} has {free / 1e9:.2f} GB free; free space, run on a larger disk (snakemake --directory DIR), set "
             "geometry.cosine: false (halves the sums), use fewer shards (each repeats the types), or split the models "
             "across runs (CTXVAR_SKIP_DISK_CHECK=1 skips this upper-bound check)"
         )
