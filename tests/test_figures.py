@@ -236,3 +236,10 @@ def test_whole_set_values_share_one_log_axis_per_panel():
     assert len(plot.figure.axes) == 3  # no twin axes
     for ax in plot.figure.axes:
         assert ax.get_yscale() == "log" and sorted(line.get_label() for line in ax.lines) == ["a", "b"]
+
+
+def test_whole_set_values_with_no_value_at_all_still_draws():
+    layers = layers_frame()
+    layers[["Q", "M", "V"]] = np.nan  # a corpus too small for the frequency filter
+    plot = whole_set_values(layers, ["a", "b"])
+    plot.figure.savefig(__import__("io").BytesIO(), format="png")

@@ -469,6 +469,20 @@ def test_a_run_that_does_not_fit_on_disk_fails_before_extraction_with_both_numbe
     check_free_space(DEMO, run_folder)
 
 
+def test_a_hub_model_not_downloaded_yet_is_not_guessed_into_the_estimate(tmp_path):
+    """Its shape is unknown until it is cached; a bert-large-sized guess refused a demo-sized run that needs MBs."""
+    run_folder = tmp_path / "results" / "demo"
+    (run_folder / "corpus" / "shards").mkdir(parents=True)
+    for i in range(DEMO["shards"]):
+        write_table(
+            pa.table({"text": ["a b c"] * 2000, "n_words": pa.array([3] * 2000, pa.int32())}),
+            run_folder / "corpus" / "shards" / f"{i}.parquet",
+        )
+    config = {**DEMO, "models": DEMO["models"][:1]}
+    with_hub_model = {**DEMO, "models": DEMO["models"][:1] + [{"name": "no-such-org/not-downloaded"}]}
+    assert planned_bytes(with_hub_model, run_folder) == planned_bytes(config, run_folder)
+
+
 def test_a_run_that_fits_only_one_model_at_a_time_gets_a_warning(tmp_path, monkeypatch, caplog):
     run_folder = tmp_path / "results" / "demo"
     (run_folder / "corpus" / "shards").mkdir(parents=True)

@@ -54,19 +54,23 @@ def shard_tokens(shard_path) -> int:
 
 def model_shape(entry: dict, source: str) -> ModelShape:
     """The model's shape without loading it; :data:`FALLBACK_SHAPE` when it cannot be known yet."""
+    return known_model_shape(entry, source) or FALLBACK_SHAPE
+
+
+def known_model_shape(entry: dict, source: str) -> ModelShape | None:
+    """The model's shape from its entry (models built locally) or its config.json (a local directory or the HF
+    cache); None before a Hub model is downloaded, or when its config.json is malformed (its job reports that)."""
     if entry.get("init") in ("random", "gaussian"):
         spec = random_spec(entry)
         layers = spec["num_layers"] if entry.get("init") == "random" else int(gaussian_spec(entry)["layer_norm"])
         return ModelShape(layers + 1, spec["hidden_size"], spec["vocab_size"])
-    config = hub.model_json(source, "config.json", revision_of(entry))
-    if not config:
-        return FALLBACK_SHAPE
+    config = hub.model_json(source, "config.json", revision_of(entry)) or {}
     layers = config.get("num_hidden_layers") or config.get("n_layer")
     d = config.get("hidden_size") or config.get("n_embd") or config.get("d_model")
     try:
         return ModelShape(int(layers) + 1, int(d), int(config.get("vocab_size") or FALLBACK_SHAPE.vocab_size))
-    except (TypeError, ValueError):  # a malformed config.json: the job itself reports it
-        return FALLBACK_SHAPE
+    except (TypeError, ValueError):
+        return None
 
 
 def extraction_mem_mb(tokens: int, shape: ModelShape, attempt: int = 1) -> int:

@@ -84,8 +84,9 @@ def layer_panels(
     for ax, (values, label) in zip(axes[0], columns.values()):
         layer_curves(ax, layers, models, values, styles)
         ax.set(xlabel=DEPTH_LABEL, ylabel=label)
-        if log_scale:
-            ax.set_yscale("log" if (values.dropna() > 0).all() else "symlog")
+        finite = values[np.isfinite(values)]
+        if log_scale and len(finite):  # a tiny corpus can leave no value at all
+            ax.set_yscale("log" if (finite > 0).all() else "symlog")
     figure_legend(figure, axes[0, -1], len(models))
     if title:
         figure.suptitle(title)
