@@ -451,14 +451,18 @@ def test_custom_tokenizer_code_without_trust_remote_code_warns_of_the_fallback(t
 # --- disk ------------------------------------------------------------------------------------------------------
 
 
-def test_a_run_that_does_not_fit_on_disk_fails_before_extraction_with_both_numbers(tmp_path, monkeypatch):
+def split_demo_corpus(tmp_path: Path) -> Path:
+    """A run folder whose corpus is split into the demo's shards (2,000 three-word sentences each); no model run yet."""
     run_folder = tmp_path / "results" / "demo"
-    shards = run_folder / "corpus" / "shards"
-    shards.mkdir(parents=True)
+    (run_folder / "corpus" / "shards").mkdir(parents=True)
     for i in range(DEMO["shards"]):
-        write_table(
-            pa.table({"text": ["a b c"] * 2000, "n_words": pa.array([3] * 2000, pa.int32())}), shards / f"{i}.parquet"
-        )
+        sentences = pa.table({"text": ["a b c"] * 2000, "n_words": pa.array([3] * 2000, pa.int32())})
+        write_table(sentences, run_folder / "corpus" / "shards" / f"{i}.parquet")
+    return run_folder
+
+
+def test_a_run_that_does_not_fit_on_disk_fails_before_extraction_with_both_numbers(tmp_path, monkeypatch):
+    run_folder = split_demo_corpus(tmp_path)
     check_free_space(DEMO, run_folder)  # fits on this disk
     monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**12, 10**12 - 10**6, 10**6))
     expected = r"needs up to \d+\.\d+ GB \(merged sums plus one model.s partials\) .* has 0\.00 GB free; free space"
@@ -471,26 +475,14 @@ def test_a_run_that_does_not_fit_on_disk_fails_before_extraction_with_both_numbe
 
 def test_a_hub_model_not_downloaded_yet_is_not_guessed_into_the_estimate(tmp_path):
     """Its shape is unknown until it is cached; a bert-large-sized guess refused a demo-sized run that needs MBs."""
-    run_folder = tmp_path / "results" / "demo"
-    (run_folder / "corpus" / "shards").mkdir(parents=True)
-    for i in range(DEMO["shards"]):
-        write_table(
-            pa.table({"text": ["a b c"] * 2000, "n_words": pa.array([3] * 2000, pa.int32())}),
-            run_folder / "corpus" / "shards" / f"{i}.parquet",
-        )
+    run_folder = split_demo_corpus(tmp_path)
     config = {**DEMO, "models": DEMO["models"][:1]}
     with_hub_model = {**DEMO, "models": DEMO["models"][:1] + [{"name": "no-such-org/not-downloaded"}]}
     assert planned_bytes(with_hub_model, run_folder) == planned_bytes(config, run_folder)
 
 
 def test_a_run_that_fits_only_one_model_at_a_time_gets_a_warning(tmp_path, monkeypatch, caplog):
-    run_folder = tmp_path / "results" / "demo"
-    (run_folder / "corpus" / "shards").mkdir(parents=True)
-    for i in range(DEMO["shards"]):
-        write_table(
-            pa.table({"text": ["a b c"] * 2000, "n_words": pa.array([3] * 2000, pa.int32())}),
-            run_folder / "corpus" / "shards" / f"{i}.parquet",
-        )
+    run_folder = split_demo_corpus(tmp_path)
     peak, all_at_once = planned_bytes(DEMO, run_folder)
     assert 0 < peak < all_at_once
     free = (peak + all_at_once) // 2
