@@ -170,7 +170,8 @@ TYPE_WORDS = {
 
 
 def check_schema(config: dict, schema_path=None) -> None:
-    """Raise :class:`ConfigError` naming the key and what is allowed, for the most relevant schema violation."""
+    """Raise :class:`ConfigError` naming the key and what is allowed, for the most relevant schema violation;
+    ``schema_path`` defaults to the package's schema, :data:`SCHEMA`, loaded once at import."""
     import jsonschema
 
     schema = yaml.safe_load(open(schema_path)) if schema_path else SCHEMA

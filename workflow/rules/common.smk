@@ -1,5 +1,4 @@
 import json
-import os
 import re
 import shutil
 import sys
@@ -33,7 +32,7 @@ from ctxvar.corpus.shards import known_sentence_count, empty_shards_warning
 
 try:  # the whole config contract, before any job: one line and exit status 1 for the first violation
     CONFIG_FILES = {path: load_config_file(path) for path in map(str, workflow.configfiles)}  # refuses duplicate keys
-    check_schema(config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml"))
+    check_schema(config)  # the schema ctxvar.config loaded already (workflow/schemas/ links to it)
     validate(config, "../schemas/config.schema.yaml")  # fills in the schema's defaults
     check_config(config)
     RUN = run_name(

@@ -90,9 +90,9 @@ def load_source(corpus: dict):
 def text_encoding(path) -> tuple[str, str]:
     """``(name, codec)`` of a text file from its byte-order mark; UTF-8 without one.
 
-    Raises :class:`CorpusError` for text that looks like UTF-16 or UTF-32 without a
-    byte-order mark (NUL bytes at every second or fourth position), which UTF-8
-    decoding would turn into sentences full of NULs.
+    Raises :class:`CorpusError` for text that looks like UTF-16 without a byte-order
+    mark (NUL bytes at every second position; UTF-32 without one has them too and is
+    refused the same way), which UTF-8 decoding would turn into sentences full of NULs.
     """
     with open(path, "rb") as handle:
         head = handle.read(4096)
