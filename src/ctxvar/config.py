@@ -276,13 +276,19 @@ def check_config(config: dict) -> None:
                 f"models[]: entry {entry.get('id')!r}: hidden_size {sizes['hidden_size']} is not a "
                 f"multiple of num_heads {sizes['num_heads']}; attention splits d across the heads"
             )
-        if entry.get("init") != "gaussian" and GAUSSIAN_ONLY & set(entry):
-            raise ConfigError(
-                f"models[]: entry {entry.get('id') or entry.get('name')!r} sets "
-                f"{', '.join(sorted(GAUSSIAN_ONLY & set(entry)))}, which only init: gaussian uses"
-            )
+        for init, keys in INIT_ONLY_KEYS.items():
+            if entry.get("init") != init and keys & set(entry):
+                raise ConfigError(
+                    f"models[]: entry {entry.get('id') or entry.get('name')!r} sets "
+                    f"{', '.join(sorted(keys & set(entry)))}, which only init: {init} uses"
+                )
         if entry.get("init", "pretrained") == "pretrained" and not entry.get("name"):
             raise ConfigError(f"models[]: entry {entry.get('id')!r} needs 'name' (a Hub id or a local directory)")
+        if entry.get("init") == "archive" and not {"archive", "sha256"} <= set(entry):
+            raise ConfigError(
+                f"models[]: entry {entry.get('id')!r} has init: archive and needs 'archive' (the .zip) and 'sha256' "
+                "(the digest of at least its weights file)"
+            )
         if entry.get("init") == "random" and not entry.get("arch"):
             raise ConfigError(
                 f"models[]: entry {entry.get('id')!r} has init: random and needs 'arch' (bert | roberta | gpt2)"
@@ -295,7 +301,23 @@ def check_config(config: dict) -> None:
         )
 
 
-GAUSSIAN_ONLY = {"mean_scale", "noise_scale", "offset", "layer_norm"}
+INIT_ONLY_KEYS = {
+    "gaussian": {"mean_scale", "noise_scale", "offset", "layer_norm"},
+    "archive": {"package", "archive", "sha256"},
+}
+BUILT_IN_RUN = ("random", "gaussian", "archive")
+
+
+def built_in_run(entry: dict) -> bool:
+    """Whether a rule makes the model in the run's ``models/{id}`` folder: random-init and Gaussian models are
+    built there, archives unpacked there; pretrained models load from the Hub or their own directory."""
+    return entry.get("init") in BUILT_IN_RUN
+
+
+def model_source(entry: dict, run_folder) -> str:
+    """Where extraction loads the model from: ``run_folder/models/{id}`` for models made in the run, else its
+    Hub id or local directory."""
+    return os.path.join(run_folder, "models", entry["id"]) if built_in_run(entry) else entry["name"]
 
 
 def checkpoint_families(models: dict[str, dict]) -> dict[str, list[str]]:

@@ -21,7 +21,7 @@ import logging
 import os
 import shutil
 
-from ctxvar.config import models_by_id
+from ctxvar.config import model_source, models_by_id
 from ctxvar.errors import DiskSpaceError
 from ctxvar.resources import ModelShape, known_model_shape, shard_tokens
 
@@ -56,9 +56,9 @@ def planned_bytes(config: dict, run_folder) -> tuple[int, int] | None:
     for mid, entry in models_by_id(config).items():
         if os.path.exists(os.path.join(run_folder, mid, "stats.parquet")):
             continue
-        shape = known_model_shape(entry, entry.get("name", ""))  # built models' shapes come from their entries
+        shape = known_model_shape(entry, model_source(entry, run_folder))  # built: from the entry
         if shape is None:  # a Hub model not downloaded yet: a bert-large-sized guess would block small runs
-            log.info("disk: model %r is not in the HF cache yet, so its shape is unknown; not counted", mid)
+            log.info("disk: model %r is not downloaded or unpacked yet, so its shape is unknown; not counted", mid)
             continue
         partials.append(
             sum(

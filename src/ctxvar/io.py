@@ -12,8 +12,8 @@ Integrity:
 - **CSV, JSON, text**: a ``<file>.sha256`` beside the file, in ``sha256sum`` format
   (``sha256sum -c layers.csv.sha256`` checks it by hand), verified by :func:`read_csv`
   and :func:`read_json`.
-- **Directories** (locally built models): a ``SHA256SUMS`` manifest of every file,
-  verified by :func:`verify_manifest`.
+- **Directories** (locally built and unpacked models): a ``SHA256SUMS`` manifest of
+  every file, written by :func:`atomic_directory` and verified by :func:`verify_manifest`.
 
 A file that fails a check raises :class:`~ctxvar.errors.IntegrityError`, one line
 naming the file and the remedy (delete it and re-run: Snakemake rebuilds it).
@@ -27,6 +27,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -235,6 +236,26 @@ def write_manifest(directory) -> None:
     files = sorted(p for p in directory.rglob("*") if p.is_file() and p.name != MANIFEST)
     lines = [f"{file_sha256(p)}  {p.relative_to(directory).as_posix()}\n" for p in files]
     (directory / MANIFEST).write_text("".join(lines))
+
+
+@contextlib.contextmanager
+def atomic_directory(path) -> Iterator[Path]:
+    """Yield a temporary folder beside ``path``; on success write its ``SHA256SUMS`` and rename it onto ``path``.
+
+    ``path`` appears only when complete; folders a killed earlier attempt left for it are removed.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f".{path.name}.*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        yield tmp
+        write_manifest(tmp)
+        shutil.rmtree(path, ignore_errors=True)
+        os.replace(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def verify_manifest(directory) -> None:

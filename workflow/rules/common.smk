@@ -7,12 +7,14 @@ from snakemake.utils import validate
 
 from ctxvar import resources as estimates
 from ctxvar.config import (
+    built_in_run,
     check_config,
     check_schema,
     checkpoint_families,
     extraction_config_hash,
     extraction_geometry,
     load_config_file,
+    model_source as source_of,
     models_by_id,
     pca_model,
     run_name,
@@ -196,28 +198,27 @@ def model_entry(wildcards):
     return canonical(MODELS[wildcards.model])
 
 
-def is_built_locally(model):
-    """init random and gaussian models are built by build_random_model (no weights to download)."""
-    return MODELS[model].get("init") in ("random", "gaussian")
-
-
 def type_keying(wildcards):
     """tokens.merge_markers, for the Gaussian null, whose per-type means follow the types."""
     return config["tokens"]["merge_markers"] if MODELS[wildcards.model].get("init") == "gaussian" else None
 
 
 def model_source(wildcards):
-    """Where extraction loads the model from: the built directory, or the Hub id / local path."""
-    if is_built_locally(wildcards.model):
-        return results(f"models/{wildcards.model}")
-    return MODELS[wildcards.model]["name"]
+    """Where extraction loads the model from: the run's models/{model} folder, or the Hub id / local path."""
+    return source_of(MODELS[wildcards.model], results(""))
 
 
 def extraction_inputs(wildcards):
     inputs = {"shard": results(f"corpus/shards/{wildcards.shard}.parquet")}
-    if is_built_locally(wildcards.model):
+    if built_in_run(MODELS[wildcards.model]):
         inputs["model"] = results(f"models/{wildcards.model}")
     return inputs
+
+
+def models_made_by(*inits):
+    """A wildcard constraint matching the ids of the models with one of ``inits`` (and nothing when none has)."""
+    ids = [mid for mid, entry in MODELS.items() if entry.get("init") in inits]
+    return "|".join(map(re.escape, ids)) or "(?!)"
 
 
 def partial_config_hash(wildcards):

@@ -1,8 +1,9 @@
 """Load a corpus, sample it as the paper does, and filter by sentence length.
 
 Every source goes through ``datasets``: Hub datasets with ``load_dataset(name)``,
-local files with the ``text``/``parquet``/``json`` builders, and the synthetic
-corpus with ``Dataset.from_dict``. The HF cache and ``HF_HUB_OFFLINE`` apply as usual.
+local files with the ``text``/``parquet``/``json`` builders, and the synthetic corpus
+and the Python documentation's prose (:mod:`ctxvar.corpus.python_docs`) with ``Dataset.from_dict``.
+The HF cache and ``HF_HUB_OFFLINE`` apply as usual.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctxvar.config import corpus_paths
+from ctxvar.corpus import python_docs
 from ctxvar.errors import CorpusError
 from ctxvar.io import write_json, write_table
 from ctxvar.models import hub
@@ -50,6 +52,8 @@ def load_source(corpus: dict):
         return datasets.Dataset.from_dict(
             {corpus["text_column"]: synthetic_sentences(corpus["synthetic"], corpus["seed"])}
         )
+    if source == "python-docs":
+        return datasets.Dataset.from_dict({corpus["text_column"]: python_docs.python_docs_sentences()})
     if source == "hf" and not hub.offline() and not hub.hub_reachable():  # else datasets retries for minutes
         raise CorpusError(
             f"corpus: dataset {corpus['name']!r} cannot be loaded: the Hugging Face Hub cannot be reached; "
@@ -259,8 +263,11 @@ def _matches(texts: pa.Array, substring: str) -> np.ndarray:
 
 
 def write_sentences(corpus: dict, sentences_path, counts_path) -> dict:
-    """Sample the corpus once and write the sentences (Parquet) and the step counts (JSON)."""
+    """Sample the corpus once and write the sentences (Parquet) and the step counts (JSON), with the text's
+    provenance for the Python-docs source (its Python version decides the text)."""
     table, counts = sample_sentences(corpus)
+    if corpus["source"] == "python-docs":
+        counts = {**counts, "text": python_docs.provenance()}
     write_table(table, sentences_path)
     write_json(counts, counts_path)
     return counts

@@ -7,17 +7,13 @@ vary as in trained models.
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from collections import Counter
-from pathlib import Path
 
 import torch
 from transformers import AutoModel
 
 from ctxvar.config import CHECKPOINT_PATTERN, random_spec
-from ctxvar.io import write_manifest
+from ctxvar.io import atomic_directory
 from ctxvar.models.training import language_model, train_steps
 
 ARCH_SPECIALS = {
@@ -159,13 +155,6 @@ def build_random_model(entry: dict, texts, out_dir) -> None:
 
 def save_model(model, tokenizer, out_dir) -> None:
     """``save_pretrained`` both into ``out_dir``, with a SHA256SUMS manifest; ``out_dir`` appears only when complete."""
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    for stale in out_dir.parent.glob(f".{out_dir.name}.*"):  # left by a killed earlier build
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    write_manifest(tmp)
-    shutil.rmtree(out_dir, ignore_errors=True)
-    os.replace(tmp, out_dir)
+    with atomic_directory(out_dir) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)

