@@ -79,3 +79,16 @@ def demo(tmp_path_factory):
     run = snakemake(workdir, REPO / "config" / "demo.yaml")
     assert run.returncode == 0, run.stderr[-3000:]
     return workdir
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print what tests measured with ``record_property`` (the real-model tier's agreement with brute force)."""
+    measured = [
+        (report.nodeid.split("::")[-1], name, value)
+        for report in terminalreporter.stats.get("passed", [])
+        for name, value in report.user_properties
+    ]
+    if measured:
+        terminalreporter.section("measured")
+        for test, name, value in measured:
+            terminalreporter.write_line(f"{name} = {value:.3g}  ({test})")

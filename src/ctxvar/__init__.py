@@ -6,3 +6,7 @@ follow exactly (Yamagiwa & Shimodaira, COLING 2025).
 """
 
 __version__ = "0.1.0"
+
+from ctxvar.results import Results, load_results
+
+__all__ = ["Results", "load_results", "__version__"]

@@ -1,0 +1,95 @@
+"""A finished run's tables in a notebook in one call: :func:`load_results`.
+
+It reads what the workflow wrote, through the same verified readers the jobs use (a damaged
+file is an :class:`~ctxvar.errors.IntegrityError`), and never recomputes a statistic.
+Column meanings are in docs/outputs.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ctxvar.errors import CtxvarError
+from ctxvar.io import read_csv, read_json, read_metadata, read_table
+
+SUMMARY = "summary"  # results/{run}/summary/: the per-layer, geometry and model tables of every model
+
+
+@dataclass(frozen=True)
+class Results:
+    """One run's results, as written.
+
+    - ``tokens``: one row per (model, layer, type): ``model``, then ``{model}/tokens.parquet`` as it is
+      (layer, token, n, Q, M, V, self_similarity when geometry.cosine is on), models in config order;
+    - ``layers``: ``summary/layers.csv``, one row per (model, layer): Q, M, V, V_W, V_B over the filtered
+      types, cv_Q, the V-on-M and log-frequency regressions;
+    - ``geometry``: ``summary/geometry.csv``, one row per (model, layer): anisotropy, spectrum, cosine,
+      TwoNN (empty when the run had no geometry);
+    - ``models``: ``summary/models.csv``, one row per model: name, revision, shape, token counts, hashes;
+    - ``provenance``: model → its ``run.json`` (versions, weights and tokenizer SHA-256, config hash);
+    - ``metadata``: model → the ctxvar metadata in its ``tokens.parquet`` footer;
+    - ``corpus``: ``corpus/counts.json``, what the sampling and filters kept (and the text's provenance).
+    """
+
+    folder: Path
+    tokens: pd.DataFrame
+    layers: pd.DataFrame
+    geometry: pd.DataFrame
+    models: pd.DataFrame
+    provenance: dict[str, dict]
+    metadata: dict[str, dict]
+    corpus: dict
+
+    @property
+    def run(self) -> str:
+        return self.folder.name
+
+
+def load_results(folder="results", run: str | None = None) -> Results:
+    """The tables of the finished run in ``folder``: a run's folder (``results/demo``), or ``results`` with
+    ``run`` naming the run (optional when ``results`` holds a single run).
+
+    Raises :class:`~ctxvar.errors.CtxvarError` (one line) when the folder holds no finished run.
+    """
+    folder = run_folder(Path(folder), run)
+    models = read_csv(folder / SUMMARY / "models.csv")
+    names = models["model"].astype(str).tolist()
+    tokens = pd.concat(
+        [read_table(folder / name / "tokens.parquet").to_pandas().assign(model=name) for name in names],
+        ignore_index=True,
+    )
+    geometry = folder / SUMMARY / "geometry.csv"
+    return Results(
+        folder=folder,
+        tokens=tokens[["model", *tokens.columns.drop("model")]],
+        layers=read_csv(folder / SUMMARY / "layers.csv"),
+        geometry=read_csv(geometry) if geometry.exists() else pd.DataFrame(),
+        models=models,
+        provenance={name: read_json(folder / name / "run.json") for name in names},
+        metadata={name: read_metadata(folder / name / "tokens.parquet") for name in names},
+        corpus=read_json(folder / "corpus" / "counts.json"),
+    )
+
+
+def run_folder(folder: Path, run: str | None) -> Path:
+    """``folder/run``, or ``folder`` itself when it is a finished run's folder, or its single finished run."""
+    if run is not None:
+        folder = folder / run
+    if is_finished_run(folder):
+        return folder
+    runs = sorted(child.name for child in folder.iterdir() if is_finished_run(child)) if folder.is_dir() else []
+    if run is None and len(runs) == 1:
+        return folder / runs[0]
+    if runs:
+        raise CtxvarError(f"{folder} holds the runs {', '.join(runs)}; name one: load_results({str(folder)!r}, run=…)")
+    raise CtxvarError(
+        f"{folder} holds no finished run (no {SUMMARY}/models.csv); run snakemake for it first, or pass the "
+        "folder the run wrote (results/<run>)"
+    )
+
+
+def is_finished_run(folder: Path) -> bool:
+    return (folder / SUMMARY / "models.csv").is_file()

@@ -1,0 +1,35 @@
+"""The package's data path without Snakemake: shard, extract and merge, as the workflow's jobs do."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ctxvar.corpus.shards import write_shards
+from ctxvar.extraction.extract import ExtractionSettings, extract_shard
+from ctxvar.io import write_table
+from ctxvar.stats.layers import layers_table
+from ctxvar.stats.merge import merge_partials
+
+
+def run_pipeline(tmp, model_dir, texts, n_shards, model_id, batch_tokens=512, chunk_sentences=16):
+    """Shard, extract, merge; return (tokens DataFrame, layers DataFrame, stats path)."""
+    write_table(pa.table({"sentence_id": np.arange(len(texts)), "text": texts}), tmp / "sentences.parquet")
+    shards = [tmp / f"shard{i}.parquet" for i in range(n_shards)]
+    write_shards(tmp / "sentences.parquet", shards, chunk_sentences=chunk_sentences)
+    partials = []
+    for i, shard in enumerate(shards):
+        settings = ExtractionSettings(
+            model={"id": model_id},
+            source=str(model_dir),
+            device="cpu",
+            batch_tokens=batch_tokens,
+            shard=i,
+            progress=False,
+            config_hash="test",
+        )
+        extract_shard(shard, tmp / f"partial{i}.parquet", settings)
+        partials.append(tmp / f"partial{i}.parquet")
+    merge_partials(partials, tmp / "stats.parquet", tmp / "tokens.parquet")
+    return pd.read_parquet(tmp / "tokens.parquet"), layers_table(tmp / "stats.parquet", 1, 5), tmp / "stats.parquet"
