@@ -127,22 +127,29 @@ def reference_loop(model_dir: str, shard: str, out: str, device: str) -> dict:
                 output_hidden_states=True,
             )
             for layer, states in enumerate(output.hidden_states):
-                table, states = running[layer], states.float().cpu().numpy()  # (B, T, d)
+                states = states.float().cpu().numpy()  # (B, T, d)
                 for sequence, row in zip(states, rows):
                     first = offsets[row]
-                    for token, x in zip(strings[first : first + lengths[row]], sequence):
-                        squared_norm = np.linalg.norm(x) ** 2
-                        if token in table:
-                            k, u, q, _, _ = table[token]
-                            u = k * u / (k + 1) + x / (k + 1)
-                            q = k * q / (k + 1) + squared_norm / (k + 1)
-                            m = np.linalg.norm(u) ** 2
-                            table[token] = (k + 1, u, q, m, q - m)
-                        else:
-                            table[token] = (1, x, squared_norm, squared_norm, 0.0)
+                    running_mean_update(running[layer], strings[first : first + lengths[row]], sequence)
     seconds = time.perf_counter() - start
     pd.DataFrame(
         [(layer, token, k, q, m, v) for layer, table in enumerate(running) for token, (k, _, q, m, v) in table.items()],
         columns=["layer", "token", "n", "Q", "M", "V"],
     ).to_parquet(out)
     return {"seconds": seconds, "tokens": len(job.encoded.ids), **peaks(job.device.type)}
+
+
+def running_mean_update(table: dict, tokens: list[str], states: np.ndarray) -> None:
+    """The reference's inner loop over one sentence's tokens at one layer: for each token string and its state
+    x, the running mean u ← (k·u + x)/(k + 1) and q ← (k·q + ‖x‖²)/(k + 1), with M = ‖u‖² and V = q − M,
+    in ``table`` (token → (k, u, q, M, V)). Padding positions beyond ``tokens`` are not visited."""
+    for token, x in zip(tokens, states):
+        squared_norm = np.linalg.norm(x) ** 2
+        if token in table:
+            k, u, q, _, _ = table[token]
+            u = k * u / (k + 1) + x / (k + 1)
+            q = k * q / (k + 1) + squared_norm / (k + 1)
+            m = np.linalg.norm(u) ** 2
+            table[token] = (k + 1, u, q, m, q - m)
+        else:
+            table[token] = (1, x, squared_norm, squared_norm, 0.0)

@@ -11,9 +11,12 @@ distinct types in the shard, width d and a batch of N real tokens:
            + 8 · U · L · d                    Σ x/‖x‖       (cosine)
            + 8 · L · d²                       Σxxᵀ          (covariance)
            + 4 · L · k · d                    sampled points (float32)
-    batch:   N · L · d · 8 + N · d · 4        float64 rows of all layers, one layer's fp32 gather
-           + N · L · d · 8                    unit rows     (cosine)
+    batch:   N · d · 8 + N · d · 4            one layer's float64 rows and its fp32 gather
+           + N · d · 8                        one layer's unit rows        (cosine)
            + 4 · d · ⌈d/4⌉                    a block row of one layer's fp32 Gram matrix (covariance)
+
+Layers are added one at a time into buffers reused from batch to batch: on a CPU,
+fresh (L·N, d) float64 buffers cost more in page faults than the sums themselves.
 
 plus the model and its activations for the padded batch. The batch term is
 bounded by the token budget. The state is bounded by a cap: when all L layers do
@@ -56,9 +59,8 @@ def state_bytes(n_layers: int, n_types: int, d: int, options: GeometryOptions = 
 
 
 def batch_bytes(n_layers: int, n_tokens: int, d: int, options: GeometryOptions = NO_GEOMETRY) -> int:
-    return n_tokens * d * (8 * n_layers * (2 if options.cosine else 1) + 4) + (
-        4 * d * gram_block(d) if options.covariance else 0
-    )
+    """Device memory for one batch's rows beyond the state, whatever the number of layers (one at a time)."""
+    return n_tokens * d * (8 * (2 if options.cosine else 1) + 4) + (4 * d * gram_block(d) if options.covariance else 0)
 
 
 def gram_block(d: int) -> int:
@@ -85,8 +87,8 @@ def layer_groups(
 class EmbeddingSums:
     """All sums of one pass over a shard, for the hidden states ``layers`` (i-th of them: row block i).
 
-    Gathers each batch's real-token rows of those layers once, as float64, into a
-    reused (L·N, d) buffer, and adds them to every part. Nothing here synchronises
+    Gathers each batch's real-token rows of one layer at a time, as float64, into a
+    reused (N, d) buffer, and adds them to every part. Nothing here synchronises
     with the host. ``n_hidden`` is the model's number of hidden states;
     ``sample_tokens`` the shard token indices of the sampled points (slot order).
     """
@@ -106,7 +108,8 @@ class EmbeddingSums:
         self.types = TypeSums(n_layers, n_types, d, device, options.cosine)
         self.moments = SecondMoments(n_layers, d, device) if options.covariance else None
         self.sample = PointSample(n_layers, d, device, sample_tokens) if sample_tokens is not None else None
-        self._buffer: torch.Tensor | None = None  # float64 rows of a batch, grown to the largest batch
+        self._gather: torch.Tensor | None = None  # one layer's rows of a batch as the forward gives them
+        self._buffer: torch.Tensor | None = None  # the same rows as float64; both grown to the largest batch
 
     def accumulate(
         self,
@@ -124,23 +127,26 @@ class EmbeddingSums:
         assert len(hidden_states) == self.n_hidden, (len(hidden_states), self.n_hidden)
         assert hidden_states[0].shape[-1] == self.d, (hidden_states[0].shape, self.d)
         n = positions.shape[0]
-        rows = self._rows(len(self.layers) * n)  # (L·N, d) float64
-        for i, layer in enumerate(
-            self.layers
-        ):  # into a reused buffer: allocating L·N·d fresh floats costs more than the copy
-            points = hidden_states[layer].reshape(-1, self.d)[positions]  # a fresh (N, d) gather
-            block = rows[i * n : (i + 1) * n]
-            block.copy_(points)
+        points, rows = self._buffers(n, hidden_states[0].dtype)  # (N, d) gather and its float64 copy, reused
+        self.types.count_tokens(type_index)
+        hits = self.sample.hits(tokens) if self.sample is not None else None
+        for i, layer in enumerate(self.layers):
+            torch.index_select(hidden_states[layer].reshape(-1, self.d), 0, positions, out=points)
+            rows.copy_(points)
             if self.moments is not None:
-                self.moments.add(i, points.float(), block)
-        self.types.add(rows, type_index)
-        if self.sample is not None:
-            self.sample.add(rows.view(len(self.layers), n, self.d), tokens)
+                self.moments.add(i, points.float(), rows)  # centred in place: the gather is not read again
+            self.types.add(i, rows, type_index)
+            if hits is not None:
+                self.sample.add(i, rows, *hits)
 
-    def _rows(self, size: int) -> torch.Tensor:
-        if self._buffer is None or self._buffer.shape[0] < size:
-            self._buffer = torch.empty(size, self.d, dtype=torch.float64, device=self.types.sum.device)
-        return self._buffer[:size]
+    def _buffers(self, size: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """Views of ``size`` rows of the reused gather buffer (forward dtype) and float64 buffer, grown as needed:
+        allocating fresh rows for every layer of every batch costs more (page faults on a CPU) than the copies."""
+        if self._buffer is None or self._buffer.shape[0] < size or self._gather.dtype != dtype:
+            device = self.types.sum.device
+            self._gather = torch.empty(size, self.d, dtype=dtype, device=device)
+            self._buffer = torch.empty(size, self.d, dtype=torch.float64, device=device)
+        return self._gather[:size], self._buffer[:size]
 
     def all_finite(self) -> bool:
         """One host sync: whether every sum is finite (fp16 overflow gives inf/nan)."""
@@ -150,8 +156,8 @@ class EmbeddingSums:
 class TypeSums:
     """n_t, Σx, Σ‖x‖² and (with ``cosine``) Σ x/‖x‖ per (layer i, type t), at flat row i · U + t.
 
-    The layer-major flat index lets one ``index_add_`` cover all the layers of a
-    batch. A zero vector (never seen in practice) adds 0 to Σ x/‖x‖.
+    Each layer's rows are added with one ``index_add_`` into that layer's block of
+    rows, in token order. A zero vector (never seen in practice) adds 0 to Σ x/‖x‖.
     """
 
     def __init__(self, n_layers: int, n_types: int, d: int, device: torch.device, cosine: bool = False):
@@ -160,18 +166,24 @@ class TypeSums:
         self.sum = torch.zeros(n_layers * n_types, d, dtype=torch.float64, device=device)  # (L·U, d)
         self.sum_sq = torch.zeros(n_layers * n_types, dtype=torch.float64, device=device)  # (L·U,)
         self.sum_unit = torch.zeros(n_layers * n_types, d, dtype=torch.float64, device=device) if cosine else None
-        self._layer_offset = torch.arange(n_layers, device=device)[:, None] * n_types  # (L, 1)
+        self._unit: torch.Tensor | None = None  # reused (N, d) buffer for x/‖x‖
 
-    def add(self, rows: torch.Tensor, type_index: torch.Tensor) -> None:
-        """``rows``: (L·N, d) float64, layer-major; ``type_index``: (N,)."""
-        flat = (self._layer_offset + type_index[None, :]).reshape(-1)  # (L·N,)
-        sq_norm = torch.einsum("nd,nd->n", rows, rows)
-        self.sum.index_add_(0, flat, rows)
-        self.sum_sq.index_add_(0, flat, sq_norm)
+    def count_tokens(self, type_index: torch.Tensor) -> None:
+        """Add one batch's occurrences to n_t (once per batch, whatever the number of layers)."""
         self.count.index_add_(0, type_index, torch.ones_like(type_index))
+
+    def add(self, layer: int, rows: torch.Tensor, type_index: torch.Tensor) -> None:
+        """``rows``: (N, d) float64 of row block ``layer``; ``type_index``: (N,)."""
+        block = slice(layer * self.n_types, (layer + 1) * self.n_types)
+        sq_norm = torch.einsum("nd,nd->n", rows, rows)
+        self.sum[block].index_add_(0, type_index, rows)
+        self.sum_sq[block].index_add_(0, type_index, sq_norm)
         if self.sum_unit is not None:
             inverse_norm = torch.where(sq_norm > 0, sq_norm.rsqrt(), 0.0)
-            self.sum_unit.index_add_(0, flat, rows * inverse_norm[:, None])
+            if self._unit is None or self._unit.shape[0] < rows.shape[0]:
+                self._unit = torch.empty_like(rows)
+            unit = torch.mul(rows, inverse_norm[:, None], out=self._unit[: rows.shape[0]])
+            self.sum_unit[block].index_add_(0, type_index, unit)
 
     def all_finite(self) -> bool:
         return bool(torch.isfinite(self.sum_sq).all() and torch.isfinite(self.sum).all())
@@ -247,14 +259,18 @@ class PointSample:
         self._sorted = np.asarray(sample_tokens)[self._order]
         self._pin = device.type == "cuda"
 
-    def add(self, rows: torch.Tensor, tokens: np.ndarray) -> None:
-        """``rows``: (L, N, d) float64 of the batch's tokens ``tokens`` (N,)."""
+    def hits(self, tokens: np.ndarray) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """``(slots, index)`` on the device: the sample slots of the batch's sampled tokens and their rows in the
+        batch, from the batch's shard token indices ``tokens`` (N,); None when the batch has none."""
         where = np.searchsorted(self._sorted, tokens).clip(max=max(len(self._sorted) - 1, 0))
         hit = np.flatnonzero(self._sorted[where] == tokens) if len(self._sorted) else np.zeros(0, np.int64)
         if len(hit) == 0:
-            return
-        slots, index = (self._to_device(a) for a in (self._order[where[hit]], hit))
-        self.points.index_copy_(1, slots, rows.index_select(1, index).to(torch.float32))
+            return None
+        return self._to_device(self._order[where[hit]]), self._to_device(hit)
+
+    def add(self, layer: int, rows: torch.Tensor, slots: torch.Tensor, index: torch.Tensor) -> None:
+        """Copy the ``index`` rows of ``rows`` (N, d) float64, row block ``layer``, into sample ``slots``."""
+        self.points[layer].index_copy_(0, slots, rows.index_select(0, index).to(torch.float32))
 
     def _to_device(self, array: np.ndarray) -> torch.Tensor:
         tensor = torch.from_numpy(np.ascontiguousarray(array, dtype=np.int64))

@@ -1,0 +1,247 @@
+"""The statistics kernel alone: from hidden states already in memory to the per-type Q, M, V of every layer.
+
+    python bench/kernel.py                     # 200,000 tokens × 13 layers × 768 (8 GB of float32 states)
+    python bench/kernel.py --quick             # 20,000 tokens, one round: a smoke run
+    python bench/kernel.py --device cuda       # the same on a GPU
+
+On a CPU the forward pass dominates a whole job, so job timings cannot show the statistics' own cost.
+Here every approach starts from the same hidden states (a deterministic function of the seed, built
+before the clock starts, in a fresh process each):
+
+    (i)   ctxvar      EmbeddingSums.accumulate over token-budget batches (float64 scatter-add on the
+                      device), then finalize per layer: what an extraction job runs after each forward
+    (ii)  reference   the reference code's loop (Yamagiwa & Shimodaira, save_token_stats.py, as
+                      bench/steps.py re-implements it): per layer, sentence and token, a running mean
+                      in a dict keyed by the token string
+    (iii) groupby     what a user might write with pandas: per layer, DataFrame(x).groupby(type).mean()
+                      and the mean of ‖x‖² per type, in float64
+
+A round runs (i), (ii) and (iii) one after the other, so each ratio comes from one round, side by side;
+the report gives the median of the rounds and their range. All three must agree on Q, M and V.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import multiprocessing
+import platform
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ctxvar.extraction.accumulator import EmbeddingSums
+from ctxvar.extraction.batching import BATCH_TOKENS
+from ctxvar.stats.finalize import finalize
+
+SHAPES = {
+    "paper": {"tokens": 200_000, "layers": 13, "d": 768, "vocabulary": 30_000, "rounds": 3},
+    "quick": {"tokens": 20_000, "layers": 13, "d": 768, "vocabulary": 30_000, "rounds": 1},
+}
+ZIPF_EXPONENT = 1.1
+MEAN_SENTENCE_TOKENS = 24
+APPROACHES = ("(i) ctxvar", "(ii) reference loop", "(iii) pandas groupby")
+
+
+def hidden_states(tokens: int, layers: int, d: int, vocabulary: int, seed: int = 0):
+    """``(X, type_index, lengths)``: X (layers, tokens, d) float32 with a per-type mean plus noise, the type of
+    each token drawn from a Zipf law over ``vocabulary``, and sentence lengths (log-normal) that cover them."""
+    rng = np.random.default_rng(seed)
+    ranks = np.arange(1, vocabulary + 1, dtype=np.float64) ** -ZIPF_EXPONENT
+    drawn = rng.choice(vocabulary, size=tokens, p=ranks / ranks.sum())
+    used, type_index = np.unique(drawn, return_inverse=True)
+    lengths = np.clip(rng.lognormal(np.log(MEAN_SENTENCE_TOKENS), 0.5, tokens // 4).astype(np.int64), 3, 512)
+    lengths = lengths[: np.searchsorted(np.cumsum(lengths), tokens) + 1]
+    lengths[-1] -= lengths.sum() - tokens
+    generator = torch.Generator().manual_seed(seed)
+    X = torch.empty(layers, tokens, d)
+    index = torch.from_numpy(type_index)
+    for layer in range(layers):
+        means = torch.randn(len(used), d, generator=generator) * 2
+        X[layer] = means[index] + torch.randn(tokens, d, generator=generator)
+    return X, type_index, lengths[lengths > 0]
+
+
+def ctxvar_kernel(X: torch.Tensor, type_index: np.ndarray, lengths: np.ndarray, device: str) -> pd.DataFrame:
+    """(i) Batches of whole sentences up to BATCH_TOKENS tokens, as extraction forms them, each added to the
+    float64 sums on the device; then per-layer finalize."""
+    n_layers, _, d = X.shape
+    n_types = int(type_index.max()) + 1
+    sums = EmbeddingSums(range(n_layers), n_layers, n_types, d, torch.device(device))
+    types = torch.from_numpy(type_index).to(device)
+    ends = np.cumsum(lengths)
+    start = 0
+    while start < X.shape[1]:
+        stop = int(ends[np.searchsorted(ends, start + BATCH_TOKENS, side="right") - 1])
+        stop = stop if stop > start else int(ends[np.searchsorted(ends, start, side="right")])
+        batch = X[:, start:stop].to(device, non_blocking=True)  # what the forward pass leaves on the device
+        sums.accumulate(
+            [batch[layer][None] for layer in range(n_layers)],
+            torch.arange(stop - start, device=device),
+            types[start:stop],
+        )
+        start = stop
+    arrays = sums.types.to_numpy()
+    return pd.concat(
+        [
+            frame(layer, *finalize(arrays["count"], arrays["sum"][layer], arrays["sum_sq"][layer])[1:], arrays["count"])
+            for layer in range(n_layers)
+        ]
+    )
+
+
+def reference_kernel(X: torch.Tensor, type_index: np.ndarray, lengths: np.ndarray, device: str) -> pd.DataFrame:
+    """(ii) The reference loop over the same states, moved to the host layer by layer as the reference does."""
+    from steps import running_mean_update
+
+    strings = np.array([f"t{i}" for i in range(int(type_index.max()) + 1)], dtype=object)[type_index].tolist()
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    rows = []
+    for layer in range(X.shape[0]):
+        table, states = {}, X[layer].to(device).float().cpu().numpy()
+        for first, length in zip(offsets, lengths):
+            running_mean_update(table, strings[first : first + length], states[first : first + length])
+        rows += [(layer, int(token[1:]), k, q, m, v) for token, (k, _, q, m, v) in table.items()]
+    return pd.DataFrame(rows, columns=["layer", "type", "n", "Q", "M", "V"]).sort_values(["layer", "type"])
+
+
+def groupby_kernel(X: torch.Tensor, type_index: np.ndarray, lengths: np.ndarray, device: str) -> pd.DataFrame:
+    """(iii) pandas: the per-type mean vector and mean squared norm of each layer, in float64."""
+    frames = []
+    for layer in range(X.shape[0]):
+        x = X[layer].numpy().astype(np.float64)
+        grouped = pd.DataFrame(x).groupby(type_index)
+        means = grouped.mean().to_numpy()
+        q = pd.Series(np.einsum("nd,nd->n", x, x)).groupby(type_index).mean().to_numpy()
+        m = np.einsum("ud,ud->u", means, means)
+        frames.append(frame(layer, q, m, q - m, grouped.size().to_numpy()))
+    return pd.concat(frames)
+
+
+def frame(layer: int, q, m, v, count) -> pd.DataFrame:
+    return pd.DataFrame({"layer": layer, "type": np.arange(len(q)), "n": count, "Q": q, "M": m, "V": v})
+
+
+KERNELS = dict(zip(APPROACHES, (ctxvar_kernel, reference_kernel, groupby_kernel)))
+
+
+def timed(approach: str, shape: dict, device: str, out: str) -> dict:
+    """One approach in this (fresh) process: build the states, then time the kernel alone."""
+    torch.set_num_threads(torch.get_num_threads())
+    X, type_index, lengths = hidden_states(shape["tokens"], shape["layers"], shape["d"], shape["vocabulary"])
+    if device == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    result = KERNELS[approach](X, type_index, lengths, device)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    result.to_parquet(out)
+    return {
+        "approach": approach,
+        "seconds": seconds,
+        "tokens": shape["tokens"],
+        "types": int(type_index.max()) + 1,
+        "tokens_per_s": shape["tokens"] / seconds,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def in_fresh_process(function, *args) -> dict:
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        return pool.submit(function, *args).result()
+
+
+def agreement(folder: Path) -> dict:
+    """The largest |difference| of Q, M and V from (i), over Q, for (ii) and (iii); counts must be equal."""
+    ours = pd.read_parquet(folder / "0.parquet").set_index(["layer", "type"])
+    out = {}
+    for index, approach in enumerate(APPROACHES[1:], start=1):
+        other = pd.read_parquet(folder / f"{index}.parquet").set_index(["layer", "type"]).loc[ours.index]
+        if not (other["n"].to_numpy() == ours["n"].to_numpy()).all():
+            raise RuntimeError(f"{approach} counted different tokens than (i)")
+        for column in ("Q", "M", "V"):
+            error = np.abs(other[column].to_numpy() - ours[column].to_numpy()) / ours["Q"].to_numpy()
+            out[f"{approach} {column}"] = float(error.max())
+    return out
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="20,000 tokens, one round")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--rounds", type=int, help="rounds of (i), (ii), (iii) (default 3; --quick 1)")
+    parser.add_argument("--out", default="bench/results", help="folder for kernel.md and kernel.csv")
+    args = parser.parse_args(argv)
+    shape = dict(SHAPES["quick" if args.quick else "paper"])
+    rounds = args.rounds or shape.pop("rounds")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for round_ in range(rounds):
+        for index, approach in enumerate(APPROACHES):
+            run = in_fresh_process(timed, approach, shape, args.device, str(out / f".kernel-{index}.parquet"))
+            runs.append({"round": round_, **run})
+            print(f"round {round_}: {approach}: {run['seconds']:.2f} s", flush=True)
+    errors = agreement_of(out)
+    table = pd.DataFrame(runs)
+    per_round = table.pivot(index="round", columns="approach", values="seconds")
+    ratios = pd.DataFrame({f"{other} / (i)": per_round[other] / per_round[APPROACHES[0]] for other in APPROACHES[1:]})
+    table.to_csv(out / "kernel.csv", index=False)
+    (out / "kernel.md").write_text(report(table, ratios, errors, shape, args))
+    print((out / "kernel.md").read_text())
+
+
+def agreement_of(out: Path) -> dict:
+    folder = out / ".kernel"
+    folder.mkdir(exist_ok=True)
+    for index in range(len(APPROACHES)):
+        (out / f".kernel-{index}.parquet").replace(folder / f"{index}.parquet")
+    return agreement(folder)
+
+
+def report(table: pd.DataFrame, ratios: pd.DataFrame, errors: dict, shape: dict, args) -> str:
+    summary = table.groupby("approach", sort=False).agg(
+        tokens=("tokens", "first"),
+        types=("types", "first"),
+        median_seconds=("seconds", "median"),
+        min_seconds=("seconds", "min"),
+        max_seconds=("seconds", "max"),
+        median_tokens_per_s=("tokens_per_s", "median"),
+        peak_rss_mb=("peak_rss_mb", "max"),
+    )
+    ratio = ratios.agg(["median", "min", "max"]).T
+    device = args.device + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else "")
+    flags = (" --quick" if args.quick else "") + (" --device cuda" if args.device == "cuda" else "")
+    return "\n".join(
+        [
+            "# The statistics kernel: hidden states in memory → per-type Q, M, V",
+            "",
+            f"`python bench/kernel.py{flags}`: "
+            f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {torch.get_num_threads()} torch threads, "
+            f"torch {torch.__version__}, device {device}; {shape['tokens']:,} tokens × {shape['layers']} layers × "
+            f"d = {shape['d']}, Zipf({ZIPF_EXPONENT}) types over a {shape['vocabulary']:,}-word vocabulary, "
+            f"batches of up to {BATCH_TOKENS:,} tokens; {len(ratios)} round(s), each approach in a fresh process.",
+            "",
+            summary.reset_index().to_markdown(index=False, floatfmt=".3g"),
+            "",
+            "Ratios of seconds within each round (median, min, max over the rounds):",
+            "",
+            ratio.reset_index(names="ratio").to_markdown(index=False, floatfmt=".3g"),
+            "",
+            "Largest |difference| from (i), over Q, per (layer, type): "
+            + ", ".join(f"{name} {value:.1e}" for name, value in errors.items())
+            + ". (ii) keeps float32 running means, as the reference does.",
+            "",
+        ]
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
