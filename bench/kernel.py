@@ -16,14 +16,18 @@ before the clock starts, in a fresh process each):
     (iii) groupby     what a user might write with pandas: per layer, DataFrame(x).groupby(type).mean()
                       and the mean of ‖x‖² per type, in float64
 
-A round runs (i), (ii) and (iii) one after the other, so each ratio comes from one round, side by side;
-the report gives the median of the rounds and their range. All three must agree on Q, M and V.
+    (i)+g ctxvar with the workflow's default geometry sums as well (Σxxᵀ, Σ x/‖x‖, a 4,096-point sample):
+                      the geometry's own cost per token, apart from the forward pass and file writing
+
+A round runs (i), (ii), (iii) and (i)+g one after the other, so each ratio comes from one round, side by
+side; the report gives the median of the rounds and their range. All must agree on Q, M and V.
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import functools
 import multiprocessing
 import platform
 import resource
@@ -35,7 +39,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ctxvar.extraction.accumulator import EmbeddingSums
+from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions
 from ctxvar.extraction.batching import BATCH_TOKENS
 from ctxvar.stats.finalize import finalize
 
@@ -45,7 +49,8 @@ SHAPES = {
 }
 ZIPF_EXPONENT = 1.1
 MEAN_SENTENCE_TOKENS = 24
-APPROACHES = ("(i) ctxvar", "(ii) reference loop", "(iii) pandas groupby")
+APPROACHES = ("(i) ctxvar", "(ii) reference loop", "(iii) pandas groupby", "(i)+g ctxvar with geometry")
+DEFAULT_GEOMETRY = GeometryOptions(covariance=True, cosine=True, sample_size=4096)  # config.schema.yaml defaults
 
 
 def hidden_states(tokens: int, layers: int, d: int, vocabulary: int, seed: int = 0):
@@ -67,12 +72,16 @@ def hidden_states(tokens: int, layers: int, d: int, vocabulary: int, seed: int =
     return X, type_index, lengths[lengths > 0]
 
 
-def ctxvar_kernel(X: torch.Tensor, type_index: np.ndarray, lengths: np.ndarray, device: str) -> pd.DataFrame:
+def ctxvar_kernel(
+    X: torch.Tensor, type_index: np.ndarray, lengths: np.ndarray, device: str, geometry: bool = False
+) -> pd.DataFrame:
     """(i) Batches of whole sentences up to BATCH_TOKENS tokens, as extraction forms them, each added to the
-    float64 sums on the device; then per-layer finalize."""
-    n_layers, _, d = X.shape
+    float64 sums on the device; then per-layer finalize. With ``geometry``, the default geometry sums too."""
+    n_layers, n_tokens, d = X.shape
     n_types = int(type_index.max()) + 1
-    sums = EmbeddingSums(range(n_layers), n_layers, n_types, d, torch.device(device))
+    options = DEFAULT_GEOMETRY if geometry else GeometryOptions()
+    sample = np.random.default_rng(0).choice(n_tokens, options.sample_size, replace=False) if geometry else None
+    sums = EmbeddingSums(range(n_layers), n_layers, n_types, d, torch.device(device), options, sample)
     types = torch.from_numpy(type_index).to(device)
     ends = np.cumsum(lengths)
     start = 0
@@ -84,6 +93,7 @@ def ctxvar_kernel(X: torch.Tensor, type_index: np.ndarray, lengths: np.ndarray, 
             [batch[layer][None] for layer in range(n_layers)],
             torch.arange(stop - start, device=device),
             types[start:stop],
+            np.arange(start, stop),
         )
         start = stop
     arrays = sums.types.to_numpy()
@@ -127,7 +137,9 @@ def frame(layer: int, q, m, v, count) -> pd.DataFrame:
     return pd.DataFrame({"layer": layer, "type": np.arange(len(q)), "n": count, "Q": q, "M": m, "V": v})
 
 
-KERNELS = dict(zip(APPROACHES, (ctxvar_kernel, reference_kernel, groupby_kernel)))
+KERNELS = dict(
+    zip(APPROACHES, (ctxvar_kernel, reference_kernel, groupby_kernel, functools.partial(ctxvar_kernel, geometry=True)))
+)
 
 
 def timed(approach: str, shape: dict, device: str, out: str) -> dict:
@@ -158,18 +170,25 @@ def in_fresh_process(function, *args) -> dict:
         return pool.submit(function, *args).result()
 
 
-def agreement(folder: Path) -> dict:
-    """The largest |difference| of Q, M and V from (i), over Q, for (ii) and (iii); counts must be equal."""
-    ours = pd.read_parquet(folder / "0.parquet").set_index(["layer", "type"])
-    out = {}
-    for index, approach in enumerate(APPROACHES[1:], start=1):
-        other = pd.read_parquet(folder / f"{index}.parquet").set_index(["layer", "type"]).loc[ours.index]
+def agreement(out: Path) -> dict[str, dict[str, float]]:
+    """Per approach, the largest |difference| of Q, M and V from (i), over Q, in the last round's results;
+    counts must be equal."""
+    ours = pd.read_parquet(out / ".kernel-0.parquet").set_index(["layer", "type"])
+    errors = {}
+    for index, approach in enumerate(APPROACHES):
+        path = out / f".kernel-{index}.parquet"
+        other = pd.read_parquet(path).set_index(["layer", "type"]).loc[ours.index]
         if not (other["n"].to_numpy() == ours["n"].to_numpy()).all():
             raise RuntimeError(f"{approach} counted different tokens than (i)")
-        for column in ("Q", "M", "V"):
-            error = np.abs(other[column].to_numpy() - ours[column].to_numpy()) / ours["Q"].to_numpy()
-            out[f"{approach} {column}"] = float(error.max())
-    return out
+        errors[approach] = {
+            f"max_diff_over_Q_{column}": float(
+                (np.abs(other[column].to_numpy() - ours[column].to_numpy()) / ours["Q"].to_numpy()).max()
+            )
+            for column in ("Q", "M", "V")
+        }
+    for index in range(len(APPROACHES)):
+        (out / f".kernel-{index}.parquet").unlink()
+    return errors
 
 
 def main(argv=None) -> None:
@@ -189,8 +208,9 @@ def main(argv=None) -> None:
             run = in_fresh_process(timed, approach, shape, args.device, str(out / f".kernel-{index}.parquet"))
             runs.append({"round": round_, **run})
             print(f"round {round_}: {approach}: {run['seconds']:.2f} s", flush=True)
-    errors = agreement_of(out)
+    errors = agreement(out)
     table = pd.DataFrame(runs)
+    table = table.join(pd.DataFrame([errors[approach] for approach in table["approach"]]))
     per_round = table.pivot(index="round", columns="approach", values="seconds")
     ratios = pd.DataFrame({f"{other} / (i)": per_round[other] / per_round[APPROACHES[0]] for other in APPROACHES[1:]})
     table.to_csv(out / "kernel.csv", index=False)
@@ -198,15 +218,7 @@ def main(argv=None) -> None:
     print((out / "kernel.md").read_text())
 
 
-def agreement_of(out: Path) -> dict:
-    folder = out / ".kernel"
-    folder.mkdir(exist_ok=True)
-    for index in range(len(APPROACHES)):
-        (out / f".kernel-{index}.parquet").replace(folder / f"{index}.parquet")
-    return agreement(folder)
-
-
-def report(table: pd.DataFrame, ratios: pd.DataFrame, errors: dict, shape: dict, args) -> str:
+def report(table: pd.DataFrame, ratios: pd.DataFrame, errors: dict[str, dict[str, float]], shape: dict, args) -> str:
     summary = table.groupby("approach", sort=False).agg(
         tokens=("tokens", "first"),
         types=("types", "first"),
@@ -236,7 +248,11 @@ def report(table: pd.DataFrame, ratios: pd.DataFrame, errors: dict, shape: dict,
             ratio.reset_index(names="ratio").to_markdown(index=False, floatfmt=".3g"),
             "",
             "Largest |difference| from (i), over Q, per (layer, type): "
-            + ", ".join(f"{name} {value:.1e}" for name, value in errors.items())
+            + "; ".join(
+                f"{approach}: " + ", ".join(f"{key[-1]} {value:.1e}" for key, value in error.items())
+                for approach, error in errors.items()
+                if approach != APPROACHES[0]
+            )
             + ". (ii) keeps float32 running means, as the reference does.",
             "",
         ]

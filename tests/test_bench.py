@@ -41,3 +41,19 @@ def test_quick_benchmark_reports_every_step(tmp_path):
     precision = results[results["table"] == "precision"]
     assert (precision["Q_median_rel_error"] < 0.05).all()
     assert "GPU rows: not measured" in (tmp_path / "report.md").read_text()
+
+
+def test_quick_kernel_benchmark_compares_three_approaches_that_agree(tmp_path):
+    run = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "kernel.py"), "--quick", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    runs = pd.read_csv(tmp_path / "kernel.csv")
+    assert list(runs["approach"]) == ["(i) ctxvar", "(ii) reference loop", "(iii) pandas groupby"]
+    assert (runs["tokens_per_s"] > 0).all() and (runs["tokens"] == 20_000).all()
+    # all three are real implementations of the same statistics: float32 running means (ii), float64 (iii)
+    assert (runs.loc[1, ["max_diff_over_Q_Q", "max_diff_over_Q_M", "max_diff_over_Q_V"]] < 1e-4).all()
+    assert (runs.loc[2, ["max_diff_over_Q_Q", "max_diff_over_Q_M", "max_diff_over_Q_V"]] < 1e-12).all()
+    assert "(ii) reference loop / (i)" in (tmp_path / "kernel.md").read_text()
