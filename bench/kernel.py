@@ -255,6 +255,7 @@ def report(table: pd.DataFrame, ratios: pd.DataFrame, errors: dict[str, dict[str
             )
             + ". (ii) keeps float32 running means, as the reference does.",
             "",
+            *([] if args.device == "cuda" else ["GPU rows: not measured (no GPU on this machine).", ""]),
         ]
     )
 
