@@ -13,13 +13,16 @@ from workflow_runs import REPO
 pytestmark = pytest.mark.bench
 
 
-def test_quick_benchmark_reports_every_step(tmp_path):
+def run_quick(script: str, out) -> None:
+    """``python bench/<script> --quick --out <out>``, which must succeed."""
     run = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "run.py"), "--quick", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
+        [sys.executable, str(REPO / "bench" / script), "--quick", "--out", str(out)], capture_output=True, text=True
     )
     assert run.returncode == 0, run.stderr[-3000:]
+
+
+def test_quick_benchmark_reports_every_step(tmp_path):
+    run_quick("run.py", tmp_path)
     results = pd.read_csv(tmp_path / "results.csv")
     extraction = results[results["table"] == "extraction"]
     assert set(extraction["step"]) == {
@@ -43,17 +46,18 @@ def test_quick_benchmark_reports_every_step(tmp_path):
     assert "GPU rows: not measured" in (tmp_path / "report.md").read_text()
 
 
-def test_quick_kernel_benchmark_compares_three_approaches_that_agree(tmp_path):
-    run = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "kernel.py"), "--quick", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
+def test_quick_kernel_benchmark_compares_approaches_that_agree(tmp_path):
+    run_quick("kernel.py", tmp_path)
     runs = pd.read_csv(tmp_path / "kernel.csv")
-    assert list(runs["approach"]) == ["(i) ctxvar", "(ii) reference loop", "(iii) pandas groupby"]
+    assert list(runs["approach"]) == [
+        "(i) ctxvar",
+        "(ii) reference loop",
+        "(iii) pandas groupby",
+        "(i)+g ctxvar with geometry",
+    ]
     assert (runs["tokens_per_s"] > 0).all() and (runs["tokens"] == 20_000).all()
     # all three are real implementations of the same statistics: float32 running means (ii), float64 (iii)
     assert (runs.loc[1, ["max_diff_over_Q_Q", "max_diff_over_Q_M", "max_diff_over_Q_V"]] < 1e-4).all()
     assert (runs.loc[2, ["max_diff_over_Q_Q", "max_diff_over_Q_M", "max_diff_over_Q_V"]] < 1e-12).all()
+    assert (runs.loc[3, ["max_diff_over_Q_Q", "max_diff_over_Q_M", "max_diff_over_Q_V"]] == 0).all()
     assert "(ii) reference loop / (i)" in (tmp_path / "kernel.md").read_text()

@@ -155,7 +155,7 @@ def test_python_docs_prose_drops_headings_code_and_grammar():
 def test_python_docs_sentences_split_after_full_stops_but_not_abbreviations():
     from ctxvar.corpus.python_docs import split_sentences
 
-    paragraph = "Use a tuple, e.g. (1, 2), here. It works. Ok. 3 items follow! \"Quoted\" starts one."
+    paragraph = 'Use a tuple, e.g. (1, 2), here. It works. Ok. 3 items follow! "Quoted" starts one.'
     assert split_sentences(paragraph) == [
         "Use a tuple, e.g. (1, 2), here.",
         "3 items follow!",

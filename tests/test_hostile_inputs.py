@@ -350,7 +350,10 @@ def demo_with(**changes) -> dict:
         ({"device": "gpu"}, "device: 'gpu' is not allowed; use one of auto, cuda, cpu"),
         ({"models__0__init": "archive"}, "init: archive and needs 'archive' \\(the .zip\\) and 'sha256'"),
         ({"models__0__sha256": {"model.safetensors": "0" * 64}}, "sets sha256, which only init: archive uses"),
-        ({"models__0__init": "archive", "models__0__archive": "m.zip", "models__0__sha256": {"w": "AB" * 32}}, "sha256"),
+        (
+            {"models__0__init": "archive", "models__0__archive": "m.zip", "models__0__sha256": {"w": "AB" * 32}},
+            "sha256",
+        ),
         ({"models__0__init": "archive", "models__0__archive": "m.zip", "models__0__sha256": {}}, "sha256"),
     ],
 )
@@ -587,4 +590,6 @@ def test_a_damaged_or_missing_archive_is_named(tmp_path, tiny_models, damage, me
     with pytest.raises((IntegrityError, ModelLoadError), match=message) as error:
         unpack_model(entry, tmp_path / "models" / "zipped")
     one_line(error)
-    assert not list(tmp_path.glob("models/*zipped*")), "a failed unpack leaves no model folder, not even a temporary one"
+    assert not list(tmp_path.glob("models/*zipped*")), (
+        "a failed unpack leaves no model folder, not even a temporary one"
+    )

@@ -25,6 +25,7 @@ from ctxvar.io import MANIFEST, verify_manifest
 from ctxvar.models.archive import archive_path, unpack_model
 from ctxvar.stats.finalize import finalize
 from ctxvar.stats.layers import frequency_filter, ols
+
 from oracle import brute_force_embeddings, brute_force_tokens
 from pipeline_runs import run_pipeline
 

@@ -70,7 +70,7 @@ def test_the_readme_notebook_example_runs(demo, monkeypatch):
     matplotlib.use("Agg")
     section = re.search(r"^## Results in a notebook\n(.*?)(?=^## )", (REPO / "README.md").read_text(), re.M | re.S)
     code = re.search(r"```python\n(.*?)```", section.group(1), re.S).group(1)
-    assert len(code.strip().splitlines()) <= 5
+    assert len([line for line in code.splitlines() if line.strip()]) <= 5
     monkeypatch.chdir(demo)
     namespace: dict = {}
     exec(code.replace("results/minilm", "results/demo").replace("all-MiniLM-L6-v2", "tiny-bert"), namespace)
