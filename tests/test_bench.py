@@ -13,16 +13,16 @@ from workflow_runs import REPO
 pytestmark = pytest.mark.bench
 
 
-def run_quick(script: str, out) -> None:
-    """``python bench/<script> --quick --out <out>``, which must succeed."""
+def run_bench(script: str, out, *options: str) -> None:
+    """``python bench/<script> <options> --out <out>``, which must succeed."""
     run = subprocess.run(
-        [sys.executable, str(REPO / "bench" / script), "--quick", "--out", str(out)], capture_output=True, text=True
+        [sys.executable, str(REPO / "bench" / script), *options, "--out", str(out)], capture_output=True, text=True
     )
     assert run.returncode == 0, run.stderr[-3000:]
 
 
 def test_quick_benchmark_reports_every_step(tmp_path):
-    run_quick("run.py", tmp_path)
+    run_bench("run.py", tmp_path, "--quick")
     results = pd.read_csv(tmp_path / "results.csv")
     extraction = results[results["table"] == "extraction"]
     assert set(extraction["step"]) == {
@@ -47,7 +47,7 @@ def test_quick_benchmark_reports_every_step(tmp_path):
 
 
 def test_quick_kernel_benchmark_compares_approaches_that_agree(tmp_path):
-    run_quick("kernel.py", tmp_path)
+    run_bench("kernel.py", tmp_path, "--quick")
     runs = pd.read_csv(tmp_path / "kernel.csv")
     assert list(runs["approach"]) == [
         "(i) ctxvar",
@@ -61,3 +61,12 @@ def test_quick_kernel_benchmark_compares_approaches_that_agree(tmp_path):
     assert (runs.loc[2, ["max_diff_over_Q_Q", "max_diff_over_Q_M", "max_diff_over_Q_V"]] < 1e-12).all()
     assert (runs.loc[3, ["max_diff_over_Q_Q", "max_diff_over_Q_M", "max_diff_over_Q_V"]] == 0).all()
     assert "(ii) reference loop / (i)" in (tmp_path / "kernel.md").read_text()
+
+
+def test_disk_benchmark_measures_the_peak_against_the_merged_sums(tmp_path):
+    run_bench("disk.py", tmp_path, "--shards", "2")
+    disk = pd.read_csv(tmp_path / "disk.csv")
+    assert set(disk["model"]) == {"all-MiniLM-L6-v2", "gaussian-null"}
+    # the partials exist before their merge, so the peak holds more than the merged sums
+    assert (disk["peak_bytes"] > disk["merged_bytes"]).all() and (disk["partials_bytes_at_peak"] > 0).all()
+    assert (disk["stats_bytes_per_type_layer"] > 8 * 384).all()  # Σx alone is d float64 per (type, layer)
