@@ -93,9 +93,9 @@ def layer_groups(
 class EmbeddingSums:
     """All sums of one pass over a shard, for the hidden states ``layers`` (i-th of them: row block i).
 
-    Gathers each batch's real-token rows of one layer at a time, as float64, into a
-    reused (N, d) buffer, and adds them to every part. Nothing here synchronises
-    with the host. ``n_hidden`` is the model's number of hidden states;
+    Gathers each batch's real-token rows one layer at a time into a reused buffer
+    and adds them, as float64, to every part. Nothing here synchronises with the
+    host. ``n_hidden`` is the model's number of hidden states;
     ``sample_tokens`` the shard token indices of the sampled points (slot order).
     """
 
