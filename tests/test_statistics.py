@@ -121,4 +121,4 @@ def test_device_state_is_what_the_memory_model_says():
     assert allocated == state_bytes(3, 300, 16)
     hidden = [torch.randn(4, 10, 16) for _ in range(6)]
     sums.accumulate(hidden, torch.arange(0, 40, 2), torch.randint(0, 300, (20,)))
-    assert sums._buffer.numel() * 8 + 20 * 16 * 4 == batch_bytes(3, 20, 16)
+    assert sums._gather.numel() * 4 + sums.types._rows.numel() * 8 == batch_bytes(3, 20, 16)
