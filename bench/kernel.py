@@ -26,9 +26,7 @@ side; the report gives the median of the rounds and their range. All must agree 
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import functools
-import multiprocessing
 import platform
 import resource
 import sys
@@ -38,6 +36,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from run import in_fresh_process
+from steps import running_mean_update
 
 from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions
 from ctxvar.extraction.batching import BATCH_TOKENS
@@ -75,8 +75,9 @@ def hidden_states(tokens: int, layers: int, d: int, vocabulary: int, seed: int =
 def ctxvar_kernel(
     X: torch.Tensor, type_index: np.ndarray, lengths: np.ndarray, device: str, geometry: bool = False
 ) -> pd.DataFrame:
-    """(i) Batches of whole sentences up to BATCH_TOKENS tokens, as extraction forms them, each added to the
-    float64 sums on the device; then per-layer finalize. With ``geometry``, the default geometry sums too."""
+    """(i) Consecutive whole sentences up to BATCH_TOKENS real tokens per batch (states in memory need no
+    padding, so unlike extraction the sentences are not sorted by length), each batch added to the float64
+    sums on the device; then per-layer finalize. With ``geometry``, the default geometry sums too."""
     n_layers, n_tokens, d = X.shape
     n_types = int(type_index.max()) + 1
     options = DEFAULT_GEOMETRY if geometry else GeometryOptions()
@@ -107,8 +108,6 @@ def ctxvar_kernel(
 
 def reference_kernel(X: torch.Tensor, type_index: np.ndarray, lengths: np.ndarray, device: str) -> pd.DataFrame:
     """(ii) The reference loop over the same states, moved to the host layer by layer as the reference does."""
-    from steps import running_mean_update
-
     strings = np.array([f"t{i}" for i in range(int(type_index.max()) + 1)], dtype=object)[type_index].tolist()
     offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     rows = []
@@ -144,7 +143,6 @@ KERNELS = dict(
 
 def timed(approach: str, shape: dict, device: str, out: str) -> dict:
     """One approach in this (fresh) process: build the states, then time the kernel alone."""
-    torch.set_num_threads(torch.get_num_threads())
     X, type_index, lengths = hidden_states(shape["tokens"], shape["layers"], shape["d"], shape["vocabulary"])
     if device == "cuda":
         torch.cuda.synchronize()
@@ -162,12 +160,6 @@ def timed(approach: str, shape: dict, device: str, out: str) -> dict:
         "tokens_per_s": shape["tokens"] / seconds,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
-
-
-def in_fresh_process(function, *args) -> dict:
-    context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        return pool.submit(function, *args).result()
 
 
 def agreement(out: Path) -> dict[str, dict[str, float]]:
