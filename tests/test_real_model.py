@@ -61,7 +61,7 @@ def minilm(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def texts() -> list[str]:
     """Every sixth sentence of the Python documentation's prose (about 480), and the hard cases."""
-    return python_docs_sentences()[::6] + HARD_SENTENCES
+    return list(python_docs_sentences()[::6]) + HARD_SENTENCES
 
 
 @pytest.fixture(scope="module")

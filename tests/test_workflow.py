@@ -22,7 +22,7 @@ from ctxvar.io import read_metadata
 from ctxvar.stats.layers import COLUMNS
 
 from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
-from workflow_runs import DEMO, REPO, scheduled_jobs, snakemake
+from workflow_runs import DEMO, REPO, scheduled_jobs, snakemake, snakemake_command
 
 pytestmark = pytest.mark.workflow
 
@@ -266,17 +266,7 @@ def test_killed_run_resumes_only_unfinished_jobs_with_bit_identical_results(tmp_
     workdir.mkdir()
     # their outputs do not depend on the others; partials kept, to see which jobs re-run
     config.write_text(yaml.safe_dump({**DEMO, "models": DEMO["models"][:3], "keep_partials": True}))
-    command = [
-        "snakemake",
-        "-s",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--configfile",
-        str(config),
-        "--cores",
-        "2",
-    ]
+    command = snakemake_command(workdir, config)
     process = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     partials = workdir / "results" / "demo" / "partials"
     deadline = time.monotonic() + 600

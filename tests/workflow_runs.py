@@ -29,19 +29,29 @@ def snakemake(
         os.write(handle, yaml.safe_dump(config).encode())
         os.close(handle)
         config = path
-    command = [
+    return subprocess.run(
+        snakemake_command(workdir, config, *args),
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+    )
+
+
+def snakemake_command(workdir: Path, config_path, *args: str) -> list[str]:
+    """The command line that runs the workflow in ``workdir`` with the config file ``config_path`` on 2 cores."""
+    return [
         "snakemake",
         "-s",
         str(REPO / "Snakefile"),
         "--directory",
         str(workdir),
         "--configfile",
-        str(config),
+        str(config_path),
         "--cores",
         "2",
         *args,
     ]  # a later -s in args wins
-    return subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout)
 
 
 def scheduled_jobs(dry_run: subprocess.CompletedProcess) -> dict[str, int]:

@@ -27,7 +27,7 @@ class Results:
     - ``layers``: ``summary/layers.csv``, one row per (model, layer): Q, M, V, V_W, V_B over the filtered
       types, cv_Q, the V-on-M and log-frequency regressions;
     - ``geometry``: ``summary/geometry.csv``, one row per (model, layer): anisotropy, spectrum, cosine,
-      TwoNN (empty when the run had no geometry);
+      TwoNN;
     - ``models``: ``summary/models.csv``, one row per model: name, revision, shape, token counts, hashes;
     - ``provenance``: model → its ``run.json`` (versions, weights and tokenizer SHA-256, config hash);
     - ``metadata``: model → the ctxvar metadata in its ``tokens.parquet`` footer;
@@ -61,12 +61,11 @@ def load_results(folder="results", run: str | None = None) -> Results:
         [read_table(folder / name / "tokens.parquet").to_pandas().assign(model=name) for name in names],
         ignore_index=True,
     )
-    geometry = folder / SUMMARY / "geometry.csv"
     return Results(
         folder=folder,
         tokens=tokens[["model", *tokens.columns.drop("model")]],
         layers=read_csv(folder / SUMMARY / "layers.csv"),
-        geometry=read_csv(geometry) if geometry.exists() else pd.DataFrame(),
+        geometry=read_csv(folder / SUMMARY / "geometry.csv"),
         models=models,
         provenance={name: read_json(folder / name / "run.json") for name in names},
         metadata={name: read_metadata(folder / name / "tokens.parquet") for name in names},

@@ -12,6 +12,7 @@ deterministic for a given Python version, which :func:`provenance` records.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import sys
@@ -31,15 +32,17 @@ ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "cf.", "Mr.", "Dr.", "No.", "app
 MIN_WORDS = 3
 
 
-def python_docs_sentences() -> list[str]:
-    """Every prose sentence of the pydoc topics, in topic order (topics sorted by name)."""
+@functools.cache
+def python_docs_sentences() -> tuple[str, ...]:
+    """Every prose sentence of the pydoc topics, in topic order (topics sorted by name); parsed once per process
+    (sampling and :func:`provenance` both read it)."""
     from pydoc_data.topics import topics
 
     sentences = []
     for name in sorted(topics):
         for paragraph in prose_paragraphs(topics[name]):
             sentences.extend(split_sentences(paragraph))
-    return sentences
+    return tuple(sentences)
 
 
 def prose_paragraphs(text: str) -> list[str]:

@@ -53,7 +53,7 @@ def load_source(corpus: dict):
             {corpus["text_column"]: synthetic_sentences(corpus["synthetic"], corpus["seed"])}
         )
     if source == "python-docs":
-        return datasets.Dataset.from_dict({corpus["text_column"]: python_docs.python_docs_sentences()})
+        return datasets.Dataset.from_dict({corpus["text_column"]: list(python_docs.python_docs_sentences())})
     if source == "hf" and not hub.offline() and not hub.hub_reachable():  # else datasets retries for minutes
         raise CorpusError(
             f"corpus: dataset {corpus['name']!r} cannot be loaded: the Hugging Face Hub cannot be reached; "

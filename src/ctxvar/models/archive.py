@@ -50,8 +50,8 @@ def unpack_model(entry: dict, out_dir) -> None:
         try:
             with zipfile.ZipFile(path) as archive:
                 for member in archive.namelist():
-                    parts = PurePosixPath(member).parts
-                    if PurePosixPath(member).is_absolute() or ".." in parts:
+                    path_in_zip = PurePosixPath(member)
+                    if path_in_zip.is_absolute() or ".." in path_in_zip.parts:
                         raise IntegrityError(f"{path}: member {member!r} would be written outside the model folder")
                 archive.extractall(folder)
         except (zipfile.BadZipFile, EOFError, OSError) as error:
