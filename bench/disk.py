@@ -1,12 +1,16 @@
-"""Peak disk of a whole run against its merged sums, measured: writes disk.md and disk.csv.
+"""Peak disk of a whole run against its merged sums, measured: writes disk.md, disk.csv and disk_models.csv.
 
-    python bench/disk.py                       # config/minilm.yaml with 8 shards: ≈ 3 min on a 2-core CPU
-    python bench/disk.py --shards 4 --config config/demo.yaml
+    python bench/disk.py                       # config/minilm.yaml, 8 shards, both merge modes × 3: ≈ 15 min
+    python bench/disk.py --shards 4 --config config/demo.yaml --repeats 1
 
 Runs the workflow in a temporary folder with partials deleted once merged (``keep_partials: false``, the
-default) and samples the size of its ``results/{run}/`` every 0.5 s (the models the run builds or unpacks
-excluded: they are inputs, not sums). The merged sums are every model's ``stats*.parquet``; the report gives
-the peak against them, and the merged sums per (type, layer), per type and per token, from each ``run.json``.
+default), once with ``incremental_merge: true`` (each shard added to a running merge as it finishes) and
+once with ``false`` (one merge per model once all its shards are done), ``--repeats`` times each, in turn.
+It samples the size of ``results/{run}/`` every 0.2 s (the models the run builds or unpacks excluded: they
+are inputs, not sums), split at the peak into partials, running merges (``partials/*/through/``) and the
+rest. The merged sums are every model's ``stats*.parquet``; the report gives the peak against them (the
+median of the repeats, with its range), and the merged sums per (type, layer), per type and per token,
+from each ``run.json``. Which jobs Snakemake starts first decides the peak, hence the repeats.
 """
 
 from __future__ import annotations
@@ -27,39 +31,45 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 
 
-def folder_bytes(folder: Path, exclude: str = "models") -> int:
-    """Bytes of the files below ``folder``, except below ``folder/exclude``; files vanishing meanwhile are skipped."""
-    total = 0
-    for root, dirs, files in os.walk(folder):
-        if Path(root) == folder and exclude in dirs:
-            dirs.remove(exclude)
+def sizes(run_folder: Path) -> dict[str, int]:
+    """Bytes below ``run_folder`` by kind: ``partial`` sums, ``running`` merges, ``other`` (merged sums, tables,
+    figures, corpus), ``total``; the ``models`` folder is left out, and files vanishing meanwhile are skipped."""
+    found = {"partial": 0, "running": 0, "other": 0}
+    for root, dirs, files in os.walk(run_folder):
+        parts = Path(root).relative_to(run_folder).parts
+        if not parts and "models" in dirs:
+            dirs.remove("models")
+        kind = ("running" if "through" in parts else "partial") if parts[:1] == ("partials",) else "other"
         for name in files:
             try:
-                total += os.stat(os.path.join(root, name)).st_size
+                found[kind] += os.stat(os.path.join(root, name)).st_size
             except FileNotFoundError:
                 pass
-    return total
+    return {**found, "total": sum(found.values())}
 
 
 class PeakSampler(threading.Thread):
-    """Samples ``folder_bytes(run_folder)`` and the partials' bytes every ``interval`` seconds until stopped."""
+    """Samples ``sizes(run_folder)`` every ``interval`` seconds until stopped; keeps the sample of largest total."""
 
-    def __init__(self, run_folder: Path, interval: float = 0.5):
+    def __init__(self, run_folder: Path, interval: float = 0.2):
         super().__init__(daemon=True)
         self.run_folder, self.interval, self.stopped = run_folder, interval, threading.Event()
-        self.peak, self.partials_at_peak = 0, 0
+        self.peak = {"total": 0}
 
     def run(self) -> None:
         while not self.stopped.wait(self.interval):
             if self.run_folder.exists():
-                size = folder_bytes(self.run_folder)
-                if size > self.peak:
-                    self.peak, self.partials_at_peak = size, folder_bytes(self.run_folder / "partials", exclude="")
+                now = sizes(self.run_folder)
+                if now["total"] > self.peak["total"]:
+                    self.peak = now
 
 
-def measure(config_path: Path, shards: int, chunk_sentences: int, workdir: Path) -> dict:
+def measure(config_path: Path, shards: int, chunk_sentences: int, incremental: bool, workdir: Path) -> dict:
+    """One run of the workflow in ``workdir``: its peak, the split of the peak, and the merged sums per model."""
     config = yaml.safe_load(config_path.read_text())
-    config.update(run="disk", shards=shards, chunk_sentences=chunk_sentences, keep_partials=False)
+    config.update(
+        run="disk", shards=shards, chunk_sentences=chunk_sentences, keep_partials=False, incremental_merge=incremental
+    )
     (workdir / "disk.yaml").write_text(yaml.safe_dump(config))
     command = ["snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir / "run"), "--cores", "2"]
     command += ["--configfile", str(workdir / "disk.yaml")]
@@ -94,31 +104,45 @@ def measure(config_path: Path, shards: int, chunk_sentences: int, workdir: Path)
     merged = sum(row["merged_bytes"] for row in rows)
     run = {
         "config": str(config_path.relative_to(REPO) if config_path.is_relative_to(REPO) else config_path),
+        "incremental_merge": incremental,
         "shards": shards,
         "chunk_sentences": chunk_sentences,
         "seconds": seconds,
-        "peak_bytes": sampler.peak,
-        "partials_bytes_at_peak": sampler.partials_at_peak,
-        "final_bytes": folder_bytes(run_folder),
+        "peak_bytes": sampler.peak["total"],
+        "partials_bytes_at_peak": sampler.peak.get("partial", 0),
+        "running_bytes_at_peak": sampler.peak.get("running", 0),
+        "final_bytes": sizes(run_folder)["total"],
         "merged_bytes": merged,
-        "peak_over_merged": sampler.peak / merged,
+        "peak_over_merged": sampler.peak["total"] / merged,
     }
     return {"run": run, "models": rows}
 
 
-def report(result: dict) -> str:
-    run = result["run"]
+def report(runs: pd.DataFrame, models: pd.DataFrame, args) -> str:
+    summary = runs.groupby("incremental_merge", sort=False).agg(
+        runs=("peak_bytes", "size"),
+        median_peak_over_merged=("peak_over_merged", "median"),
+        min_peak_over_merged=("peak_over_merged", "min"),
+        max_peak_over_merged=("peak_over_merged", "max"),
+        median_peak_bytes=("peak_bytes", "median"),
+        merged_bytes=("merged_bytes", "median"),
+        median_seconds=("seconds", "median"),
+    )
     return "\n".join(
         [
             "# Peak disk of a run against its merged sums",
             "",
-            f"`python bench/disk.py --config {run['config']} --shards {run['shards']}`: {time.strftime('%Y-%m-%d')}; "
-            f"chunk_sentences {run['chunk_sentences']}, partials deleted once merged, sizes sampled every 0.5 s "
-            f"(built and unpacked models excluded); the run took {run['seconds']:.0f} s.",
+            f"`python bench/disk.py --config {runs['config'].iloc[0]} --shards {args.shards} --repeats "
+            f"{args.repeats}`: {time.strftime('%Y-%m-%d')}; chunk_sentences {args.chunk_sentences}, partials deleted "
+            "once merged, sizes sampled every 0.2 s (built and unpacked models excluded); the merge modes in turn.",
             "",
-            pd.DataFrame([run]).drop(columns=["config"]).to_markdown(index=False, floatfmt=".3g"),
+            summary.reset_index().to_markdown(index=False, floatfmt=".3g"),
             "",
-            pd.DataFrame(result["models"]).to_markdown(index=False, floatfmt=".4g"),
+            "Every run, with the split of its peak (partials, running merges, the rest):",
+            "",
+            runs.drop(columns=["config"]).to_markdown(index=False, floatfmt=".3g"),
+            "",
+            models.drop_duplicates("model").to_markdown(index=False, floatfmt=".4g"),
             "",
             "Merged sums: each model's stats.parquet (Σx, Σ‖x‖², n and, with geometry.cosine, Σ x/‖x‖ per type and "
             "layer), stats.moments.parquet (Σxxᵀ) and stats.sample.parquet (the TwoNN points).",
@@ -132,14 +156,23 @@ def main(argv=None) -> None:
     parser.add_argument("--config", default=str(REPO / "config" / "minilm.yaml"), type=Path)
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--chunk-sentences", type=int, default=128)
-    parser.add_argument("--out", default="bench/results", help="folder for disk.md and disk.csv")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each merge mode (default 3)")
+    parser.add_argument("--out", default="bench/results", help="folder for disk.md and the CSVs")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="ctxvar-disk-") as tmp:
-        result = measure(args.config.resolve(), args.shards, args.chunk_sentences, Path(tmp))
+    runs, models = [], []
+    for repeat in range(args.repeats):
+        for incremental in (True, False):
+            with tempfile.TemporaryDirectory(prefix="ctxvar-disk-") as tmp:
+                result = measure(args.config.resolve(), args.shards, args.chunk_sentences, incremental, Path(tmp))
+            runs.append({"repeat": repeat, **result["run"]})
+            models += result["models"]
+            print(f"repeat {repeat}, incremental_merge {incremental}: {result['run']['peak_over_merged']:.2f}×")
+    runs, models = pd.DataFrame(runs), pd.DataFrame(models)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame([{**result["run"], **row} for row in result["models"]]).to_csv(out / "disk.csv", index=False)
-    (out / "disk.md").write_text(report(result))
+    runs.to_csv(out / "disk.csv", index=False)
+    models.drop_duplicates("model").to_csv(out / "disk_models.csv", index=False)
+    (out / "disk.md").write_text(report(runs, models, args))
     print((out / "disk.md").read_text())
 
 

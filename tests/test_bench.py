@@ -64,9 +64,12 @@ def test_quick_kernel_benchmark_compares_approaches_that_agree(tmp_path):
 
 
 def test_disk_benchmark_measures_the_peak_against_the_merged_sums(tmp_path):
-    run_bench("disk.py", tmp_path, "--shards", "2")
-    disk = pd.read_csv(tmp_path / "disk.csv")
-    assert set(disk["model"]) == {"all-MiniLM-L6-v2", "gaussian-null"}
+    run_bench("disk.py", tmp_path, "--shards", "3", "--repeats", "1")
+    runs, models = pd.read_csv(tmp_path / "disk.csv"), pd.read_csv(tmp_path / "disk_models.csv")
+    assert set(models["model"]) == {"all-MiniLM-L6-v2", "gaussian-null"}
+    assert list(runs["incremental_merge"]) == [True, False]
     # the partials exist before their merge, so the peak holds more than the merged sums
-    assert (disk["peak_bytes"] > disk["merged_bytes"]).all() and (disk["partials_bytes_at_peak"] > 0).all()
-    assert (disk["stats_bytes_per_type_layer"] > 8 * 384).all()  # Σx alone is d float64 per (type, layer)
+    assert (runs["peak_bytes"] > runs["merged_bytes"]).all() and (runs["partials_bytes_at_peak"] > 0).all()
+    assert runs["merged_bytes"].nunique() == 1  # the same sums either way
+    assert runs.loc[1, "running_bytes_at_peak"] == 0  # no running merge without incremental_merge
+    assert (models["stats_bytes_per_type_layer"] > 8 * 384).all()  # Σx alone is d float64 per (type, layer)

@@ -15,6 +15,7 @@ import pytest
 import skdim
 
 from ctxvar.corpus.shards import write_shards
+from ctxvar.errors import StatisticsError
 from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.extract import ExtractionSettings, extract_shard
 from ctxvar.extraction.position_sample import points, token_keys
@@ -133,6 +134,40 @@ def test_merged_shards_equal_one_shard(one_shard, three_shards):
     pd.testing.assert_frame_equal(one_shard[0], three_shards[0], rtol=1e-9)
     one, three = (pq.read_table(path) for path in (one_shard[1], three_shards[1]))
     assert one.equals(three), "the bottom-k sample depends on the sharding"
+
+
+def merge_all(inputs: dict, out: dict, tokens=None) -> dict:
+    """Merge ``inputs`` {sums, moments, sample: [paths]} into ``out`` {sums, moments, sample: path}, as a job does."""
+    run = merge_partials(inputs["sums"], out["sums"], tokens)
+    merge_moments(inputs["moments"], out["moments"], run)
+    merge_sample_partials(inputs["sample"], out["sample"], run)
+    return run
+
+
+def test_a_running_merge_gives_the_sums_of_one_merge(three_shards, tmp_path):
+    """incremental_merge: shard 1 added to shard 0, then shard 2 to that, gives what one merge of all three gave,
+    byte for byte: the sums, the token table, the moments and the sample, with their metadata."""
+    folder = three_shards[1].parent
+    partials = {name: [folder / f"{name}{i}.parquet" for i in range(3)] for name in ("sums", "moments", "sample")}
+    through = [{name: tmp_path / f"through{k}-{name}.parquet" for name in partials} for k in (1, 2)]
+    merge_all({name: paths[:2] for name, paths in partials.items()}, through[0])
+    previous_and_last = {name: [through[0][name], paths[2]] for name, paths in partials.items()}
+    run = merge_all(previous_and_last, through[1], tmp_path / "tokens.parquet")
+    assert run["shards"] == [0, 1, 2]
+    at_once = {"sums": "stats", "moments": "moments", "sample": "sample"}
+    for name, stem in {**at_once, "tokens": "tokens"}.items():
+        chained = through[1].get(name, tmp_path / "tokens.parquet")
+        assert chained.read_bytes() == (folder / f"{stem}.parquet").read_bytes(), name
+
+
+def test_a_merge_refuses_a_shard_twice_or_files_of_other_shards(three_shards, tmp_path):
+    folder = three_shards[1].parent
+    merge_partials([folder / "sums0.parquet", folder / "sums1.parquet"], tmp_path / "through1.parquet")
+    with pytest.raises(StatisticsError, match="shard numbers repeat"):
+        merge_partials([tmp_path / "through1.parquet", folder / "sums1.parquet"], tmp_path / "s.parquet")
+    run = merge_partials([tmp_path / "through1.parquet", folder / "sums2.parquet"], tmp_path / "s.parquet")
+    with pytest.raises(StatisticsError, match=r"files of shards \[0, 1\] given for sums of shards \[0, 1, 2\]"):
+        merge_moments([folder / "moments0.parquet", folder / "moments1.parquet"], tmp_path / "m.parquet", run)
 
 
 def test_sample_is_the_bottom_k_positions_with_their_embeddings(one_shard, oracle, tiny_models, corpus_texts, arch):

@@ -33,6 +33,7 @@ def test_paper_config_dry_run_fans_out_models_times_shards(tmp_path):
         "sample_corpus": 1,
         "split_corpus": 1,
         "extract_statistics": 48,
+        "merge_next_shard": 6 * 6,  # shards 1..6 of 0..7 added to a running merge; the 7th by merge_statistics
         "merge_statistics": 6,
         "layer_statistics": 6,
         "geometry_statistics": 6,
@@ -146,6 +147,7 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
     assert scheduled_jobs(run) == {
         "build_random_model": 1,
         "extract_statistics": DEMO["shards"],
+        "merge_next_shard": DEMO["shards"] - 2,
         "merge_statistics": 1,
         "layer_statistics": 1,
         "geometry_statistics": 1,
@@ -182,6 +184,7 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
             {
                 "split_corpus": 1,
                 "extract_statistics": 21,
+                "merge_next_shard": 7,
                 "merge_statistics": 7,
                 "layer_statistics": 7,
                 "geometry_statistics": 7,
@@ -214,6 +217,7 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
             {"geometry": {**DEMO["geometry"], "cosine": False}},  # changes what extraction accumulates
             {
                 "extract_statistics": 28,
+                "merge_next_shard": 14,
                 "merge_statistics": 7,
                 "layer_statistics": 7,
                 "geometry_statistics": 7,

@@ -102,7 +102,7 @@ def final_outputs():
 def partial_outputs():
     """An extraction job's files, the sums and the geometry sums config asks for; deleted once merged (temp)
     unless ``keep_partials``."""
-    prefix = results("partials/{model}/{shard}")
+    prefix = partial_prefix("{model}", "{shard}")
     files = {"partial": f"{prefix}.parquet", **geometry_files(prefix)}
     return {name: path if config["keep_partials"] else temp(path) for name, path in files.items()}
 
@@ -225,12 +225,40 @@ def partial_config_hash(wildcards):
     return extraction_config_hash(config, MODELS[wildcards.model])
 
 
-def model_partials(wildcards):
-    prefixes = expand(results("partials/{model}/{shard}"), model=wildcards.model, shard=SHARDS)
+MERGE_PRIORITY = 1  # a merge step before more extraction, so that partials are deleted as soon as they can be
+
+
+def extraction_priority(wildcards):
+    """Shards in order (0 first, priority ≤ 0), so that a running merge takes each partial soon after it lands."""
+    return -int(wildcards.shard)
+
+
+def merge_inputs(wildcards):
+    """The sums files a merge adds, in shard order. With incremental_merge, a step adds shard k's partial to the
+    sums of shards 0..k-1 (shard 0's partial, or the step before), so partials do not pile up on disk; without,
+    the model's merge adds every shard's partial. ``{shard}``: the step's last shard (the model's last, if none)."""
+    last = int(wildcards.get("shard", len(SHARDS) - 1))
+    if config["incremental_merge"]:
+        prefixes = [
+            *([sums_through(wildcards.model, last - 1)] if last > 0 else []),
+            partial_prefix(wildcards.model, last),
+        ]
+    else:
+        prefixes = [partial_prefix(wildcards.model, shard) for shard in range(last + 1)]
     files = {"partials": [f"{prefix}.parquet" for prefix in prefixes]}
     for name in geometry_files(""):
         files[name] = [geometry_files(prefix)[name] for prefix in prefixes]
     return files
+
+
+def partial_prefix(model, shard):
+    """The path prefix of a model × shard's partial sums."""
+    return results(f"partials/{model}/{shard}")
+
+
+def sums_through(model, shard):
+    """The path prefix of the sums of shards 0..``shard``: shard 0's partial, or a step of the running merge."""
+    return partial_prefix(model, 0) if shard == 0 else results(f"partials/{model}/through/{shard}")
 
 
 def geometry_inputs(wildcards):

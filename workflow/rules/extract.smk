@@ -7,6 +7,7 @@ rule extract_statistics:
         logs("partials/{model}/{shard}.log"),
     benchmark:
         benchmarks("partials/{model}/{shard}.tsv")
+    priority: extraction_priority
     conda:
         "../../envs/extract.yaml"
     threads: 1

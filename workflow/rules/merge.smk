@@ -1,6 +1,25 @@
+rule merge_next_shard:  # with incremental_merge: the sums of shards 0..{shard}, deleted once the next step has run
+    input:
+        unpack(merge_inputs),
+    output:
+        **{name: temp(path) for name, path in geometry_files(results("partials/{model}/through/{shard}")).items()},
+        stats=temp(results("partials/{model}/through/{shard}.parquet")),
+    log:
+        logs("partials/{model}/through/{shard}.log"),
+    benchmark:
+        benchmarks("partials/{model}/through/{shard}.tsv")
+    priority: MERGE_PRIORITY
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        config_hash=partial_config_hash,
+    script:
+        "../scripts/merge_statistics.py"
+
+
 rule merge_statistics:
     input:
-        unpack(model_partials),
+        unpack(merge_inputs),
     output:
         **geometry_files(results("{model}/stats")),
         stats=results("{model}/stats.parquet"),
@@ -10,6 +29,7 @@ rule merge_statistics:
         logs("{model}/merge_statistics.log"),
     benchmark:
         benchmarks("{model}/merge_statistics.tsv")
+    priority: MERGE_PRIORITY
     conda:
         "../../envs/analysis.yaml"
     params:

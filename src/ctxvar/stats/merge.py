@@ -1,5 +1,10 @@
 """Merge partial sums across shards, one layer at a time, and finalize per-token statistics.
 
+A merge adds sums files that each cover one shard (a partial) or a run of shards
+(an earlier merge), in the order of their shards. Adding the partials of shards
+0..n-1 at once and adding them one at a time to a running merge (0+1, then +2,
+…) add the same float64 values in the same order, so they give the same sums.
+
 Memory: one layer of the merged sums (U · (d + 2) · 8 bytes, U = distinct types
 over all shards, twice the d term with Σ x/‖x‖) plus one shard's layer at a
 time; it does not grow with the number of shards or layers. Moments add d × d
@@ -8,6 +13,7 @@ per layer; samples hold shards × k points of one layer.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import numpy as np
@@ -48,13 +54,22 @@ TOKENS_SCHEMA = [
 ]
 
 
-def open_partials(paths, config_hash: str | None = None) -> list[SumsFile]:
-    """Open and check partials; return them in shard order (the order sums are added in).
+def shards_of(metadata: dict, path) -> list[int]:
+    """The shards a sums file covers: a partial's ``shard``, or a merge's ``shards``."""
+    if "shards" in metadata:
+        return list(metadata["shards"])
+    if "shard" in metadata:
+        return [metadata["shard"]]
+    raise StatisticsError(f"merge: {path} names no shard in its metadata: it is not a partial or merged sums file")
 
-    With ``config_hash`` (this run's, for this model), every partial must carry it: a
+
+def open_partials(paths, config_hash: str | None = None) -> list[SumsFile]:
+    """Open and check partials (or earlier merges); return them in shard order (the order sums are added in).
+
+    With ``config_hash`` (this run's, for this model), every file must carry it: a
     partial of another run or of an older config is refused even if all partials agree.
     """
-    files = sorted((SumsFile(p) for p in paths), key=lambda f: f.metadata.get("shard", -1))
+    files = sorted((SumsFile(p) for p in paths), key=lambda f: shards_of(f.metadata, f.path))
     if not files:
         raise StatisticsError("merge: no partial files given")
     for part in files:
@@ -68,7 +83,7 @@ def open_partials(paths, config_hash: str | None = None) -> list[SumsFile]:
     reference = files[0]
     for other in files[1:]:
         check_same_run(other.path, other.metadata, reference.path, reference.metadata)
-    shards = [f.metadata.get("shard") for f in files]
+    shards = [shard for f in files for shard in shards_of(f.metadata, f.path)]
     if len(set(shards)) != len(shards):
         raise StatisticsError(f"merge: shard numbers repeat among the partials ({shards})")
     return files
@@ -89,7 +104,7 @@ def merged_metadata(files: list[SumsFile]) -> dict:
     merged = {key: first.get(key) for key in (*MUST_MATCH, "commit", "attn_implementation", "final_norm", "versions")}
     for key in ADDITIVE:
         merged[key] = int(sum(f.metadata.get(key, 0) for f in files))
-    merged["shards"] = [f.metadata.get("shard") for f in files]
+    merged["shards"] = sorted(shard for f in files for shard in shards_of(f.metadata, f.path))
     return merged
 
 
@@ -118,35 +133,38 @@ def token_table(sums: LayerSums) -> pa.Table:
     return pa.table(columns, schema=pa.schema(tokens_schema(sums.sum_unit is not None)))
 
 
-def merge_partials(paths, stats_path, tokens_path, config_hash: str | None = None) -> dict:
-    """Add the partials up (stats_path) and finalize n, Q, M, V per (layer, token) (tokens_path);
-    ``config_hash``: see :func:`open_partials`."""
+def merge_partials(paths, stats_path, tokens_path=None, config_hash: str | None = None) -> dict:
+    """Add the partials up (stats_path) and, with ``tokens_path``, finalize n, Q, M, V per (layer, token) there;
+    ``config_hash``: see :func:`open_partials`. Returns the merged metadata."""
     files = open_partials(paths, config_hash)
     types = np.unique(np.concatenate([f.types() for f in files]))
     metadata = {**merged_metadata(files), "n_types": int(len(types))}
     stats_schema = sums_schema(files[0].d, metadata, files[0].has_unit)
     table_schema = tagged_schema(pa.schema(tokens_schema(files[0].has_unit)), metadata)
-    with LayerWriter(stats_path, stats_schema) as stats, LayerWriter(tokens_path, table_schema) as tokens:
+    with contextlib.ExitStack() as stack:
+        stats = stack.enter_context(LayerWriter(stats_path, stats_schema))
+        tokens = stack.enter_context(LayerWriter(tokens_path, table_schema)) if tokens_path is not None else None
         for layer in range(files[0].n_layers):
             merged = merge_layer(files, layer, types)
             stats.write(merged.to_table(stats_schema))
-            tokens.write(token_table(merged).replace_schema_metadata(table_schema.metadata))
-    log.info("merged %d shards: %d types, %d layers", len(files), len(types), files[0].n_layers)
+            if tokens is not None:
+                tokens.write(token_table(merged).replace_schema_metadata(table_schema.metadata))
+    log.info("merged shards %s: %d types, %d layers", metadata["shards"], len(types), files[0].n_layers)
     return metadata
 
 
 def in_shard_order(paths, metadata: dict) -> list[str]:
-    """``paths`` (moments or sample partials) sorted by shard, each checked to match the sums' run."""
-    by_shard = {}
+    """``paths`` (moments or sample files of partials or earlier merges) sorted by shard, each checked to match the
+    sums' run, together covering the sums' shards once."""
+    by_shards = {}
     for path in map(str, paths):
         own = read_metadata(path)
         check_same_run(path, own, "the sums", metadata)
-        by_shard[own.get("shard")] = path
-    if sorted(by_shard) != sorted(metadata["shards"]):
-        raise StatisticsError(
-            f"merge: files of shards {sorted(by_shard)} given for sums of shards {metadata['shards']}"
-        )
-    return [by_shard[shard] for shard in sorted(by_shard)]
+        by_shards[tuple(shards_of(own, path))] = path
+    covered = sorted(shard for shards in by_shards for shard in shards)
+    if covered != sorted(metadata["shards"]):
+        raise StatisticsError(f"merge: files of shards {covered} given for sums of shards {metadata['shards']}")
+    return [by_shards[shards] for shards in sorted(by_shards)]
 
 
 def merge_moments(paths, out_path, metadata: dict) -> None:
