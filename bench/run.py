@@ -1,7 +1,8 @@
 """Benchmark of the extraction and the merge; writes report.md and results.csv.
 
     python bench/run.py --quick            # a few minutes on a 2-core CPU
-    python bench/run.py                    # CPU: more tokens, bert-base-scale merge (≈ 10 GB of partials on disk)
+    python bench/run.py                    # CPU: 3 rounds on ≈ 30 k tokens, bert-base-scale merge (≈ 25 min)
+    python bench/run.py --large            # CPU: bert-base on a 200 k-token shard, (a) and (b) only (≈ 15 min)
     python bench/run.py --device cuda      # GPU: bert-base, gpt2-medium and a 1.2B-parameter GPT-2
 
 On one machine, over the same token-budget batches of a synthetic Zipf corpus,
@@ -15,8 +16,9 @@ with random-weight models of real sizes (same cost as trained ones):
     (d) merge        merge + layer statistics of synthetic partials as shards, layers, d and types grow
     (e) precision    bf16 forward vs fp32: speed, and the error it puts on Q, M, V and the per-layer statistics
 
-Each step runs in a fresh process, so peak RSS is the step's own (the merge's without torch imported);
-(a), (b) and (c), whose ratios are the targets, are the fastest of two runs outside --quick.
+Each step runs in a fresh process, so peak RSS is the step's own (the merge's without torch imported).
+A round runs every step of a model one after the other, and each ratio comes from one round, side by
+side; the report gives the median over the rounds (3 outside --quick and --large) with the range.
 """
 
 from __future__ import annotations
@@ -52,25 +54,48 @@ ARCHS = {  # random-weight models with the published shapes
     "gpt2-medium": {"arch": "gpt2", "hidden_size": 1024, "num_layers": 24, "num_heads": 16, "intermediate_size": 4096},
     "gpt2-1.2b": {"arch": "gpt2", "hidden_size": 2048, "num_layers": 24, "num_heads": 16, "intermediate_size": 8192},
 }
+EXTRACTION_STEPS = (
+    "(a) forward",
+    "(b) extraction",
+    "(b) extraction + geometry",
+    "(c) reference loop",
+    "(e) extraction bf16",
+    "(e) forward bf16",
+)
 MODES = {
     "quick": {
         "sentences": 120,
         "archs": ["bert-base", "gpt2"],
-        "repeats": 1,
+        "rounds": 1,
         "merge": (3000, 2000, 13, 128, [1, 2, 4, 8]),
     },
     "cpu": {
         "sentences": 1500,
         "archs": ["bert-base", "gpt2"],
-        "repeats": 2,
+        "rounds": 3,
         "merge": (25000, 15000, 13, 768, [1, 2, 4, 8]),
+    },
+    "large": {  # a shard of realistic size for the overhead of the sums against the forward pass
+        "sentences": 12000,
+        "archs": ["bert-base"],
+        "rounds": 1,
+        "steps": EXTRACTION_STEPS[:3],
+        "merge": None,
     },
     "gpu": {
         "sentences": 60000,
         "archs": ["bert-base", "gpt2-medium", "gpt2-1.2b"],
-        "repeats": 2,
+        "rounds": 3,
         "merge": (25000, 15000, 13, 768, [1, 2, 4, 8]),
     },
+}
+RATIOS = {  # ratio column: (numerator step, denominator step), of seconds per token within a round
+    "overhead_b_over_a": {
+        "(b) extraction": "(a) forward",
+        "(b) extraction + geometry": "(a) forward",
+        "(e) extraction bf16": "(e) forward bf16",
+    },
+    "speedup_c_over_b": {"(c) reference loop": "(b) extraction"},
 }
 CORPUS = {"vocab_size": 20000, "zipf_exponent": 1.1, "mean_words": 14}
 
@@ -79,11 +104,6 @@ def in_fresh_process(function, *args, **kwargs) -> dict:
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
         return pool.submit(function, *args, **kwargs).result()
-
-
-def fastest(repeats: int, function, *args) -> dict:
-    """The fastest of ``repeats`` runs, each in a fresh process (a shared machine's noise only slows runs down)."""
-    return min((in_fresh_process(function, *args) for _ in range(repeats)), key=lambda run: run["seconds"])
 
 
 def write_corpus(folder: Path, n_sentences: int, seed: int = 0) -> Path:
@@ -96,37 +116,67 @@ def write_corpus(folder: Path, n_sentences: int, seed: int = 0) -> Path:
     return folder / "shard.parquet"
 
 
-def extraction_rows(name: str, folder: Path, device: str, repeats: int) -> list[dict]:
+def extraction_rows(name: str, folder: Path, device: str, rounds: int, wanted=EXTRACTION_STEPS) -> list[dict]:
+    """Per round, each of the ``wanted`` steps in a fresh process, in turn, with the round's ratios."""
     model_dir = folder / name
     texts = pd.read_parquet(folder / "sentences.parquet")["text"].tolist()
     build_random_model({"id": name, **ARCHS[name], "vocab_size": 8000, "seed": 0}, texts, model_dir)
     model_dir, shard = str(model_dir), str(folder / "shard.parquet")
-    load = fastest(repeats, steps.load_model, model_dir, device)
-    rows = [{"step": "(a) forward", **fastest(repeats, steps.forward, model_dir, shard, device)}]
-    for step, runs, stem, args in [
-        ("(b) extraction", repeats, "fp32", ()),  # only (b)'s ratios are targets: repeated
-        ("(b) extraction + geometry", 1, "geometry", ("float32", True)),
-        ("(e) extraction bf16", 1, "bf16", ("bfloat16",)),
-    ]:
-        b = fastest(runs, steps.extraction, model_dir, shard, str(folder / f"{name}-{stem}.parquet"), device, *args)
-        rows.append(
-            {"step": step, **b, "seconds_less_load": b["seconds"] - load["seconds"], "load_seconds": load["seconds"]}
-        )
-    for stem in ("fp32", "bf16"):  # per-type Q, M, V for the comparisons below
-        merge_partials([folder / f"{name}-{stem}.parquet"], *merged(folder, name, stem))
-    c = fastest(repeats, steps.reference_loop, model_dir, shard, str(folder / f"{name}-reference.parquet"), device)
-    rows.append({"step": "(c) reference loop", **c, **reference_agreement(folder, name)})
-    rows.append({"step": "(e) forward bf16", **in_fresh_process(steps.forward, model_dir, shard, device, "bfloat16")})
-    for row in rows:
-        row.update(model=name, device=device, tokens_per_s=row["tokens"] / row.get("seconds_less_load", row["seconds"]))
-    (a, b, geometry, b16, c, a16), per_token = rows, (lambda row: 1 / row["tokens_per_s"])
-    b["overhead_b_over_a"], geometry["overhead_b_over_a"] = (
-        per_token(b) / per_token(a),
-        per_token(geometry) / per_token(a),
-    )
-    b16["overhead_b_over_a"] = per_token(b16) / per_token(a16)
-    c["speedup_c_over_b"], c["loop_share"] = per_token(c) / per_token(b), 1 - per_token(a) / per_token(c)
+    partial = {stem: str(folder / f"{name}-{stem}.parquet") for stem in ("fp32", "geometry", "bf16", "reference")}
+    calls = {
+        "(a) forward": (steps.forward, model_dir, shard, device),
+        "(b) extraction": (steps.extraction, model_dir, shard, partial["fp32"], device),
+        "(b) extraction + geometry": (steps.extraction, model_dir, shard, partial["geometry"], device, "float32", True),
+        "(c) reference loop": (steps.reference_loop, model_dir, shard, partial["reference"], device),
+        "(e) extraction bf16": (steps.extraction, model_dir, shard, partial["bf16"], device, "bfloat16"),
+        "(e) forward bf16": (steps.forward, model_dir, shard, device, "bfloat16"),
+    }
+    rows = []
+    for round_ in range(rounds):
+        load = in_fresh_process(steps.load_model, model_dir, device)["seconds"]
+        measured = {step: in_fresh_process(*calls[step]) for step in wanted}
+        for step, row in measured.items():
+            if "extraction" in step:  # the job less model loading, which the forward pass does not time
+                row.update(seconds_less_load=row["seconds"] - load, load_seconds=load)
+            row.update(model=name, device=device, round=round_, step=step)
+            row["tokens_per_s"] = row["tokens"] / row.get("seconds_less_load", row["seconds"])
+        for column, pairs in RATIOS.items():
+            for step, base in pairs.items():
+                if step in measured and base in measured:
+                    measured[step][column] = measured[base]["tokens_per_s"] / measured[step]["tokens_per_s"]
+        if "(c) reference loop" in measured:
+            measured["(c) reference loop"]["loop_share"] = 1 - (
+                measured["(c) reference loop"]["tokens_per_s"] / measured["(a) forward"]["tokens_per_s"]
+            )
+        rows += measured.values()
+    for stem in ("fp32", "bf16"):  # per-type Q, M, V of the last round, for the comparisons below
+        if Path(partial[stem]).exists():
+            merge_partials([partial[stem]], *merged(folder, name, stem))
+    if "(c) reference loop" in measured:
+        measured["(c) reference loop"].update(reference_agreement(folder, name))
     return rows
+
+
+def summary(extraction: pd.DataFrame) -> pd.DataFrame:
+    """Per model and step: the median over the rounds of seconds, tokens/s and each ratio, with its range."""
+
+    def spread(values: pd.Series) -> str:
+        values = values.dropna()
+        if values.empty:
+            return ""
+        if len(values) == 1:
+            return f"{values.iloc[0]:.3g}"
+        return f"{values.median():.3g} ({values.min():.3g}–{values.max():.3g})"
+
+    columns = ["seconds", "tokens_per_s", *RATIOS, "loop_share"]
+    grouped = extraction.groupby(["model", "step"], sort=False)
+    table = grouped[[c for c in columns if c in extraction]].agg(spread)
+    table.insert(0, "rounds", grouped.size())
+    table.insert(0, "tokens", grouped["tokens"].first())
+    for column in ("padding_fraction", "peak_rss_mb", "peak_gpu_mb"):
+        if column in extraction:
+            table[column] = grouped[column].max()
+    return table.reset_index()
 
 
 def merged(folder: Path, name: str, stem: str) -> tuple[Path, Path]:
@@ -214,53 +264,44 @@ def report(
     extraction: pd.DataFrame, precision: pd.DataFrame, merging: pd.DataFrame, device: str, mode: str, seconds: float
 ) -> str:
     cpu = platform.processor() or platform.machine()
+    flags = {"quick": " --quick", "large": " --large"}.get(mode, "") + (" --device cuda" if device == "cuda" else "")
+    reference = (
+        extraction.dropna(subset=["Q_max_diff_over_Q_reference"])
+        if "Q_max_diff_over_Q_reference" in extraction
+        else extraction.iloc[:0]
+    )
     lines = [
         "# ctxvar benchmark",
         "",
-        f"`python bench/run.py{' --quick' if mode == 'quick' else ''}{' --device cuda' if device == 'cuda' else ''}`: "
+        f"`python bench/run.py{flags}`: "
         f"{time.strftime('%Y-%m-%d')}, {cpu}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, "
         f"device {device}{' (' + torch.cuda.get_device_name() + ')' if device == 'cuda' else ''}; ran {seconds:.0f} s.",
         "",
         "## Extraction: (a) forward, (b) our job less model loading, (c) reference-style loop, (e) bf16",
         "",
-        markdown(
-            extraction[
-                [
-                    c
-                    for c in [
-                        "model",
-                        "step",
-                        "tokens",
-                        "seconds",
-                        "seconds_less_load",
-                        "tokens_per_s",
-                        "overhead_b_over_a",
-                        "speedup_c_over_b",
-                        "loop_share",
-                        "padding_fraction",
-                        "peak_rss_mb",
-                        "peak_gpu_mb",
-                        "Q_max_diff_over_Q_reference",
-                        "V_max_diff_over_Q_reference",
-                    ]
-                    if c in extraction
-                ]
-            ]
-        ),
+        markdown(summary(extraction)),
         "",
-        "(b) + geometry: the workflow's default geometry sums as well (Σxxᵀ, Σ x/‖x‖, the TwoNN sample). "
-        "(e) extraction bf16: overhead against (e) forward bf16. The reference columns: the largest difference "
-        "of Q and of V, over Q, between (c)'s float32 running means and (b)'s float64 sums, types with n ≥ 10.",
-        "",
-        "## Precision: bf16 forward against fp32 (sums float64 in both)",
-        "",
-        markdown(precision),
-        "",
-        "## Merge: (d) merge + layers.csv of synthetic partials",
-        "",
-        markdown(merging),
+        "Each cell: the median over the rounds (min–max). A round runs a model's steps one after the other, each "
+        "in a fresh process, and every ratio is taken within one round: overhead_b_over_a is (b)'s seconds per "
+        "token over (a)'s, (e) extraction's over (e) forward's; speedup_c_over_b is (c)'s over (b)'s; loop_share "
+        "the part of (c) outside the forward pass. (b) + geometry: the workflow's default geometry sums as well "
+        "(Σxxᵀ, Σ x/‖x‖, the TwoNN sample). Every run is in results.csv.",
         "",
     ]
+    if not reference.empty:
+        lines += [
+            "(c)'s float32 running means against (b)'s float64 sums, types with n ≥ 10, largest difference over Q: "
+            + "; ".join(
+                f"{row.model}: Q {row.Q_max_diff_over_Q_reference:.1e}, V {row.V_max_diff_over_Q_reference:.1e}"
+                for row in reference.itertuples()
+            )
+            + ".",
+            "",
+        ]
+    if not precision.empty:
+        lines += ["## Precision: bf16 forward against fp32 (sums float64 in both)", "", markdown(precision), ""]
+    if not merging.empty:
+        lines += ["## Merge: (d) merge + layers.csv of synthetic partials", "", markdown(merging), ""]
     if device != "cuda":
         lines += ["GPU rows: not measured (no GPU on this machine).", ""]
     return "\n".join(lines)
@@ -268,31 +309,38 @@ def report(
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small corpus and merge: a few minutes on a 2-core CPU")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="small corpus and merge, one round: a few minutes")
+    size.add_argument("--large", action="store_true", help="bert-base on a ≥ 200 k-token shard: (a), (b), (b)+geometry")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--models", nargs="+", choices=list(ARCHS), help="architectures to run (default: the mode's)")
+    parser.add_argument("--rounds", type=int, help="rounds of every step (default: the mode's)")
     parser.add_argument("--out", default="bench/results", help="folder for report.md and results.csv")
     args = parser.parse_args(argv)
-    mode = "quick" if args.quick else ("gpu" if args.device == "cuda" else "cpu")
+    mode = "quick" if args.quick else "large" if args.large else "gpu" if args.device == "cuda" else "cpu"
     spec, start = MODES[mode], time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         write_corpus(folder, spec["sentences"])
-        extraction, precision = [], []
+        extraction, precision, merging = [], [], []
         for name in args.models or spec["archs"]:
-            extraction += extraction_rows(name, folder, args.device, spec["repeats"])
-            precision += precision_rows(name, folder)
-        merge_folder = folder / "merge"
-        merge_folder.mkdir()
-        merging = merge_rows(merge_folder, *spec["merge"])
+            wanted = spec.get("steps", EXTRACTION_STEPS)
+            extraction += extraction_rows(name, folder, args.device, args.rounds or spec["rounds"], wanted)
+            if "(e) extraction bf16" in wanted:
+                precision += precision_rows(name, folder)
+        if spec["merge"] is not None:
+            merge_folder = folder / "merge"
+            merge_folder.mkdir()
+            merging = merge_rows(merge_folder, *spec["merge"])
     frames = [pd.DataFrame(rows) for rows in (extraction, precision, merging)]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "report.md").write_text(report(*frames, args.device, mode, time.perf_counter() - start))
+    report_name = "report-large" if mode == "large" else "report"
+    (out / f"{report_name}.md").write_text(report(*frames, args.device, mode, time.perf_counter() - start))
     pd.concat([f.assign(table=name) for f, name in zip(frames, ["extraction", "precision", "merge"])]).to_csv(
-        out / "results.csv", index=False
+        out / ("results-large.csv" if mode == "large" else "results.csv"), index=False
     )
-    print((out / "report.md").read_text())
+    print((out / f"{report_name}.md").read_text())
 
 
 if __name__ == "__main__":

@@ -168,6 +168,8 @@ def test_a_merge_refuses_a_shard_twice_or_files_of_other_shards(three_shards, tm
     run = merge_partials([tmp_path / "through1.parquet", folder / "sums2.parquet"], tmp_path / "s.parquet")
     with pytest.raises(StatisticsError, match=r"files of shards \[0, 1\] given for sums of shards \[0, 1, 2\]"):
         merge_moments([folder / "moments0.parquet", folder / "moments1.parquet"], tmp_path / "m.parquet", run)
+    with pytest.raises(StatisticsError, match="both hold shards"):
+        merge_moments([folder / f"moments{i}.parquet" for i in (0, 1, 2, 2)], tmp_path / "m.parquet", run)
 
 
 def test_sample_is_the_bottom_k_positions_with_their_embeddings(one_shard, oracle, tiny_models, corpus_texts, arch):

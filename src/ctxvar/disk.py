@@ -4,8 +4,11 @@ Sizes are upper bounds, uncompressed. With ``keep_partials: false`` (the
 default) each model's partials are deleted once merged, so the peak is the
 merged files plus the partials of the models in flight: a run that cannot fit
 even one model at a time fails at start; one that cannot fit every partial at
-once gets a warning. For a shard of N tokens and a model with L hidden states of
-width d and a vocabulary of V entries, the shard holds U ≤ min(V, N) types and
+once gets a warning. With ``incremental_merge`` (the default) the partials are
+merged as they land, which only lowers the peak: a running merge of shards
+0..k-1 is no larger than their partials. For a shard of N tokens and a model
+with L hidden states of width d and a vocabulary of V entries, the shard holds
+U ≤ min(V, N) types and
 
     partial sums      U · L · (8 · (d + 2) + 24)     (+ U · L · 8d with geometry.cosine)
     moments           L · 8 · (d² + d + 2)           (geometry.covariance)

@@ -160,7 +160,10 @@ def in_shard_order(paths, metadata: dict) -> list[str]:
     for path in map(str, paths):
         own = read_metadata(path)
         check_same_run(path, own, "the sums", metadata)
-        by_shards[tuple(shards_of(own, path))] = path
+        shards = tuple(shards_of(own, path))
+        if shards in by_shards:
+            raise StatisticsError(f"merge: {path} and {by_shards[shards]} both hold shards {list(shards)}")
+        by_shards[shards] = path
     covered = sorted(shard for shards in by_shards for shard in shards)
     if covered != sorted(metadata["shards"]):
         raise StatisticsError(f"merge: files of shards {covered} given for sums of shards {metadata['shards']}")
