@@ -5,7 +5,14 @@ import pytest
 import torch
 
 from ctxvar.errors import StatisticsError
-from ctxvar.extraction.accumulator import EmbeddingSums, batch_bytes, layer_groups, state_bytes
+from ctxvar.extraction.accumulator import (
+    CPU_CHUNK_ROWS,
+    EmbeddingSums,
+    GeometryOptions,
+    batch_bytes,
+    layer_groups,
+    state_bytes,
+)
 from ctxvar.stats.finalize import clamp_variance, finalize
 from ctxvar.stats.layers import frequency_filter, layer_statistics, ols
 
@@ -113,6 +120,32 @@ def test_layer_groups_keep_the_state_under_the_cap():
 def test_layer_groups_refuse_a_cap_below_one_layer():
     with pytest.raises(StatisticsError, match="raise max_state_mb"):
         layer_groups(33, 128_000, 4096, max_state_bytes=1e9)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [GeometryOptions(), GeometryOptions(covariance=True, cosine=True, sample_size=5)],
+    ids=["chunks gathered one by one", "one gather for the Gram matrix"],
+)
+def test_type_sums_over_many_chunks_are_those_of_the_kept_rows(options):
+    # more real tokens than CPU_CHUNK_ROWS, scattered among padding: every chunk must gather its own positions
+    rng = np.random.default_rng(1)
+    n_hidden, d, n_types = 3, 8, 50
+    hidden = [torch.randn(5, 200, d) for _ in range(n_hidden)]
+    positions = np.sort(rng.choice(1000, size=2 * CPU_CHUNK_ROWS + 77, replace=False))
+    labels = rng.integers(0, n_types, size=len(positions))
+    sample_tokens = np.array([0, 3, 100, 300, len(positions) - 1]) if options.sample_size else None
+    sums = EmbeddingSums(range(1, 3), n_hidden, n_types, d, torch.device("cpu"), options, sample_tokens)
+    sums.accumulate(hidden, torch.from_numpy(positions), torch.from_numpy(labels), np.arange(len(positions)))
+    arrays = sums.types.to_numpy()
+    for i, layer in enumerate((1, 2)):
+        kept = hidden[layer].reshape(-1, d).numpy().astype(np.float64)[positions]
+        count, sum_, sum_sq = sums_of(kept, labels)
+        np.testing.assert_array_equal(arrays["count"], count)
+        np.testing.assert_allclose(arrays["sum"][i], sum_, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(arrays["sum_sq"][i], sum_sq, rtol=1e-12)
+        if options.sample_size:
+            np.testing.assert_array_equal(sums.sample.to_numpy()[i], kept[sample_tokens].astype(np.float32))
 
 
 def test_device_state_is_what_the_memory_model_says():

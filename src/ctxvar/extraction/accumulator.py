@@ -11,7 +11,8 @@ distinct types in the shard, width d and a batch of N real tokens:
            + 8 · U · L · d                    Σ x/‖x‖       (cosine)
            + 8 · L · d²                       Σxxᵀ          (covariance)
            + 4 · L · k · d                    sampled points (float32)
-    batch:   N · d · 4                        one layer's gather (fp32)
+    batch:   N · d · 4                        one layer's gather (forward dtype, ≤ fp32); C · d · 4 without
+                                              covariance, which alone needs a layer's whole batch at once
            + C · d · 8                        a chunk of C of its rows as float64
            + C · d · 8                        their unit rows              (cosine)
            + 4 · d · ⌈d/4⌉                    a block row of one layer's fp32 Gram matrix (covariance)
@@ -19,8 +20,8 @@ distinct types in the shard, width d and a batch of N real tokens:
 Layers are added one at a time, into buffers reused from batch to batch: on a CPU,
 fresh (L·N, d) float64 buffers cost more in page faults than the sums themselves.
 On a CPU the float64 work goes in chunks of C = CPU_CHUNK_ROWS rows, which stay in
-cache between the copy, the norms and the scatter-add (measured 1.7× faster than
-whole batches on a 2-core VM); on a GPU, C = N.
+cache between the gather, the copy, the norms and the scatter-add (measured 1.7×
+faster than whole batches on a 2-core VM); on a GPU, C = N.
 
 plus the model and its activations for the padded batch. The batch term is
 bounded by the token budget. The state is bounded by a cap: when all L layers do
@@ -65,7 +66,8 @@ def state_bytes(n_layers: int, n_types: int, d: int, options: GeometryOptions = 
 
 def batch_bytes(n_layers: int, n_tokens: int, d: int, options: GeometryOptions = NO_GEOMETRY) -> int:
     """Device memory for one batch's rows beyond the state, whatever the number of layers (one at a time); an
-    upper bound on a CPU, where the float64 rows are chunks of CPU_CHUNK_ROWS."""
+    upper bound on a CPU, where the float64 rows (and, without covariance, the gathered rows) are chunks of
+    CPU_CHUNK_ROWS."""
     return n_tokens * d * (8 * (2 if options.cosine else 1) + 4) + (4 * d * gram_block(d) if options.covariance else 0)
 
 
@@ -133,25 +135,28 @@ class EmbeddingSums:
         assert len(hidden_states) == self.n_hidden, (len(hidden_states), self.n_hidden)
         assert hidden_states[0].shape[-1] == self.d, (hidden_states[0].shape, self.d)
         n = positions.shape[0]
-        points = self._gathered(n, hidden_states[0].dtype)
         self.types.count_tokens(type_index)
         hits = self.sample.hits(tokens) if self.sample is not None else None
         step = self._chunk_rows or max(n, 1)
         for i, layer in enumerate(self.layers):
-            torch.index_select(hidden_states[layer].reshape(-1, self.d), 0, positions, out=points)
+            states = hidden_states[layer].reshape(-1, self.d)
+            points = self._gather_rows(states, positions) if self.moments is not None else None
             for start in range(0, n, step):
-                self.types.add(i, points[start : start + step], type_index[start : start + step])
+                chunk = slice(start, start + step)
+                rows = points[chunk] if points is not None else self._gather_rows(states, positions[chunk])
+                self.types.add(i, rows, type_index[chunk])
             if hits is not None:
-                self.sample.add(i, points, *hits)
-            if self.moments is not None:
+                self.sample.add(i, states, positions, *hits)
+            if points is not None:
                 self.moments.add(i, points.float())  # centred in place: the gather is not read again
 
-    def _gathered(self, size: int, dtype: torch.dtype) -> torch.Tensor:
-        """``size`` rows of the reused gather buffer (forward dtype), grown as needed: fresh rows for every layer of
-        every batch cost more (page faults on a CPU) than the copies."""
-        if self._gather is None or self._gather.shape[0] < size or self._gather.dtype != dtype:
-            self._gather = torch.empty(size, self.d, dtype=dtype, device=self.types.sum.device)
-        return self._gather[:size]
+    def _gather_rows(self, states: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Rows ``positions`` of ``states`` (B·T, d), in a reused buffer (forward dtype) grown as needed: fresh rows
+        for every layer of every batch cost more (page faults on a CPU) than the copies."""
+        size = positions.shape[0]
+        if self._gather is None or self._gather.shape[0] < size or self._gather.dtype != states.dtype:
+            self._gather = torch.empty(size, self.d, dtype=states.dtype, device=states.device)
+        return torch.index_select(states, 0, positions, out=self._gather[:size])
 
     def all_finite(self) -> bool:
         """One host sync: whether every sum is finite (fp16 overflow gives inf/nan)."""
@@ -188,7 +193,7 @@ class TypeSums:
         rows = self._rows[:n]
         rows.copy_(points)
         block = slice(layer * self.n_types, (layer + 1) * self.n_types)
-        sq_norm = torch.einsum("nd,nd->n", rows, rows)
+        sq_norm = torch.linalg.vecdot(rows, rows)
         self.sum[block].index_add_(0, type_index, rows)
         self.sum_sq[block].index_add_(0, type_index, sq_norm)
         if self.sum_unit is not None:
@@ -278,9 +283,9 @@ class PointSample:
             return None
         return self._to_device(self._order[where[hit]]), self._to_device(hit)
 
-    def add(self, layer: int, points: torch.Tensor, slots: torch.Tensor, index: torch.Tensor) -> None:
-        """Copy the ``index`` rows of ``points`` (N, d), row block ``layer``, into sample ``slots`` (as fp32)."""
-        self.points[layer].index_copy_(0, slots, points.index_select(0, index).to(torch.float32))
+    def add(self, layer: int, states: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, index: torch.Tensor):
+        """Copy rows ``positions[index]`` of ``states`` (B·T, d), row block ``layer``, into ``slots`` (as fp32)."""
+        self.points[layer].index_copy_(0, slots, states.index_select(0, positions[index]).to(torch.float32))
 
     def _to_device(self, array: np.ndarray) -> torch.Tensor:
         tensor = torch.from_numpy(np.ascontiguousarray(array, dtype=np.int64))
