@@ -19,6 +19,10 @@ before the clock starts, in a fresh process each):
     (i)+g ctxvar with the workflow's default geometry sums as well (Σxxᵀ, Σ x/‖x‖, a 4,096-point sample):
                       the geometry's own cost per token, apart from the forward pass and file writing
 
+For (i) and (i)+g the report splits the seconds into allocating the zeroed sums, adding the batches and
+finalizing, with the system time and page faults of the whole: on a VM, first-touch page faults of the
+1.4 GB of sums are a large and variable part.
+
 A round runs (i), (ii), (iii) and (i)+g one after the other, so each ratio comes from one round, side by
 side; the report gives the median of the rounds and their range. All must agree on Q, M and V.
 """
@@ -49,6 +53,7 @@ SHAPES = {
 }
 ZIPF_EXPONENT = 1.1
 MEAN_SENTENCE_TOKENS = 24
+PHASES = ("allocate", "add", "finalize")  # of (i): EmbeddingSums' zeroed sums, the batches' additions, Q/M/V
 APPROACHES = ("(i) ctxvar", "(ii) reference loop", "(iii) pandas groupby", "(i)+g ctxvar with geometry")
 DEFAULT_GEOMETRY = GeometryOptions(covariance=True, cosine=True, sample_size=4096)  # config.schema.yaml defaults
 
@@ -73,16 +78,24 @@ def hidden_states(tokens: int, layers: int, d: int, vocabulary: int, seed: int =
 
 
 def ctxvar_kernel(
-    X: torch.Tensor, type_index: np.ndarray, lengths: np.ndarray, device: str, geometry: bool = False
+    X: torch.Tensor,
+    type_index: np.ndarray,
+    lengths: np.ndarray,
+    device: str,
+    geometry: bool = False,
+    phases: dict[str, float] | None = None,
 ) -> pd.DataFrame:
     """(i) Consecutive whole sentences up to BATCH_TOKENS real tokens per batch (states in memory need no
     padding, so unlike extraction the sentences are not sorted by length), each batch added to the float64
-    sums on the device; then per-layer finalize. With ``geometry``, the default geometry sums too."""
+    sums on the device; then per-layer finalize. With ``geometry``, the default geometry sums too.
+    ``phases`` receives the seconds of each PHASES entry."""
     n_layers, n_tokens, d = X.shape
     n_types = int(type_index.max()) + 1
     options = DEFAULT_GEOMETRY if geometry else GeometryOptions()
     sample = np.random.default_rng(0).choice(n_tokens, options.sample_size, replace=False) if geometry else None
+    clock = PhaseClock(device, phases)
     sums = EmbeddingSums(range(n_layers), n_layers, n_types, d, torch.device(device), options, sample)
+    clock.lap("allocate")
     types = torch.from_numpy(type_index).to(device)
     ends = np.cumsum(lengths)
     start = 0
@@ -97,13 +110,31 @@ def ctxvar_kernel(
             np.arange(start, stop),
         )
         start = stop
+    clock.lap("add")
     arrays = sums.types.to_numpy()
-    return pd.concat(
+    result = pd.concat(
         [
             frame(layer, *finalize(arrays["count"], arrays["sum"][layer], arrays["sum_sq"][layer])[1:], arrays["count"])
             for layer in range(n_layers)
         ]
     )
+    clock.lap("finalize")
+    return result
+
+
+class PhaseClock:
+    """Seconds between laps (the device synchronised first), written into ``phases`` when given."""
+
+    def __init__(self, device: str, phases: dict[str, float] | None):
+        self.device, self.phases, self.last = device, phases, time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        if self.phases is None:
+            return
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        now = time.perf_counter()
+        self.phases[name], self.last = now - self.last, now
 
 
 def reference_kernel(X: torch.Tensor, type_index: np.ndarray, lengths: np.ndarray, device: str) -> pd.DataFrame:
@@ -146,19 +177,28 @@ def timed(approach: str, shape: dict, device: str, out: str) -> dict:
     X, type_index, lengths = hidden_states(shape["tokens"], shape["layers"], shape["d"], shape["vocabulary"])
     if device == "cuda":
         torch.cuda.synchronize()
+    phases = {}
+    kernel = KERNELS[approach]
+    if approach.startswith("(i)"):
+        kernel = functools.partial(kernel, phases=phases)
+    before = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
-    result = KERNELS[approach](X, type_index, lengths, device)
+    result = kernel(X, type_index, lengths, device)
     if device == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_SELF)
     result.to_parquet(out)
     return {
         "approach": approach,
         "seconds": seconds,
+        **{f"{phase}_seconds": phases.get(phase, np.nan) for phase in PHASES},
+        "system_seconds": after.ru_stime - before.ru_stime,
+        "page_faults": after.ru_minflt - before.ru_minflt,
         "tokens": shape["tokens"],
         "types": int(type_index.max()) + 1,
         "tokens_per_s": shape["tokens"] / seconds,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": after.ru_maxrss / 1024,
     }
 
 
@@ -205,6 +245,10 @@ def main(argv=None) -> None:
     table = table.join(pd.DataFrame([errors[approach] for approach in table["approach"]]))
     per_round = table.pivot(index="round", columns="approach", values="seconds")
     ratios = pd.DataFrame({f"{other} / (i)": per_round[other] / per_round[APPROACHES[0]] for other in APPROACHES[1:]})
+    ours = table[table["approach"] == APPROACHES[0]].set_index("round")
+    ratios[f"{APPROACHES[1]} / (i) once its sums are allocated"] = per_round[APPROACHES[1]] / (
+        ours["add_seconds"] + ours["finalize_seconds"]
+    )
     table.to_csv(out / "kernel.csv", index=False)
     (out / "kernel.md").write_text(report(table, ratios, errors, shape, args))
     print((out / "kernel.md").read_text())
@@ -221,6 +265,11 @@ def report(table: pd.DataFrame, ratios: pd.DataFrame, errors: dict[str, dict[str
         peak_rss_mb=("peak_rss_mb", "max"),
     )
     ratio = ratios.agg(["median", "min", "max"]).T
+    phases = (
+        table[table["approach"].str.startswith("(i)")]
+        .groupby("approach", sort=False)[[f"{phase}_seconds" for phase in PHASES] + ["system_seconds", "page_faults"]]
+        .median()
+    )
     device = args.device + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else "")
     flags = (" --quick" if args.quick else "") + (" --device cuda" if args.device == "cuda" else "")
     return "\n".join(
@@ -238,6 +287,11 @@ def report(table: pd.DataFrame, ratios: pd.DataFrame, errors: dict[str, dict[str
             "Ratios of seconds within each round (median, min, max over the rounds):",
             "",
             ratio.reset_index(names="ratio").to_markdown(index=False, floatfmt=".3g"),
+            "",
+            "Where (i)'s seconds go (medians over the rounds): allocating its zeroed float64 sums, adding the "
+            "batches, finalizing Q, M, V; the kernel's (system) share of the whole and the pages first touched:",
+            "",
+            phases.reset_index().to_markdown(index=False, floatfmt=".3g"),
             "",
             "Largest |difference| from (i), over Q, per (layer, type): "
             + "; ".join(
