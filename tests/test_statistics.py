@@ -10,6 +10,7 @@ from ctxvar.extraction.accumulator import (
     EmbeddingSums,
     GeometryOptions,
     batch_bytes,
+    column_sums,
     layer_groups,
     state_bytes,
 )
@@ -146,6 +147,13 @@ def test_type_sums_over_many_chunks_are_those_of_the_kept_rows(options):
         np.testing.assert_allclose(arrays["sum_sq"][i], sum_sq, rtol=1e-12)
         if options.sample_size:
             np.testing.assert_array_equal(sums.sample.to_numpy()[i], kept[sample_tokens].astype(np.float32))
+
+
+def test_column_sums_over_chunks_are_the_float64_sums():
+    x = (1e4 + np.random.default_rng(2).standard_normal((3 * CPU_CHUNK_ROWS + 5, 7))).astype(np.float32)
+    ours = column_sums(torch.from_numpy(x))
+    assert ours.dtype == torch.float64
+    np.testing.assert_allclose(ours.numpy(), x.astype(np.float64).sum(0), rtol=1e-15)
 
 
 def test_device_state_is_what_the_memory_model_says():

@@ -92,6 +92,17 @@ def layer_groups(
     return [range(start, min(start + per_group, n_layers)) for start in range(0, n_layers, per_group)]
 
 
+def column_sums(points: torch.Tensor) -> torch.Tensor:
+    """Σ over the rows of ``points`` (N, d), as float64 (d,). On a CPU, ``sum(dtype=float64)`` first copies the
+    whole input to float64 (for a 16,384 × 768 batch: 100 MB of fresh pages, 31 ms against 3 ms in chunks)."""
+    if points.device.type != "cpu":
+        return points.sum(0, dtype=torch.float64)
+    total = torch.zeros(points.shape[1], dtype=torch.float64)
+    for start in range(0, points.shape[0], CPU_CHUNK_ROWS):
+        total += points[start : start + CPU_CHUNK_ROWS].sum(0, dtype=torch.float64)
+    return total
+
+
 class EmbeddingSums:
     """All sums of one pass over a shard, for the hidden states ``layers`` (i-th of them: row block i).
 
@@ -240,7 +251,7 @@ class SecondMoments:
         """``points``: (N, d) fp32 rows of the batch for row block ``layer``, centred in place."""
         if points.shape[0] == 0:
             return
-        total = points.sum(0, dtype=torch.float64)
+        total = column_sums(points)
         centre = (total / points.shape[0]).float()
         points.sub_(centre)
         outer = self.outer[layer]
@@ -283,7 +294,9 @@ class PointSample:
             return None
         return self._to_device(self._order[where[hit]]), self._to_device(hit)
 
-    def add(self, layer: int, states: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, index: torch.Tensor):
+    def add(
+        self, layer: int, states: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, index: torch.Tensor
+    ) -> None:
         """Copy rows ``positions[index]`` of ``states`` (B·T, d), row block ``layer``, into ``slots`` (as fp32)."""
         self.points[layer].index_copy_(0, slots, states.index_select(0, positions[index]).to(torch.float32))
 
