@@ -1,7 +1,9 @@
-"""The README's install and test commands are exactly what CI runs."""
+"""The README's install and test commands are exactly what CI runs; it stays short and its links resolve."""
 
 import re
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,3 +34,29 @@ def test_readme_quick_start_installs_the_example_extra_and_runs_the_real_model_c
     for figure in ("fig02_variance_on_mean", "fig04_cv_slope_r2", "fig05_decomposition"):
         assert f"docs/figures/minilm/{figure}.png" in (REPO / "README.md").read_text()
         assert (REPO / "docs" / "figures" / "minilm" / f"{figure}.png").is_file()
+
+
+def test_readme_is_a_manual_of_at_most_200_lines():
+    assert len((REPO / "README.md").read_text().splitlines()) <= 200
+
+
+def heading_anchors(markdown: str) -> set[str]:
+    """GitHub's anchors of a Markdown file's headings: lower case, punctuation dropped, spaces to hyphens."""
+    headings = re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", markdown, flags=re.S), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
+
+
+MARKDOWN = [REPO / "README.md", REPO / "config" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+@pytest.mark.parametrize("document", MARKDOWN, ids=lambda path: str(path.relative_to(REPO)))
+def test_every_relative_link_and_anchor_resolves(document):
+    text = document.read_text()
+    for target in re.findall(r"\]\(([^)\s]+)\)", re.sub(r"```.*?```", "", text, flags=re.S)):
+        if re.match(r"[a-z]+:", target):
+            continue  # https: and mailto: links leave the repository
+        path, _, anchor = target.partition("#")
+        linked = (document.parent / path).resolve() if path else document
+        assert linked.exists(), f"{document.name}: {target} does not exist"
+        if anchor:
+            assert anchor in heading_anchors(linked.read_text()), f"{document.name}: no heading for #{anchor}"

@@ -221,6 +221,31 @@ def load_config_file(path) -> dict:
     return loaded if isinstance(loaded, dict) else {}
 
 
+STUDY_KEYS = ("corpus", "models")  # what a run studies: never defaulted, never inherited
+
+
+def check_study_named(config: dict, cli_files: list[str]) -> None:
+    """A ``--configfile`` stands on its own: the Snakefile reads ``config.yaml`` (the paper's setup) only when
+    none is given, so ``config`` is the schema's defaults plus the given files. Raise :class:`ConfigError` when
+    they leave out :data:`STUDY_KEYS`, naming what ``config.yaml`` would have supplied."""
+    missing = [key for key in STUDY_KEYS if key not in config]
+    if not cli_files or not missing:
+        return
+    files = " ".join(relative_if_below(path) for path in cli_files)
+    keys = " and ".join(f"{key}:" for key in missing)
+    raise ConfigError(
+        f"{files} has no {keys} section: a --configfile stands on its own and does not inherit config.yaml's "
+        f"(the paper's six Hub models on BookCorpus); add it, or extend the paper's setup on purpose with "
+        f"--configfile config.yaml {files}"
+    )
+
+
+def relative_if_below(path) -> str:
+    """``path`` relative to the working directory if it lies below it (as a user typed it), else as given."""
+    relative = os.path.relpath(path)
+    return str(path) if relative.startswith("..") else relative
+
+
 def run_name(config: dict, cli_configs: dict[str, dict], overrides: dict) -> str:
     """The run's name, which keeps its outputs apart: ``results/{run}/``, ``logs/{run}/``, ``benchmarks/{run}/``.
 

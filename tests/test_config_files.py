@@ -1,0 +1,98 @@
+"""Which config a run uses: config.yaml without --configfile, else only the given files (and schema defaults)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+import yaml
+
+from ctxvar.config import check_study_named
+from ctxvar.errors import ConfigError
+
+from workflow_runs import REPO, scheduled_jobs
+
+PAPER = yaml.safe_load((REPO / "config.yaml").read_text())
+STUDY = {  # names what it studies and nothing else
+    "corpus": {"source": "synthetic"},
+    "models": [{"id": "tiny", "init": "random", "arch": "bert", "hidden_size": 32, "num_layers": 2}],
+}
+
+
+def test_a_study_without_models_or_corpus_is_refused_naming_what_it_would_have_inherited():
+    with pytest.raises(ConfigError) as error:
+        check_study_named({"run": "x", "corpus": {"source": "synthetic"}}, ["studies/x.yaml"])
+    message = str(error.value)
+    assert message.startswith("studies/x.yaml has no models: section") and "\n" not in message
+    assert (
+        "the paper's six Hub models on BookCorpus" in message and "--configfile config.yaml studies/x.yaml" in message
+    )
+    with pytest.raises(ConfigError, match="has no corpus: and models: section"):
+        check_study_named({}, ["a.yaml", "b.yaml"])
+    check_study_named(STUDY, ["studies/x.yaml"])
+    check_study_named({}, [])  # config.yaml itself: the schema requires both
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    """A working directory whose config.yaml is the paper's with 5 shards and no geometry: what a user's
+    edited config.yaml looks like, and distinguishable from the schema's defaults (8 shards, geometry on)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    edited = {**PAPER, "shards": 5, "geometry": {"covariance": False, "cosine": False, "twonn": False}}
+    (work / "config.yaml").write_text(yaml.safe_dump(edited))
+    studies = work / "studies"
+    studies.mkdir()
+    return work
+
+
+def dry_run(workdir, *configfiles: str) -> subprocess.CompletedProcess:
+    """``snakemake -n`` in ``workdir`` with these ``--configfile`` files; with none, as ``snakemake --cores 8`` runs."""
+    files = ["--configfile", *configfiles] if configfiles else []
+    command = ["snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir), *files, "--cores", "2", "-n"]
+    return subprocess.run(command, capture_output=True, text=True, cwd=workdir)
+
+
+@pytest.mark.workflow
+def test_without_configfile_the_run_is_config_yaml(workdir):
+    run = dry_run(workdir)
+    jobs = scheduled_jobs(run)
+    assert jobs["extract_statistics"] == 6 * 5 and "moments.parquet" not in run.stdout
+    assert "results/paper/bert-base-uncased/tokens.parquet" in run.stdout
+
+
+@pytest.mark.workflow
+def test_a_configfile_stands_on_its_own(workdir):
+    (workdir / "studies" / "my_study.yaml").write_text(yaml.safe_dump(STUDY))
+    run = dry_run(workdir, "studies/my_study.yaml")
+    jobs = scheduled_jobs(run)
+    assert jobs["extract_statistics"] == 8, "shards must be the schema's default, not config.yaml's 5"
+    assert "moments.parquet" in run.stdout, "geometry must be the schema's default (on), not config.yaml's (off)"
+    assert "results/my_study/tiny/tokens.parquet" in run.stdout, "run: comes from the file's name"
+    assert "bert-base-uncased" not in run.stdout + run.stderr
+
+
+@pytest.mark.workflow
+def test_a_configfile_without_models_fails_at_start_up_with_one_line(workdir):
+    (workdir / "studies" / "corpus_only.yaml").write_text(yaml.safe_dump({"corpus": STUDY["corpus"]}))
+    run = dry_run(workdir, "studies/corpus_only.yaml")
+    assert run.returncode == 1
+    errors = [line for line in run.stderr.splitlines() if line.startswith("ctxvar error:")]
+    assert errors == [
+        "ctxvar error: studies/corpus_only.yaml has no models: section: a --configfile stands on its own and does "
+        "not inherit config.yaml's (the paper's six Hub models on BookCorpus); add it, or extend the paper's "
+        "setup on purpose with --configfile config.yaml studies/corpus_only.yaml"
+    ]
+    assert "Traceback" not in run.stderr
+
+
+@pytest.mark.workflow
+def test_naming_config_yaml_first_extends_it_but_never_takes_its_run(workdir):
+    (workdir / "studies" / "one_model.yaml").write_text(yaml.safe_dump({"models": [{"name": "gpt2"}]}))
+    run = dry_run(workdir, "config.yaml", "studies/one_model.yaml")
+    jobs = scheduled_jobs(run)
+    assert jobs["extract_statistics"] == 5 and "moments.parquet" not in run.stdout, "config.yaml's keys apply"
+    assert "results/paper/" in run.stdout, "config.yaml named on the command line sets run: paper"
+    (workdir / "studies" / "other.yaml").write_text(yaml.safe_dump(STUDY))
+    run = dry_run(workdir, "studies/other.yaml")
+    assert "results/other/tiny/" in run.stdout and "results/paper/" not in run.stdout
