@@ -6,6 +6,7 @@ varies across types and a wrong statistic cannot pass by accident.
 
 from __future__ import annotations
 
+import importlib
 import os
 
 import pytest
@@ -16,6 +17,27 @@ from ctxvar.models.random_init import build_random_model
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 SYNTHETIC = {"n_sentences": 300, "vocab_size": 300, "zipf_exponent": 1.1, "mean_words": 10}
+
+
+# Where Hugging Face libraries keep an offline flag read from the environment when they are imported.
+OFFLINE_FLAGS = (
+    ("huggingface_hub.constants", "HF_HUB_OFFLINE"),
+    ("datasets.config", "HF_HUB_OFFLINE"),
+    ("datasets.config", "HF_DATASETS_OFFLINE"),
+    ("transformers.utils.hub", "_is_offline_mode"),
+)
+
+
+@pytest.fixture
+def hub_online(monkeypatch):
+    """The Hub treated as reachable-if-up, whatever offline variables the machine's environment sets (a GPU
+    machine often sets HF_HUB_OFFLINE=1): the variables and each library's flag read at import are cleared."""
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    for module, flag in OFFLINE_FLAGS:
+        loaded = importlib.import_module(module)
+        if hasattr(loaded, flag):
+            monkeypatch.setattr(loaded, flag, False)
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,11 @@
-"""The package's data path without Snakemake: shard, extract and merge, as the workflow's jobs do."""
+"""The package's data path without Snakemake: shard, extract and merge, as the workflow's jobs do.
+
+Extraction runs on ``CTXVAR_TEST_DEVICE`` (default ``cpu``; ``cuda`` on a GPU machine).
+"""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pandas as pd
@@ -11,6 +16,16 @@ from ctxvar.extraction.extract import ExtractionSettings, extract_shard
 from ctxvar.io import write_table
 from ctxvar.stats.layers import layers_table
 from ctxvar.stats.merge import merge_partials
+
+TEST_DEVICE = os.environ.get("CTXVAR_TEST_DEVICE", "cpu")
+
+
+def assert_sums_equal(got: pa.Table, expected: pa.Table) -> None:
+    """Bitwise on a CPU; on a GPU to float64 rounding, since CUDA's float64 ``index_add_`` adds in no fixed order."""
+    if TEST_DEVICE == "cpu":
+        assert got.equals(expected)
+        return
+    pd.testing.assert_frame_equal(got.to_pandas(), expected.to_pandas(), check_exact=False, rtol=1e-12)
 
 
 def run_pipeline(tmp, model_dir, texts, n_shards, model_id, batch_tokens=512, chunk_sentences=16):
@@ -23,7 +38,7 @@ def run_pipeline(tmp, model_dir, texts, n_shards, model_id, batch_tokens=512, ch
         settings = ExtractionSettings(
             model={"id": model_id},
             source=str(model_dir),
-            device="cpu",
+            device=TEST_DEVICE,
             batch_tokens=batch_tokens,
             shard=i,
             progress=False,

@@ -104,9 +104,7 @@ def test_hub_dataset_when_offline_and_uncached_fails_with_one_line(monkeypatch):
     assert "\n" not in str(error.value)
 
 
-def test_hub_dataset_when_hub_unreachable_fails_at_once(monkeypatch):
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+def test_hub_dataset_when_hub_unreachable_fails_at_once(monkeypatch, hub_online):
     monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", "http://127.0.0.1:9")
     with pytest.raises(CorpusError, match="Hub cannot be reached.*HF_HUB_OFFLINE=1"):
         sample_sentences({**BASE, "source": "hf", "name": "bookcorpus"})

@@ -24,9 +24,10 @@ from ctxvar.figures.pca_selection import select_pca_tokens
 from ctxvar.io import read_metadata, write_csv
 from ctxvar.models import loading as models
 from ctxvar.stats.merge import merge_partials
+from ctxvar.versions import device_name
 
 from oracle import assert_tokens_match, brute_force_tokens
-from pipeline_runs import run_pipeline
+from pipeline_runs import TEST_DEVICE, assert_sums_equal, run_pipeline
 
 pytestmark = pytest.mark.integration
 
@@ -95,6 +96,9 @@ def test_metadata_records_provenance(one_shard):
     metadata = read_metadata(one_shard[2])
     assert metadata["n_layers"] == 4 and metadata["d"] == 32 and metadata["shards"] == [0]
     assert len(metadata["weights_sha256"]) == 64 and metadata["versions"]["torch"] == torch.__version__
+    assert metadata["versions"]["cuda"] == (torch.version.cuda or "none") and "cudnn" in metadata["versions"]
+    device = torch.device(TEST_DEVICE)
+    assert metadata["devices"] == [torch.cuda.get_device_name(device) if device.type == "cuda" else device_name(device)]
     assert metadata["config_hash"] == "test" and metadata["dtype"] == "float32"
 
 
@@ -103,7 +107,7 @@ def test_merge_refuses_partials_of_another_model(tmp_path, tiny_models, corpus_t
     shard = four_shards[2].parent / "shard1.parquet"
     other = "gpt2" if "bert" in str(four_shards[2]) else "bert"
     settings = ExtractionSettings(
-        model={"id": "tiny"}, source=tiny_models[other], device="cpu", shard=1, progress=False, config_hash="test"
+        model={"id": "tiny"}, source=tiny_models[other], device=TEST_DEVICE, shard=1, progress=False, config_hash="test"
     )
     extract_shard(shard, tmp_path / "foreign.parquet", settings)
     with pytest.raises(
@@ -136,7 +140,7 @@ def test_second_pass_collects_every_occurrence_of_the_selected_types(tmp_path, f
         settings = ExtractionSettings(
             model={"id": f"tiny-{arch}"},
             source=tiny_models[arch],
-            device="cpu",
+            device=TEST_DEVICE,
             batch_tokens=512,
             shard=i,
             progress=False,
@@ -165,7 +169,7 @@ def test_state_cap_splits_layers_into_passes_with_bitwise_equal_sums(tmp_path, f
     capped = ExtractionSettings(
         model={"id": f"tiny-{arch}"},
         source=tiny_models[arch],
-        device="cpu",
+        device=TEST_DEVICE,
         batch_tokens=512,
         shard=0,
         progress=False,
@@ -174,12 +178,14 @@ def test_state_cap_splits_layers_into_passes_with_bitwise_equal_sums(tmp_path, f
     )
     assert len(layer_groups(5, types, 32, cap_mb * 1e6)) == 3
     extract_shard(shard, tmp_path / "capped.parquet", capped)
-    assert pq.read_table(tmp_path / "capped.parquet").equals(uncapped)
+    assert_sums_equal(pq.read_table(tmp_path / "capped.parquet"), uncapped)
 
 
 def test_background_tokenization_and_weight_hash_equal_the_direct_ones(four_shards, tiny_models, arch):
     shard = four_shards[2].parent / "shard0.parquet"
-    settings = ExtractionSettings(model={"id": f"tiny-{arch}"}, source=tiny_models[arch], device="cpu", progress=False)
+    settings = ExtractionSettings(
+        model={"id": f"tiny-{arch}"}, source=tiny_models[arch], device=TEST_DEVICE, progress=False
+    )
     job = prepare_shard(shard, settings)
     assert job.weights_hash.result() == models.weights_sha256(job.model)
     direct = encode(job.tokenizer, read_shard(shard)[0])

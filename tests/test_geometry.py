@@ -24,6 +24,8 @@ from ctxvar.stats.geometry import geometry_table
 from ctxvar.stats.merge import merge_moments, merge_partials, merge_sample_partials
 from ctxvar.stats.twonn import distinct_points
 
+from pipeline_runs import TEST_DEVICE
+
 pytestmark = pytest.mark.integration
 
 OPTIONS = GeometryOptions(covariance=True, cosine=True, sample_size=600)
@@ -41,7 +43,7 @@ def run_geometry(tmp, model_dir, texts, n_shards):
         settings = ExtractionSettings(
             model={"id": "tiny"},
             source=model_dir,
-            device="cpu",
+            device=TEST_DEVICE,
             batch_tokens=512,
             shard=i,
             progress=False,

@@ -27,6 +27,7 @@ from ctxvar.stats.layers import layers_table
 from ctxvar.stats.merge import MUST_MATCH, merge_partials
 
 from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
+from pipeline_runs import TEST_DEVICE
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +42,12 @@ def shard_of(tmp_path, texts, name="shard.parquet"):
 
 def extract(model_dir, shard_path, out, entry=None, **options):
     settings = ExtractionSettings(
-        model=entry or {"id": "m"}, source=str(model_dir), device="cpu", progress=False, config_hash="h", **options
+        model=entry or {"id": "m"},
+        source=str(model_dir),
+        device=TEST_DEVICE,
+        progress=False,
+        config_hash="h",
+        **options,
     )
     return extract_shard(shard_path, out, settings)
 

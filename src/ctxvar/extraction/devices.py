@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-_held: list = []  # open lock files: the claim lasts as long as the process
+_held: dict[int, object] = {}  # GPU index → its open lock file: the claim lasts as long as the process
 
 
 def visible_gpus() -> list[int]:
@@ -36,7 +36,13 @@ def lock_dir() -> Path:
 
 
 def claim_gpu(poll_seconds: float = 1.0) -> int:
-    """Index of a GPU no other ctxvar job holds; waits while all are taken."""
+    """Index of a GPU no other ctxvar job holds; waits while all are taken.
+
+    A process that holds a claim gets the same GPU again at once: flock locks belong to the open file, so a
+    second open of the held lock file would wait forever on the process's own claim.
+    """
+    if _held:
+        return next(iter(_held))
     gpus = visible_gpus()
     if not gpus:
         raise RuntimeError("no GPU visible to claim")
@@ -50,6 +56,6 @@ def claim_gpu(poll_seconds: float = 1.0) -> int:
             except BlockingIOError:
                 handle.close()
                 continue
-            _held.append(handle)
+            _held[index] = handle
             return index
         time.sleep(poll_seconds)

@@ -29,7 +29,7 @@ from ctxvar.extraction.tokens import EncodedShard, encode, select, split_long, t
 from ctxvar.io import read_table, verify_manifest
 from ctxvar.models import loading
 from ctxvar.stats.sums import LayerSums, LayerWriter, moments_schema, moments_table, sums_schema
-from ctxvar.versions import package_versions
+from ctxvar.versions import device_name, package_versions
 
 log = logging.getLogger(__name__)
 
@@ -212,6 +212,7 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings, moments_pa
         "n_tokens": len(job.encoded.ids),
         "padding_fraction": padding_fraction(lengths, job.batches),
         "device": str(job.device),
+        "device_name": device_name(job.device),
     }
     sampled = sample_positions(job, settings)
     with ExitStack() as files:

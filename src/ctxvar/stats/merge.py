@@ -105,7 +105,15 @@ def merged_metadata(files: list[SumsFile]) -> dict:
     for key in ADDITIVE:
         merged[key] = int(sum(f.metadata.get(key, 0) for f in files))
     merged["shards"] = sorted(shard for f in files for shard in shards_of(f.metadata, f.path))
+    merged["devices"] = sorted({name for f in files for name in devices_of(f.metadata)})
     return merged
+
+
+def devices_of(metadata: dict) -> list[str]:
+    """Names of the devices that computed a sums file: a partial's own, or a merged file's list."""
+    if "devices" in metadata:
+        return list(metadata["devices"])
+    return [metadata["device_name"]] if metadata.get("device_name") else []
 
 
 def merge_layer(files: list[SumsFile], layer: int, types: np.ndarray) -> LayerSums:
