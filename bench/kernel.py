@@ -107,7 +107,7 @@ def ctxvar_kernel(
             [batch[layer][None] for layer in range(n_layers)],
             torch.arange(stop - start, device=device),
             types[start:stop],
-            np.arange(start, stop),
+            sums.sample.locate(np.arange(start, stop), np.array([0, stop - start]))[0] if sums.sample else None,
         )
         start = stop
     clock.lap("add")

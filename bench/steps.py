@@ -71,20 +71,17 @@ def load_model(model_dir: str, device: str) -> dict:
 def forward(model_dir: str, shard: str, device: str, dtype: str = "float32") -> dict:
     """(a) The limit: the bare forward pass with all hidden states over the extraction's own batches."""
     job = prepare_shard(shard, settings_for(model_dir, device, dtype))
-    pad = models.pad_id(job.tokenizer)
-    padded = [pad_batch(job.encoded, job.type_index, rows, pad) for rows in job.batches]
+    padded = job.padded()
     synchronise(job.device)
     start = time.perf_counter()
     with torch.inference_mode():
-        for batch in padded:
-            ids = torch.from_numpy(batch.input_ids).to(job.device, non_blocking=True)
-            mask = torch.from_numpy(batch.attention_mask).to(job.device, non_blocking=True)
-            job.model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+        for batch in padded.to(job.device):  # as extraction moves them: once, then slices
+            job.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=True)
     synchronise(job.device)
     return {
         "seconds": time.perf_counter() - start,
         "tokens": len(job.encoded.ids),
-        "padded_tokens": int(sum(b.input_ids.size for b in padded)),
+        "padded_tokens": int(padded.grid[-1]),
         **peaks(job.device.type),
     }
 

@@ -198,7 +198,8 @@ def test_geometry_state_is_what_the_memory_model_says():
     ]
     assert sum(t.numel() * t.element_size() for t in tensors) == state_bytes(3, 30, 8, options)
     hidden = [torch.randn(2, 10, 8) for _ in range(5)]
-    sums.accumulate(hidden, torch.arange(0, 20), torch.randint(0, 30, (20,)), np.arange(20))
+    hits = sums.sample.locate(np.arange(20), np.array([0, 20]))[0]
+    sums.accumulate(hidden, torch.arange(0, 20), torch.randint(0, 30, (20,)), hits)
     buffers = sums._gather.numel() * 4 + (sums.types._rows.numel() + sums.types._unit.numel()) * 8
     assert buffers + 8 * 2 * 4 == batch_bytes(3, 20, 8, options)  # + a block row of the fp32 Gram (20 rows: one chunk)
     np.testing.assert_array_equal(sums.sample.points[1].numpy(), hidden[2].reshape(-1, 8)[0:14:2].numpy())

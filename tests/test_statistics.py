@@ -137,7 +137,8 @@ def test_type_sums_over_many_chunks_are_those_of_the_kept_rows(options):
     labels = rng.integers(0, n_types, size=len(positions))
     sample_tokens = np.array([0, 3, 100, 300, len(positions) - 1]) if options.sample_size else None
     sums = EmbeddingSums(range(1, 3), n_hidden, n_types, d, torch.device("cpu"), options, sample_tokens)
-    sums.accumulate(hidden, torch.from_numpy(positions), torch.from_numpy(labels), np.arange(len(positions)))
+    hits = sums.sample.locate(np.arange(len(positions)), np.array([0, len(positions)]))[0] if sums.sample else None
+    sums.accumulate(hidden, torch.from_numpy(positions), torch.from_numpy(labels), hits)
     arrays = sums.types.to_numpy()
     for i, layer in enumerate((1, 2)):
         kept = hidden[layer].reshape(-1, d).numpy().astype(np.float64)[positions]

@@ -138,19 +138,18 @@ class EmbeddingSums:
         hidden_states: Sequence[torch.Tensor],
         positions: torch.Tensor,
         type_index: torch.Tensor,
-        tokens: np.ndarray | None = None,
+        sample_hits: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> None:
         """Add the rows ``positions`` of the flattened (B·T, d) hidden states of each of ``layers``.
 
         ``hidden_states``: n_hidden tensors (B, T, d); ``positions``, ``type_index``:
-        (N,) int64 on the device; ``tokens``: (N,) shard token indices on the host
-        (needed only with a sample).
+        (N,) int64 on the device; ``sample_hits``: the batch's entry of
+        :meth:`PointSample.locate` (None: no sampled token in the batch).
         """
         assert len(hidden_states) == self.n_hidden, (len(hidden_states), self.n_hidden)
         assert hidden_states[0].shape[-1] == self.d, (hidden_states[0].shape, self.d)
         n = positions.shape[0]
         self.types.count_tokens(type_index)
-        hits = self.sample.hits(tokens) if self.sample is not None else None
         step = chunk_rows(positions.device, n)
         for i, layer in enumerate(self.layers):
             states = hidden_states[layer].reshape(-1, self.d)
@@ -159,8 +158,8 @@ class EmbeddingSums:
                 chunk = slice(start, start + step)
                 rows = points[chunk] if points is not None else self._gather_rows(states, positions[chunk])
                 self.types.add(i, rows, type_index[chunk])
-            if hits is not None:
-                self.sample.add(i, states, positions, *hits)
+            if self.sample is not None and sample_hits is not None:
+                self.sample.add(i, states, positions, *sample_hits)
             if points is not None:
                 self.moments.add(i, points.float())  # centred in place: the gather is not read again
 
@@ -278,8 +277,8 @@ class PointSample:
     """The hidden states of chosen token positions, (L, k, d) float32 (the forward pass's values, exact in fp32).
 
     ``sample_tokens`` (k,) are shard token indices; slot j holds token
-    ``sample_tokens[j]``. Finding a batch's sampled tokens is host work on host
-    arrays; only the (few) indices move to the device.
+    ``sample_tokens[j]``. Finding the batches' sampled tokens is host work on host
+    arrays, done once for all batches; only the (few) indices move to the device.
     """
 
     def __init__(self, n_layers: int, d: int, device: torch.device, sample_tokens: np.ndarray):
@@ -288,14 +287,22 @@ class PointSample:
         self._sorted = np.asarray(sample_tokens)[self._order]
         self._pin = device.type == "cuda"
 
-    def hits(self, tokens: np.ndarray) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """``(slots, index)`` on the device: the sample slots of the batch's sampled tokens and their rows in the
-        batch, from the batch's shard token indices ``tokens`` (N,); None when the batch has none."""
-        where = np.searchsorted(self._sorted, tokens).clip(max=max(len(self._sorted) - 1, 0))
-        hit = np.flatnonzero(self._sorted[where] == tokens) if len(self._sorted) else np.zeros(0, np.int64)
-        if len(hit) == 0:
-            return None
-        return self._to_device(self._order[where[hit]]), self._to_device(hit)
+    def locate(self, tokens: np.ndarray, real: np.ndarray) -> list[tuple[torch.Tensor, torch.Tensor] | None]:
+        """Per batch b, whose shard token indices are ``tokens[real[b]:real[b+1]]``: ``(slots, index)`` on the
+        device, the sample slots of its sampled tokens and their rows in the batch; None for a batch without any.
+        One host pass and one copy to the device for all batches."""
+        n_batches = len(real) - 1
+        if len(self._sorted) == 0 or len(tokens) == 0:
+            return [None] * n_batches
+        where = np.searchsorted(self._sorted, tokens).clip(max=len(self._sorted) - 1)
+        hit = np.flatnonzero(self._sorted[where] == tokens)  # in token order, so batch by batch
+        batch = np.searchsorted(real, hit, side="right") - 1
+        located = self._to_device(np.stack([self._order[where[hit]], hit - real[batch]]))  # (2, hits)
+        bounds = np.searchsorted(batch, np.arange(n_batches + 1))
+        return [
+            (located[0, start:stop], located[1, start:stop]) if stop > start else None
+            for start, stop in zip(bounds[:-1], bounds[1:])
+        ]
 
     def add(
         self, layer: int, states: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, index: torch.Tensor

@@ -23,7 +23,13 @@ from ctxvar.extraction.accumulator import (
     layer_groups,
     state_bytes,
 )
-from ctxvar.extraction.batching import BATCH_TOKENS, pad_batch, padding_fraction, token_budget_batches
+from ctxvar.extraction.batching import (
+    BATCH_TOKENS,
+    ShardBatches,
+    pad_batches,
+    padding_fraction,
+    token_budget_batches,
+)
 from ctxvar.extraction.position_sample import bottom_k, sample_schema, sample_table, sequence_windows, token_keys
 from ctxvar.extraction.tokens import EncodedShard, encode, select, split_long, type_table
 from ctxvar.io import read_table, verify_manifest
@@ -110,16 +116,14 @@ class ShardRun:
     d: int
     weights_hash: Future | None  # of the SHA-256 of the weights as loaded (see loading.weights_sha256)
 
-    def run(self, accumulator, settings: ExtractionSettings, batches: list[np.ndarray] | None = None) -> None:
+    def padded(self, batches: list[np.ndarray] | None = None) -> ShardBatches:
+        """``batches`` (default: the job's own) padded up front, for :func:`run_batches`."""
+        rows = self.batches if batches is None else batches
+        return pad_batches(self.encoded, self.type_index, rows, loading.pad_id(self.tokenizer))
+
+    def run(self, accumulator, settings: ExtractionSettings, batches: ShardBatches | None = None) -> None:
         run_batches(
-            self.model,
-            accumulator,
-            self.encoded,
-            self.type_index,
-            self.batches if batches is None else batches,
-            loading.pad_id(self.tokenizer),
-            self.device,
-            settings.progress,
+            self.model, accumulator, self.padded() if batches is None else batches, self.device, settings.progress
         )
 
 
@@ -261,7 +265,8 @@ def state_cap_bytes(settings: ExtractionSettings, device: torch.device) -> float
 
 def accumulate_groups(job: ShardRun, groups: list[range], settings: ExtractionSettings, sampled: dict | None = None):
     """``(LayerSums, Σxxᵀ or None, sampled points or None)`` for every layer, in order, with one pass over
-    the shard per group of layers."""
+    the shard per group of layers (the batches padded once for all passes)."""
+    padded = job.padded()
     for layers in groups:
         sums = EmbeddingSums(
             layers,
@@ -272,7 +277,7 @@ def accumulate_groups(job: ShardRun, groups: list[range], settings: ExtractionSe
             settings.geometry,
             sampled["tokens"] if sampled else None,
         )
-        job.run(sums, settings)
+        job.run(sums, settings, padded)
         if not sums.all_finite():
             raise StatisticsError(
                 f"model {settings.model['id']!r}: hidden states contain NaN or Inf with dtype {settings.dtype} "
@@ -313,28 +318,25 @@ def fit_to_positions(encoded: EncodedShard, limit: int | None, settings: Extract
     return select(encoded, keep), keep, counts
 
 
-def run_batches(model, sums: EmbeddingSums, encoded, type_index, batches, pad_id: int, device, progress: bool) -> None:
-    """Forward every batch with all hidden states and add them to ``sums``."""
-    pin = device.type == "cuda"
+def run_batches(model, sums: EmbeddingSums, batches: ShardBatches, device, progress: bool) -> None:
+    """Forward every batch with all hidden states and add them to ``sums``.
+
+    The padded batches (and, with a sample, the sampled tokens' places in them) move to
+    the device once, before the first batch; within the loop nothing waits for the host.
+    """
+    on_device = batches.to(device)
+    sample = getattr(sums, "sample", None)
+    hits = sample.locate(batches.tokens, batches.real) if sample is not None else [None] * len(batches)
     with torch.inference_mode():
-        for rows in tqdm(batches, desc="batches", unit="batch", disable=not progress, mininterval=5):
-            batch = pad_batch(encoded, type_index, rows, pad_id)
-            on_device = [
-                _to_device(a, device, pin)
-                for a in (batch.input_ids, batch.attention_mask, batch.positions, batch.type_index)
-            ]
-            input_ids, attention_mask, positions, types = on_device
-            output = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+        for batch, sample_hits in tqdm(
+            zip(on_device, hits), total=len(batches), desc="batches", unit="batch", disable=not progress, mininterval=5
+        ):
+            output = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=True)
             if getattr(output, "hidden_states", None) is None:
                 raise ModelLoadError(
                     f"model {type(model).__name__} returned no hidden states; use an encoder or decoder model"
                 )
-            sums.accumulate(output.hidden_states, positions, types, batch.tokens)
-
-
-def _to_device(array: np.ndarray, device, pin: bool) -> torch.Tensor:
-    tensor = torch.from_numpy(array)
-    return tensor.pin_memory().to(device, non_blocking=True) if pin else tensor
+            sums.accumulate(output.hidden_states, batch.positions, batch.type_index, sample_hits)
 
 
 def layer_sums(sums: EmbeddingSums, types: np.ndarray):

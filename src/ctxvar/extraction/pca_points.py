@@ -43,9 +43,9 @@ class TypeProjections:
         self.parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
 
     def accumulate(
-        self, hidden_states: Sequence[torch.Tensor], positions: torch.Tensor, type_index: torch.Tensor, tokens=None
+        self, hidden_states: Sequence[torch.Tensor], positions: torch.Tensor, type_index: torch.Tensor, sample_hits=None
     ) -> None:
-        """``hidden_states``: L tensors (B, T, d); ``positions``, ``type_index``: (N,) int64; ``tokens`` unused."""
+        """``hidden_states``: L tensors (B, T, d); ``positions``, ``type_index``: (N,) int64; ``sample_hits`` unused."""
         assert len(hidden_states) == self.n_layers, (len(hidden_states), self.n_layers)
         keep = self.selected[type_index]  # (N,)
         d = hidden_states[self.layer].shape[-1]
@@ -92,7 +92,7 @@ def collect_points(shard_path, out_path, settings: ExtractionSettings, selection
         torch.from_numpy(wanted).to(job.device),
         torch.from_numpy(np.ascontiguousarray(components, dtype=np.float64)).to(job.device),
     )
-    job.run(collector, settings, batches)
+    job.run(collector, settings, job.padded(batches))
     type_index, coordinates, sq_norm = collector.to_numpy()
     table = pa.table(
         [pa.array(job.types[type_index], pa.string()), coordinates[:, 0], coordinates[:, 1], sq_norm],
