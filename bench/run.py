@@ -41,6 +41,7 @@ import pyarrow as pa
 import steps
 import torch
 
+from ctxvar.config import SCHEMA
 from ctxvar.corpus.sentences import synthetic_sentences
 from ctxvar.corpus.shards import write_shards
 from ctxvar.io import write_table
@@ -98,6 +99,7 @@ RATIOS = {  # ratio column: (numerator step, denominator step), of seconds per t
     "speedup_c_over_b": {"(c) reference loop": "(b) extraction"},
 }
 CORPUS = {"vocab_size": 20000, "zipf_exponent": 1.1, "mean_words": 14}
+DEFAULT_CHUNK_SENTENCES = SCHEMA["properties"]["chunk_sentences"]["default"]
 
 
 def in_fresh_process(function, *args, **kwargs) -> dict:
@@ -111,8 +113,8 @@ def write_corpus(folder: Path, n_sentences: int, seed: int = 0) -> Path:
     texts = synthetic_sentences({"n_sentences": n_sentences, **CORPUS}, seed)
     texts = [t for t in texts if len(t.split(" ")) < 64]
     write_table(pa.table({"sentence_id": np.arange(len(texts)), "text": texts}), folder / "sentences.parquet")
-    # chunks of similar length, as a real corpus gives (the paper's: 1,024 of ≈ 92,000 sentences per shard)
-    write_shards(folder / "sentences.parquet", [folder / "shard.parquet"], chunk_sentences=max(8, len(texts) // 64))
+    # chunks of similar length at the default setting, as a workflow job gets them
+    write_shards(folder / "sentences.parquet", [folder / "shard.parquet"], chunk_sentences=DEFAULT_CHUNK_SENTENCES)
     return folder / "shard.parquet"
 
 

@@ -76,3 +76,25 @@ def test_disk_benchmark_measures_the_peak_against_the_merged_sums(tmp_path):
     assert runs["merged_bytes"].nunique() == 1  # the same sums either way
     assert runs.loc[1, "running_bytes_at_peak"] == 0  # no running merge without incremental_merge
     assert (models["stats_bytes_per_type_layer"] > 8 * 384).all()  # Σx alone is d float64 per (type, layer)
+
+
+@pytest.mark.parametrize("arch", ["bert", "gpt2"])
+def test_padding_is_under_5_percent_on_the_benchmark_corpus_at_the_default_settings(tmp_path, arch):
+    """The GPU benchmark's corpus (bench/run.py, 60,000 sentences) in one shard at the schema's default
+    chunk_sentences, batched as extraction batches it with the default token budget."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from run import MODES, write_corpus
+    from transformers import AutoTokenizer
+
+    from ctxvar.extraction.batching import BATCH_TOKENS, padding_fraction
+    from ctxvar.extraction.extract import chunk_batches, read_shard
+    from ctxvar.extraction.tokens import encode
+    from ctxvar.models.random_init import build_random_model
+
+    shard = write_corpus(tmp_path, MODES["gpu"]["sentences"])
+    texts, chunk, _ = read_shard(shard)
+    shape = {"hidden_size": 16, "num_layers": 1, "num_heads": 2, "intermediate_size": 32}
+    build_random_model({"id": arch, "arch": arch, "vocab_size": 8000, "seed": 0, **shape}, texts, tmp_path / arch)
+    lengths = encode(AutoTokenizer.from_pretrained(tmp_path / arch), texts).lengths
+    padding = padding_fraction(lengths, chunk_batches(lengths, chunk, BATCH_TOKENS))
+    assert 0 < padding < 0.05
