@@ -1,5 +1,8 @@
-"""Model loading: Hub ids that cannot be had fail at once with one line that helps."""
+"""Model loading: Hub ids that cannot be had fail at once with one line that helps; sharded checkpoints; the hash."""
 
+import hashlib
+import os
+import shutil
 import time
 
 import pytest
@@ -51,3 +54,49 @@ def test_weights_hash_changes_with_any_weight(tiny_models):
     with torch.no_grad():
         next(model.parameters()).view(-1)[0] += 1e-3
     assert models.weights_sha256(model) != before
+
+
+def test_weights_hash_is_that_of_every_tensor_as_loaded(tiny_models):
+    """The documented definition, spelled out: name, dtype and shape, then the bytes, sorted by name."""
+    _, model = models.load({"id": "tiny"}, tiny_models["gpt2"], "bfloat16", torch.device("cpu"))
+    digest = hashlib.sha256()
+    tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    for name, tensor in sorted(tensors.items()):
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+        digest.update(tensor.detach().contiguous().view(torch.uint8).numpy().tobytes())
+    assert models.weights_sha256(model) == digest.hexdigest()
+    _, fp32 = models.load({"id": "tiny"}, tiny_models["gpt2"], "float32", torch.device("cpu"))
+    assert models.weights_sha256(fp32) != digest.hexdigest(), "another dtype is other weights"
+
+
+def test_a_sharded_checkpoint_loads_as_the_whole_one(tmp_path, tiny_models):
+    """Hub checkpoints of large models come as model-0000k-of-0000n.safetensors with an index."""
+    source = tiny_models["bert"]
+    _, whole = models.load({"id": "tiny"}, source, "float32", torch.device("cpu"))
+    sharded = tmp_path / "sharded"
+    whole.save_pretrained(sharded, max_shard_size="40KB")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(source, name), sharded)
+    assert len(list(sharded.glob("model-0000*-of-0000*.safetensors"))) > 2
+    assert (sharded / "model.safetensors.index.json").is_file() and not (sharded / "model.safetensors").exists()
+    tokenizer, loaded = models.load({"id": "tiny"}, str(sharded), "float32", torch.device("cpu"))
+    assert models.weights_sha256(loaded) == models.weights_sha256(whole)
+    inputs = tokenizer(["a b c d"], return_tensors="pt")
+    with torch.inference_mode():
+        assert torch.equal(loaded(**inputs).last_hidden_state, whole(**inputs).last_hidden_state)
+
+
+def test_loading_initialises_no_weight_it_then_overwrites(tiny_models, monkeypatch):
+    """Weights go from the files to the device: random initialisation, if any, runs on meta tensors only."""
+    real = []
+    for name in ("normal_", "uniform_"):
+        original = getattr(torch.Tensor, name)
+
+        def recording(self, *args, _original=original, **kwargs):
+            if self.device.type != "meta":
+                real.append(tuple(self.shape))
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, recording)
+    models.load({"id": "tiny"}, tiny_models["bert"], "float32", torch.device("cpu"))
+    assert real == []

@@ -131,3 +131,11 @@ def test_shards_balanced_by_cost_and_deterministic():
 
 def test_more_shards_than_items_leaves_empty_shards():
     assert np.bincount(assign_shards(np.array([3, 1]), 4), minlength=4).tolist() == [1, 1, 0, 0]
+
+
+def test_padded_batches_move_to_a_device_once_for_every_pass():
+    encoded, type_index = random_shard(50)
+    flat = pad_batches(encoded, type_index, token_budget_batches(encoded.lengths, batch_tokens=128), pad_id=0)
+    first = flat.to("cpu")
+    assert flat.to("cpu") is first
+    assert flat.device_bytes() == 16 * (len(flat.input_ids) + len(flat.positions))

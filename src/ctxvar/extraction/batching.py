@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -89,12 +89,24 @@ class ShardBatches:
     positions: np.ndarray  # (Σ N,) int64, into the batch's flattened grid
     type_index: np.ndarray  # (Σ N,) int64
     tokens: np.ndarray  # (Σ N,) int64, shard token indices (host work only: never moved)
+    _moved: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.shapes)
 
+    def device_bytes(self) -> int:
+        """Device memory of :meth:`to`'s tensors."""
+        return 8 * (2 * int(self.grid[-1]) + 2 * int(self.real[-1]))
+
     def to(self, device) -> list["DeviceBatch"]:
-        """The batches as views of one device tensor per array (non-blocking from pinned memory on a GPU)."""
+        """The batches as views of one device tensor per array (non-blocking from pinned memory on a GPU),
+        moved once per device and kept for later passes."""
+        key = str(device)
+        if key not in self._moved:
+            self._moved = {key: self._move(device)}  # one device at a time: a new one frees the old copy
+        return self._moved[key]
+
+    def _move(self, device) -> list["DeviceBatch"]:
         import torch
 
         pin = torch.device(device).type == "cuda"

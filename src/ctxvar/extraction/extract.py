@@ -30,6 +30,7 @@ from ctxvar.extraction.batching import (
     padding_fraction,
     token_budget_batches,
 )
+from ctxvar.extraction.budget import activation_bytes, state_budget_bytes
 from ctxvar.extraction.position_sample import bottom_k, sample_schema, sample_table, sequence_windows, token_keys
 from ctxvar.extraction.tokens import EncodedShard, encode, select, split_long, type_table
 from ctxvar.io import read_table, verify_manifest
@@ -130,10 +131,10 @@ class ShardRun:
 def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool = True) -> ShardRun:
     """Claim a device, load the model, read, tokenize and batch the shard.
 
-    The shard is tokenized, and (with ``hash_weights``) the weights hashed, in
-    background threads while the weights load and (for the hash) while the batches
-    run: the fast tokenizer and hashlib release the GIL. ``ShardRun.weights_hash``
-    is the hash's future, None without ``hash_weights``.
+    The shard is tokenized in a background thread while the weights load, and (with
+    ``hash_weights``) the weights are hashed in another while the batches run: the
+    fast tokenizer and hashlib release the GIL. ``ShardRun.weights_hash`` is the
+    hash's future, None without ``hash_weights``.
     """
     device = loading.resolve_device(settings.device)
     if device.type == "cuda" and device.index is None:
@@ -147,13 +148,8 @@ def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool =
     texts, chunk, sentence_id = read_shard(shard_path)
     background = ThreadPoolExecutor(max_workers=2)
     encoding = background.submit(encode, tokenizer, texts)
-    hashes: list[Future] = []  # submitted by load_model while the weights are still on the host
-    on_host = (
-        (lambda m: hashes.append(background.submit(loading.tensors_sha256, loading.named_tensors(m))))
-        if hash_weights
-        else None
-    )
-    model = loading.load_model(settings.model, settings.source, settings.dtype, device, on_host=on_host)
+    model = loading.load_model(settings.model, settings.source, settings.dtype, device)
+    weights_hash = background.submit(loading.weights_sha256, model) if hash_weights else None
     background.shutdown(wait=False)
     encoded, source_row, long_counts = fit_to_positions(
         encoding.result(), loading.max_positions(model.config), settings
@@ -176,7 +172,7 @@ def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool =
         batches,
         model.config.num_hidden_layers + 1,
         model.config.hidden_size,
-        hashes[0] if hashes else None,
+        weights_hash,
     )
 
 
@@ -195,17 +191,24 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings, moments_pa
         )
     job = prepare_shard(shard_path, settings)
     lengths, n_layers, d = job.encoded.lengths, job.n_layers, job.d
-    groups = layer_groups(n_layers, len(job.types), d, state_cap_bytes(settings, job.device), options)
+    padded = job.padded()
+    cap = state_cap_bytes(settings, job, padded)
+    groups = layer_groups(n_layers, len(job.types), d, cap, options)
     log.info(
-        "%s: %d sequences, %d tokens, %d types, %d batches; device state %.1f MB in %d pass(es), batch %.1f MB",
+        "%s on %s: %d sequences, %d tokens, %d types, %d batches of ≤ %d tokens (padding %.1f %%); "
+        "sums %.1f MB per pass (budget %s) in %d pass(es) of layers %s",
         settings.model["id"],
+        job.device,
         len(lengths),
         len(job.encoded.ids),
         len(job.types),
-        len(job.batches),
+        len(padded),
+        settings.batch_tokens,
+        100 * padding_fraction(lengths, job.batches),
         state_bytes(len(groups[0]), len(job.types), d, options) / 1e6,
+        "none" if cap == float("inf") else f"{cap / 1e6:.0f} MB",
         len(groups),
-        batch_bytes(n_layers, settings.batch_tokens, d, options) / 1e6,
+        ", ".join(f"{g.start}–{g.stop - 1}" for g in groups),
     )
     metadata = {
         **model_metadata(settings, job),
@@ -225,7 +228,7 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings, moments_pa
             files.enter_context(LayerWriter(moments_path, moments_schema(d, metadata))) if moments_path else None
         )
         sample_file = files.enter_context(LayerWriter(sample_path, sample_schema(d, metadata))) if sample_path else None
-        for sums, outer, points in accumulate_groups(job, groups, settings, sampled):
+        for sums, outer, points in accumulate_groups(job, padded, groups, settings, sampled):
             sums_file.write(sums.to_table(sums_file.schema))
             if moments_file:
                 total = sums.sum.sum(axis=0)
@@ -255,18 +258,31 @@ def sample_positions(job: ShardRun, settings: ExtractionSettings) -> dict[str, n
     }
 
 
-def state_cap_bytes(settings: ExtractionSettings, device: torch.device) -> float:
+def state_cap_bytes(settings: ExtractionSettings, job: ShardRun, padded: ShardBatches) -> float:
+    """The device memory the sums of one pass may take: ``max_state_mb`` if set; on a GPU, what is left once
+    the model is loaded, less one batch (see :mod:`ctxvar.extraction.budget`); no cap on a CPU."""
     if settings.max_state_mb:
         return settings.max_state_mb * 1e6
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).total_memory / 2
-    return float("inf")
+    if job.device.type != "cuda":
+        return float("inf")
+    free, total = torch.cuda.mem_get_info(job.device)
+    width = int(job.encoded.lengths.max()) if len(job.encoded.lengths) else 1
+    tokens = max(settings.batch_tokens, width)
+    element_bytes = loading.DTYPES[settings.dtype].itemsize
+    return state_budget_bytes(
+        free,
+        total,
+        activation_bytes(job.model.config, job.n_layers, job.d, tokens, width, element_bytes),
+        batch_bytes(job.n_layers, tokens, job.d, settings.geometry),
+        padded.device_bytes(),
+    )
 
 
-def accumulate_groups(job: ShardRun, groups: list[range], settings: ExtractionSettings, sampled: dict | None = None):
+def accumulate_groups(
+    job: ShardRun, padded: ShardBatches, groups: list[range], settings: ExtractionSettings, sampled: dict | None = None
+):
     """``(LayerSums, Σxxᵀ or None, sampled points or None)`` for every layer, in order, with one pass over
-    the shard per group of layers (the batches padded once for all passes)."""
-    padded = job.padded()
+    the ``padded`` batches per group of layers."""
     for layers in groups:
         sums = EmbeddingSums(
             layers,

@@ -8,6 +8,7 @@ at once instead of retrying for a minute.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import json
@@ -60,23 +61,25 @@ def load_tokenizer(entry: dict, source: str):
     return tokenizer
 
 
-def load_model(entry: dict, source: str, dtype: str, device: torch.device, on_host=None):
-    """The model in eval mode on ``device``; ``on_host(model)`` is called before it moves there."""
+def load_model(entry: dict, source: str, dtype: str, device: torch.device):
+    """The model in eval mode on ``device``, in ``dtype``.
+
+    ``device_map`` makes transformers build the model on the meta device (no random
+    initialisation) and copy each tensor of the (possibly sharded) safetensors files
+    straight to ``device`` in ``dtype``: the host never holds a copy of the model.
+    """
     from transformers import AutoModel
 
     # safetensors only: pickled checkpoints (pytorch_model.bin) can run code when loaded.
-    model = _from_pretrained(
-        AutoModel, source, entry, {**_options(entry, source), "dtype": DTYPES[dtype], "use_safetensors": True}
-    )
+    options = {"dtype": DTYPES[dtype], "use_safetensors": True, "device_map": {"": str(device)}}
+    model = _from_pretrained(AutoModel, source, entry, {**_options(entry, source), **options})
     if getattr(model.config, "is_encoder_decoder", False):
         raise ModelLoadError(
             f"model {entry['id']!r} is an encoder-decoder ({model.config.model_type}); its forward pass has no single "
             "stack of hidden states per token: use an encoder or decoder model"
         )
     custom_code_warning(entry, source, "config.json", model)
-    if on_host is not None:
-        on_host(model)
-    return model.to(device).eval()
+    return model.eval()
 
 
 def _from_pretrained(cls, source: str, entry: dict, options: dict):
@@ -216,26 +219,33 @@ def pad_id(tokenizer) -> int:
 
 
 def weights_sha256(model: torch.nn.Module) -> str:
-    """SHA-256 over every parameter and buffer (name, dtype, shape, bytes), sorted by name."""
-    return tensors_sha256(named_tensors(model))
+    """SHA-256 over every parameter and buffer of the model as loaded (in the job's dtype), sorted by name: for
+    each, ``name:dtype:shape`` then its bytes. Partials of other weights, or of the same in another dtype,
+    differ; where the model sits does not matter.
 
-
-def named_tensors(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
-    """Every parameter and buffer, sorted by name: what :func:`weights_sha256` hashes.
-
-    Detached now, so the list keeps the host copies even after the model moves to a GPU.
+    The tensors come to the host one at a time, so the host holds at most the largest
+    of them. On a GPU they are copied on a stream of their own (after the loading's
+    copies), so hashing in a background thread overlaps the batches' work instead of
+    queueing behind it.
     """
     tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
-    return [(name, tensor.detach()) for name, tensor in sorted(tensors.items())]
-
-
-def tensors_sha256(tensors: list[tuple[str, torch.Tensor]]) -> str:
+    device = next(iter(tensors.values())).device if tensors else torch.device("cpu")
     digest = hashlib.sha256()
-    for name, tensor in tensors:  # detached by named_tensors
-        data = tensor.contiguous().cpu()
-        digest.update(f"{name}:{data.dtype}:{tuple(data.shape)}".encode())
-        digest.update(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"")
+    with _copy_stream(device):
+        for name, tensor in sorted(tensors.items()):
+            data = tensor.detach().contiguous().cpu()
+            digest.update(f"{name}:{data.dtype}:{tuple(data.shape)}".encode())
+            digest.update(data.reshape(-1).view(torch.uint8).numpy().data if data.numel() else b"")
     return digest.hexdigest()
+
+
+def _copy_stream(device: torch.device):
+    """A side CUDA stream that first waits for the work queued so far on ``device``; elsewhere, nothing."""
+    if device.type != "cuda":
+        return contextlib.nullcontext()
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    return torch.cuda.stream(stream)
 
 
 def tokenizer_sha256(tokenizer) -> str:
