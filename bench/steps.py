@@ -60,10 +60,10 @@ def settings_for(
     )
 
 
-def load_model(model_dir: str, device: str) -> dict:
+def load_model(model_dir: str, device: str, dtype: str = "float32") -> dict:
     """Loading the model alone: common to every approach, subtracted from (b)."""
     start = time.perf_counter()
-    models.load({"id": "bench"}, model_dir, "float32", models.resolve_device(device))
+    models.load({"id": "bench"}, model_dir, dtype, models.resolve_device(device))
     synchronise(device)
     return {"seconds": time.perf_counter() - start, **peaks(device)}
 

@@ -98,3 +98,17 @@ def test_padding_is_under_5_percent_on_the_benchmark_corpus_at_the_default_setti
     lengths = encode(AutoTokenizer.from_pretrained(tmp_path / arch), texts).lengths
     padding = padding_fraction(lengths, chunk_batches(lengths, chunk, BATCH_TOKENS))
     assert 0 < padding < 0.05
+
+
+def test_gpu_benchmark_writes_every_column_the_report_promises(tmp_path):
+    """bench/gpu.py --quick on tiny shapes (on a CPU here): one row per model, dtype and step, sharded models."""
+    run_bench("gpu.py", tmp_path, "--device", "cpu", "--quick")
+    table = pd.read_csv(tmp_path / "gpu.csv")
+    required = ["model", "dtype", "step", "tokens", "tokens_per_s", "overhead_b_over_a", "padding_fraction"]
+    assert set(required + ["peak_host_mb", "peak_gpu_mb", "gpu_name", "mfu", "read_seconds"]) <= set(table.columns)
+    assert set(table["step"]) == {"load", "(a) forward", "(b) extraction", "(b) extraction + geometry"}
+    assert set(zip(table["model"], table["dtype"])) == {("bert-base", "float32"), ("llama-2-7b", "bfloat16")}
+    jobs = table[table["step"].str.startswith("(b)")]
+    assert (jobs["overhead_b_over_a"] > 0).all() and (jobs["tokens"] > 0).all()
+    assert list((tmp_path / "gpu-work" / "llama-2-7b").glob("model-0000*-of-0000*.safetensors"))
+    assert "| llama-2-7b |" in (tmp_path / "gpu.md").read_text()

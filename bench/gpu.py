@@ -1,0 +1,212 @@
+"""GPU benchmark in one command of at most 10 minutes on an H100 or H200 (see docs/performance.md).
+
+    python bench/gpu.py --device cuda                 # writes bench/results/gpu.csv and gpu.md
+    python bench/gpu.py --device cpu --quick --out D  # tiny shapes: checks the script, measures nothing
+
+Random-weight models of the published shapes, each saved as sharded safetensors as
+the Hub ships them: bert-base and gpt2-medium in fp32 and bf16 over a shard of the
+benchmark's corpus (about 1.3 M tokens), and a decoder of Llama-2-7B's shape
+(vocabulary cut to the corpus tokenizer's) in bf16 over a smaller shard. Per model
+and dtype, each step in a fresh process:
+
+    load       loading the model onto the device, against reading its weight files (read_seconds)
+    (a)        the bare forward pass with all hidden states over the extraction's own batches
+    (b)        the extraction job with the paper's sums, less loading
+    (b)+g      the job with the default geometry sums, less loading
+
+The CSV has one row per model, dtype and step: model, dtype, step, tokens, tokens_per_s,
+overhead_b_over_a (seconds per token against (a)), padding_fraction, peak_host_mb,
+peak_gpu_mb, gpu_name, and seconds, mfu (the forward pass's model FLOPs, 2 × non-embedding
+parameters × real tokens, over the GPU's dense peak for the dtype), load_seconds, read_seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import steps  # noqa: E402
+from run import in_fresh_process, markdown, write_corpus  # noqa: E402
+
+from ctxvar.models.random_init import build_random_model  # noqa: E402
+
+BERT_BASE = {"arch": "bert", "hidden_size": 768, "num_layers": 12, "num_heads": 12, "intermediate_size": 3072}
+GPT2_MEDIUM = {"arch": "gpt2", "hidden_size": 1024, "num_layers": 24, "num_heads": 16, "intermediate_size": 4096}
+LLAMA_2_7B = {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32}
+MODES = {  # sentences of the corpus, and of the 7B decoder's smaller one; the models with their dtypes
+    "gpu": {
+        "sentences": 60000,
+        "small": 4000,
+        "shard_size": "2GB",  # save_pretrained's max_shard_size: checkpoints come as model-0000k-of-0000n.safetensors
+        "models": {
+            "bert-base": ("float32", "bfloat16"),
+            "gpt2-medium": ("float32", "bfloat16"),
+            "llama-2-7b": ("bfloat16",),
+        },
+    },
+    "quick": {
+        "sentences": 300,
+        "small": 100,
+        "shard_size": "200KB",
+        "models": {"bert-base": ("float32",), "llama-2-7b": ("bfloat16",)},
+    },
+}
+QUICK_SHAPE = {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64}
+QUICK_LLAMA = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2}
+PEAK_FLOPS = {  # dense, per second: bf16 on tensor cores; fp32 without TF32 (torch's default for matmuls)
+    "H100": {"bfloat16": 989e12, "float32": 67e12},
+    "H200": {"bfloat16": 989e12, "float32": 67e12},
+    "A100": {"bfloat16": 312e12, "float32": 19.5e12},
+}
+
+
+def build_models(folder: Path, quick: bool, shard_size: str) -> dict[str, Path]:
+    """The benchmark's models, saved sharded, each with a tokenizer trained on the corpus."""
+    texts = pd.read_parquet(folder / "sentences.parquet")["text"].tolist()
+    dirs = {}
+    for name, shape in (("bert-base", BERT_BASE), ("gpt2-medium", GPT2_MEDIUM)):
+        shape = {**shape, **QUICK_SHAPE} if quick else shape
+        dirs[name] = folder / name
+        build_random_model({"id": name, **shape, "vocab_size": 8000, "seed": 0}, texts, dirs[name])
+        reshard(dirs[name], shard_size)
+    llama = QUICK_LLAMA if quick else LLAMA_2_7B
+    dirs["llama-2-7b"] = build_llama(folder / "llama-2-7b", dirs["gpt2-medium"], llama, shard_size)
+    return dirs
+
+
+def reshard(model_dir: Path, shard_size: str) -> None:
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(model_dir)
+    (model_dir / "model.safetensors").unlink()
+    (model_dir / "SHA256SUMS").unlink(missing_ok=True)  # the manifest of the unsharded files
+    model.save_pretrained(model_dir, max_shard_size=shard_size)
+
+
+def build_llama(out: Path, tokenizer_dir: Path, shape: dict, shard_size: str) -> Path:
+    """A random bf16 decoder of Llama-2's shape, built on the device, saved sharded, with ``tokenizer_dir``'s
+    byte-level BPE tokenizer (its vocabulary replaces Llama's 32,000)."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaModel
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    config = LlamaConfig(
+        **shape,
+        num_key_value_heads=shape["num_attention_heads"],
+        vocab_size=len(tokenizer),
+        max_position_embeddings=4096,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = LlamaModel(config).to(torch.bfloat16)
+    model.save_pretrained(out, max_shard_size=shard_size)
+    tokenizer.save_pretrained(out)
+    del model
+    return out
+
+
+def read_seconds(model_dir: Path) -> float:
+    """Time to read every weight file once, in 64 MB blocks: the floor for loading."""
+    start = time.perf_counter()
+    for path in sorted(model_dir.glob("*.safetensors")):
+        with open(path, "rb", buffering=0) as handle:
+            while handle.read(64 << 20):
+                pass
+    return time.perf_counter() - start
+
+
+def non_embedding_parameters(model_dir: Path) -> int:
+    from transformers import AutoConfig, AutoModel
+
+    with torch.device("meta"):
+        model = AutoModel.from_config(AutoConfig.from_pretrained(model_dir))
+    return sum(p.numel() for name, p in model.named_parameters() if "emb" not in name)
+
+
+def rows_for(name: str, model_dir: Path, shard: Path, dtype: str, device: str, gpu_name: str) -> list[dict]:
+    """Every step for one model and dtype, in fresh processes."""
+    partial = str(shard.parent / f"{name}-{dtype}.parquet")
+    load = in_fresh_process(steps.load_model, str(model_dir), device, dtype)
+    load.update(step="load", read_seconds=read_seconds(model_dir), tokens=0)
+    forward = in_fresh_process(steps.forward, str(model_dir), str(shard), device, dtype)
+    forward.update(step="(a) forward")
+    paper = in_fresh_process(steps.extraction, str(model_dir), str(shard), partial, device, dtype)
+    paper.update(step="(b) extraction")
+    geometry = in_fresh_process(steps.extraction, str(model_dir), str(shard), partial, device, dtype, True)
+    geometry.update(step="(b) extraction + geometry")
+    flops = 2 * non_embedding_parameters(model_dir) * forward["tokens"] / forward["seconds"]
+    forward["mfu"] = flops / PEAK_FLOPS.get(gpu_family(gpu_name), {}).get(dtype, float("nan"))
+    forward["padding_fraction"] = 1 - forward["tokens"] / forward["padded_tokens"]
+    for job in (paper, geometry):
+        job["seconds"] -= load["seconds"]  # the job less loading, as the forward pass is timed
+        job["load_seconds"] = load["seconds"]
+        job["overhead_b_over_a"] = (job["seconds"] / job["tokens"]) / (forward["seconds"] / forward["tokens"])
+    rows = [load, forward, paper, geometry]
+    for row in rows:
+        row.update(model=name, dtype=dtype, gpu_name=gpu_name, peak_host_mb=row.pop("peak_rss_mb"))
+        row["tokens_per_s"] = row["tokens"] / row["seconds"] if row["tokens"] else float("nan")
+    return rows
+
+
+def gpu_family(name: str) -> str:
+    return next((family for family in PEAK_FLOPS if family in name), "")
+
+
+COLUMNS = [
+    "model",
+    "dtype",
+    "step",
+    "tokens",
+    "tokens_per_s",
+    "overhead_b_over_a",
+    "padding_fraction",
+    "peak_host_mb",
+    "peak_gpu_mb",
+    "gpu_name",
+    "seconds",
+    "mfu",
+    "load_seconds",
+    "read_seconds",
+]
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--quick", action="store_true", help="tiny shapes and corpus: checks the script only")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    parser.add_argument("--work", type=Path, default=None, help="folder for the corpus and models (default: --out)")
+    args = parser.parse_args(argv)
+    mode = MODES["quick" if args.quick else "gpu"]
+    work = args.work or args.out / "gpu-work"
+    (work / "large").mkdir(parents=True, exist_ok=True)
+    shard = write_corpus(work, mode["sentences"])
+    small = write_corpus(work / "large", mode["small"])
+    gpu_name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
+    dirs = build_models(work, args.quick, mode["shard_size"])
+    rows = []
+    for name, dtypes in mode["models"].items():
+        for dtype in dtypes:
+            rows += rows_for(name, dirs[name], small if name == "llama-2-7b" else shard, dtype, args.device, gpu_name)
+            print(pd.DataFrame(rows[-4:]).reindex(columns=COLUMNS).to_string(), flush=True)
+    table = pd.DataFrame(rows).reindex(columns=COLUMNS)
+    args.out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(args.out / "gpu.csv", index=False)
+    (args.out / "gpu.md").write_text(
+        f"# GPU benchmark ({gpu_name}, torch {torch.__version__})\n\n`python bench/gpu.py --device {args.device}"
+        f"{' --quick' if args.quick else ''}`; each step in a fresh process; see bench/gpu.py for the steps.\n\n"
+        + markdown(table)
+        + "\n"
+    )
+
+
+if __name__ == "__main__":
+    main()
