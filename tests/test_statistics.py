@@ -164,3 +164,16 @@ def test_device_state_is_what_the_memory_model_says():
     hidden = [torch.randn(4, 10, 16) for _ in range(6)]
     sums.accumulate(hidden, torch.arange(0, 40, 2), torch.randint(0, 300, (20,)))
     assert sums._gather.numel() * 4 + sums.types._rows.numel() * 8 == batch_bytes(3, 20, 16)
+
+
+def test_sums_leave_the_device_through_a_small_staging_buffer_unchanged():
+    from ctxvar.extraction.accumulator import staged_copy, to_host
+
+    sums = torch.randn(7, 13, 5, dtype=torch.float64)
+    waits = []
+    copied = staged_copy(sums, torch.empty(16, dtype=torch.float64), lambda: waits.append(1))
+    np.testing.assert_array_equal(copied, sums.numpy())
+    assert copied.shape == (7, 13, 5) and len(waits) == -(-sums.numel() // 16)
+    counts = torch.arange(10, dtype=torch.int64)
+    np.testing.assert_array_equal(staged_copy(counts, torch.empty(3, dtype=torch.int64)), counts.numpy())
+    assert to_host(sums) is not None and np.shares_memory(to_host(sums), sums.numpy()), "no copy on a CPU"

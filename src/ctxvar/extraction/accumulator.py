@@ -97,6 +97,34 @@ def chunk_rows(device: torch.device, n_rows: int) -> int:
     return CPU_CHUNK_ROWS if device.type == "cpu" else max(n_rows, 1)
 
 
+STAGING_BYTES = 64 << 20  # pinned host buffer through which sums leave a GPU
+
+
+def to_host(tensor: torch.Tensor, staging_bytes: int = STAGING_BYTES) -> np.ndarray:
+    """``tensor`` as a host array. From a GPU, in pieces through one pinned buffer of ``staging_bytes``:
+    a pageable copy of the float64 sums ran at a third of the pinned speed (0.42 s per 1.4 GB on an H100)."""
+    if tensor.device.type == "cpu":
+        return tensor.numpy()
+    pinned = tensor.device.type == "cuda"
+    staging = torch.empty(max(1, staging_bytes // tensor.element_size()), dtype=tensor.dtype, pin_memory=pinned)
+    return staged_copy(tensor, staging, torch.cuda.current_stream(tensor.device).synchronize if pinned else None)
+
+
+def staged_copy(tensor: torch.Tensor, staging: torch.Tensor, wait=None) -> np.ndarray:
+    """``tensor`` copied to a new host array through ``staging`` (1-D, same dtype), a piece at a time;
+    ``wait()`` runs after each piece's non-blocking copy into ``staging``, before it is read."""
+    flat = tensor.reshape(-1)
+    out = np.empty(flat.numel(), dtype=torch.empty(0, dtype=tensor.dtype).numpy().dtype)
+    step = staging.numel()
+    for start in range(0, flat.numel(), step):
+        piece = staging[: min(step, flat.numel() - start)]
+        piece.copy_(flat[start : start + piece.numel()], non_blocking=True)
+        if wait is not None:
+            wait()
+        out[start : start + piece.numel()] = piece.numpy()
+    return out.reshape(tuple(tensor.shape))
+
+
 def column_sums(points: torch.Tensor) -> torch.Tensor:
     """Σ over the rows of ``points`` (N, d), as float64 (d,), in chunks: on a CPU, ``sum(dtype=float64)`` first
     copies its whole input to float64 (for a 16,384 × 768 batch: 100 MB of fresh pages, 31 ms against 3 ms)."""
@@ -221,12 +249,12 @@ class TypeSums:
         """``count`` (U,), ``sum`` (L, U, d), ``sum_sq`` (L, U) and, if kept, ``sum_unit`` (L, U, d), on the host."""
         L, U = self.n_layers, self.n_types
         arrays = {
-            "count": self.count.cpu().numpy(),
-            "sum": self.sum.reshape(L, U, self.d).cpu().numpy(),
-            "sum_sq": self.sum_sq.reshape(L, U).cpu().numpy(),
+            "count": to_host(self.count),
+            "sum": to_host(self.sum).reshape(L, U, self.d),
+            "sum_sq": to_host(self.sum_sq).reshape(L, U),
         }
         if self.sum_unit is not None:
-            arrays["sum_unit"] = self.sum_unit.reshape(L, U, self.d).cpu().numpy()
+            arrays["sum_unit"] = to_host(self.sum_unit).reshape(L, U, self.d)
         return arrays
 
 
@@ -266,7 +294,7 @@ class SecondMoments:
 
     def to_numpy(self) -> np.ndarray:
         """Σxxᵀ (L, d, d), the blocks below the diagonal blocks mirrored from above."""
-        outer = self.outer.cpu().numpy()
+        outer = to_host(self.outer)
         for start in range(0, outer.shape[1], self._block):
             stop = start + self._block
             outer[:, stop:, start:stop] = outer[:, start:stop, stop:].transpose(0, 2, 1)
@@ -315,4 +343,4 @@ class PointSample:
         return tensor.pin_memory().to(self.points.device, non_blocking=True) if self._pin else tensor
 
     def to_numpy(self) -> np.ndarray:
-        return self.points.cpu().numpy()
+        return to_host(self.points)
