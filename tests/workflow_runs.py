@@ -22,7 +22,7 @@ def snakemake(
     No time limit by default: a busy 2-core machine can take far longer than usual, and
     Snakemake ends on its own. A dict ``config`` without ``run`` runs as ``run: test``.
     """
-    if isinstance(config, dict):  # written beside workdir: a config.yaml inside it would be loaded too
+    if isinstance(config, dict):  # written beside workdir, which stays as a user's checkout would be
         config = {"run": "test", **config}
         workdir.mkdir(parents=True, exist_ok=True)
         handle, path = tempfile.mkstemp(suffix=".yaml", dir=workdir.parent)
