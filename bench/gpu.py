@@ -28,13 +28,11 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import steps
 import torch
+from run import in_fresh_process, markdown, write_corpus
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import steps  # noqa: E402
-from run import in_fresh_process, markdown, write_corpus  # noqa: E402
-
-from ctxvar.models.random_init import build_random_model  # noqa: E402
+from ctxvar.models.random_init import build_random_model
 
 BERT_BASE = {"arch": "bert", "hidden_size": 768, "num_layers": 12, "num_heads": 12, "intermediate_size": 3072}
 GPT2_MEDIUM = {"arch": "gpt2", "hidden_size": 1024, "num_layers": 24, "num_heads": 16, "intermediate_size": 4096}

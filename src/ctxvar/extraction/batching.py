@@ -107,11 +107,8 @@ class ShardBatches:
         return self._moved[key]
 
     def _move(self, device) -> list["DeviceBatch"]:
-        import torch
-
-        pin = torch.device(device).type == "cuda"
         moved = {
-            name: _to_device(getattr(self, name), device, pin)
+            name: to_device(getattr(self, name), device)
             for name in ("input_ids", "attention_mask", "positions", "type_index")
         }
         batches = []
@@ -138,11 +135,14 @@ class DeviceBatch:
     type_index: object  # (N,)
 
 
-def _to_device(array: np.ndarray, device, pin: bool):
+def to_device(array: np.ndarray, device):
+    """``array`` as a tensor on ``device``: from pinned memory without waiting on a GPU, shared on a CPU."""
     import torch
 
     tensor = torch.from_numpy(np.ascontiguousarray(array))
-    return tensor.pin_memory().to(device, non_blocking=True) if pin else tensor
+    if torch.device(device).type == "cpu":
+        return tensor
+    return tensor.pin_memory().to(device, non_blocking=True)
 
 
 def pad_batches(encoded: EncodedShard, type_index: np.ndarray, batches: list[np.ndarray], pad_id: int) -> ShardBatches:

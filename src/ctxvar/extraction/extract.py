@@ -122,10 +122,8 @@ class ShardRun:
         rows = self.batches if batches is None else batches
         return pad_batches(self.encoded, self.type_index, rows, loading.pad_id(self.tokenizer))
 
-    def run(self, accumulator, settings: ExtractionSettings, batches: ShardBatches | None = None) -> None:
-        run_batches(
-            self.model, accumulator, self.padded() if batches is None else batches, self.device, settings.progress
-        )
+    def run(self, accumulator, settings: ExtractionSettings, batches: ShardBatches) -> None:
+        run_batches(self.model, accumulator, batches, self.device, settings.progress)
 
 
 def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool = True) -> ShardRun:
@@ -192,6 +190,7 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings, moments_pa
     job = prepare_shard(shard_path, settings)
     lengths, n_layers, d = job.encoded.lengths, job.n_layers, job.d
     padded = job.padded()
+    padding = padding_fraction(lengths, job.batches)
     cap = state_cap_bytes(settings, job, padded)
     groups = layer_groups(n_layers, len(job.types), d, cap, options)
     log.info(
@@ -204,7 +203,7 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings, moments_pa
         len(job.types),
         len(padded),
         settings.batch_tokens,
-        100 * padding_fraction(lengths, job.batches),
+        100 * padding,
         state_bytes(len(groups[0]), len(job.types), d, options) / 1e6,
         "none" if cap == float("inf") else f"{cap / 1e6:.0f} MB",
         len(groups),
@@ -217,7 +216,7 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings, moments_pa
         **job.long_counts,
         "n_sequences": len(lengths),
         "n_tokens": len(job.encoded.ids),
-        "padding_fraction": padding_fraction(lengths, job.batches),
+        "padding_fraction": padding,
         "device": str(job.device),
         "device_name": device_name(job.device),
     }
