@@ -86,6 +86,21 @@ def test_a_sharded_checkpoint_loads_as_the_whole_one(tmp_path, tiny_models):
         assert torch.equal(loaded(**inputs).last_hidden_state, whole(**inputs).last_hidden_state)
 
 
+def test_a_damaged_shard_or_index_of_a_sharded_checkpoint_is_named(tmp_path, tiny_models):
+    _, whole = models.load({"id": "tiny"}, tiny_models["bert"], "float32", torch.device("cpu"))
+    whole.save_pretrained(tmp_path, max_shard_size="40KB")
+    second = sorted(tmp_path.glob("model-*.safetensors"))[1]
+    data = second.read_bytes()
+    second.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ModelLoadError, match=f"{second.name} is damaged \\(unreadable safetensors"):
+        models.load_model({"id": "tiny"}, str(tmp_path), "float32", torch.device("cpu"))
+    second.write_bytes(data)
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(index.read_text()[:-20])
+    with pytest.raises(ModelLoadError, match="model.safetensors.index.json is damaged \\(not valid JSON"):
+        models.load_model({"id": "tiny"}, str(tmp_path), "float32", torch.device("cpu"))
+
+
 def test_loading_initialises_no_weight_it_then_overwrites(tiny_models, monkeypatch):
     """Weights go from the files to the device: random initialisation, if any, runs on meta tensors only."""
     real = []

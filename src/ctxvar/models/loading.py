@@ -115,6 +115,7 @@ def _from_pretrained(cls, source: str, entry: dict, options: dict):
 # Files of a saved model that are JSON, and may be damaged by a copy or a full disk.
 JSON_FILES = (
     "config.json",
+    "model.safetensors.index.json",  # a sharded checkpoint's map of tensors to files
     "tokenizer_config.json",
     "tokenizer.json",
     "special_tokens_map.json",
