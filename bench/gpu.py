@@ -23,7 +23,6 @@ parameters × real tokens, over the GPU's dense peak for the dtype), load_second
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
