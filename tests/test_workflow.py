@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from safetensors.torch import load_file, save_file
 
 from ctxvar.figures.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES, SUMMARY_FIGURES
 from ctxvar.io import read_metadata
@@ -307,21 +308,36 @@ def test_killed_run_resumes_only_unfinished_jobs_with_bit_identical_results(tmp_
 
 
 def test_local_model_directory_and_text_file_offline(tmp_path, tiny_models, corpus_texts):
+    """A local model and text file run offline; weights changed in place afterwards re-run the model's jobs, even
+    with the old modification time put back (as ``cp -p`` does)."""
     text_file = tmp_path / "sentences.txt"
     text_file.write_text("\n".join(corpus_texts) + "\n", encoding="utf-8")
+    model_dir = tmp_path / "local-bert"
+    shutil.copytree(tiny_models["bert"], model_dir)
     config = {
         "corpus": {"source": "text", "path": str(text_file), "fraction": 1.0, "max_words": 30},
         "chunk_sentences": 32,
         "shards": 3,
-        "models": [{"id": "local-bert", "name": tiny_models["bert"]}],
+        "models": [{"id": "local-bert", "name": str(model_dir)}],
         "device": "cpu",
     }
-    run = snakemake(tmp_path, config, env={"HF_HUB_OFFLINE": "1"})
+    workdir = tmp_path / "run"
+    run = snakemake(workdir, config, env={"HF_HUB_OFFLINE": "1"})
     assert run.returncode == 0, run.stderr[-3000:]
-    kept = pd.read_parquet(tmp_path / "results" / "test" / "corpus" / "sentences.parquet")["text"].tolist()
+    kept = pd.read_parquet(workdir / "results" / "test" / "corpus" / "sentences.parquet")["text"].tolist()
     assert 0 < len(kept) < len(corpus_texts), "max_words must drop some sentences here"
-    tokens = pd.read_parquet(tmp_path / "results" / "test" / "local-bert" / "tokens.parquet")
+    tokens = pd.read_parquet(workdir / "results" / "test" / "local-bert" / "tokens.parquet")
     assert_tokens_match(tokens, brute_force_tokens(*brute_force_embeddings(tiny_models["bert"], kept)))
+
+    assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(snakemake(workdir, config, "-n"))
+    weights = model_dir / "model.safetensors"
+    status = weights.stat()
+    tensors = load_file(weights)
+    tensors["encoder.layer.2.output.LayerNorm.weight"] *= 2
+    save_file(tensors, weights, metadata={"format": "pt"})
+    os.utime(weights, ns=(status.st_atime_ns, status.st_mtime_ns))
+    jobs = scheduled_jobs(snakemake(workdir, config, "-n"))
+    assert jobs["extract_statistics"] == 3 and jobs["merge_statistics"] >= 1 and jobs["layer_statistics"] == 1
 
 
 def test_uncached_hub_model_fails_its_job_with_one_line(tmp_path):

@@ -29,6 +29,7 @@ from ctxvar.figures.catalogue import (
     SUMMARY_FIGURES,
 )
 from ctxvar.disk import check_free_space
+from ctxvar.models.files import directory_fingerprint
 from ctxvar.errors import CtxvarError
 from ctxvar.extraction.batching import BATCH_TOKENS
 from ctxvar.corpus.shards import known_sentence_count, empty_shards_warning
@@ -208,6 +209,13 @@ def type_keying(wildcards):
 def model_source(wildcards):
     """Where extraction loads the model from: the run's models/{model} folder, or the Hub id / local path."""
     return source_of(MODELS[wildcards.model], results(""))
+
+
+def local_model_files(wildcards):
+    """The fingerprint of a local model directory's files (None for Hub ids and models made in the run, which are
+    inputs): weights changed in place re-run the model's extraction, as a changed param does."""
+    entry = MODELS[wildcards.model]
+    return None if built_in_run(entry) else directory_fingerprint(entry["name"])
 
 
 def extraction_inputs(wildcards):

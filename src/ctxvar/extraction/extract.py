@@ -147,6 +147,7 @@ def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool =
     background = ThreadPoolExecutor(max_workers=2)
     encoding = background.submit(encode, tokenizer, texts)
     model = loading.load_model(settings.model, settings.source, settings.dtype, device)
+    loading.check_tokenizer_fits(tokenizer, model, settings.model, settings.source)
     weights_hash = background.submit(loading.weights_sha256, model) if hash_weights else None
     background.shutdown(wait=False)
     encoded, source_row, long_counts = fit_to_positions(

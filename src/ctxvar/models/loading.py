@@ -19,7 +19,7 @@ import torch
 
 from ctxvar.config import revision_of
 from ctxvar.errors import ModelLoadError, first_line
-from ctxvar.models import hub
+from ctxvar.models import completeness, hub
 from ctxvar.models.gaussian_null import register
 
 log = logging.getLogger(__name__)
@@ -39,8 +39,16 @@ def resolve_device(device: str) -> torch.device:
 
 
 def load(entry: dict, source: str, dtype: str, device: torch.device):
-    """``(tokenizer, model)`` for a model entry; ``source`` is a Hub id or a local directory."""
-    return load_tokenizer(entry, source), load_model(entry, source, dtype, device)
+    """``(tokenizer, model)`` for a model entry; ``source`` is a Hub id or a local directory. Both are whole
+    and fit each other, or :class:`ModelLoadError` says why (see :mod:`ctxvar.models.completeness`)."""
+    tokenizer, model = load_tokenizer(entry, source), load_model(entry, source, dtype, device)
+    check_tokenizer_fits(tokenizer, model, entry, source)
+    return tokenizer, model
+
+
+def described(entry: dict, source: str) -> str:
+    """How errors name a model: ``model 'id' (source)``."""
+    return f"model {entry['id']!r} ({source})"
 
 
 def _options(entry: dict, source: str) -> dict:
@@ -58,33 +66,85 @@ def load_tokenizer(entry: dict, source: str):
 
     tokenizer = _from_pretrained(AutoTokenizer, source, entry, _options(entry, source))
     custom_code_warning(entry, source, "tokenizer_config.json", tokenizer)
+    revision = revision_of(entry)
+    found = [name for name in completeness.tokenizer_file_names(tokenizer) if hub.model_file(source, name, revision)]
+    completeness.check_tokenizer_files(tokenizer, found, described(entry, source))
     return tokenizer
 
 
+def check_tokenizer_fits(tokenizer, model, entry: dict, source: str) -> None:
+    """Refuse a tokenizer whose ids do not fit the model's embedding (see :mod:`ctxvar.models.completeness`)."""
+    completeness.check_tokenizer_fits(tokenizer, model, described(entry, source))
+
+
 def load_model(entry: dict, source: str, dtype: str, device: torch.device):
-    """The model in eval mode on ``device``, in ``dtype``.
+    """The model in eval mode on ``device``, in ``dtype``, built from every tensor it needs and nothing else.
 
     ``device_map`` makes transformers build the model on the meta device (no random
     initialisation) and copy each tensor of the (possibly sharded) safetensors files
     straight to ``device`` in ``dtype``: the host never holds a copy of the model.
+    A pooler is not built where the class allows (``add_pooling_layer=False``), and
+    transformers' loading report is read: a tensor missing, of another shape, or of a
+    layer the config does not build stops the job (:mod:`ctxvar.models.completeness`).
     """
-    from transformers import AutoModel
+    from transformers import AutoConfig, AutoModel
 
-    # safetensors only: pickled checkpoints (pytorch_model.bin) can run code when loaded.
-    options = {"dtype": DTYPES[dtype], "use_safetensors": True, "device_map": {"": str(device)}}
-    model = _from_pretrained(AutoModel, source, entry, {**_options(entry, source), **options})
-    if getattr(model.config, "is_encoder_decoder", False):
+    what = described(entry, source)
+    if os.path.isdir(source):
+        completeness.check_checkpoint_files(source, what)
+    config = _from_pretrained(AutoConfig, source, entry, _options(entry, source))
+    if getattr(config, "is_encoder_decoder", False):
         raise ModelLoadError(
-            f"model {entry['id']!r} is an encoder-decoder ({model.config.model_type}); its forward pass has no single "
+            f"model {entry['id']!r} is an encoder-decoder ({config.model_type}); its forward pass has no single "
             "stack of hidden states per token: use an encoder or decoder model"
         )
+    # safetensors only: pickled checkpoints (pytorch_model.bin) can run code when loaded.
+    options = {
+        "config": config,
+        "dtype": DTYPES[dtype],
+        "use_safetensors": True,
+        "device_map": {"": str(device)},
+        "output_loading_info": True,
+        "ignore_mismatched_sizes": True,  # reported as mismatched_keys and refused below, with their shapes
+        **({"add_pooling_layer": False} if builds_pooler_optionally(config) else {}),
+    }
+    with transformers_quiet():  # its report is a table on the console; the job log gets ours, whole
+        model, info = _from_pretrained(AutoModel, source, entry, {**_options(entry, source), **options})
+    completeness.check_loaded_whole(model, info, what)
     custom_code_warning(entry, source, "config.json", model)
     return model.eval()
 
 
+def builds_pooler_optionally(config) -> bool:
+    """Whether the base model class transformers maps ``config`` to takes ``add_pooling_layer`` (BERT, RoBERTa,
+    XLM-R, ALBERT, …); False for classes it does not know (custom code)."""
+    import inspect
+
+    from transformers import AutoModel
+
+    try:
+        model_class = AutoModel._model_mapping[type(config)]
+    except (KeyError, ValueError):
+        return False
+    return "add_pooling_layer" in inspect.signature(model_class.__init__).parameters
+
+
+@contextlib.contextmanager
+def transformers_quiet():
+    """transformers' own warnings off for the block (its loading report, read and logged by the caller)."""
+    from transformers.utils import logging as transformers_logging
+
+    level = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        transformers_logging.set_verbosity(level)
+
+
 def _from_pretrained(cls, source: str, entry: dict, options: dict):
     register()  # the Gaussian null model's type, read from config.json by the Auto classes
-    what = f"model {entry['id']!r} ({source})"
+    what = described(entry, source)
     if os.path.isdir(source):
         try:
             return cls.from_pretrained(source, **options)
@@ -133,10 +193,27 @@ def load_error(what: str, directory: str, cls, error: Exception) -> ModelLoadErr
             f"{what}: {damaged[0]} is damaged ({damaged[1]}); restore it (download the model again, "
             "or save_pretrained it again)"
         )
+    kind = cls.__name__[4:].lower()
+    if kind == "model" and not glob.glob(os.path.join(glob.escape(directory), "*.safetensors")):
+        pickled = [
+            name
+            for name in ("pytorch_model.bin", "pytorch_model.bin.index.json")
+            if os.path.isfile(os.path.join(directory, name))
+        ]
+        return ModelLoadError(
+            f"{what}: no safetensors weights in {directory} "
+            + (
+                f"(it has {', '.join(pickled)}, pickled weights that can run code when loaded, so they are not "
+                "loaded; convert them: from_pretrained then save_pretrained writes model.safetensors)"
+                if pickled
+                else "(model.safetensors, or model-*-of-*.safetensors with model.safetensors.index.json); "
+                "save the model there with save_pretrained"
+            )
+        )
+    reason = first_line(error).replace(" For details look at the above report!", "")
     return ModelLoadError(
-        f"{what}: the directory has no loadable {cls.__name__[4:].lower()} ({type(error).__name__}: "
-        f"{first_line(error)}); "
-        "weights must be safetensors (save_pretrained's default), and custom code needs trust_remote_code: true"
+        f"{what}: the directory has no loadable {kind} ({type(error).__name__}: {reason}); "
+        "custom code needs trust_remote_code: true"
     )
 
 
@@ -220,7 +297,8 @@ def pad_id(tokenizer) -> int:
 
 
 def weights_sha256(model: torch.nn.Module) -> str:
-    """SHA-256 over every parameter and buffer of the model as loaded (in the job's dtype), sorted by name: for
+    """SHA-256 over every parameter and buffer of the model as loaded (in the job's dtype) that feeds its hidden
+    states (:func:`ctxvar.models.completeness.feeds_hidden_states`: a pooler does not), sorted by name: for
     each, ``name:dtype:shape`` then its bytes. Partials of other weights, or of the same in another dtype,
     differ; where the model sits does not matter.
 
@@ -229,7 +307,11 @@ def weights_sha256(model: torch.nn.Module) -> str:
     copies), so hashing in a background thread overlaps the batches' work instead of
     queueing behind it.
     """
-    tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    tensors = {
+        name: tensor
+        for name, tensor in [*model.named_parameters(), *model.named_buffers()]
+        if completeness.feeds_hidden_states(name)
+    }
     device = next(iter(tensors.values())).device if tensors else torch.device("cpu")
     digest = hashlib.sha256()
     with _copy_stream(device):

@@ -1,0 +1,174 @@
+"""Whether the model transformers built is the whole model the user named, and the tokenizer one that fits it.
+
+``from_pretrained`` fills every tensor the files lack with a fresh random (or
+constant) initialisation and only warns; it drops tensors the config has no place
+for, and its tokenizer classes build a near-empty vocabulary when no tokenizer file
+is there. Any of these gives hidden states of a model nobody named, so each is
+refused here with one line, and the full report goes to the job log.
+
+Tensors that do not feed the hidden states are not the model measured: an encoder's
+pooler (``pooler.*``, not built where the class allows ``add_pooling_layer=False``)
+and the heads of a checkpoint saved with one (``cls.*``, ``lm_head.*``, …). They may be
+missing or unexpected, and are neither checked nor hashed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+
+from ctxvar.errors import ModelLoadError
+
+log = logging.getLogger(__name__)
+
+# Top-level modules of a base model whose output is not among the hidden states (BERT's and RoBERTa's pooler).
+NOT_HIDDEN_STATE_MODULES = ("pooler",)
+SINGLE_FILE = "model.safetensors"
+SHARD_INDEX = "model.safetensors.index.json"
+# A tokenizer with fewer entries than this share of the model's embedding rows belongs to another model.
+# Real checkpoints pad their rows by well under 5 % (GPT-J: 50,257 of 50,400; Phi-2: 50,295 of 51,200).
+MIN_VOCABULARY_SHARE = 0.5
+LISTED = 5  # tensor names shown in a one-line error; the rest are counted
+
+
+def feeds_hidden_states(name: str) -> bool:
+    """Whether the tensor ``name`` (a parameter or buffer of the loaded base model) can change its hidden states."""
+    return name.split(".", 1)[0] not in NOT_HIDDEN_STATE_MODULES
+
+
+def structure(name: str) -> str:
+    """``name`` with its numbers (layer indices) replaced by ``*``: ``encoder.layer.*.output.dense.weight``."""
+    return re.sub(r"(?<=\.)\d+(?=\.)|^\d+(?=\.)", "*", name)
+
+
+def own_tensor_names(model, names) -> list[str]:
+    """The checkpoint tensors in ``names`` that the model has a place of the same kind for (a layer the config
+    leaves out, say): their names, the base model's prefix removed, match a tensor of the model's but for numbers."""
+    prefix = f"{getattr(model, 'base_model_prefix', '')}."
+    shapes = {structure(n) for n, _ in [*model.named_parameters(), *model.named_buffers()]}
+    return sorted(n for n in names if structure(n.removeprefix(prefix)) in shapes)
+
+
+def listed(names) -> str:
+    """The first few of ``names`` and a count of the rest."""
+    names = sorted(names)
+    more = f" and {len(names) - LISTED} more" if len(names) > LISTED else ""
+    return ", ".join(names[:LISTED]) + more
+
+
+def log_loading_report(what: str, info: dict) -> None:
+    """Every key of transformers' loading report (missing, unexpected, mismatched) into the job log."""
+    for kind in ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"):
+        entries = sorted(map(str, info.get(kind) or ()))
+        log.info("%s loading report: %d %s%s", what, len(entries), kind.replace("_", " "), ":" if entries else "")
+        for entry in entries:
+            log.info("    %s", entry)
+
+
+def check_loaded_whole(model, info: dict, what: str) -> None:
+    """Refuse a model that transformers built with tensors the files lack, lacks tensors the files hold for its
+    own layers, or holds with other shapes; heads and poolers of the checkpoint are ignored (module docstring)."""
+    log_loading_report(what, info)
+    remedy = "the model directory is incomplete or its config.json does not match its weights: restore the files"
+    mismatched = [
+        f"{name} {tuple(found)} in the files, {tuple(built)} in config.json"
+        for name, found, built in info.get("mismatched_keys") or ()
+    ]
+    if mismatched:
+        raise ModelLoadError(
+            f"{what}: {len(mismatched)} tensor(s) have other shapes than config.json says: "
+            f"{listed(mismatched)}; {remedy}"
+        )
+    missing = [name for name in info.get("missing_keys") or () if feeds_hidden_states(name)]
+    if missing:
+        raise ModelLoadError(
+            f"{what}: {len(missing)} tensor(s) of the model are not in its weight files and would be "
+            f"initialised at random: {listed(missing)}; {remedy}"
+        )
+    extra = own_tensor_names(model, info.get("unexpected_keys") or ())
+    if extra:
+        raise ModelLoadError(
+            f"{what}: the weight files hold {len(extra)} tensor(s) of layers config.json does not build: "
+            f"{listed(extra)}; {remedy}"
+        )
+    ignored = sorted(info.get("unexpected_keys") or ())
+    if ignored:
+        log.info(
+            "%s: ignored %d tensor(s) that do not feed the hidden states (heads): %s",
+            what,
+            len(ignored),
+            listed(ignored),
+        )
+
+
+def check_checkpoint_files(directory: str, what: str) -> None:
+    """Refuse a directory whose weights are ambiguous or incomplete before transformers picks one: both a single
+    ``model.safetensors`` and a sharded set (transformers would load the single file without a word), or an index
+    that names shard files which are not there."""
+    single, index = (os.path.join(directory, name) for name in (SINGLE_FILE, SHARD_INDEX))
+    if os.path.isfile(single) and os.path.isfile(index):
+        raise ModelLoadError(
+            f"{what}: the directory holds two checkpoints, {single} and the sharded one of {index}; "
+            "keep one of them (delete the other)"
+        )
+    if not os.path.isfile(index):
+        return
+    try:
+        with open(index, encoding="utf-8") as handle:
+            shards = set(json.load(handle)["weight_map"].values())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return  # a damaged index is named by loading.damaged_file once from_pretrained fails
+    absent = sorted(s for s in shards if not os.path.isfile(os.path.join(directory, s)))
+    if absent:
+        raise ModelLoadError(
+            f"{what}: {len(absent)} weight file(s) that {index} lists are missing: {listed(absent)}; "
+            "restore them (download the model again, or save_pretrained it again)"
+        )
+
+
+def embedding_rows(model) -> int | None:
+    """Rows of the model's input embedding (ids it can look up); None if the model does not say."""
+    try:
+        return model.get_input_embeddings().num_embeddings
+    except (AttributeError, NotImplementedError):
+        return getattr(model.config, "vocab_size", None)
+
+
+def tokenizer_file_names(tokenizer) -> list[str]:
+    """The files ``tokenizer``'s class reads its vocabulary from (``tokenizer.json`` always serves); empty for a
+    tokenizer that needs none (byte-level ByT5)."""
+    names = set(getattr(type(tokenizer), "vocab_files_names", {}).values())
+    return sorted(names | {"tokenizer.json"}) if names else []
+
+
+def check_tokenizer_files(tokenizer, found: list[str], what: str) -> None:
+    """Refuse a tokenizer built without any of its files (transformers then makes one of its special tokens
+    alone, and every word becomes the unknown token). ``found``: the files of
+    :func:`tokenizer_file_names` present for the model."""
+    expected = tokenizer_file_names(tokenizer)
+    if expected and not found:
+        raise ModelLoadError(
+            f"{what}: no tokenizer files ({type(tokenizer).__name__} reads {' or '.join(expected)}); save the "
+            "model's tokenizer with it (tokenizer.save_pretrained into the same directory)"
+        )
+
+
+def check_tokenizer_fits(tokenizer, model, what: str) -> None:
+    """Refuse a tokenizer whose ids the model cannot look up, or one of far fewer entries than the model's
+    embedding rows (another model's tokenizer; see ``MIN_VOCABULARY_SHARE``)."""
+    rows = embedding_rows(model)
+    vocabulary = tokenizer.get_vocab()
+    if not rows or not vocabulary:
+        return
+    largest = max(vocabulary.values())
+    remedy = "the tokenizer belongs to another model: use the tokenizer saved with these weights"
+    if largest >= rows:
+        raise ModelLoadError(
+            f"{what}: the tokenizer has ids up to {largest}, but the model's embedding has {rows} rows; {remedy}"
+        )
+    if len(vocabulary) < MIN_VOCABULARY_SHARE * rows:
+        raise ModelLoadError(
+            f"{what}: the tokenizer has {len(vocabulary)} entries for the model's {rows} embedding rows; {remedy}"
+        )

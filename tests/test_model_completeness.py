@@ -1,0 +1,254 @@
+"""The model a job runs is the model the user named, whole: checkpoints saved with heads and without a pooler
+run in any number of shards; incomplete, ambiguous or mismatched model folders are refused with one line.
+
+Each model folder here is a copy of a tiny random-init model (randomised LayerNorms), damaged or re-saved the
+way real checkpoints are.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from ctxvar.errors import ModelLoadError
+from ctxvar.io import MANIFEST
+from ctxvar.jobs import job_log
+from ctxvar.models import loading
+from ctxvar.models.completeness import own_tensor_names, structure
+from ctxvar.models.files import directory_fingerprint
+
+from pipeline_runs import TEST_DEVICE, run_pipeline
+
+pytestmark = pytest.mark.integration
+
+CPU = torch.device("cpu")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")  # what save_pretrained writes for the tiny models
+
+
+def one_line_error(model_dir: Path, match: str, load=loading.load) -> str:
+    with pytest.raises(ModelLoadError, match=match) as error:
+        load({"id": "m"}, str(model_dir), "float32", CPU)
+    message = str(error.value)
+    assert "\n" not in message and "look at the above report" not in message, message
+    return message
+
+
+def copy_model(source: str, target: Path) -> Path:
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns(MANIFEST))
+    return target
+
+
+def head_checkpoint(tiny_models, arch: str, target: Path) -> Path:
+    """The tiny model re-saved as its masked-LM class saves it (the Hub's bert-base-uncased and roberta-base):
+    tensors under ``bert.``/``roberta.``, a ``cls.*``/``lm_head.*`` head, and no pooler."""
+    from transformers import AutoModelForMaskedLM
+
+    model = AutoModelForMaskedLM.from_pretrained(tiny_models[arch])
+    model.save_pretrained(target)
+    for name in TOKENIZER_FILES:
+        shutil.copy(Path(tiny_models[arch]) / name, target / name)
+    saved = load_file(target / "model.safetensors")
+    assert not any("pooler" in key for key in saved) and any(key.startswith(("cls.", "lm_head.")) for key in saved)
+    return target
+
+
+def without_tensor(model_dir: Path, name: str) -> None:
+    weights = load_file(model_dir / "model.safetensors")
+    del weights[name]
+    save_file(weights, model_dir / "model.safetensors", metadata={"format": "pt"})
+
+
+def sharded(tiny_models, target: Path) -> Path:
+    """The tiny BERT saved in several safetensors files with their index."""
+    _, model = loading.load({"id": "m"}, tiny_models["bert"], "float32", CPU)
+    model.save_pretrained(target, max_shard_size="40KB")
+    for name in TOKENIZER_FILES:
+        shutil.copy(Path(tiny_models["bert"]) / name, target / name)
+    assert len(list(target.glob("model-*.safetensors"))) >= 3
+    return target
+
+
+@pytest.mark.parametrize("arch", ["bert", "roberta"])
+def test_a_head_checkpoint_without_pooler_over_3_shards_equals_the_base_model(
+    tmp_path, tiny_models, corpus_texts, arch
+):
+    checkpoint = head_checkpoint(tiny_models, arch, tmp_path / "masked-lm")
+    base_tokens, _, base_stats = run_pipeline(tmp_path / "base", tiny_models[arch], corpus_texts, 3, "m")
+    head_tokens, _, head_stats = run_pipeline(tmp_path / "head", checkpoint, corpus_texts, 3, "m")
+    pd.testing.assert_frame_equal(head_tokens, base_tokens, check_exact=TEST_DEVICE == "cpu", rtol=1e-12)
+    assert pd.read_parquet(head_stats).equals(pd.read_parquet(base_stats)) or TEST_DEVICE != "cpu"
+
+
+def test_the_weights_hash_leaves_out_the_pooler_and_nothing_else(tiny_models):
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(tiny_models["bert"])  # with the pooler that ctxvar does not build
+    before = loading.weights_sha256(model)
+    with torch.no_grad():
+        model.pooler.dense.weight.add_(1.0)
+    assert loading.weights_sha256(model) == before
+    with torch.no_grad():
+        model.encoder.layer[0].output.LayerNorm.weight.add_(1.0)
+    assert loading.weights_sha256(model) != before
+
+
+def test_no_pooler_is_built_where_the_class_allows(tmp_path, tiny_models):
+    _, model = loading.load({"id": "m"}, str(head_checkpoint(tiny_models, "bert", tmp_path / "m")), "float32", CPU)
+    assert model.pooler is None and not any(name.startswith("pooler") for name, _ in model.named_parameters())
+
+
+def test_a_missing_layer_norm_weight_is_refused_by_name(tmp_path, tiny_models):
+    model_dir = copy_model(tiny_models["bert"], tmp_path / "m")
+    without_tensor(model_dir, "encoder.layer.1.output.LayerNorm.weight")
+    message = one_line_error(model_dir, "1 tensor\\(s\\) of the model are not in its weight files")
+    assert "encoder.layer.1.output.LayerNorm.weight" in message and "restore the files" in message
+
+
+def test_a_missing_tensor_of_a_head_checkpoint_is_refused(tmp_path, tiny_models):
+    model_dir = head_checkpoint(tiny_models, "roberta", tmp_path / "m")
+    without_tensor(model_dir, "roberta.encoder.layer.0.attention.self.query.bias")
+    one_line_error(model_dir, "encoder.layer.0.attention.self.query.bias")
+
+
+@pytest.mark.parametrize(
+    "layers, match", [(2, "holds 6 tensor\\(s\\)|of layers config.json does not build"), (4, "not in its weight files")]
+)
+def test_config_with_other_layer_counts_than_the_weights_is_refused(tmp_path, tiny_models, layers, match):
+    model_dir = copy_model(tiny_models["bert"], tmp_path / "m")
+    config = json.loads((model_dir / "config.json").read_text())
+    assert config["num_hidden_layers"] == 3
+    (model_dir / "config.json").write_text(json.dumps({**config, "num_hidden_layers": layers}))
+    message = one_line_error(model_dir, match)
+    assert ("encoder.layer.2." if layers == 2 else "encoder.layer.3.") in message
+
+
+def test_config_with_other_shapes_than_the_weights_is_refused_with_the_shapes(tmp_path, tiny_models):
+    model_dir = copy_model(tiny_models["gpt2"], tmp_path / "m")
+    config = json.loads((model_dir / "config.json").read_text())
+    (model_dir / "config.json").write_text(json.dumps({**config, "n_inner": config["n_inner"] * 2}))
+    message = one_line_error(model_dir, "have other shapes than config.json says")
+    assert "mlp.c_fc.weight (32, 64) in the files, (32, 128) in config.json" in message
+
+
+def test_a_shard_file_lacking_a_tensor_is_refused(tmp_path, tiny_models):
+    model_dir = sharded(tiny_models, tmp_path / "m")
+    index = json.loads((model_dir / "model.safetensors.index.json").read_text())
+    name, file = next((n, f) for n, f in index["weight_map"].items() if n.endswith(".bias") and "encoder" in n)
+    shard = load_file(model_dir / file)
+    del shard[name]
+    save_file(shard, model_dir / file, metadata={"format": "pt"})
+    assert name in one_line_error(model_dir, "not in its weight files")
+
+
+def test_an_index_that_leaves_out_a_shard_files_tensors_is_refused(tmp_path, tiny_models):
+    model_dir = sharded(tiny_models, tmp_path / "m")
+    path = model_dir / "model.safetensors.index.json"
+    index = json.loads(path.read_text())
+    dropped = sorted(set(index["weight_map"].values()))[1]
+    index["weight_map"] = {n: f for n, f in index["weight_map"].items() if f != dropped}
+    path.write_text(json.dumps(index))
+    one_line_error(model_dir, "tensor\\(s\\) of the model are not in its weight files")
+
+
+def test_a_missing_shard_file_is_named(tmp_path, tiny_models):
+    model_dir = sharded(tiny_models, tmp_path / "m")
+    missing = sorted(model_dir.glob("model-*.safetensors"))[1]
+    missing.unlink()
+    message = one_line_error(model_dir, "weight file\\(s\\) that .*model.safetensors.index.json lists are missing")
+    assert missing.name in message and "trust_remote_code" not in message
+
+
+def test_a_single_file_beside_a_sharded_checkpoint_is_refused_naming_both(tmp_path, tiny_models):
+    model_dir = sharded(tiny_models, tmp_path / "m")
+    shutil.copy(Path(tiny_models["roberta"]) / "model.safetensors", model_dir / "model.safetensors")
+    message = one_line_error(model_dir, "holds two checkpoints")
+    assert str(model_dir / "model.safetensors") in message and "model.safetensors.index.json" in message
+
+
+def test_no_weights_at_all_says_so(tmp_path, tiny_models):
+    model_dir = copy_model(tiny_models["bert"], tmp_path / "m")
+    (model_dir / "model.safetensors").unlink()
+    assert "trust_remote_code" not in one_line_error(model_dir, "no safetensors weights in")
+
+
+def test_pickled_weights_alone_are_named_with_the_conversion(tmp_path, tiny_models):
+    model_dir = copy_model(tiny_models["bert"], tmp_path / "m")
+    (model_dir / "model.safetensors").unlink()
+    torch.save({}, model_dir / "pytorch_model.bin")
+    one_line_error(model_dir, "it has pytorch_model.bin, pickled weights .* convert them")
+
+
+def test_no_tokenizer_files_is_one_line(tmp_path, tiny_models):
+    model_dir = copy_model(tiny_models["bert"], tmp_path / "m")
+    for name in TOKENIZER_FILES:
+        (model_dir / name).unlink()
+    (model_dir / "config.json").write_text(  # BertTokenizer, as for a Hub BERT folder
+        json.dumps({**json.loads((model_dir / "config.json").read_text()), "tokenizer_class": "BertTokenizer"})
+    )
+    one_line_error(model_dir, "no tokenizer files \\(BertTokenizer reads tokenizer.json or vocab.txt\\)")
+
+
+def test_a_tokenizer_with_ids_past_the_embedding_is_refused(tmp_path, tiny_models):
+    from transformers import AutoTokenizer
+
+    model_dir = copy_model(tiny_models["bert"], tmp_path / "m")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.add_tokens([f"extra{i}" for i in range(20)])
+    tokenizer.save_pretrained(model_dir)
+    one_line_error(model_dir, "the tokenizer has ids up to 319, but the model's embedding has 300 rows")
+
+
+def test_a_tokenizer_far_smaller_than_the_embedding_is_refused(tmp_path, tiny_models):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    model_dir = copy_model(tiny_models["bert"], tmp_path / "m")
+    vocab = {piece: i for i, piece in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *"abcdefghij"])}
+    core = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    core.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]", pad_token="[PAD]").save_pretrained(model_dir)
+    one_line_error(model_dir, "the tokenizer has 14 entries for the model's 300 embedding rows")
+
+
+def test_the_job_log_gets_the_whole_loading_report_and_the_console_none(tmp_path, tiny_models, capfd):
+    model_dir = head_checkpoint(tiny_models, "roberta", tmp_path / "m")
+    log_path = tmp_path / "job.log"
+    with job_log(log_path):
+        loading.load({"id": "m"}, str(model_dir), "float32", CPU)
+    console = capfd.readouterr()
+    assert "LOAD REPORT" not in console.err + console.out and "lm_head" not in console.err
+    text = log_path.read_text()
+    assert "5 unexpected keys:" in text and "lm_head.layer_norm.weight" in text and "0 missing keys" in text
+    logging.getLogger().handlers.clear()
+
+
+def test_unexpected_tensors_are_the_models_own_only_when_shaped_like_them(tiny_models):
+    _, model = loading.load({"id": "m"}, tiny_models["bert"], "float32", CPU)
+    assert structure("encoder.layer.12.output.dense.weight") == "encoder.layer.*.output.dense.weight"
+    names = ["bert.encoder.layer.7.output.dense.weight", "cls.predictions.bias", "pooler.dense.weight"]
+    assert own_tensor_names(model, names) == ["bert.encoder.layer.7.output.dense.weight"]
+
+
+def test_the_fingerprint_follows_every_change_of_a_file(tmp_path, tiny_models):
+    import os
+
+    model_dir = copy_model(tiny_models["bert"], tmp_path / "m")
+    weights = model_dir / "model.safetensors"
+    before = directory_fingerprint(str(model_dir))
+    assert directory_fingerprint(str(model_dir)) == before and directory_fingerprint(str(tmp_path / "no")) is None
+    status = weights.stat()
+    weights.write_bytes(weights.read_bytes())  # same bytes, rewritten in place, mtime put back as cp -p does
+    os.utime(weights, ns=(status.st_atime_ns, status.st_mtime_ns))
+    assert directory_fingerprint(str(model_dir)) != before
+    (model_dir / ".git").mkdir()
+    (model_dir / ".git" / "index").write_text("x")
+    after = directory_fingerprint(str(model_dir))
+    (model_dir / ".git" / "index").write_text("y")
+    assert directory_fingerprint(str(model_dir)) == after
