@@ -226,6 +226,7 @@ def test_the_job_log_gets_the_whole_loading_report_and_the_console_none(tmp_path
     assert "LOAD REPORT" not in console.err + console.out and "lm_head" not in console.err
     text = log_path.read_text()
     assert "5 unexpected keys:" in text and "lm_head.layer_norm.weight" in text and "0 missing keys" in text
+    assert "transformers.modeling_utils: " in text and "LOAD REPORT" in text  # transformers' own table too
     logging.getLogger().handlers.clear()
 
 

@@ -108,7 +108,7 @@ def load_model(entry: dict, source: str, dtype: str, device: torch.device):
         "ignore_mismatched_sizes": True,  # reported as mismatched_keys and refused below, with their shapes
         **({"add_pooling_layer": False} if builds_pooler_optionally(config) else {}),
     }
-    with transformers_quiet():  # its report is a table on the console; the job log gets ours, whole
+    with transformers_into_log():
         model, info = _from_pretrained(AutoModel, source, entry, {**_options(entry, source), **options})
     completeness.check_loaded_whole(model, info, what)
     custom_code_warning(entry, source, "config.json", model)
@@ -129,17 +129,24 @@ def builds_pooler_optionally(config) -> bool:
     return "add_pooling_layer" in inspect.signature(model_class.__init__).parameters
 
 
-@contextlib.contextmanager
-def transformers_quiet():
-    """transformers' own warnings off for the block (its loading report, read and logged by the caller)."""
-    from transformers.utils import logging as transformers_logging
+class _IntoLog(logging.Handler):
+    """Re-logs a record of another library as an INFO line of this module's logger: the job log, not the console."""
 
-    level = transformers_logging.get_verbosity()
-    transformers_logging.set_verbosity_error()
+    def emit(self, record: logging.LogRecord) -> None:
+        log.info("%s: %s", record.name, record.getMessage())
+
+
+@contextlib.contextmanager
+def transformers_into_log():
+    """transformers' messages (its loading report, a table of every key) go to the job log during the block,
+    instead of the console; the caller reads the report itself and stops on what matters."""
+    library = logging.getLogger("transformers")
+    handlers, propagate = library.handlers[:], library.propagate
+    library.handlers, library.propagate = [_IntoLog()], False
     try:
         yield
     finally:
-        transformers_logging.set_verbosity(level)
+        library.handlers, library.propagate = handlers, propagate
 
 
 def _from_pretrained(cls, source: str, entry: dict, options: dict):
@@ -210,7 +217,7 @@ def load_error(what: str, directory: str, cls, error: Exception) -> ModelLoadErr
                 "save the model there with save_pretrained"
             )
         )
-    reason = first_line(error).replace(" For details look at the above report!", "")
+    reason = first_line(error).split(" For details look at the", 1)[0]  # that report is in the job log
     return ModelLoadError(
         f"{what}: the directory has no loadable {kind} ({type(error).__name__}: {reason}); "
         "custom code needs trust_remote_code: true"
