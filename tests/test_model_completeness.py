@@ -253,3 +253,15 @@ def test_the_fingerprint_follows_every_change_of_a_file(tmp_path, tiny_models):
     after = directory_fingerprint(str(model_dir))
     (model_dir / ".git" / "index").write_text("y")
     assert directory_fingerprint(str(model_dir)) == after
+
+
+def test_no_config_json_is_named(tmp_path, tiny_models):
+    model_dir = copy_model(tiny_models["bert"], tmp_path / "m")
+    (model_dir / "config.json").unlink()
+    assert "trust_remote_code" not in one_line_error(model_dir, f"no config.json in {model_dir}; save the model")
+
+
+def test_a_config_that_is_json_but_not_an_object_is_named(tmp_path, tiny_models):
+    model_dir = copy_model(tiny_models["bert"], tmp_path / "m")
+    (model_dir / "config.json").write_text("[]")
+    one_line_error(model_dir, "config.json is damaged \\(a JSON list, not an object\\)")

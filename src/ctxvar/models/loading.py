@@ -179,7 +179,7 @@ def _from_pretrained(cls, source: str, entry: dict, options: dict):
         ) from error
 
 
-# Files of a saved model that are JSON, and may be damaged by a copy or a full disk.
+# Files of a saved model that are JSON objects, and may be damaged by a copy or a full disk.
 JSON_FILES = (
     "config.json",
     "model.safetensors.index.json",  # a sharded checkpoint's map of tensors to files
@@ -201,6 +201,8 @@ def load_error(what: str, directory: str, cls, error: Exception) -> ModelLoadErr
             "or save_pretrained it again)"
         )
     kind = cls.__name__[4:].lower()
+    if kind in ("config", "model") and not os.path.isfile(os.path.join(directory, "config.json")):
+        return ModelLoadError(f"{what}: no config.json in {directory}; save the model there with save_pretrained")
     if kind == "model" and not glob.glob(os.path.join(glob.escape(directory), "*.safetensors")):
         pickled = [
             name
@@ -225,8 +227,9 @@ def load_error(what: str, directory: str, cls, error: Exception) -> ModelLoadErr
 
 
 def damaged_file(directory: str) -> tuple[str, str] | None:
-    """``(path, reason)`` of the first file in a model directory that cannot be parsed: a JSON file, or a
-    safetensors file whose header is unreadable or does not cover the file (truncated); None if all parse."""
+    """``(path, reason)`` of the first file in a model directory that cannot be parsed: a JSON file (or one that
+    is not an object), or a safetensors file whose header is unreadable or does not cover the file (truncated);
+    None if all parse."""
     from safetensors import safe_open
 
     for name in JSON_FILES:
@@ -234,9 +237,11 @@ def damaged_file(directory: str) -> tuple[str, str] | None:
         if os.path.isfile(path):
             try:
                 with open(path, encoding="utf-8") as handle:
-                    json.load(handle)
+                    value = json.load(handle)
             except (OSError, ValueError) as error:  # UnicodeDecodeError is a ValueError
                 return path, f"not valid JSON: {first_line(error)}"
+            if not isinstance(value, dict):
+                return path, f"a JSON {type(value).__name__}, not an object"
     for path in sorted(glob.glob(os.path.join(glob.escape(directory), "*.safetensors"))):
         try:
             with safe_open(path, "pt") as weights:
