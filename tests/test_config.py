@@ -58,3 +58,18 @@ def test_the_configuration_reference_is_generated_from_the_schema():
 
     root = Path(__file__).resolve().parents[1]
     assert (root / REFERENCE).read_text() == markdown(yaml.safe_load((root / SCHEMA).read_text()))
+
+
+def test_required_keys_have_no_default_and_the_reference_says_required():
+    """A default on a required key would be documented but never used (corpus.source once read "hf")."""
+    from pathlib import Path
+
+    from ctxvar.config_reference import SCHEMA, markdown
+
+    schema = yaml.safe_load((Path(__file__).resolve().parents[1] / SCHEMA).read_text())
+    reference = markdown(schema)
+    for key, spec in (("corpus", schema), ("corpus.source", schema["properties"]["corpus"])):
+        name = key.rsplit(".", 1)[-1]
+        assert name in spec["required"] and "default" not in spec["properties"][name], key
+        row = next(line for line in reference.splitlines() if line.startswith(f"| `{key}` |"))
+        assert row.split(" | ")[2] == "*required*", row

@@ -382,7 +382,6 @@ def extraction_config_hash(config: dict, model: dict) -> str:
         {
             "corpus": config["corpus"],
             "shards": config["shards"],
-            "chunk_sentences": config["chunk_sentences"],
             "model": model,
             "dtype": config["dtype"],
             "tokens": config["tokens"],

@@ -31,7 +31,7 @@ from ctxvar.figures.catalogue import (
 from ctxvar.disk import check_free_space
 from ctxvar.errors import CtxvarError
 from ctxvar.extraction.batching import BATCH_TOKENS
-from ctxvar.corpus.shards import known_sentence_count, empty_shards_warning
+from ctxvar.corpus.shards import start_up_warning
 
 try:  # the whole config contract, before any job: one line and exit status 1 for the first violation
     CONFIG_FILES = {path: load_config_file(path) for path in map(str, workflow.configfiles)}  # refuses duplicate keys
@@ -67,13 +67,9 @@ SHARDS = [str(i) for i in range(config["shards"])]
 PCA_MODEL = pca_model(config)
 FAMILIES = checkpoint_families(MODELS)  # {family: [id@revision, …]} from revisions:
 GEOMETRY = config["geometry"]
-EMPTY_SHARDS = empty_shards_warning(
-    known_sentence_count(config["corpus"], results("corpus/sentences.parquet")),
-    config["chunk_sentences"],
-    config["shards"],
-)
-if EMPTY_SHARDS:
-    print(f"ctxvar warning: {EMPTY_SHARDS}", file=sys.stderr)
+FEWER_SENTENCES = start_up_warning(config["corpus"], results("corpus/sentences.parquet"), config["shards"])
+if FEWER_SENTENCES:
+    print(f"ctxvar warning: {FEWER_SENTENCES}", file=sys.stderr)
 
 
 wildcard_constraints:
@@ -210,11 +206,13 @@ def model_source(wildcards):
     return source_of(MODELS[wildcards.model], results(""))
 
 
+def model_inputs(wildcards):
+    """The run's models/{model} folder, for models a rule makes there; nothing for the others."""
+    return {"model": results(f"models/{wildcards.model}")} if built_in_run(MODELS[wildcards.model]) else {}
+
+
 def extraction_inputs(wildcards):
-    inputs = {"shard": results(f"corpus/shards/{wildcards.shard}.parquet")}
-    if built_in_run(MODELS[wildcards.model]):
-        inputs["model"] = results(f"models/{wildcards.model}")
-    return inputs
+    return {"shard": results(f"corpus/shards/{wildcards.model}/{wildcards.shard}.parquet"), **model_inputs(wildcards)}
 
 
 def models_made_by(*inits):
