@@ -31,7 +31,7 @@ def test_paper_config_dry_run_fans_out_models_times_shards(tmp_path):
     jobs = scheduled_jobs(snakemake(tmp_path, REPO / "config.yaml", "-n"))
     assert jobs == {
         "sample_corpus": 1,
-        "split_corpus": 1,
+        "split_corpus": 6,  # per model: its tokenizer plans the batches
         "extract_statistics": 48,
         "merge_next_shard": 6 * 6,  # shards 1..6 of 0..7 added to a running merge; the 7th by merge_statistics
         "merge_statistics": 6,
@@ -146,6 +146,7 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
     run = snakemake(demo, config, "-n")
     assert scheduled_jobs(run) == {
         "build_random_model": 1,
+        "split_corpus": 1,
         "extract_statistics": DEMO["shards"],
         "merge_next_shard": DEMO["shards"] - 2,
         "merge_statistics": 1,
@@ -182,7 +183,7 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
         (
             {"shards": 3},
             {
-                "split_corpus": 1,
+                "split_corpus": 7,
                 "extract_statistics": 21,
                 "merge_next_shard": 7,
                 "merge_statistics": 7,
@@ -306,20 +307,24 @@ def test_killed_run_resumes_only_unfinished_jobs_with_bit_identical_results(tmp_
         assert (workdir / output).read_bytes() == (demo / output).read_bytes(), output
 
 
-def test_local_model_directory_and_text_file_offline(tmp_path, tiny_models, corpus_texts):
+def test_a_study_like_the_readmes_runs_every_shard_with_no_warning(tmp_path, tiny_models, corpus_texts):
+    """A local model directory and a local text file of about 2,500 sentences, shards left at the default (8):
+    no warning, every shard gets sentences, and the statistics are those of brute force."""
+    texts = corpus_texts * 9  # 2,700 lines in the tiny models' words
     text_file = tmp_path / "sentences.txt"
-    text_file.write_text("\n".join(corpus_texts) + "\n", encoding="utf-8")
+    text_file.write_text("\n".join(texts) + "\n", encoding="utf-8")
     config = {
         "corpus": {"source": "text", "path": str(text_file), "fraction": 1.0, "max_words": 30},
-        "chunk_sentences": 32,
-        "shards": 3,
         "models": [{"id": "local-bert", "name": tiny_models["bert"]}],
         "device": "cpu",
     }
     run = snakemake(tmp_path, config, env={"HF_HUB_OFFLINE": "1"})
     assert run.returncode == 0, run.stderr[-3000:]
+    assert "warning" not in run.stderr.lower(), run.stderr[-3000:]
     kept = pd.read_parquet(tmp_path / "results" / "test" / "corpus" / "sentences.parquet")["text"].tolist()
-    assert 0 < len(kept) < len(corpus_texts), "max_words must drop some sentences here"
+    assert 2400 < len(kept) < len(texts), "max_words must drop some sentences here"
+    shards = sorted((tmp_path / "results" / "test" / "corpus" / "shards" / "local-bert").glob("*.parquet"))
+    assert len(shards) == 8 and all(len(pd.read_parquet(shard)) > 0 for shard in shards)
     tokens = pd.read_parquet(tmp_path / "results" / "test" / "local-bert" / "tokens.parquet")
     assert_tokens_match(tokens, brute_force_tokens(*brute_force_embeddings(tiny_models["bert"], kept)))
 
@@ -364,7 +369,7 @@ def test_a_flipped_byte_in_merged_sums_fails_every_reader_naming_the_file(demo_c
 
 
 def test_a_corpus_too_small_for_fig1_still_gives_every_core_output(tmp_path):
-    config = {**copy.deepcopy(DEMO), "models": DEMO["models"][:1], "shards": 2, "chunk_sentences": 2}
+    config = {**copy.deepcopy(DEMO), "models": DEMO["models"][:1], "shards": 2}
     config["corpus"]["synthetic"] = {**config["corpus"]["synthetic"], "n_sentences": 3}
     run = snakemake(tmp_path, config)
     assert run.returncode == 0, run.stderr[-3000:]
