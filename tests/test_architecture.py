@@ -16,6 +16,7 @@ DAG_BUILD_IMPORTS = [
     "ctxvar.corpus.shards",
     "ctxvar.extraction.batching",
     "ctxvar.figures.catalogue",
+    "ctxvar.models.archive",
 ]  # what workflow/rules/common.smk imports
 
 

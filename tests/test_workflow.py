@@ -60,6 +60,9 @@ def test_extraction_asks_for_a_gpu_only_on_cuda(tmp_path, device, gpus):
     assert f"gpu={gpus}," in run.stdout, run.stdout[-2000:]
 
 
+NO_SUCH_ARCHIVE = {"archive": "m.zip", "sha256": {"model.safetensors": "0" * 64}}
+
+
 @pytest.mark.parametrize(
     "change, message",
     [
@@ -81,6 +84,14 @@ def test_extraction_asks_for_a_gpu_only_on_cuda(tmp_path, device, gpus):
             "corpus.path: file not found: missing.txt",
         ),
         ({"modles": []}, "Additional properties are not allowed ('modles' was unexpected)"),
+        (
+            {"models": [{"name": "/data/checkpoints/my-bert"}]},  # the README's example path
+            "ctxvar error: models[]: entry 'my-bert': /data/checkpoints/my-bert does not exist",
+        ),
+        (
+            {"models": [{"id": "m", "init": "archive", "package": "ctxvar-no-such-package", **NO_SUCH_ARCHIVE}]},
+            "ctxvar error: models[]: entry 'm': package 'ctxvar-no-such-package' is not installed",
+        ),
         ({"models": DEMO["models"] + DEMO["models"][:1]}, "duplicate model id 'tiny-bert'"),
     ],
 )

@@ -29,6 +29,7 @@ from ctxvar.figures.catalogue import (
     SUMMARY_FIGURES,
 )
 from ctxvar.disk import check_free_space
+from ctxvar.models.archive import check_archives
 from ctxvar.errors import CtxvarError
 from ctxvar.extraction.batching import BATCH_TOKENS
 from ctxvar.corpus.shards import start_up_warning
@@ -45,7 +46,8 @@ try:  # the whole config contract, before any job: one line and exit status 1 fo
         workflow.config_settings.overwrite_config or {},
     )
     MODELS = models_by_id(config)
-    check_free_space(config, f"results/{RUN}")  # once the corpus is split; extraction jobs check again as they start
+    check_archives(MODELS, f"results/{RUN}")  # a package or zip to unpack a model from is there
+    check_free_space(config, f"results/{RUN}")  # once the corpus is sampled; extraction jobs check again as they start
 except CtxvarError as error:
     sys.exit(f"ctxvar error: {error}")
 
