@@ -17,6 +17,7 @@ DAG_BUILD_IMPORTS = [
     "ctxvar.extraction.batching",
     "ctxvar.figures.catalogue",
     "ctxvar.models.archive",
+    "ctxvar.run_end",
 ]  # what workflow/rules/common.smk imports
 
 

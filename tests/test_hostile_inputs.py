@@ -402,7 +402,11 @@ def test_run_names_keep_configs_apart():
 @pytest.mark.parametrize(
     "lines, fraction, expected",
     [
-        (["a b", "", "c d e"], 1.0, "the corpus has at most 3 sentence(s), fewer than shards: 8, so at least 5 shard(s)"),
+        (
+            ["a b", "", "c d e"],
+            1.0,
+            "the corpus has at most 3 sentence(s), fewer than shards: 8, so at least 5 shard(s)",
+        ),
         (["a b"] * 20, 0.2, "the corpus has at most 4 sentence(s), fewer than shards: 8"),
         (["a b"] * 8, 1.0, None),
     ],

@@ -17,12 +17,13 @@ import pandas as pd
 import pytest
 import yaml
 
+import ctxvar
 from ctxvar.figures.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES, SUMMARY_FIGURES
 from ctxvar.io import read_metadata
 from ctxvar.stats.layers import COLUMNS
 
 from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
-from workflow_runs import DEMO, REPO, scheduled_jobs, snakemake, snakemake_command
+from workflow_runs import DEMO, REPO, end_of_run, scheduled_jobs, snakemake, snakemake_command
 
 pytestmark = pytest.mark.workflow
 
@@ -124,6 +125,19 @@ def test_demo_writes_every_documented_output(demo):
     assert (models["n_tokens"] > 100_000).all() and list(models["n_layers"]) == [5, 5, 5, 2, 5, 5, 5]
     for name in ("stats.moments.parquet", "stats.sample.parquet", "geometry.csv"):
         assert (demo / "results" / "demo" / "tiny-bert" / name).exists()
+
+
+def test_the_demo_ends_by_saying_where_its_results_are(demo_run):
+    workdir, run = demo_run
+    block, after = end_of_run(run.stderr)
+    assert block["banner"].startswith("==== ctxvar: finished; results of run demo ====")
+    assert block["run folder"] == f"{workdir}/results/demo/"  # absolute: the tests run with --directory
+    assert block["tables"] == "summary/ layers.csv, geometry.csv, models.csv"
+    assert block["per model"] == f"<model>/ tokens.parquet, layers.csv, geometry.csv, figures/ ({N_MODELS} models)"
+    assert block["figures"].startswith("figures/ (all models), <model>/figures/")
+    folder = re.fullmatch(r'import ctxvar; ctxvar\.load_results\("(.+)"\)', block["notebook"]).group(1)
+    assert len(ctxvar.load_results(folder).models) == N_MODELS
+    assert len(after) <= 5 and max(map(len, after)) <= 100, after  # Snakemake's log path and elapsed time
 
 
 def test_every_model_output_records_its_provenance(demo):

@@ -30,6 +30,7 @@ from ctxvar.figures.catalogue import (
 )
 from ctxvar.disk import check_free_space
 from ctxvar.models.archive import check_archives
+from ctxvar.run_end import failure_message, report_command, success_message
 from ctxvar.errors import CtxvarError
 from ctxvar.extraction.batching import BATCH_TOKENS
 from ctxvar.corpus.shards import start_up_warning
@@ -77,6 +78,24 @@ if FEWER_SENTENCES:
 wildcard_constraints:
     model="|".join(re.escape(m) for m in MODELS),
     shard=r"\d+",
+
+
+def success_lines():
+    """What Snakemake prints last after a run that succeeded: where the results are (ctxvar.run_end)."""
+    moved = workflow.overwrite_workdir is not None  # --directory: the user's shell is elsewhere
+    command = report_command(
+        [str(path) for path in workflow.overwrite_configfiles],
+        results(""),
+        str(workflow.overwrite_workdir) if moved else None,
+        workflow.main_snakefile,
+    )
+    return success_message(results(""), list(MODELS), command, moved)
+
+
+def failure_lines(snakemake_logs):
+    """What Snakemake prints last after a failed run: each failed job's one-line error and its log."""
+    logs = [snakemake_logs] if isinstance(snakemake_logs, str) else list(snakemake_logs or [])
+    return failure_message(logs, moved=workflow.overwrite_workdir is not None)
 
 
 def final_outputs():
