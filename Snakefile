@@ -39,3 +39,11 @@ rule all:
     default_target: True
     input:
         final_outputs(),
+
+
+onsuccess:  # the run's last lines: where its results are
+    print(success_lines(), file=sys.stderr)
+
+
+onerror:  # or the error that stopped it, and the log that holds it
+    print(failure_lines(log), file=sys.stderr)

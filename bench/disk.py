@@ -64,12 +64,10 @@ class PeakSampler(threading.Thread):
                     self.peak = now
 
 
-def measure(config_path: Path, shards: int, chunk_sentences: int, incremental: bool, workdir: Path) -> dict:
+def measure(config_path: Path, shards: int, incremental: bool, workdir: Path) -> dict:
     """One run of the workflow in ``workdir``: its peak, the split of the peak, and the merged sums per model."""
     config = yaml.safe_load(config_path.read_text())
-    config.update(
-        run="disk", shards=shards, chunk_sentences=chunk_sentences, keep_partials=False, incremental_merge=incremental
-    )
+    config.update(run="disk", shards=shards, keep_partials=False, incremental_merge=incremental)
     (workdir / "disk.yaml").write_text(yaml.safe_dump(config))
     command = ["snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir / "run"), "--cores", "2"]
     command += ["--configfile", str(workdir / "disk.yaml")]
@@ -106,7 +104,6 @@ def measure(config_path: Path, shards: int, chunk_sentences: int, incremental: b
         "config": str(config_path.relative_to(REPO) if config_path.is_relative_to(REPO) else config_path),
         "incremental_merge": incremental,
         "shards": shards,
-        "chunk_sentences": chunk_sentences,
         "seconds": seconds,
         "peak_bytes": sampler.peak["total"],
         "partials_bytes_at_peak": sampler.peak.get("partial", 0),
@@ -133,7 +130,7 @@ def report(runs: pd.DataFrame, models: pd.DataFrame, args) -> str:
             "# Peak disk of a run against its merged sums",
             "",
             f"`python bench/disk.py --config {runs['config'].iloc[0]} --shards {args.shards} --repeats "
-            f"{args.repeats}`: {time.strftime('%Y-%m-%d')}; chunk_sentences {args.chunk_sentences}, partials deleted "
+            f"{args.repeats}`: {time.strftime('%Y-%m-%d')}; partials deleted "
             "once merged, sizes sampled every 0.2 s (built and unpacked models excluded); the merge modes in turn.",
             "",
             summary.reset_index().to_markdown(index=False, floatfmt=".3g"),
@@ -155,7 +152,6 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=str(REPO / "config" / "minilm.yaml"), type=Path)
     parser.add_argument("--shards", type=int, default=8)
-    parser.add_argument("--chunk-sentences", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=3, help="runs of each merge mode (default 3)")
     parser.add_argument("--out", default="bench/results", help="folder for disk.md and the CSVs")
     args = parser.parse_args(argv)
@@ -163,7 +159,7 @@ def main(argv=None) -> None:
     for repeat in range(args.repeats):
         for incremental in (True, False):
             with tempfile.TemporaryDirectory(prefix="ctxvar-disk-") as tmp:
-                result = measure(args.config.resolve(), args.shards, args.chunk_sentences, incremental, Path(tmp))
+                result = measure(args.config.resolve(), args.shards, incremental, Path(tmp))
             runs.append({"repeat": repeat, **result["run"]})
             models += result["models"]
             print(f"repeat {repeat}, incremental_merge {incremental}: {result['run']['peak_over_merged']:.2f}×")

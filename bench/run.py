@@ -41,9 +41,7 @@ import pyarrow as pa
 import steps
 import torch
 
-from ctxvar.config import SCHEMA
 from ctxvar.corpus.sentences import synthetic_sentences
-from ctxvar.corpus.shards import write_shards
 from ctxvar.io import write_table
 from ctxvar.models.random_init import build_random_model
 from ctxvar.stats.layers import layers_table
@@ -99,7 +97,6 @@ RATIOS = {  # ratio column: (numerator step, denominator step), of seconds per t
     "speedup_c_over_b": {"(c) reference loop": "(b) extraction"},
 }
 CORPUS = {"vocab_size": 20000, "zipf_exponent": 1.1, "mean_words": 14}
-DEFAULT_CHUNK_SENTENCES = SCHEMA["properties"]["chunk_sentences"]["default"]
 
 
 def in_fresh_process(function, *args, **kwargs) -> dict:
@@ -109,12 +106,16 @@ def in_fresh_process(function, *args, **kwargs) -> dict:
 
 
 def write_corpus(folder: Path, n_sentences: int, seed: int = 0) -> Path:
-    """One shard of synthetic sentences (sentence_id, text, chunk) as the workflow writes them."""
+    """One shard of synthetic sentences (sentence_id, text, n_words, chunk) for every model of the benchmark."""
     texts = synthetic_sentences({"n_sentences": n_sentences, **CORPUS}, seed)
     texts = [t for t in texts if len(t.split(" ")) < 64]
-    write_table(pa.table({"sentence_id": np.arange(len(texts)), "text": texts}), folder / "sentences.parquet")
-    # chunks of similar length at the default setting, as a workflow job gets them
-    write_shards(folder / "sentences.parquet", [folder / "shard.parquet"], chunk_sentences=DEFAULT_CHUNK_SENTENCES)
+    table = pa.table({"sentence_id": np.arange(len(texts)), "text": texts})
+    write_table(table, folder / "sentences.parquet")
+    # One chunk: extraction cuts its length-sorted batches over the whole shard, as from a one-shard plan (which
+    # also caps a batch at ⌈n/64⌉ sentences: 938 of 60,000, so the batches of the shortest ones differ a little).
+    words = pa.array([len(text.split(" ")) for text in texts], pa.int32())
+    chunk = pa.array(np.zeros(len(texts), dtype=np.int64))
+    write_table(table.append_column("n_words", words).append_column("chunk", chunk), folder / "shard.parquet")
     return folder / "shard.parquet"
 
 

@@ -93,14 +93,20 @@ def oracle(oracles, arch):
 
 
 @pytest.fixture(scope="session")
-def demo(tmp_path_factory):
-    """A finished local run of config/demo.yaml (read-only)."""
+def demo_run(tmp_path_factory):
+    """``(workdir, finished process)`` of a local run of config/demo.yaml (read-only), its output kept."""
     from workflow_runs import REPO, snakemake
 
     workdir = tmp_path_factory.mktemp("demo")
     run = snakemake(workdir, REPO / "config" / "demo.yaml")
     assert run.returncode == 0, run.stderr[-3000:]
-    return workdir
+    return workdir, run
+
+
+@pytest.fixture(scope="session")
+def demo(demo_run):
+    """A finished local run of config/demo.yaml (read-only)."""
+    return demo_run[0]
 
 
 def pytest_terminal_summary(terminalreporter):

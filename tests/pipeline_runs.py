@@ -11,11 +11,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ctxvar.corpus.shards import write_shards
+from ctxvar.corpus.shards import split_corpus
+from ctxvar.extraction.accumulator import NO_GEOMETRY, GeometryOptions
 from ctxvar.extraction.extract import ExtractionSettings, extract_shard
 from ctxvar.io import write_table
 from ctxvar.stats.layers import layers_table
-from ctxvar.stats.merge import merge_partials
+from ctxvar.stats.merge import merge_partials, merge_sample_partials
 
 TEST_DEVICE = os.environ.get("CTXVAR_TEST_DEVICE", "cpu")
 
@@ -28,23 +29,28 @@ def assert_sums_equal(got: pa.Table, expected: pa.Table) -> None:
     pd.testing.assert_frame_equal(got.to_pandas(), expected.to_pandas(), check_exact=False, rtol=1e-12)
 
 
-def run_pipeline(tmp, model_dir, texts, n_shards, model_id, batch_tokens=512, chunk_sentences=16):
-    """Shard, extract, merge; return (tokens DataFrame, layers DataFrame, stats path)."""
+def run_pipeline(tmp, model_dir, texts, n_shards, model_id, batch_tokens=512, sample_size=0):
+    """Shard (batches planned with ``batch_tokens``), extract, merge; return (tokens DataFrame, layers DataFrame,
+    stats path). With ``sample_size``, the TwoNN sample of that size too, merged into ``tmp / "sample.parquet"``."""
     write_table(pa.table({"sentence_id": np.arange(len(texts)), "text": texts}), tmp / "sentences.parquet")
     shards = [tmp / f"shard{i}.parquet" for i in range(n_shards)]
-    write_shards(tmp / "sentences.parquet", shards, chunk_sentences=chunk_sentences)
-    partials = []
+    split_corpus(tmp / "sentences.parquet", shards, {"id": model_id}, str(model_dir), batch_tokens)
+    partials, samples = [], []
     for i, shard in enumerate(shards):
         settings = ExtractionSettings(
             model={"id": model_id},
             source=str(model_dir),
             device=TEST_DEVICE,
             batch_tokens=batch_tokens,
+            geometry=GeometryOptions(sample_size=sample_size) if sample_size else NO_GEOMETRY,
             shard=i,
             progress=False,
             config_hash="test",
         )
-        extract_shard(shard, tmp / f"partial{i}.parquet", settings)
+        samples.append(tmp / f"sample{i}.parquet" if sample_size else None)
+        extract_shard(shard, tmp / f"partial{i}.parquet", settings, sample_path=samples[-1])
         partials.append(tmp / f"partial{i}.parquet")
-    merge_partials(partials, tmp / "stats.parquet", tmp / "tokens.parquet")
+    run = merge_partials(partials, tmp / "stats.parquet", tmp / "tokens.parquet")
+    if sample_size:
+        merge_sample_partials(samples, tmp / "sample.parquet", run)
     return pd.read_parquet(tmp / "tokens.parquet"), layers_table(tmp / "stats.parquet", 1, 5), tmp / "stats.parquet"

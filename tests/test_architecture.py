@@ -16,6 +16,8 @@ DAG_BUILD_IMPORTS = [
     "ctxvar.corpus.shards",
     "ctxvar.extraction.batching",
     "ctxvar.figures.catalogue",
+    "ctxvar.models.archive",
+    "ctxvar.run_end",
 ]  # what workflow/rules/common.smk imports
 
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
+
+from ctxvar.extraction.batching import BATCH_TOKENS
 
 from workflow_runs import REPO
 
@@ -78,26 +81,64 @@ def test_disk_benchmark_measures_the_peak_against_the_merged_sums(tmp_path):
     assert (models["stats_bytes_per_type_layer"] > 8 * 384).all()  # Σx alone is d float64 per (type, layer)
 
 
-@pytest.mark.parametrize("arch", ["bert", "gpt2"])
-def test_padding_is_under_5_percent_on_the_benchmark_corpus_at_the_default_settings(tmp_path, arch):
-    """The GPU benchmark's corpus (bench/run.py, 60,000 sentences) in one shard at the schema's default
-    chunk_sentences, batched as extraction batches it with the default token budget."""
+@pytest.fixture(scope="module", params=["bert", "gpt2"])
+def bench_corpus(request, tmp_path_factory):
+    """The GPU benchmark's corpus (bench/run.py, 60,000 sentences) and a tiny model of ``arch`` with a tokenizer
+    trained on it, as the benchmark builds its models."""
     sys.path.insert(0, str(REPO / "bench"))
     from run import MODES, write_corpus
-    from transformers import AutoTokenizer
 
-    from ctxvar.extraction.batching import BATCH_TOKENS, padding_fraction
-    from ctxvar.extraction.extract import chunk_batches, read_shard
-    from ctxvar.extraction.tokens import encode
     from ctxvar.models.random_init import build_random_model
 
-    shard = write_corpus(tmp_path, MODES["gpu"]["sentences"])
-    texts, chunk, _ = read_shard(shard)
+    folder = tmp_path_factory.mktemp(f"bench-{request.param}")
+    write_corpus(folder, MODES["gpu"]["sentences"])
+    texts = pd.read_parquet(folder / "sentences.parquet")["text"].tolist()
     shape = {"hidden_size": 16, "num_layers": 1, "num_heads": 2, "intermediate_size": 32}
-    build_random_model({"id": arch, "arch": arch, "vocab_size": 8000, "seed": 0, **shape}, texts, tmp_path / arch)
-    lengths = encode(AutoTokenizer.from_pretrained(tmp_path / arch), texts).lengths
-    padding = padding_fraction(lengths, chunk_batches(lengths, chunk, BATCH_TOKENS))
+    entry = {"id": request.param, "arch": request.param, "vocab_size": 8000, "seed": 0, **shape}
+    build_random_model(entry, texts, folder / "model")
+    return folder
+
+
+def shard_batches(folder, n_shards: int, n_sentences: int | None = None) -> list:
+    """The workflow's split of the first ``n_sentences`` into ``n_shards``, and per shard (token lengths, the batches
+    extraction runs over it at the default token budget)."""
+    import pyarrow.parquet as pq
+    from transformers import AutoTokenizer
+
+    from ctxvar.corpus.shards import split_corpus
+    from ctxvar.extraction.extract import chunk_batches, read_shard
+    from ctxvar.extraction.tokens import encode
+    from ctxvar.io import write_table
+
+    sentences = folder / f"sentences-{n_sentences}.parquet"
+    write_table(pq.read_table(folder / "sentences.parquet").slice(0, n_sentences), sentences)
+    shards = [folder / f"shard-{n_sentences}-{n_shards}-{i}.parquet" for i in range(n_shards)]
+    split_corpus(sentences, shards, {"id": "m"}, str(folder / "model"))
+    tokenizer = AutoTokenizer.from_pretrained(folder / "model")
+    batched = []
+    for shard in shards:
+        texts, chunk, _ = read_shard(shard)
+        lengths = encode(tokenizer, texts).lengths
+        batched.append((lengths, chunk_batches(lengths, chunk, BATCH_TOKENS)))
+    return batched
+
+
+def padded_tokens(lengths, batches) -> int:
+    return sum(len(rows) * int(lengths[rows].max()) for rows in batches)
+
+
+@pytest.mark.parametrize("n_shards", [1, 8])
+def test_padding_is_under_5_percent_on_the_benchmark_corpus_at_the_default_settings(bench_corpus, n_shards):
+    """All 60,000 sentences, split as the workflow splits them, batched as extraction batches each shard."""
+    batched = shard_batches(bench_corpus, n_shards)
+    padding = 1 - sum(int(lengths.sum()) for lengths, _ in batched) / sum(padded_tokens(*shard) for shard in batched)
     assert 0 < padding < 0.05
+
+
+def test_eight_shards_of_50000_sentences_balance_within_30_percent(bench_corpus):
+    """The largest shard's padded tokens (what its forward passes cost) against the mean shard's."""
+    padded = np.array([padded_tokens(*shard) for shard in shard_batches(bench_corpus, 8, 50_000)])
+    assert padded.min() > 0 and padded.max() <= 1.3 * padded.mean(), padded
 
 
 def test_gpu_benchmark_writes_every_column_the_report_promises(tmp_path):

@@ -39,6 +39,34 @@ def test_missing_local_corpus_file_is_named():
         check_config(config)
 
 
+@pytest.mark.parametrize("name", ["/data/checkpoints/my-bert", "./checkpoints/my-bert", "../my-bert", "~/my-bert"])
+def test_a_model_path_that_does_not_exist_is_named_with_its_entry(tmp_path, monkeypatch, name):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    config = {**copy.deepcopy(DEMO), "models": [{"name": name}]}
+    with pytest.raises(ConfigError) as error:
+        check_config(config)
+    assert str(error.value).startswith(f"models[]: entry 'my-bert': {name} does not exist")
+    assert "\n" not in str(error.value)
+
+
+def test_a_model_path_that_exists_passes_and_a_file_is_not_a_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "my-bert").mkdir()
+    (tmp_path / "weights.bin").write_bytes(b"")
+    for name in (str(tmp_path / "my-bert"), "~/my-bert", "bert-base-uncased", "EleutherAI/pythia-70m"):
+        check_config({**copy.deepcopy(DEMO), "models": [{"name": name}]})
+    with pytest.raises(ConfigError, match="weights.bin is not a directory"):
+        check_config({**copy.deepcopy(DEMO), "models": [{"name": str(tmp_path / "weights.bin")}]})
+
+
+def test_a_corpus_path_that_is_a_directory_is_named(tmp_path):
+    config = copy.deepcopy(DEMO)
+    config["corpus"].update(source="text", path=str(tmp_path))
+    with pytest.raises(ConfigError, match=f"corpus.path: is a directory, not a file: {tmp_path}"):
+        check_config(config)
+
+
 def test_config_hash_tracks_science_not_other_models():
     config = copy.deepcopy(DEMO)
     models = models_by_id(config)
@@ -58,3 +86,18 @@ def test_the_configuration_reference_is_generated_from_the_schema():
 
     root = Path(__file__).resolve().parents[1]
     assert (root / REFERENCE).read_text() == markdown(yaml.safe_load((root / SCHEMA).read_text()))
+
+
+def test_required_keys_have_no_default_and_the_reference_says_required():
+    """A default on a required key would be documented but never used (corpus.source once read "hf")."""
+    from pathlib import Path
+
+    from ctxvar.config_reference import SCHEMA, markdown
+
+    schema = yaml.safe_load((Path(__file__).resolve().parents[1] / SCHEMA).read_text())
+    reference = markdown(schema)
+    for key, spec in (("corpus", schema), ("corpus.source", schema["properties"]["corpus"])):
+        name = key.rsplit(".", 1)[-1]
+        assert name in spec["required"] and "default" not in spec["properties"][name], key
+        row = next(line for line in reference.splitlines() if line.startswith(f"| `{key}` |"))
+        assert row.split(" | ")[2] == "*required*", row

@@ -5,7 +5,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ctxvar.corpus.sentences import sample_indices, sample_sentences, synthetic_sentences, write_sentences
-from ctxvar.corpus.shards import write_shards
+from ctxvar.corpus.shards import split_corpus
 from ctxvar.errors import CorpusError
 
 BASE = {
@@ -83,15 +83,29 @@ def test_missing_text_column_is_named(tmp_path):
         sample_sentences({**BASE, "source": "jsonl", "path": str(path)})
 
 
-def test_shards_partition_the_sentences(tmp_path):
-    write_sentences({**BASE, "source": "synthetic", "max_words": 63}, tmp_path / "s.parquet", tmp_path / "c.json")
+def test_shards_partition_the_sentences_in_whole_planned_batches(tmp_path, tiny_models):
+    from ctxvar.extraction.batching import BATCH_TOKENS
+    from ctxvar.extraction.extract import chunk_batches, read_shard
+    from ctxvar.extraction.tokens import encode
+    from ctxvar.models.loading import load_tokenizer
+
+    corpus = {**BASE, "source": "synthetic", "max_words": 63}
+    write_sentences(corpus, tmp_path / "s.parquet", tmp_path / "c.json")
     paths = [tmp_path / f"{i}.parquet" for i in range(3)]
-    write_shards(tmp_path / "s.parquet", paths, chunk_sentences=4)
+    split_corpus(tmp_path / "s.parquet", paths, {"id": "m"}, tiny_models["bert"])
     ids = [pq.read_table(p).column("sentence_id").to_pylist() for p in paths]
     chunks = [set(pq.read_table(p).column("chunk").to_pylist()) for p in paths]
-    assert not (chunks[0] & chunks[1]) and not (chunks[1] & chunks[2]), "a chunk is split across shards"
-    assert sorted(sum(ids, [])) == sorted(pq.read_table(tmp_path / "s.parquet").column("sentence_id").to_pylist())
-    assert all(ids)
+    assert not (chunks[0] & chunks[1]) and not (chunks[1] & chunks[2]) and not (chunks[0] & chunks[2])
+    sampled = pq.read_table(tmp_path / "s.parquet").column("sentence_id").to_pylist()
+    assert sorted(sum(ids, [])) == sorted(sampled)
+    position = {sentence: i for i, sentence in enumerate(sampled)}
+    assert all(ids) and all(np.all(np.diff([position[i] for i in shard]) > 0) for shard in ids), (
+        "every shard gets sentences, in sample order"
+    )
+    tokenizer = load_tokenizer({"id": "m"}, tiny_models["bert"])
+    for path, planned in zip(paths, chunks):  # extraction runs each planned batch as one batch
+        texts, chunk, _ = read_shard(path)
+        assert len(chunk_batches(encode(tokenizer, texts).lengths, chunk, BATCH_TOKENS)) == len(planned)
 
 
 def test_hub_dataset_when_offline_and_uncached_fails_with_one_line(monkeypatch):

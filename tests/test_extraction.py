@@ -14,8 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
+from ctxvar.corpus.sentences import synthetic_sentences
 from ctxvar.errors import IntegrityError, StatisticsError
 from ctxvar.extraction.accumulator import layer_groups, state_bytes
+from ctxvar.extraction.batching import BATCH_TOKENS
 from ctxvar.extraction.extract import ExtractionSettings, extract_shard, prepare_shard, read_shard
 from ctxvar.extraction.pca_points import collect_points
 from ctxvar.extraction.tokens import encode
@@ -23,11 +25,13 @@ from ctxvar.figures.pca_plots import point_summary
 from ctxvar.figures.pca_selection import select_pca_tokens
 from ctxvar.io import read_metadata, write_csv
 from ctxvar.models import loading as models
+from ctxvar.models.random_init import build_random_model
 from ctxvar.stats.merge import merge_partials
 from ctxvar.versions import device_name
 
 from oracle import assert_tokens_match, brute_force_tokens
 from pipeline_runs import TEST_DEVICE, assert_sums_equal, run_pipeline
+from workflow_runs import DEMO
 
 pytestmark = pytest.mark.integration
 
@@ -82,6 +86,36 @@ def test_four_shards_equal_one_shard(one_shard, four_shards):
         np.testing.assert_allclose(t4[column], t1[column], rtol=1e-9, atol=1e-12 * t1["Q"].max())
     numeric = l1.columns.drop(["layer"])
     np.testing.assert_allclose(l4[numeric].to_numpy(float), l1[numeric].to_numpy(float), rtol=1e-9, atol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def demo_sized(tmp_path_factory):
+    """The demo's corpus (6,000 generated sentences) and a tiny BERT with a tokenizer trained on it."""
+    texts = [t for t in synthetic_sentences(DEMO["corpus"]["synthetic"], DEMO["corpus"]["seed"]) if len(t.split()) < 64]
+    model_dir = tmp_path_factory.mktemp("demo-sized") / "bert"
+    shape = {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64, "max_positions": 512}
+    build_random_model({"id": "demo-bert", "arch": "bert", "vocab_size": 2000, "seed": 1, **shape}, texts, model_dir)
+    return texts, model_dir
+
+
+def test_every_shard_works_and_results_are_the_same_for_1_3_and_8_shards(tmp_path_factory, demo_sized):
+    """At the workflow's default batch budget, every sentence meets the same batch-mates whatever the shard
+    count: the sampled hidden states are bitwise equal, and the sums differ only by the order of float64
+    additions (far below the 10⁻⁷ of a float32 forward pass with other batch-mates)."""
+    texts, model_dir = demo_sized
+    runs = {}
+    for n_shards in (1, 3, 8):
+        tmp = tmp_path_factory.mktemp(f"demo-sized-{n_shards}")
+        runs[n_shards] = run_pipeline(tmp, model_dir, texts, n_shards, "demo-bert", BATCH_TOKENS, sample_size=600)
+        sizes = [pq.read_metadata(tmp / f"shard{i}.parquet").num_rows for i in range(n_shards)]
+        assert min(sizes) > 0 and sum(sizes) == len(texts), f"{n_shards} shards: {sizes}"
+    one = runs[1][0]
+    for n_shards in (3, 8):
+        tokens, sample = runs[n_shards][0], runs[n_shards][2].with_name("sample.parquet")
+        assert pq.read_table(sample).equals(pq.read_table(runs[1][2].with_name("sample.parquet")))
+        assert tokens[["layer", "token", "n"]].equals(one[["layer", "token", "n"]])
+        for column in ("Q", "M", "V"):
+            np.testing.assert_allclose(tokens[column], one[column], rtol=1e-12, atol=1e-12 * one["Q"].max())
 
 
 def test_merge_is_bitwise_independent_of_input_order(tmp_path, four_shards):

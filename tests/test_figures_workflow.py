@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
 
 import matplotlib.image
 import numpy as np
@@ -19,7 +21,7 @@ from ctxvar.figures.catalogue import (
 )
 from ctxvar.figures.plotting import grid_layers, middle_layer
 
-from workflow_runs import REPO, snakemake
+from workflow_runs import end_of_run
 
 pytestmark = pytest.mark.workflow
 
@@ -117,10 +119,13 @@ def test_pca_pass_collects_every_occurrence_and_table2_matches_the_statistics(de
     assert latex.count(r"\\") >= len(table) and "tiny-bert, layer 2" in latex
 
 
-def test_report_holds_every_figure_grouped_by_model(demo):
-    run = snakemake(demo, REPO / "config" / "demo.yaml", "--report", str(demo / "report.html"))
+def test_report_holds_every_figure_grouped_by_model(demo_run):
+    """Made by the command the demo's last lines give."""
+    demo, finished = demo_run
+    command = end_of_run(finished.stderr)[0]["report"]
+    run = subprocess.run(shlex.split(command), capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-2000:]
-    html = (demo / "report.html").read_text()
+    html = (demo / "results" / "demo" / "report.html").read_text()
     for stem in figure_files(demo):
         assert f"{stem.name}.png" in html, stem.name
     for model in [*ALL_MODELS, "All models"]:

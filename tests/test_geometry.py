@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 import skdim
 
-from ctxvar.corpus.shards import write_shards
+from ctxvar.corpus.shards import split_corpus
 from ctxvar.errors import StatisticsError
 from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.extract import ExtractionSettings, extract_shard
@@ -37,7 +37,7 @@ def run_geometry(tmp, model_dir, texts, n_shards):
     """Shard, extract with every geometry sum, merge; return (geometry table, merged sample path)."""
     write_table(pa.table({"sentence_id": np.arange(len(texts)), "text": texts}), tmp / "sentences.parquet")
     shards = [tmp / f"shard{i}.parquet" for i in range(n_shards)]
-    write_shards(tmp / "sentences.parquet", shards, chunk_sentences=16)
+    split_corpus(tmp / "sentences.parquet", shards, {"id": "tiny"}, str(model_dir), batch_tokens=512)
     files = {"sums": [], "moments": [], "sample": []}
     for i, shard in enumerate(shards):
         settings = ExtractionSettings(

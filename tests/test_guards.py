@@ -18,7 +18,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from ctxvar.corpus.shards import write_shards
+from ctxvar.corpus.shards import split_corpus
 from ctxvar.errors import CorpusError, ModelLoadError, StatisticsError
 from ctxvar.extraction.extract import ExtractionSettings, extract_shard
 from ctxvar.io import atomic_path, parquet_writer, read_metadata, tagged_schema, write_table
@@ -33,10 +33,15 @@ pytestmark = pytest.mark.integration
 
 
 def shard_of(tmp_path, texts, name="shard.parquet"):
-    write_table(
-        pa.table({"sentence_id": np.arange(len(texts)), "text": pa.array(texts, pa.string())}), tmp_path / "s.parquet"
+    """One shard of ``texts`` in one chunk (extraction batches over all of it), for any model, damaged ones too."""
+    table = pa.table(
+        {
+            "sentence_id": np.arange(len(texts)),
+            "text": pa.array(texts, pa.string()),
+            "chunk": pa.array(np.zeros(len(texts), dtype=np.int64)),
+        }
     )
-    write_shards(tmp_path / "s.parquet", [tmp_path / name], chunk_sentences=16)
+    write_table(table, tmp_path / name)
     return tmp_path / name
 
 
@@ -185,7 +190,7 @@ def test_non_finite_hidden_states_fail_without_writing(tmp_path, tiny_models, co
 def two_partials(tmp_path_factory, tiny_models, corpus_texts):
     tmp = tmp_path_factory.mktemp("partials")
     write_table(pa.table({"sentence_id": np.arange(len(corpus_texts)), "text": corpus_texts}), tmp / "s.parquet")
-    write_shards(tmp / "s.parquet", [tmp / "0.parquet", tmp / "1.parquet"], chunk_sentences=32)
+    split_corpus(tmp / "s.parquet", [tmp / "0.parquet", tmp / "1.parquet"], {"id": "m"}, tiny_models["roberta"], 512)
     for shard in (0, 1):
         extract(tiny_models["roberta"], tmp / f"{shard}.parquet", tmp / f"p{shard}.parquet", shard=shard)
     return tmp / "p0.parquet", tmp / "p1.parquet"

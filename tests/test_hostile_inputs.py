@@ -23,7 +23,7 @@ import yaml
 
 from ctxvar.config import check_config, check_schema, load_config_file, model_id, models_by_id, run_name
 from ctxvar.corpus.sentences import sample_sentences
-from ctxvar.corpus.shards import empty_shards_warning
+from ctxvar.corpus.shards import start_up_warning
 from ctxvar.disk import check_free_space, planned_bytes
 from ctxvar.errors import ConfigError, CorpusError, DiskSpaceError, IntegrityError, ModelLoadError, StatisticsError
 from ctxvar.extraction.tokens import encode, type_table
@@ -339,7 +339,6 @@ def demo_with(**changes) -> dict:
         ({"models__0__seed": 2**40}, "models.0.seed: .* is greater than the maximum"),
         ({"figures__pca__seed": 2**33}, "figures.pca.seed"),
         ({"shards": 2.0}, "shards: 2.0 is not a whole number"),
-        ({"chunk_sentences": 512.5}, "chunk_sentences: 512.5 is not a whole number"),
         ({"shards": True}, "shards: True is not a whole number"),
         ({"shards": "8"}, "shards: '8' is not a whole number"),
         ({"shards": 0}, "shards: 0 is less than the minimum"),
@@ -400,11 +399,36 @@ def test_run_names_keep_configs_apart():
         run_name({}, {"my study.yaml": {}}, {})
 
 
-def test_more_shards_than_chunks_warns_how_many_would_be_empty():
-    assert empty_shards_warning(300, 1024, 8).startswith(
-        "shards: 7 of the 8 shards will be empty: 300 sentences make only 1"
+@pytest.mark.parametrize(
+    "lines, fraction, expected",
+    [
+        (
+            ["a b", "", "c d e"],
+            1.0,
+            "the corpus has at most 3 sentence(s), fewer than shards: 8, so at least 5 shard(s)",
+        ),
+        (["a b"] * 20, 0.2, "the corpus has at most 4 sentence(s), fewer than shards: 8"),
+        (["a b"] * 8, 1.0, None),
+    ],
+)
+def test_a_text_corpus_with_fewer_lines_than_shards_is_named_at_start_up(tmp_path, lines, fraction, expected):
+    path = tmp_path / "few.txt"
+    path.write_text("\n".join(lines), encoding="utf-16")  # lines counted after decoding, not as bytes
+    corpus = {**DEMO["corpus"], "source": "text", "path": str(path), "fraction": fraction}
+    warning = start_up_warning(corpus, tmp_path / "not-sampled-yet.parquet", 8)
+    assert warning is None if expected is None else expected in warning
+
+
+def test_the_sampled_corpus_gives_the_exact_count_at_start_up(tmp_path):
+    write_table(pa.table({"text": ["a b"] * 5}), tmp_path / "sentences.parquet")
+    parquet = tmp_path / "source.parquet"
+    write_table(pa.table({"text": ["a b"] * 100}), parquet)
+    corpus = {**DEMO["corpus"], "source": "parquet", "path": str(parquet)}
+    assert start_up_warning(corpus, tmp_path / "sentences.parquet", 8).startswith(
+        "shards: the corpus has 5 sentence(s), fewer than shards: 8, so 3 shard(s) get none"
     )
-    assert empty_shards_warning(8192, 1024, 8) is None and empty_shards_warning(None, 1024, 8) is None
+    assert start_up_warning(corpus, tmp_path / "not-sampled-yet.parquet", 8) is None  # 100 rows in the source
+    assert start_up_warning({**corpus, "source": "hf", "name": "x"}, tmp_path / "nothing.parquet", 8) is None
 
 
 # --- model files -----------------------------------------------------------------------------------------------
@@ -458,18 +482,18 @@ def test_custom_tokenizer_code_without_trust_remote_code_warns_of_the_fallback(t
 # --- disk ------------------------------------------------------------------------------------------------------
 
 
-def split_demo_corpus(tmp_path: Path) -> Path:
-    """A run folder whose corpus is split into the demo's shards (2,000 three-word sentences each); no model run yet."""
+def sampled_demo_corpus(tmp_path: Path) -> Path:
+    """A run folder whose corpus is sampled (2,000 three-word sentences per shard of the demo); no model run yet."""
     run_folder = tmp_path / "results" / "demo"
-    (run_folder / "corpus" / "shards").mkdir(parents=True)
-    for i in range(DEMO["shards"]):
-        sentences = pa.table({"text": ["a b c"] * 2000, "n_words": pa.array([3] * 2000, pa.int32())})
-        write_table(sentences, run_folder / "corpus" / "shards" / f"{i}.parquet")
+    (run_folder / "corpus").mkdir(parents=True)
+    n = 2000 * DEMO["shards"]
+    sentences = pa.table({"text": ["a b c"] * n, "n_words": pa.array([3] * n, pa.int32())})
+    write_table(sentences, run_folder / "corpus" / "sentences.parquet")
     return run_folder
 
 
 def test_a_run_that_does_not_fit_on_disk_fails_before_extraction_with_both_numbers(tmp_path, monkeypatch):
-    run_folder = split_demo_corpus(tmp_path)
+    run_folder = sampled_demo_corpus(tmp_path)
     check_free_space(DEMO, run_folder)  # fits on this disk
     monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**12, 10**12 - 10**6, 10**6))
     expected = r"needs up to \d+\.\d+ GB \(merged sums plus one model.s partials\) .* has 0\.00 GB free; free space"
@@ -482,14 +506,14 @@ def test_a_run_that_does_not_fit_on_disk_fails_before_extraction_with_both_numbe
 
 def test_a_hub_model_not_downloaded_yet_is_not_guessed_into_the_estimate(tmp_path):
     """Its shape is unknown until it is cached; a bert-large-sized guess refused a demo-sized run that needs MBs."""
-    run_folder = split_demo_corpus(tmp_path)
+    run_folder = sampled_demo_corpus(tmp_path)
     config = {**DEMO, "models": DEMO["models"][:1]}
     with_hub_model = {**DEMO, "models": DEMO["models"][:1] + [{"name": "no-such-org/not-downloaded"}]}
     assert planned_bytes(with_hub_model, run_folder) == planned_bytes(config, run_folder)
 
 
 def test_a_run_that_fits_only_one_model_at_a_time_gets_a_warning(tmp_path, monkeypatch, caplog):
-    run_folder = split_demo_corpus(tmp_path)
+    run_folder = sampled_demo_corpus(tmp_path)
     peak, all_at_once = planned_bytes(DEMO, run_folder)
     assert 0 < peak < all_at_once
     free = (peak + all_at_once) // 2

@@ -3,7 +3,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from ctxvar.corpus.shards import assign_shards
+from ctxvar.corpus.shards import MIN_BATCHES, assign_shards, deal_batches, plan_batches
 from ctxvar.extraction.accumulator import PointSample
 from ctxvar.extraction.batching import pad_batch, pad_batches, padding_fraction, token_budget_batches
 from ctxvar.extraction.tokens import encode, type_key, type_table
@@ -131,6 +131,40 @@ def test_shards_balanced_by_cost_and_deterministic():
 
 def test_more_shards_than_items_leaves_empty_shards():
     assert np.bincount(assign_shards(np.array([3, 1]), 4), minlength=4).tolist() == [1, 1, 0, 0]
+
+
+def zipf_like_lengths(n: int, seed: int = 0) -> np.ndarray:
+    """Token lengths like a corpus's: log-normal around 20, 2 to 200."""
+    return np.clip(np.random.default_rng(seed).lognormal(np.log(20), 0.6, n).astype(int), 2, 200)
+
+
+def test_the_batch_plan_is_the_same_for_any_shard_count_up_to_32():
+    lengths = zipf_like_lengths(5000)
+    one = plan_batches(lengths, 1)
+    assert len(one) >= MIN_BATCHES
+    for n_shards in (3, 8, 32):
+        assert [b.tolist() for b in plan_batches(lengths, n_shards)] == [b.tolist() for b in one]
+
+
+@pytest.mark.parametrize("n_sentences", [8, 9, 50, 65, 129, 300, 2500, 50_000])
+@pytest.mark.parametrize("n_shards", [3, 8, 40])
+def test_every_shard_gets_a_batch_when_the_corpus_has_as_many_sentences(n_sentences, n_shards):
+    lengths = zipf_like_lengths(n_sentences, seed=n_sentences)
+    lengths[0] = 50 * lengths.sum() // n_sentences  # one very long sentence: the token budget alone would not do
+    batches = plan_batches(lengths, n_shards)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(n_sentences))
+    shards = deal_batches(lengths, batches, n_shards)
+    assert (np.bincount(shards, minlength=n_shards) > 0).sum() == min(n_sentences, n_shards)
+
+
+def test_batches_stay_within_the_token_budget_and_shards_within_one_batch_of_each_other():
+    lengths = zipf_like_lengths(50_000, seed=1)
+    batches = plan_batches(lengths, 8, batch_tokens=4096)
+    padded = np.array([len(b) * lengths[b].max() for b in batches])
+    assert padded.max() <= 4096 and len(batches) > 200
+    totals = np.bincount(deal_batches(lengths, batches, 8), weights=padded)
+    assert totals.max() - totals.min() <= padded.max() and totals.max() <= 1.05 * totals.mean()
+    assert padding_fraction(lengths, batches) < 0.05
 
 
 def test_padded_batches_move_to_a_device_once_for_every_pass():

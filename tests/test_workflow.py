@@ -18,12 +18,13 @@ import pytest
 import yaml
 from safetensors.torch import load_file, save_file
 
+import ctxvar
 from ctxvar.figures.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES, SUMMARY_FIGURES
 from ctxvar.io import read_metadata
 from ctxvar.stats.layers import COLUMNS
 
 from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
-from workflow_runs import DEMO, REPO, scheduled_jobs, snakemake, snakemake_command
+from workflow_runs import DEMO, REPO, end_of_run, scheduled_jobs, snakemake, snakemake_command
 
 pytestmark = pytest.mark.workflow
 
@@ -32,7 +33,7 @@ def test_paper_config_dry_run_fans_out_models_times_shards(tmp_path):
     jobs = scheduled_jobs(snakemake(tmp_path, REPO / "config.yaml", "-n"))
     assert jobs == {
         "sample_corpus": 1,
-        "split_corpus": 1,
+        "split_corpus": 6,  # per model: its tokenizer plans the batches
         "extract_statistics": 48,
         "merge_next_shard": 6 * 6,  # shards 1..6 of 0..7 added to a running merge; the 7th by merge_statistics
         "merge_statistics": 6,
@@ -61,6 +62,9 @@ def test_extraction_asks_for_a_gpu_only_on_cuda(tmp_path, device, gpus):
     assert f"gpu={gpus}," in run.stdout, run.stdout[-2000:]
 
 
+NO_SUCH_ARCHIVE = {"archive": "m.zip", "sha256": {"model.safetensors": "0" * 64}}
+
+
 @pytest.mark.parametrize(
     "change, message",
     [
@@ -82,6 +86,14 @@ def test_extraction_asks_for_a_gpu_only_on_cuda(tmp_path, device, gpus):
             "corpus.path: file not found: missing.txt",
         ),
         ({"modles": []}, "Additional properties are not allowed ('modles' was unexpected)"),
+        (
+            {"models": [{"name": "/data/checkpoints/my-bert"}]},  # the README's example path
+            "ctxvar error: models[]: entry 'my-bert': /data/checkpoints/my-bert does not exist",
+        ),
+        (
+            {"models": [{"id": "m", "init": "archive", "package": "ctxvar-no-such-package", **NO_SUCH_ARCHIVE}]},
+            "ctxvar error: models[]: entry 'm': package 'ctxvar-no-such-package' is not installed",
+        ),
         ({"models": DEMO["models"] + DEMO["models"][:1]}, "duplicate model id 'tiny-bert'"),
     ],
 )
@@ -116,6 +128,19 @@ def test_demo_writes_every_documented_output(demo):
         assert (demo / "results" / "demo" / "tiny-bert" / name).exists()
 
 
+def test_the_demo_ends_by_saying_where_its_results_are(demo_run):
+    workdir, run = demo_run
+    block, after = end_of_run(run.stderr)
+    assert block["banner"].startswith("==== ctxvar: finished; results of run demo ====")
+    assert block["run folder"] == f"{workdir}/results/demo/"  # absolute: the tests run with --directory
+    assert block["tables"] == "summary/ layers.csv, geometry.csv, models.csv"
+    assert block["per model"] == f"<model>/ tokens.parquet, layers.csv, geometry.csv, figures/ ({N_MODELS} models)"
+    assert block["figures"].startswith("figures/ (all models), <model>/figures/")
+    folder = re.fullmatch(r'import ctxvar; ctxvar\.load_results\("(.+)"\)', block["notebook"]).group(1)
+    assert len(ctxvar.load_results(folder).models) == N_MODELS
+    assert len(after) <= 5 and max(map(len, after)) <= 100, after  # Snakemake's log path and elapsed time
+
+
 def test_every_model_output_records_its_provenance(demo):
     for model in ("tiny-bert", "tiny-roberta", "tiny-gpt2"):
         run = json.loads((demo / "results" / "demo" / model / "run.json").read_text())
@@ -147,6 +172,7 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
     run = snakemake(demo, config, "-n")
     assert scheduled_jobs(run) == {
         "build_random_model": 1,
+        "split_corpus": 1,
         "extract_statistics": DEMO["shards"],
         "merge_next_shard": DEMO["shards"] - 2,
         "merge_statistics": 1,
@@ -183,7 +209,7 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
         (
             {"shards": 3},
             {
-                "split_corpus": 1,
+                "split_corpus": 7,
                 "extract_statistics": 21,
                 "merge_next_shard": 7,
                 "merge_statistics": 7,
@@ -307,25 +333,28 @@ def test_killed_run_resumes_only_unfinished_jobs_with_bit_identical_results(tmp_
         assert (workdir / output).read_bytes() == (demo / output).read_bytes(), output
 
 
-def test_local_model_directory_and_text_file_offline(tmp_path, tiny_models, corpus_texts):
-    """A local model and text file run offline; weights changed in place afterwards re-run the model's jobs, even
-    with the old modification time put back (as ``cp -p`` does)."""
+def test_a_study_like_the_readmes_runs_every_shard_and_follows_its_weights(tmp_path, tiny_models, corpus_texts):
+    """A local model directory and a local text file of about 2,500 sentences, shards left at the default (8):
+    no warning, every shard gets sentences, and the statistics are those of brute force. Weights changed in place
+    afterwards re-run the model's jobs, even with the old modification time put back (as ``cp -p`` does)."""
+    texts = corpus_texts * 9  # 2,700 lines in the tiny models' words
     text_file = tmp_path / "sentences.txt"
-    text_file.write_text("\n".join(corpus_texts) + "\n", encoding="utf-8")
+    text_file.write_text("\n".join(texts) + "\n", encoding="utf-8")
     model_dir = tmp_path / "local-bert"
     shutil.copytree(tiny_models["bert"], model_dir)
     config = {
         "corpus": {"source": "text", "path": str(text_file), "fraction": 1.0, "max_words": 30},
-        "chunk_sentences": 32,
-        "shards": 3,
         "models": [{"id": "local-bert", "name": str(model_dir)}],
         "device": "cpu",
     }
     workdir = tmp_path / "run"
     run = snakemake(workdir, config, env={"HF_HUB_OFFLINE": "1"})
     assert run.returncode == 0, run.stderr[-3000:]
+    assert "warning" not in run.stderr.lower(), run.stderr[-3000:]
     kept = pd.read_parquet(workdir / "results" / "test" / "corpus" / "sentences.parquet")["text"].tolist()
-    assert 0 < len(kept) < len(corpus_texts), "max_words must drop some sentences here"
+    assert 2400 < len(kept) < len(texts), "max_words must drop some sentences here"
+    shards = sorted((workdir / "results" / "test" / "corpus" / "shards" / "local-bert").glob("*.parquet"))
+    assert len(shards) == 8 and all(len(pd.read_parquet(shard)) > 0 for shard in shards)
     tokens = pd.read_parquet(workdir / "results" / "test" / "local-bert" / "tokens.parquet")
     assert_tokens_match(tokens, brute_force_tokens(*brute_force_embeddings(tiny_models["bert"], kept)))
 
@@ -337,7 +366,7 @@ def test_local_model_directory_and_text_file_offline(tmp_path, tiny_models, corp
     save_file(tensors, weights, metadata={"format": "pt"})
     os.utime(weights, ns=(status.st_atime_ns, status.st_mtime_ns))
     jobs = scheduled_jobs(snakemake(workdir, config, "-n"))
-    assert jobs["extract_statistics"] == 3 and jobs["merge_statistics"] >= 1 and jobs["layer_statistics"] == 1
+    assert jobs["extract_statistics"] == 8 and jobs["layer_statistics"] == 1 and jobs["split_corpus"] == 1
 
 
 def test_uncached_hub_model_fails_its_job_with_one_line(tmp_path):
@@ -380,7 +409,7 @@ def test_a_flipped_byte_in_merged_sums_fails_every_reader_naming_the_file(demo_c
 
 
 def test_a_corpus_too_small_for_fig1_still_gives_every_core_output(tmp_path):
-    config = {**copy.deepcopy(DEMO), "models": DEMO["models"][:1], "shards": 2, "chunk_sentences": 2}
+    config = {**copy.deepcopy(DEMO), "models": DEMO["models"][:1], "shards": 2}
     config["corpus"]["synthetic"] = {**config["corpus"]["synthetic"], "n_sentences": 3}
     run = snakemake(tmp_path, config)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -59,3 +59,15 @@ def scheduled_jobs(dry_run: subprocess.CompletedProcess) -> dict[str, int]:
     assert dry_run.returncode == 0, dry_run.stderr + dry_run.stdout
     table = (dry_run.stdout + dry_run.stderr).split("Job stats:")[-1]
     return {rule: int(count) for rule, count in re.findall(r"^(\w+)\s+(\d+)$", table, flags=re.M) if rule != "total"}
+
+
+def end_of_run(output: str) -> tuple[dict[str, str], list[str]]:
+    """The run's closing block (ctxvar.run_end) as ``{label: text}``, and the lines Snakemake prints after it."""
+    lines = output.splitlines()
+    start = max(i for i, line in enumerate(lines) if line.startswith("==== ctxvar: "))
+    end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith("  ")), len(lines))
+    block = {"banner": lines[start]}
+    for line in lines[start + 1 : end]:
+        label, _, text = line.strip().partition("  ")
+        block[label] = text.strip()
+    return block, lines[end:]

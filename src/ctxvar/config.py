@@ -79,6 +79,20 @@ def is_local_path(name: str) -> bool:
     return os.path.isdir(name) or name.startswith(("/", "./", "../", "~")) or name.count("/") > 1
 
 
+def missing_model_directory(entry: dict) -> str | None:
+    """Why the entry's ``name``, written as a path (``/``, ``./``, ``../``, ``~`` or more than one ``/``), names no
+    model directory; None when it does, or when ``name`` is a Hub id."""
+    name = entry.get("name")
+    if not name or not is_local_path(name) or os.path.isdir(os.path.expanduser(name)):
+        return None
+    what = "is not a directory" if os.path.exists(os.path.expanduser(name)) else "does not exist"
+    return (
+        f"models[]: entry {entry.get('id') or Path(name).name!r}: {name} {what} (a name written as a path is a local "
+        "model directory, relative to the working directory); correct the path, or give a Hub id such as "
+        "bert-base-uncased"
+    )
+
+
 def expand_revisions(entry: dict) -> list[dict]:
     """An entry with ``revisions`` → one entry per revision, id ``<id or name>@<revision>``, with ``family``
     (the id without revision) and ``step`` (N of 'stepN', else the revision's position in the list)."""
@@ -278,10 +292,11 @@ def check_config(config: dict) -> None:
         paths = corpus_paths(corpus)
         if not paths:
             raise ConfigError(f"corpus.path: required when corpus.source is {corpus['source']!r}")
-        missing = [p for p in paths if not os.path.exists(p)]
+        missing = [p for p in paths if not os.path.isfile(p)]
         if missing:
             raise ConfigError(
-                f"corpus.path: file not found: {missing[0]} (paths are relative to the working directory)"
+                f"corpus.path: {'is a directory, not a file' if os.path.isdir(missing[0]) else 'file not found'}: "
+                f"{missing[0]} (paths are relative to the working directory)"
             )
     analysis = config["analysis"]
     if analysis["min_log10_n"] > analysis["max_log10_n"]:
@@ -309,6 +324,8 @@ def check_config(config: dict) -> None:
                 )
         if entry.get("init", "pretrained") == "pretrained" and not entry.get("name"):
             raise ConfigError(f"models[]: entry {entry.get('id')!r} needs 'name' (a Hub id or a local directory)")
+        if entry.get("init", "pretrained") == "pretrained" and missing_model_directory(entry):
+            raise ConfigError(missing_model_directory(entry))
         if entry.get("init") == "archive" and not {"archive", "sha256"} <= set(entry):
             raise ConfigError(
                 f"models[]: entry {entry.get('id')!r} has init: archive and needs 'archive' (the .zip) and 'sha256' "
@@ -342,7 +359,7 @@ def built_in_run(entry: dict) -> bool:
 def model_source(entry: dict, run_folder) -> str:
     """Where extraction loads the model from: ``run_folder/models/{id}`` for models made in the run, else its
     Hub id or local directory."""
-    return os.path.join(run_folder, "models", entry["id"]) if built_in_run(entry) else entry["name"]
+    return os.path.join(run_folder, "models", entry["id"]) if built_in_run(entry) else os.path.expanduser(entry["name"])
 
 
 def checkpoint_families(models: dict[str, dict]) -> dict[str, list[str]]:
@@ -365,10 +382,11 @@ def pca_model(config: dict) -> str:
 
 
 def corpus_paths(corpus: dict) -> list[str]:
+    """``corpus.path`` as a list, ``~`` expanded."""
     path = corpus.get("path")
     if path is None:
         return []
-    return [path] if isinstance(path, str) else list(path)
+    return [os.path.expanduser(p) for p in ([path] if isinstance(path, str) else path)]
 
 
 def stable_hash(obj) -> str:
@@ -382,7 +400,6 @@ def extraction_config_hash(config: dict, model: dict) -> str:
         {
             "corpus": config["corpus"],
             "shards": config["shards"],
-            "chunk_sentences": config["chunk_sentences"],
             "model": model,
             "dtype": config["dtype"],
             "tokens": config["tokens"],

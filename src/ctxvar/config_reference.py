@@ -18,23 +18,30 @@ REFERENCE = Path("config/README.md")
 HEADER = """# Configuration reference
 
 Generated from `workflow/schemas/config.schema.yaml` by `python -m ctxvar.config_reference`; do not edit by
-hand. Every key is checked against the schema before any job runs (see the main README's Configuration).
-`models[]` keys belong to each entry of the `models` list.
+hand. Every key is checked against the schema before any job runs ([validation](../docs/configuration.md)); a
+key marked *required* has no default. `models[]` keys belong to each entry of the `models` list.
 
 | key | type | default | meaning |
 | --- | --- | --- | --- |
 """
 
 
-def rows(properties: dict, prefix: str = "", item_defaults: dict | None = None, defaults: dict | None = None):
+def rows(
+    properties: dict,
+    prefix: str = "",
+    item_defaults: dict | None = None,
+    defaults: dict | None = None,
+    required: tuple = (),
+):
     """``(key, type, default, description)`` for every key, depth first, in schema order; ``defaults`` fill the
-    default column of keys that have none in place (models[] entries: the schema's ``$defs/model_defaults``)."""
+    default column of keys that have none in place (models[] entries: the schema's ``$defs/model_defaults``);
+    keys in ``required`` (the enclosing object's) read *required*."""
     for name, spec in properties.items():
         key = f"{prefix}{name}"
         fallback = {"default": (defaults or {})[name]} if name in (defaults or {}) else {}
-        yield key, kind(spec), default({**fallback, **spec}), spec.get("description", "")
+        yield key, kind(spec), default({**fallback, **spec}, name in required), spec.get("description", "")
         if spec.get("type") == "object" and "properties" in spec:
-            yield from rows(spec["properties"], f"{key}.", item_defaults)
+            yield from rows(spec["properties"], f"{key}.", item_defaults, required=tuple(spec.get("required", ())))
         if spec.get("type") == "array" and "properties" in spec.get("items", {}):
             yield from rows(spec["items"]["properties"], f"{key}[].", item_defaults, item_defaults)
 
@@ -52,9 +59,9 @@ def kind(spec: dict) -> str:
     return f"{text} ({', '.join(bounds)})" if bounds else text
 
 
-def default(spec: dict) -> str:
+def default(spec: dict, required: bool = False) -> str:
     if "default" not in spec:
-        return "—"
+        return "*required*" if required else "—"
     value = spec["default"]
     return "" if value == {} else f"`{json.dumps(value)}`"
 
@@ -67,7 +74,9 @@ def markdown(schema: dict) -> str:
     model_defaults = schema["$defs"]["model_defaults"]["default"]
     lines = [
         f"| `{key}` | {type_} | {value} | {escape(text)} |"
-        for key, type_, value, text in rows(schema["properties"], item_defaults=model_defaults)
+        for key, type_, value, text in rows(
+            schema["properties"], item_defaults=model_defaults, required=tuple(schema.get("required", ()))
+        )
     ]
     return HEADER + "\n".join(lines) + "\n"
 

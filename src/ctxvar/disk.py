@@ -21,6 +21,7 @@ The merged files are the same with N the whole corpus, plus tokens.parquet
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shutil
 
@@ -50,11 +51,12 @@ def sums_bytes(tokens: int, shape: ModelShape, geometry: dict) -> int:
 def planned_bytes(config: dict, run_folder) -> tuple[int, int] | None:
     """``(peak, all_at_once)``: bytes still to be written by the run's extraction and merge jobs, with one model's
     partials on disk at a time (merged as each model completes) or with every partial at once; both count the
-    merged files of the models not merged yet. None while the corpus shards do not exist (nothing to estimate from)."""
-    shards = [os.path.join(run_folder, "corpus", "shards", f"{i}.parquet") for i in range(config["shards"])]
-    if not all(map(os.path.exists, shards)):
+    merged files of the models not merged yet. None while the corpus is not sampled (nothing to estimate from).
+    Each shard holds an equal part of the corpus's tokens: the plan deals batches to shards by their tokens."""
+    sentences = os.path.join(run_folder, "corpus", "sentences.parquet")
+    if not os.path.exists(sentences):
         return None
-    tokens = [shard_tokens(path) for path in shards]
+    tokens = [math.ceil(shard_tokens(sentences) / config["shards"])] * config["shards"]
     merged, partials = 0, []
     for mid, entry in models_by_id(config).items():
         if os.path.exists(os.path.join(run_folder, mid, "stats.parquet")):

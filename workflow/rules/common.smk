@@ -29,10 +29,12 @@ from ctxvar.figures.catalogue import (
     SUMMARY_FIGURES,
 )
 from ctxvar.disk import check_free_space
+from ctxvar.models.archive import check_archives
 from ctxvar.models.files import directory_fingerprint
+from ctxvar.run_end import failure_message, report_command, success_message
 from ctxvar.errors import CtxvarError
 from ctxvar.extraction.batching import BATCH_TOKENS
-from ctxvar.corpus.shards import known_sentence_count, empty_shards_warning
+from ctxvar.corpus.shards import start_up_warning
 
 try:  # the whole config contract, before any job: one line and exit status 1 for the first violation
     CONFIG_FILES = {path: load_config_file(path) for path in map(str, workflow.configfiles)}  # refuses duplicate keys
@@ -46,7 +48,8 @@ try:  # the whole config contract, before any job: one line and exit status 1 fo
         workflow.config_settings.overwrite_config or {},
     )
     MODELS = models_by_id(config)
-    check_free_space(config, f"results/{RUN}")  # once the corpus is split; extraction jobs check again as they start
+    check_archives(MODELS, f"results/{RUN}")  # a package or zip to unpack a model from is there
+    check_free_space(config, f"results/{RUN}")  # once the corpus is sampled; extraction jobs check again as they start
 except CtxvarError as error:
     sys.exit(f"ctxvar error: {error}")
 
@@ -68,18 +71,32 @@ SHARDS = [str(i) for i in range(config["shards"])]
 PCA_MODEL = pca_model(config)
 FAMILIES = checkpoint_families(MODELS)  # {family: [id@revision, …]} from revisions:
 GEOMETRY = config["geometry"]
-EMPTY_SHARDS = empty_shards_warning(
-    known_sentence_count(config["corpus"], results("corpus/sentences.parquet")),
-    config["chunk_sentences"],
-    config["shards"],
-)
-if EMPTY_SHARDS:
-    print(f"ctxvar warning: {EMPTY_SHARDS}", file=sys.stderr)
+FEWER_SENTENCES = start_up_warning(config["corpus"], results("corpus/sentences.parquet"), config["shards"])
+if FEWER_SENTENCES:
+    print(f"ctxvar warning: {FEWER_SENTENCES}", file=sys.stderr)
 
 
 wildcard_constraints:
     model="|".join(re.escape(m) for m in MODELS),
     shard=r"\d+",
+
+
+def success_lines():
+    """What Snakemake prints last after a run that succeeded: where the results are (ctxvar.run_end)."""
+    moved = workflow.overwrite_workdir is not None  # --directory: the user's shell is elsewhere
+    command = report_command(
+        [str(path) for path in workflow.overwrite_configfiles],
+        results(""),
+        str(workflow.overwrite_workdir) if moved else None,
+        workflow.main_snakefile,
+    )
+    return success_message(results(""), list(MODELS), command, moved)
+
+
+def failure_lines(snakemake_logs):
+    """What Snakemake prints last after a failed run: each failed job's one-line error and its log."""
+    logs = [snakemake_logs] if isinstance(snakemake_logs, str) else list(snakemake_logs or [])
+    return failure_message(logs, moved=workflow.overwrite_workdir is not None)
 
 
 def final_outputs():
@@ -213,16 +230,19 @@ def model_source(wildcards):
 
 def local_model_files(wildcards):
     """The fingerprint of a local model directory's files (None for Hub ids and models made in the run, which are
-    inputs): weights changed in place re-run the model's extraction, as a changed param does."""
+    inputs): weights or a tokenizer changed in place re-run the model's split and extraction, as a changed param
+    does."""
     entry = MODELS[wildcards.model]
     return None if built_in_run(entry) else directory_fingerprint(entry["name"])
 
 
+def model_inputs(wildcards):
+    """The run's models/{model} folder, for models a rule makes there; nothing for the others."""
+    return {"model": results(f"models/{wildcards.model}")} if built_in_run(MODELS[wildcards.model]) else {}
+
+
 def extraction_inputs(wildcards):
-    inputs = {"shard": results(f"corpus/shards/{wildcards.shard}.parquet")}
-    if built_in_run(MODELS[wildcards.model]):
-        inputs["model"] = results(f"models/{wildcards.model}")
-    return inputs
+    return {"shard": results(f"corpus/shards/{wildcards.model}/{wildcards.shard}.parquet"), **model_inputs(wildcards)}
 
 
 def models_made_by(*inits):

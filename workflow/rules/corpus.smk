@@ -14,19 +14,22 @@ rule sample_corpus:
         "../scripts/sample_corpus.py"
 
 
-rule split_corpus:
+rule split_corpus:  # per model: its tokenizer plans the batches over the whole corpus
     input:
+        unpack(model_inputs),
         sentences=results("corpus/sentences.parquet"),
     output:
-        shards=expand(results("corpus/shards/{shard}.parquet"), shard=SHARDS),
+        shards=expand(results("corpus/shards/{{model}}/{shard}.parquet"), shard=SHARDS),
     log:
-        logs("corpus/split_corpus.log"),
+        logs("corpus/shards/{model}.log"),
     benchmark:
-        benchmarks("corpus/split_corpus.tsv")
+        benchmarks("corpus/shards/{model}.tsv")
     conda:
-        "../../envs/analysis.yaml"
+        "../../envs/extract.yaml"
     params:
-        chunk_sentences=config["chunk_sentences"],
+        model=model_entry,
+        source=model_source,
+        model_files=local_model_files,  # its tokenizer plans the batches
         n_shards=config["shards"],  # existing files 0…n−1 of another shard count must be rewritten
     script:
         "../scripts/split_corpus.py"

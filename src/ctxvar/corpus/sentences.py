@@ -91,6 +91,47 @@ def load_source(corpus: dict):
     return dataset
 
 
+ROWS_READ_LIMIT = 1 << 26  # characters source_rows_at_most reads at start-up before it gives up (64 M)
+
+
+def source_rows_at_most(corpus: dict, enough: int) -> int | None:
+    """An upper bound on the sentences the corpus keeps, known before any job runs: of R rows in the source,
+    sampling keeps ⌊fraction · R⌋ (``paper``) or at most R (``hash``). R of the synthetic corpus is its size, of
+    local Parquet files their row count, of text and jsonl files their lines (as ``str.splitlines`` counts them,
+    what ``datasets`` makes rows of), read only until the bound reaches ``enough``, which it then returns.
+    None for Hub datasets and the Python documentation, files that cannot be read, and text beyond
+    :data:`ROWS_READ_LIMIT`."""
+    source = corpus["source"]
+
+    def kept(rows: int) -> int:
+        return int(corpus["fraction"] * rows) if corpus["sampling"] == "paper" else rows
+
+    if source == "synthetic":
+        return kept(corpus["synthetic"]["n_sentences"])
+    if source not in LOCAL_BUILDERS:
+        return None
+    rows = 0
+    try:
+        for path in corpus_paths(corpus):
+            if source == "parquet":
+                import pyarrow.parquet as pq
+
+                rows += pq.ParquetFile(path).metadata.num_rows
+                continue
+            with open(path, encoding=text_encoding(path)[1], errors="replace", newline="") as handle:
+                read = 0
+                while block := handle.read(1 << 20):  # a line cut between blocks counts twice: still a bound
+                    rows += len(block.splitlines())
+                    read += len(block)
+                    if kept(rows) >= enough:
+                        return kept(rows)
+                    if read > ROWS_READ_LIMIT:
+                        return None
+    except (OSError, ValueError, CorpusError):
+        return None  # sample_corpus reports it
+    return kept(rows)
+
+
 def text_encoding(path) -> tuple[str, str]:
     """``(name, codec)`` of a text file from its byte-order mark; UTF-8 without one.
 

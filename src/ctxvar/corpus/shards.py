@@ -1,4 +1,4 @@
-"""Deal items (chunks of sentences) to shards of near-equal forward-pass cost."""
+"""Plan a model's forward batches over the whole corpus and deal whole batches to shards of near-equal cost."""
 
 from __future__ import annotations
 
@@ -8,20 +8,17 @@ import os
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from ctxvar.corpus.sentences import source_rows_at_most
 from ctxvar.errors import CtxvarError
-from ctxvar.io import ParquetInput, read_table, write_table
+from ctxvar.extraction.batching import BATCH_TOKENS, padding_fraction, token_budget_batches
+from ctxvar.io import ParquetInput, read_table, verify_manifest, write_table
 
 log = logging.getLogger(__name__)
 
-
-def sentence_cost(n_chars: np.ndarray) -> np.ndarray:
-    """Forward cost proxy, tokenizer-free so that shards serve every model.
-
-    Subword counts grow with characters; 2 stands for the added [bos]/[eos].
-    """
-    return np.asarray(n_chars, dtype=np.int64) + 2
+# The plan cuts at least this many batches (2 per shard beyond 32 shards), so that every shard gets work and the
+# shards' costs even out on a small corpus too, without making the batches depend on the shard count.
+MIN_BATCHES = 64
 
 
 def assign_shards(cost: np.ndarray, n_shards: int) -> np.ndarray:
@@ -38,54 +35,111 @@ def assign_shards(cost: np.ndarray, n_shards: int) -> np.ndarray:
     return shard
 
 
-def write_shards(sentences_path, shard_paths: list, chunk_sentences: int) -> None:
-    """Split the sentences into ``len(shard_paths)`` files of near-equal token cost.
+def plan_batches(lengths: np.ndarray, n_shards: int, batch_tokens: int = BATCH_TOKENS) -> list[np.ndarray]:
+    """The corpus's forward batches (sentence indices, longest first), planned once over all its sentences.
 
-    Sentences sorted by length are cut into chunks of ``chunk_sentences``; whole
-    chunks are dealt to shards (:func:`assign_shards`). Extraction batches within a
-    chunk only, so every sentence meets the same batch-mates, and gets bitwise the
-    same float32 hidden states, whatever the number of shards. Shard i goes to
-    ``shard_paths[i]`` with a ``chunk`` column; sentences keep sample order.
+    Sentences sorted by token length are cut into batches of at most
+    budget = min(``batch_tokens``, ⌈Σ lengths / B⌉) padded tokens (rows × longest) and
+    ⌈n / B⌉ sentences, B = max(:data:`MIN_BATCHES`, 2 · ``n_shards``): so at least
+    min(n, B/2) batches, and on a corpus of more than B · ``batch_tokens`` tokens the
+    token budget alone decides. The batches depend on the lengths and ``batch_tokens``,
+    and on ``n_shards`` only beyond B/2 = 32 shards.
     """
+    lengths = np.asarray(lengths)
+    if not len(lengths):
+        return []
+    most = max(MIN_BATCHES, 2 * n_shards)
+    budget = max(1, min(batch_tokens, math.ceil(int(lengths.sum()) / most)))
+    return token_budget_batches(lengths, budget, max_rows=math.ceil(len(lengths) / most))
+
+
+def deal_batches(lengths: np.ndarray, batches: list[np.ndarray], n_shards: int) -> np.ndarray:
+    """The shard of each batch, by its padded tokens (rows × longest; :func:`assign_shards`)."""
+    cost = np.array([len(rows) * int(lengths[rows].max()) for rows in batches], dtype=np.int64)
+    return assign_shards(cost, n_shards)
+
+
+def write_shards(sentences_path, shard_paths: list, tokenizer, batch_tokens: int = BATCH_TOKENS) -> dict:
+    """Split the sentences into ``len(shard_paths)`` files of near-equal forward cost for one model's tokenizer.
+
+    Every sentence is tokenized as extraction does; :func:`plan_batches` plans the batches
+    over the whole corpus and :func:`deal_batches` deals whole batches to shards. Shard i goes
+    to ``shard_paths[i]``, its sentences in sample order, with the batch of each in a
+    ``chunk`` column: extraction batches within a chunk only, so every sentence meets the
+    same batch-mates, and gets bitwise the same float32 hidden states, whatever the number of
+    shards. Returns the plan's summary (also logged and stored in each shard's metadata).
+    """
+    from ctxvar.extraction.tokens import encode
+
     table = read_table(sentences_path)
-    warning = empty_shards_warning(table.num_rows, chunk_sentences, len(shard_paths))
+    n_shards = len(shard_paths)
+    lengths = encode(tokenizer, table.column("text").to_pylist()).lengths
+    batches = plan_batches(lengths, n_shards, batch_tokens)
+    shard_of_batch = deal_batches(lengths, batches, n_shards)
+    chunk = np.empty(len(lengths), dtype=np.int64)
+    for number, rows in enumerate(batches):
+        chunk[rows] = number
+    padded = np.bincount(
+        shard_of_batch, weights=[len(rows) * int(lengths[rows].max()) for rows in batches], minlength=n_shards
+    )
+    plan = {
+        "n_sentences": len(lengths),
+        "n_tokens": int(lengths.sum()),
+        "n_batches": len(batches),
+        "padding_fraction": padding_fraction(lengths, batches),
+        "shard_padded_tokens": padded.astype(int).tolist(),
+    }
+    log.info("plan: %s", plan)
+    warning = fewer_sentences_warning(len(lengths), n_shards)
     if warning:
         log.warning("%s", warning)
-    cost = sentence_cost(pc.utf8_length(table.column("text")).to_numpy(zero_copy_only=False))
-    chunk = np.empty(len(cost), dtype=np.int64)
-    chunk[np.argsort(cost, kind="stable")] = np.arange(len(cost)) // chunk_sentences
-    shard_of_chunk = assign_shards(np.bincount(chunk, weights=cost), len(shard_paths))
     table = table.append_column("chunk", pa.array(chunk))
+    shard_of_sentence = shard_of_batch[chunk] if len(chunk) else chunk
     for index, path in enumerate(shard_paths):
         write_table(
-            table.filter(pa.array(shard_of_chunk[chunk] == index)),
+            table.filter(pa.array(shard_of_sentence == index)),
             path,
-            metadata={"shard": index, "n_shards": len(shard_paths)},
+            metadata={"shard": index, "n_shards": n_shards, "plan": plan},
         )
+    return plan
 
 
-def empty_shards_warning(n_sentences: int | None, chunk_sentences: int, n_shards: int) -> str | None:
-    """Why some shards would be empty (whole chunks are dealt to shards), or None; None also when unknown."""
-    if n_sentences is None:
+def split_corpus(sentences_path, shard_paths: list, entry: dict, source: str, batch_tokens: int = BATCH_TOKENS):
+    """:func:`write_shards` with the tokenizer of model ``entry`` from ``source`` (checked against its manifest)."""
+    from ctxvar.models import loading
+
+    if os.path.isdir(source):
+        verify_manifest(source)  # locally built models carry one
+    return write_shards(sentences_path, shard_paths, loading.load_tokenizer(entry, source), batch_tokens)
+
+
+def fewer_sentences_warning(n_sentences: int | None, n_shards: int, at_most: bool = False) -> str | None:
+    """What happens to the shards when the corpus has fewer sentences than shards (at most ``n_sentences``
+    with ``at_most``), or None; None also when the count is unknown."""
+    if n_sentences is None or n_sentences >= n_shards:
         return None
-    chunks = math.ceil(n_sentences / chunk_sentences)
-    if n_shards <= chunks:
-        return None
+    count, empty = (f"at most {n_sentences}", "at least ") if at_most else (str(n_sentences), "")
     return (
-        f"shards: {n_shards - chunks} of the {n_shards} shards will be empty: {n_sentences} sentences make only "
-        f"{chunks} chunk(s) of chunk_sentences {chunk_sentences}, and each still costs an extraction job per model; "
-        f"set shards: {max(chunks, 1)} or lower chunk_sentences"
+        f"shards: the corpus has {count} sentence(s), fewer than shards: {n_shards}, so {empty}"
+        f"{n_shards - n_sentences} shard(s) get none and their extraction jobs write empty sums; "
+        f"set shards: {max(n_sentences, 1)} to skip those jobs"
     )
 
 
-def known_sentence_count(corpus: dict, sentences_path) -> int | None:
-    """The corpus's sentence count where it is known before any job runs: the sampled file if it exists,
-    else at most ``fraction`` of a synthetic corpus; None otherwise."""
+def known_sentence_count(corpus: dict, sentences_path, enough: int) -> tuple[int, bool] | None:
+    """``(count, exact)`` of the corpus's sentences where known before any job runs: the sampled file's rows if
+    it exists (exact), else an upper bound from the source (:func:`ctxvar.corpus.sentences.source_rows_at_most`,
+    reading at most until the bound reaches ``enough``); None when neither is known."""
     if os.path.exists(sentences_path):
         try:
-            return ParquetInput(sentences_path).num_rows
+            return ParquetInput(sentences_path).num_rows, True
         except CtxvarError:
             return None  # the jobs that read it report it
-    if corpus["source"] == "synthetic":
-        return math.ceil(corpus["fraction"] * corpus["synthetic"]["n_sentences"])
-    return None
+    bound = source_rows_at_most(corpus, enough)
+    return (bound, False) if bound is not None else None
+
+
+def start_up_warning(corpus: dict, sentences_path, n_shards: int) -> str | None:
+    """:func:`fewer_sentences_warning` from what is known before any job runs (:func:`known_sentence_count`)."""
+    known = known_sentence_count(corpus, sentences_path, n_shards)
+    return fewer_sentences_warning(known[0], n_shards, at_most=not known[1]) if known else None

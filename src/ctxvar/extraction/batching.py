@@ -13,8 +13,9 @@ from ctxvar.extraction.tokens import EncodedShard
 BATCH_TOKENS = 16384
 
 
-def token_budget_batches(lengths: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
-    """Sentence indices per batch, longest first, each batch padded size ≤ ``batch_tokens``.
+def token_budget_batches(lengths: np.ndarray, batch_tokens: int, max_rows: int | None = None) -> list[np.ndarray]:
+    """Sentence indices per batch, longest first, each batch padded size ≤ ``batch_tokens`` and at most
+    ``max_rows`` sentences (no row limit when None).
 
     Padded size = batch size × longest length in the batch. A sentence longer than
     the budget gets a batch of its own.
@@ -24,6 +25,7 @@ def token_budget_batches(lengths: np.ndarray, batch_tokens: int) -> list[np.ndar
     while start < len(order):
         # Sorted descending, so the first sentence is the batch's longest.
         size = max(1, batch_tokens // int(lengths[order[start]]))
+        size = min(size, max_rows) if max_rows else size
         batches.append(order[start : start + size])
         start += size
     return batches

@@ -9,6 +9,7 @@ and the folder appears only when complete.
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import zipfile
 from pathlib import Path, PurePosixPath
 
@@ -37,6 +38,14 @@ def archive_path(entry: dict) -> Path:
             f"{entry['archive']!r}; check archive: against the package's files"
         )
     return path
+
+
+def check_archives(models: dict[str, dict], run_folder) -> None:
+    """At start-up: :func:`archive_path` of every ``init: archive`` entry not unpacked yet in
+    ``run_folder/models/{id}``, so that a missing package or zip is one line before any job runs."""
+    for mid, entry in models.items():
+        if entry.get("init") == "archive" and not os.path.isdir(os.path.join(run_folder, "models", mid)):
+            archive_path(entry)
 
 
 def unpack_model(entry: dict, out_dir) -> None:
