@@ -390,8 +390,7 @@ def run_batches(model, sums: EmbeddingSums, batches: ShardBatches, device, progr
     on_device = batches.to(device)
     sample = getattr(sums, "sample", None)
     hits = sample.locate(batches.tokens, batches.real) if sample is not None else [None] * len(batches)
-    # decoders' configs say use_cache (true by default); they would return every layer's keys and values
-    options = {"use_cache": False} if getattr(model.config, "use_cache", False) else {}
+    options = forward_options(model)
     with torch.inference_mode():
         for batch, sample_hits in tqdm(
             zip(on_device, hits), total=len(batches), desc="batches", unit="batch", disable=not progress, mininterval=5
@@ -405,6 +404,12 @@ def run_batches(model, sums: EmbeddingSums, batches: ShardBatches, device, progr
                 )
             sums.accumulate(output.hidden_states, batch.positions, batch.type_index, sample_hits)
             del output  # else it lives on through the next forward pass, which rebinds it only once it returns
+
+
+def forward_options(model) -> dict:
+    """Keyword arguments of every forward pass besides the batch: ``use_cache=False`` for models whose config has a
+    cache on (decoders, by default), which would otherwise return every layer's keys and values."""
+    return {"use_cache": False} if getattr(model.config, "use_cache", False) else {}
 
 
 def started(items):
