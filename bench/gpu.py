@@ -1,23 +1,26 @@
 """GPU benchmark in one command of at most 10 minutes on an H100 or H200 (see docs/performance.md).
 
-    python bench/gpu.py --device cuda                 # writes bench/results/gpu.csv and gpu.md
-    python bench/gpu.py --device cpu --quick --out D  # tiny shapes: checks the script, measures nothing
+    python bench/gpu.py                 # on CUDA if torch sees it: writes bench/results/gpu.csv and gpu.md
+    python bench/gpu.py --quick --out D  # tiny shapes: checks the script, measures nothing
 
 Random-weight models of the published shapes, each saved as sharded safetensors as
 the Hub ships them: bert-base and gpt2-medium in fp32 and bf16 over a shard of the
 benchmark's corpus (about 1.3 M tokens), and a decoder of Llama-2-7B's shape
-(vocabulary cut to the corpus tokenizer's) in bf16 over a smaller shard. Per model
-and dtype, each step in a fresh process:
+(vocabulary cut to the corpus tokenizer's) in bf16 over a smaller shard of at least 30
+batches. Per model and dtype, each step in a fresh process:
 
-    load       loading the model onto the device, against reading its weight files (read_seconds)
-    (a)        the bare forward pass with all hidden states over the extraction's own batches
-    (b)        the extraction job with the paper's sums, less loading
-    (b)+g      the job with the default geometry sums, less loading
+    (a)        the bare forward pass with all hidden states over the extraction's own batches,
+               after a warm-up batch, with no weight hash beside it
+    (b)        the extraction job with the paper's sums, less its loading and a warm-up batch,
+               both timed in its own process
+    (b)+g      the same with the default geometry sums
+    load       (b)'s loading of the model onto the device, against reading its weight files (read_seconds)
 
-The CSV has one row per model, dtype and step: model, dtype, step, tokens, tokens_per_s,
+The CSV has one row per model, dtype and step: model, dtype, step, tokens, batches, tokens_per_s,
 overhead_b_over_a (seconds per token against (a)), padding_fraction, peak_host_mb,
-peak_gpu_mb, gpu_name, and seconds, mfu (the forward pass's model FLOPs, 2 × non-embedding
-parameters × real tokens, over the GPU's dense peak for the dtype), load_seconds, read_seconds.
+peak_gpu_mb (of the device the step used), gpu_name, and seconds, warm_up_seconds, mfu (the
+forward pass's model FLOPs, 2 × non-embedding parameters × real tokens, over the GPU's dense
+peak for the dtype), load_seconds, read_seconds.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ LLAMA_2_7B = {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layer
 MODES = {  # sentences of the corpus, and of the 7B decoder's smaller one; the models with their dtypes
     "gpu": {
         "sentences": 60000,
-        "small": 4000,
+        "small": 24000,  # ≥ 30 batches of 16,384 tokens (tested): too few do not measure a rate
         "shard_size": "2GB",  # save_pretrained's max_shard_size: checkpoints come as model-0000k-of-0000n.safetensors
         "models": {
             "bert-base": ("float32", "bfloat16"),
@@ -131,20 +134,20 @@ def non_embedding_parameters(model_dir: Path) -> int:
 def rows_for(name: str, model_dir: Path, shard: Path, dtype: str, device: str, gpu_name: str) -> list[dict]:
     """Every step for one model and dtype, in fresh processes."""
     partial = str(shard.parent / f"{name}-{dtype}.parquet")
-    load = in_fresh_process(steps.load_model, str(model_dir), device, dtype)
-    load.update(step="load", read_seconds=read_seconds(model_dir), tokens=0)
     forward = in_fresh_process(steps.forward, str(model_dir), str(shard), device, dtype)
     forward.update(step="(a) forward")
     paper = in_fresh_process(steps.extraction, str(model_dir), str(shard), partial, device, dtype)
     paper.update(step="(b) extraction")
     geometry = in_fresh_process(steps.extraction, str(model_dir), str(shard), partial, device, dtype, True)
     geometry.update(step="(b) extraction + geometry")
+    load = {"step": "load", "seconds": paper["load_seconds"], "read_seconds": read_seconds(model_dir), "tokens": 0}
+    load["peak_rss_mb"] = float("nan")  # no peak of its own: it ran in (b)'s process
     flops = 2 * non_embedding_parameters(model_dir) * forward["tokens"] / forward["seconds"]
     forward["mfu"] = flops / PEAK_FLOPS.get(gpu_family(gpu_name), {}).get(dtype, float("nan"))
     forward["padding_fraction"] = 1 - forward["tokens"] / forward["padded_tokens"]
     for job in (paper, geometry):
-        job["seconds"] -= load["seconds"]  # the job less loading, as the forward pass is timed
-        job["load_seconds"] = load["seconds"]
+        job["seconds"] -= job["load_seconds"] + job["warm_up_seconds"]  # as the forward pass is timed
+        job["batches"] = forward["batches"]
         job["overhead_b_over_a"] = (job["seconds"] / job["tokens"]) / (forward["seconds"] / forward["tokens"])
     rows = [load, forward, paper, geometry]
     for row in rows:
@@ -162,6 +165,7 @@ COLUMNS = [
     "dtype",
     "step",
     "tokens",
+    "batches",
     "tokens_per_s",
     "overhead_b_over_a",
     "padding_fraction",
@@ -169,6 +173,7 @@ COLUMNS = [
     "peak_gpu_mb",
     "gpu_name",
     "seconds",
+    "warm_up_seconds",
     "mfu",
     "load_seconds",
     "read_seconds",
@@ -177,7 +182,7 @@ COLUMNS = [
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--quick", action="store_true", help="tiny shapes and corpus: checks the script only")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     parser.add_argument("--work", type=Path, default=None, help="folder for the corpus and models (default: --out)")
@@ -187,7 +192,8 @@ def main(argv=None) -> None:
     (work / "large").mkdir(parents=True, exist_ok=True)
     shard = write_corpus(work, mode["sentences"])
     small = write_corpus(work / "large", mode["small"])
-    gpu_name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
+    device = torch.device(args.device)
+    gpu_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     dirs = build_models(work, args.quick, mode["shard_size"])
     rows = []
     for name, dtypes in mode["models"].items():

@@ -1,11 +1,15 @@
 """What the benchmark measures on a model, one function per step; each runs in a fresh process (see run.py).
 
 Every step returns a dict with ``seconds`` and the process's ``peak_rss_mb`` (and
-``peak_gpu_mb`` on CUDA). Timed regions end with a device synchronisation.
+``peak_gpu_mb`` on CUDA, of the device it used). Timed regions end with a device
+synchronisation. (a) and (b) each run one forward pass on their first batch before the
+timing (warm_up_seconds): the first pass's one-time costs (kernels, libraries' handles,
+allocator growth) fall outside both sides of their ratio.
 """
 
 from __future__ import annotations
 
+import contextlib
 import resource
 import time
 from pathlib import Path
@@ -15,18 +19,21 @@ import pandas as pd
 import torch
 import yaml
 
+from ctxvar.extraction import extract
 from ctxvar.extraction.accumulator import NO_GEOMETRY, GeometryOptions
-from ctxvar.extraction.batching import pad_batch
-from ctxvar.extraction.extract import ExtractionSettings, extract_shard, prepare_shard
+from ctxvar.extraction.batching import ShardBatches, pad_batch
+from ctxvar.extraction.extract import ExtractionSettings, extract_shard, forward_options, prepare_shard
 from ctxvar.models import loading as models
 
 SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 
 
-def peaks(device: str) -> dict:
+def peaks(device) -> dict:
+    """Peak host memory of this process and, on CUDA, peak memory allocated on ``device``."""
+    device = torch.device(device)
     out = {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-    if device == "cuda":
-        out["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    if device.type == "cuda":
+        out["peak_gpu_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
     return out
 
 
@@ -60,47 +67,93 @@ def settings_for(
     )
 
 
-def load_model(model_dir: str, device: str, dtype: str = "float32") -> dict:
-    """Loading the model alone: common to every approach, subtracted from (b)."""
-    start = time.perf_counter()
-    models.load({"id": "bench"}, model_dir, dtype, models.resolve_device(device))
+def warm_up(model, batches: ShardBatches, device) -> float:
+    """Seconds of one forward pass, as the job runs it, on the first of ``batches``, moved to ``device`` alone."""
+    rows, shape = slice(batches.grid[0], batches.grid[1]), batches.shapes[0]
+    input_ids, mask = (
+        torch.from_numpy(a[rows].reshape(shape)).to(device) for a in (batches.input_ids, batches.attention_mask)
+    )
     synchronise(device)
-    return {"seconds": time.perf_counter() - start, **peaks(device)}
+    start = time.perf_counter()
+    with torch.inference_mode():
+        model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True, **forward_options(model))
+    synchronise(device)
+    return time.perf_counter() - start
 
 
 def forward(model_dir: str, shard: str, device: str, dtype: str = "float32") -> dict:
-    """(a) The limit: the bare forward pass with all hidden states over the extraction's own batches."""
-    job = prepare_shard(shard, settings_for(model_dir, device, dtype))
+    """(a) The limit: the bare forward pass with all hidden states over the extraction's own batches, after a
+    warm-up batch, with no weight hash running beside it."""
+    job = prepare_shard(shard, settings_for(model_dir, device, dtype), hash_weights=False)
     padded = job.padded()
+    warm_up_seconds = warm_up(job.model, padded, job.device)
+    options = forward_options(job.model)
     synchronise(job.device)
     start = time.perf_counter()
     with torch.inference_mode():
         for batch in padded.to(job.device):  # as extraction moves them: once, then slices
-            job.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=True)
+            job.model(
+                input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=True, **options
+            )
     synchronise(job.device)
     return {
         "seconds": time.perf_counter() - start,
+        "warm_up_seconds": warm_up_seconds,
         "tokens": len(job.encoded.ids),
         "padded_tokens": int(padded.grid[-1]),
-        **peaks(job.device.type),
+        "batches": len(padded),
+        **peaks(job.device),
     }
 
 
 def extraction(
     model_dir: str, shard: str, out: str, device: str, dtype: str = "float32", geometry: bool = False
 ) -> dict:
-    """(b) Our extraction job end to end: shard Parquet → partial sums Parquet (model loading included);
-    with ``geometry``, also the default geometry sums (moments and sample files), as a workflow job does."""
+    """(b) Our extraction job end to end: shard Parquet → partial sums Parquet; with ``geometry``, also the
+    default geometry sums (moments and sample files), as a workflow job does.
+
+    ``seconds`` is the whole job; ``load_seconds`` its model loading and ``warm_up_seconds``
+    a forward pass on its first batch before its own, both timed in this process: the job
+    less these two is what compares with (a).
+    """
     options = default_geometry() if geometry else NO_GEOMETRY
     paths = {"moments_path": out + ".moments", "sample_path": out + ".sample"} if geometry else {}
+    timings = {}
     start = time.perf_counter()
-    metadata = extract_shard(shard, out, settings_for(model_dir, device, dtype, options), **paths)
+    with timed_loading_and_warm_up(timings):
+        metadata = extract_shard(shard, out, settings_for(model_dir, device, dtype, options), **paths)
     return {
         "seconds": time.perf_counter() - start,
+        **timings,
         "tokens": metadata["n_tokens"],
         "padding_fraction": metadata["padding_fraction"],
-        **peaks(device if device != "auto" else "cpu"),
+        **peaks(metadata["device"]),
     }
+
+
+@contextlib.contextmanager
+def timed_loading_and_warm_up(timings: dict):
+    """Within the block, jobs time their model loading (``timings["load_seconds"]``) and run a warm-up batch
+    before their first pass (``timings["warm_up_seconds"]``), as (a) does."""
+    load, run_batches = models.load_model, extract.run_batches
+
+    def timed_load(*args, **kwargs):
+        start = time.perf_counter()
+        model = load(*args, **kwargs)
+        synchronise(next(model.parameters()).device)
+        timings["load_seconds"] = time.perf_counter() - start
+        return model
+
+    def warmed_up(model, sums, batches, device, progress):
+        if "warm_up_seconds" not in timings:
+            timings["warm_up_seconds"] = warm_up(model, batches, device)
+        run_batches(model, sums, batches, device, progress)
+
+    models.load_model, extract.run_batches = timed_load, warmed_up
+    try:
+        yield
+    finally:
+        models.load_model, extract.run_batches = load, run_batches
 
 
 def reference_loop(model_dir: str, shard: str, out: str, device: str) -> dict:

@@ -142,14 +142,55 @@ def test_eight_shards_of_50000_sentences_balance_within_30_percent(bench_corpus)
 
 
 def test_gpu_benchmark_writes_every_column_the_report_promises(tmp_path):
-    """bench/gpu.py --quick on tiny shapes (on a CPU here): one row per model, dtype and step, sharded models."""
-    run_bench("gpu.py", tmp_path, "--device", "cpu", "--quick")
+    """bench/gpu.py --quick on tiny shapes, without --device (on a CPU here): one row per model, dtype and step,
+    sharded models; (a) and (b) warm up first, and the load row is (b)'s loading, timed in (b)'s process."""
+    run_bench("gpu.py", tmp_path, "--quick")
     table = pd.read_csv(tmp_path / "gpu.csv")
-    required = ["model", "dtype", "step", "tokens", "tokens_per_s", "overhead_b_over_a", "padding_fraction"]
+    required = ["model", "dtype", "step", "tokens", "batches", "tokens_per_s", "overhead_b_over_a", "padding_fraction"]
     assert set(required + ["peak_host_mb", "peak_gpu_mb", "gpu_name", "mfu", "read_seconds"]) <= set(table.columns)
     assert set(table["step"]) == {"load", "(a) forward", "(b) extraction", "(b) extraction + geometry"}
     assert set(zip(table["model"], table["dtype"])) == {("bert-base", "float32"), ("llama-2-7b", "bfloat16")}
     jobs = table[table["step"].str.startswith("(b)")]
     assert (jobs["overhead_b_over_a"] > 0).all() and (jobs["tokens"] > 0).all()
+    timed = table[table["step"] != "load"]
+    assert (timed["warm_up_seconds"] > 0).all() and (timed["batches"] > 0).all()
+    for _, rows in table.groupby(["model", "dtype"]):
+        loads = rows.set_index("step")
+        assert loads.loc["load", "seconds"] == loads.loc["(b) extraction", "load_seconds"]
     assert list((tmp_path / "gpu-work" / "llama-2-7b").glob("model-0000*-of-0000*.safetensors"))
     assert "| llama-2-7b |" in (tmp_path / "gpu.md").read_text()
+
+
+def test_the_gpu_benchmarks_7b_shard_runs_at_least_30_batches(tmp_path):
+    """The 7B decoder's smaller shard (bench/gpu.py), batched as extraction batches it with the default token
+    budget and its tokenizer (gpt2-medium's, trained on the corpus): enough batches to measure a rate."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from gpu import MODES
+    from run import write_corpus
+    from transformers import AutoTokenizer
+
+    from ctxvar.extraction.batching import BATCH_TOKENS
+    from ctxvar.extraction.extract import chunk_batches, read_shard
+    from ctxvar.extraction.tokens import encode
+    from ctxvar.models.random_init import build_random_model
+
+    shard = write_corpus(tmp_path, MODES["gpu"]["small"])
+    texts, chunk, _ = read_shard(shard)
+    shape = {"hidden_size": 16, "num_layers": 1, "num_heads": 2, "intermediate_size": 32}
+    build_random_model({"id": "gpt2", "arch": "gpt2", "vocab_size": 8000, "seed": 0, **shape}, texts, tmp_path / "t")
+    lengths = encode(AutoTokenizer.from_pretrained(tmp_path / "t"), texts).lengths
+    assert len(chunk_batches(lengths, chunk, BATCH_TOKENS)) >= 30
+
+
+def test_the_bare_forward_warms_up_and_runs_without_a_weight_hash_beside_it(tmp_path, monkeypatch, tiny_models):
+    """(a) of bench/steps.py: a hash thread beside it would slow the limit that (b) is measured against."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import steps
+    from run import write_corpus
+
+    from ctxvar.models import loading
+
+    hashed = []
+    monkeypatch.setattr(loading, "weights_sha256", lambda model: hashed.append(model) or "")
+    forward = steps.forward(tiny_models["gpt2"], str(write_corpus(tmp_path, 200)), "cpu")
+    assert hashed == [] and forward["warm_up_seconds"] > 0 and forward["batches"] >= 1

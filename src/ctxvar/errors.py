@@ -21,6 +21,10 @@ class StatisticsError(CtxvarError):
     """Sums are non-finite, inconsistent, or cannot be merged."""
 
 
+class DeviceMemoryError(CtxvarError):
+    """The device has too little memory for one pass of a job."""
+
+
 class IntegrityError(CtxvarError):
     """A file a job reads is corrupt, truncated or not what the pipeline wrote."""
 

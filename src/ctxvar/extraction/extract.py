@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -13,7 +14,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ctxvar.config import revision_of
-from ctxvar.errors import CorpusError, ModelLoadError, StatisticsError
+from ctxvar.errors import CorpusError, DeviceMemoryError, ModelLoadError, StatisticsError
 from ctxvar.extraction import devices
 from ctxvar.extraction.accumulator import (
     NO_GEOMETRY,
@@ -30,7 +31,7 @@ from ctxvar.extraction.batching import (
     padding_fraction,
     token_budget_batches,
 )
-from ctxvar.extraction.budget import activation_bytes, state_budget_bytes
+from ctxvar.extraction.budget import activation_bytes, reserve_bytes, state_budget_bytes
 from ctxvar.extraction.position_sample import bottom_k, sample_schema, sample_table, sequence_windows, token_keys
 from ctxvar.extraction.tokens import EncodedShard, encode, select, split_long, type_table
 from ctxvar.io import read_table, verify_manifest
@@ -52,7 +53,7 @@ class ExtractionSettings:
     merge_markers: bool = True
     long_sentences: str = "skip"  # skip | split | error
     batch_tokens: int = BATCH_TOKENS
-    max_state_mb: float = 0  # cap on the device state of the sums; 0: half the GPU's memory, no cap on CPU
+    max_state_mb: float = 0  # cap on the device state of the sums; 0: the GPU's free memory less one batch (budget.py)
     geometry: GeometryOptions = field(default_factory=lambda: NO_GEOMETRY)  # sums beyond n, Σx, Σ‖x‖²
     sample_seed: int = 0  # seed of the sample's position hash (geometry.seed)
     threads: int | None = None  # CPU threads for torch; None keeps torch's default
@@ -194,6 +195,7 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings, moments_pa
     padding = padding_fraction(lengths, job.batches)
     cap = state_cap_bytes(settings, job, padded)
     groups = layer_groups(n_layers, len(job.types), d, cap, options)
+    warn_of_passes(settings, job, groups, cap)
     log.info(
         "%s on %s: %d sequences, %d tokens, %d types, %d batches of ≤ %d tokens (padding %.1f %%); "
         "sums %.1f MB per pass (budget %s) in %d pass(es) of layers %s",
@@ -210,7 +212,9 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings, moments_pa
         len(groups),
         ", ".join(f"{g.start}–{g.stop - 1}" for g in groups),
     )
-    metadata = {
+    sampled = sample_positions(job, settings)
+    layers = started(accumulate_groups(job, padded, groups, settings, sampled))
+    metadata = {  # after the first pass: model_metadata waits for the weights' hash, which runs beside it
         **model_metadata(settings, job),
         "shard": settings.shard,
         "n_sentences": job.n_texts - job.long_counts["n_skipped_too_long"],
@@ -221,14 +225,13 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings, moments_pa
         "device": str(job.device),
         "device_name": device_name(job.device),
     }
-    sampled = sample_positions(job, settings)
     with ExitStack() as files:
         sums_file = files.enter_context(LayerWriter(out_path, sums_schema(d, metadata, options.cosine)))
         moments_file = (
             files.enter_context(LayerWriter(moments_path, moments_schema(d, metadata))) if moments_path else None
         )
         sample_file = files.enter_context(LayerWriter(sample_path, sample_schema(d, metadata))) if sample_path else None
-        for sums, outer, points in accumulate_groups(job, padded, groups, settings, sampled):
+        for sums, outer, points in layers:
             sums_file.write(sums.to_table(sums_file.schema))
             if moments_file:
                 total = sums.sum.sum(axis=0)
@@ -260,7 +263,12 @@ def sample_positions(job: ShardRun, settings: ExtractionSettings) -> dict[str, n
 
 def state_cap_bytes(settings: ExtractionSettings, job: ShardRun, padded: ShardBatches) -> float:
     """The device memory the sums of one pass may take: ``max_state_mb`` if set; on a GPU, what is left once
-    the model is loaded, less one batch (see :mod:`ctxvar.extraction.budget`); no cap on a CPU."""
+    the model is loaded, less one batch (see :mod:`ctxvar.extraction.budget`); no cap on a CPU.
+
+    A GPU whose budget is below one layer's sums is a :class:`DeviceMemoryError` that
+    names the budget's parts: raising ``max_state_mb`` there would skip the check and run
+    out of memory.
+    """
     if settings.max_state_mb:
         return settings.max_state_mb * 1e6
     if job.device.type != "cuda":
@@ -269,13 +277,50 @@ def state_cap_bytes(settings: ExtractionSettings, job: ShardRun, padded: ShardBa
     width = int(job.encoded.lengths.max()) if len(job.encoded.lengths) else 1
     tokens = max(settings.batch_tokens, width)
     element_bytes = loading.DTYPES[settings.dtype].itemsize
-    return state_budget_bytes(
-        free,
-        total,
-        activation_bytes(job.model.config, job.n_layers, job.d, tokens, width, element_bytes),
-        batch_bytes(job.n_layers, tokens, job.d, settings.geometry),
-        padded.device_bytes(),
-    )
+    activations = activation_bytes(job.model.config, job.n_layers, job.d, tokens, width, element_bytes)
+    buffers = batch_bytes(job.n_layers, tokens, job.d, settings.geometry) + padded.device_bytes()
+    budget = state_budget_bytes(free, total, activations, buffers)
+    one_layer = state_bytes(1, len(job.types), job.d, settings.geometry)
+    if budget < one_layer:
+        raise DeviceMemoryError(
+            f"model {settings.model['id']!r} on {job.device}: {free / 1e9:.1f} GB free once it is loaded, less one "
+            f"batch of {tokens} tokens ({activations / 1e9:.1f} GB of activations, {buffers / 1e9:.1f} GB of "
+            f"buffers) and a reserve of {reserve_bytes(total) / 1e9:.1f} GB, leaves no room for one layer of sums "
+            f"({one_layer / 1e9:.2f} GB for {len(job.types)} types at d={job.d}): use {smaller_dtype(settings)}a "
+            "lower batch_tokens, more shards (fewer types per shard) or a GPU with more memory"
+        )
+    return budget
+
+
+def warn_of_passes(settings: ExtractionSettings, job: ShardRun, groups: list[range], cap: float) -> None:
+    """A warning (the console's, through :func:`ctxvar.jobs.job_log`) when the layer ``groups`` that ``cap``
+    allows take more than one forward pass over the shard: its cost and the remedy."""
+    if len(groups) > 1:
+        limit = "max_state_mb" if settings.max_state_mb else "the device's free memory less one batch"
+        remedy = (
+            "raise max_state_mb if the device has room, or use more shards (fewer types per shard)"
+            if settings.max_state_mb
+            else f"use {smaller_dtype(settings)}more shards (fewer types per shard) or a GPU with more memory"
+        )
+        log.warning(
+            "model %r on %s: the sums of %d layers for %d types (%.1f GB) exceed %s (%.1f GB), so the forward pass "
+            "runs %d times over the shard, once per group of layers (%d× the cost of one); to run it once, %s",
+            settings.model["id"],
+            job.device,
+            job.n_layers,
+            len(job.types),
+            state_bytes(job.n_layers, len(job.types), job.d, settings.geometry) / 1e9,
+            limit,
+            cap / 1e9,
+            len(groups),
+            len(groups),
+            remedy,
+        )
+
+
+def smaller_dtype(settings: ExtractionSettings) -> str:
+    """The remedy of a float32 job short of device memory, with its separator: half the weights and activations."""
+    return "dtype: bfloat16, " if settings.dtype == "float32" else ""
 
 
 def accumulate_groups(
@@ -339,20 +384,39 @@ def run_batches(model, sums: EmbeddingSums, batches: ShardBatches, device, progr
 
     The padded batches (and, with a sample, the sampled tokens' places in them) move to
     the device once, before the first batch; within the loop nothing waits for the host.
+    A forward pass holds only its own activations (the budget's
+    :func:`ctxvar.extraction.budget.activation_bytes`): decoders build no KV cache, and
+    a batch's outputs are freed before the next batch's forward pass.
     """
     on_device = batches.to(device)
     sample = getattr(sums, "sample", None)
     hits = sample.locate(batches.tokens, batches.real) if sample is not None else [None] * len(batches)
+    options = forward_options(model)
     with torch.inference_mode():
         for batch, sample_hits in tqdm(
             zip(on_device, hits), total=len(batches), desc="batches", unit="batch", disable=not progress, mininterval=5
         ):
-            output = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=True)
+            output = model(
+                input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=True, **options
+            )
             if getattr(output, "hidden_states", None) is None:
                 raise ModelLoadError(
                     f"model {type(model).__name__} returned no hidden states; use an encoder or decoder model"
                 )
             sums.accumulate(output.hidden_states, batch.positions, batch.type_index, sample_hits)
+            del output  # else it lives on through the next forward pass, which rebinds it only once it returns
+
+
+def forward_options(model) -> dict:
+    """Keyword arguments of every forward pass besides the batch: ``use_cache=False`` for models whose config has a
+    cache on (decoders, by default), which would otherwise return every layer's keys and values."""
+    return {"use_cache": False} if getattr(model.config, "use_cache", False) else {}
+
+
+def started(items):
+    """``items`` (an iterator) with its first item computed now."""
+    first = next(items)
+    return itertools.chain([first], items)
 
 
 def layer_sums(sums: EmbeddingSums, types: np.ndarray):
@@ -366,7 +430,8 @@ def layer_sums(sums: EmbeddingSums, types: np.ndarray):
 
 
 def model_metadata(settings: ExtractionSettings, job: ShardRun) -> dict:
-    """What identifies the sums' origin; merges refuse partials that differ in any of merge.MUST_MATCH."""
+    """What identifies the sums' origin; merges refuse partials that differ in any of merge.MUST_MATCH.
+    Waits for the weights' hash, which runs beside the first forward pass: call it after that pass."""
     return {
         "model_id": settings.model["id"],
         "model_name": settings.source,

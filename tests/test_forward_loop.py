@@ -1,0 +1,105 @@
+"""Integration tier: what a job's forward passes wait for and hold, on tiny random-init models."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+
+from ctxvar.corpus.shards import write_shards
+from ctxvar.extraction.accumulator import EmbeddingSums, state_bytes
+from ctxvar.extraction.extract import ExtractionSettings, extract_shard, prepare_shard, run_batches
+from ctxvar.io import read_metadata, write_table
+from ctxvar.jobs import job_log
+from ctxvar.models import loading as models
+
+from pipeline_runs import TEST_DEVICE
+
+pytestmark = pytest.mark.integration
+HASH_PATIENCE_S = 30  # how long the held-back hash waits for a forward pass before it gives up: a deadlock's bound
+
+
+@pytest.fixture(scope="module")
+def shard(tmp_path_factory, corpus_texts):
+    folder = tmp_path_factory.mktemp("shard")
+    write_table(pa.table({"sentence_id": np.arange(len(corpus_texts)), "text": corpus_texts}), folder / "s.parquet")
+    write_shards(folder / "s.parquet", [folder / "shard.parquet"], chunk_sentences=16)
+    return folder / "shard.parquet"
+
+
+def settings_for(model_dir: str, **options) -> ExtractionSettings:
+    return ExtractionSettings(
+        model={"id": "tiny"}, source=model_dir, device=TEST_DEVICE, progress=False, config_hash="test", **options
+    )
+
+
+def test_the_first_forward_pass_does_not_wait_for_the_weights_hash(tmp_path, monkeypatch, shard, tiny_models):
+    """The hash is held back until a forward pass starts: a job that waited for it before its batches would
+    never start one (the hash gives up after HASH_PATIENCE_S). The hash still lands in the metadata."""
+    forward_started = threading.Event()
+    hash_saw = []
+    hash_weights = models.weights_sha256
+
+    def held_back_hash(model):
+        hash_saw.append("a forward pass" if forward_started.wait(HASH_PATIENCE_S) else "no forward pass")
+        return hash_weights(model)
+
+    monkeypatch.setattr(models, "weights_sha256", held_back_hash)
+    hook = torch.nn.modules.module.register_module_forward_pre_hook(lambda *_: forward_started.set())
+    try:
+        metadata = extract_shard(shard, tmp_path / "partial.parquet", settings_for(tiny_models["gpt2"]))
+    finally:
+        hook.remove()
+    assert hash_saw == ["a forward pass"]
+    model = models.load_model({"id": "tiny"}, tiny_models["gpt2"], "float32", torch.device(TEST_DEVICE))
+    assert metadata["weights_sha256"] == hash_weights(model)
+    assert read_metadata(tmp_path / "partial.parquet")["weights_sha256"] == hash_weights(model)
+
+
+class RecordingModel(torch.nn.Module):
+    """``model``, recording per call whether ``use_cache`` was False and whether the previous call's hidden
+    states were still alive when this call began."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model, self.config = model, model.config
+        self.calls: list[dict] = []
+        self._previous = None
+
+    def forward(self, **inputs):
+        previous_alive = self._previous is not None and self._previous() is not None
+        output = self.model(**inputs)
+        self.calls.append({"use_cache": inputs.get("use_cache"), "previous_output_alive": previous_alive})
+        self._previous = weakref.ref(output.hidden_states[-1])
+        return output
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "bert"])
+def test_forward_passes_build_no_cache_and_never_overlap_the_previous_output(shard, tiny_models, arch):
+    """Decoders would return every layer's keys and values (≈ 1.9× the hidden states at 24–32 layers), and a batch's
+    outputs, rebound only once the next forward pass returns, would live through it."""
+    job = prepare_shard(shard, settings_for(tiny_models[arch], batch_tokens=256), hash_weights=False)
+    padded = job.padded()
+    assert len(padded) >= 3
+    model = RecordingModel(job.model)
+    sums = EmbeddingSums(range(job.n_layers), job.n_layers, len(job.types), job.d, job.device)
+    run_batches(model, sums, padded, job.device, progress=False)
+    assert len(model.calls) == len(padded)
+    assert all(call["use_cache"] is False for call in model.calls)
+    assert not any(call["previous_output_alive"] for call in model.calls)
+
+
+def test_several_passes_are_a_console_warning(tmp_path, capsys, shard, tiny_models):
+    """A cap of two layers' sums makes the tiny model's four hidden states take two passes over the shard: the
+    console (the job's stderr, as Snakemake shows it) gets one line with the cost and the remedy."""
+    probe = prepare_shard(shard, settings_for(tiny_models["gpt2"]), hash_weights=False)
+    cap_mb = state_bytes(2, len(probe.types), probe.d) / 1e6
+    with job_log(tmp_path / "job.log"):
+        extract_shard(shard, tmp_path / "partial.parquet", settings_for(tiny_models["gpt2"], max_state_mb=cap_mb))
+    console = capsys.readouterr().err
+    assert f"ctxvar warning: model 'tiny' on {TEST_DEVICE}" in console
+    assert "runs 2 times over the shard" in console and "raise max_state_mb if the device has room" in console
