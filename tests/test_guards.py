@@ -25,6 +25,7 @@ from ctxvar.io import atomic_path, parquet_writer, read_metadata, tagged_schema,
 from ctxvar.models.random_init import build_random_model
 from ctxvar.stats.layers import layers_table
 from ctxvar.stats.merge import MUST_MATCH, merge_partials
+from ctxvar.stats.sums import SUMS_LAYOUT
 
 from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
 from pipeline_runs import TEST_DEVICE
@@ -200,7 +201,7 @@ def two_partials(tmp_path_factory, tiny_models, corpus_texts):
 def test_merge_refuses_a_partial_that_differs(tmp_path, two_partials, key):
     source = pq.ParquetFile(two_partials[1])
     metadata = {**read_metadata(two_partials[1]), key: "something else"}
-    schema = tagged_schema(source.schema_arrow.remove_metadata(), metadata)
+    schema = tagged_schema(source.schema_arrow.remove_metadata(), metadata, SUMS_LAYOUT)
     odd = tmp_path / "odd.parquet"
     with parquet_writer(odd, schema) as writer:
         for layer in range(source.num_row_groups):

@@ -4,6 +4,8 @@ rule merge_next_shard:  # with incremental_merge: the sums of shards 0..{shard},
     output:
         **{name: temp(path) for name, path in geometry_files(results("partials/{model}/through/{shard}")).items()},
         stats=temp(results("partials/{model}/through/{shard}.parquet")),
+        io=temp(results("partials/{model}/through/{shard}.io.json")),  # bytes read and written so far
+        io_checksum=temp(results("partials/{model}/through/{shard}.io.json.sha256")),
     log:
         logs("partials/{model}/through/{shard}.log"),
     benchmark:

@@ -1,19 +1,14 @@
-from ctxvar.io import write_json
+from ctxvar.io import read_json, write_json
 from ctxvar.jobs import job_log
-from ctxvar.stats.merge import merge_moments, merge_partials, merge_sample_partials
+from ctxvar.stats.merge import merge_job, run_io
 
-# Both merge rules: a step of the running merge writes sums only; the model's last merge also tokens and run.
+# Both merge rules: a step of the running merge writes sums and its I/O record; the model's last merge also
+# tokens and run.json, with the I/O of all the model's merges.
 with job_log(snakemake.log[0]):
-    outputs = snakemake.output.keys()
-    run = merge_partials(
-        snakemake.input.partials,
-        snakemake.output.stats,
-        snakemake.output.tokens if "tokens" in outputs else None,
-        snakemake.params.config_hash,
-    )
-    if "moments" in outputs:
-        merge_moments(snakemake.input.moments, snakemake.output.moments, run)
-    if "sample" in outputs:
-        merge_sample_partials(snakemake.input.sample, snakemake.output.sample, run)
-    if "run" in outputs:
-        write_json(run, snakemake.output.run)
+    outputs = {name: path for name, path in snakemake.output.items() if name not in ("run", "io")}
+    before = read_json(snakemake.input.io[0]) if snakemake.input.get("io") else None
+    run, io = merge_job(dict(snakemake.input.items()), outputs, snakemake.params.config_hash, before)
+    if "io" in snakemake.output.keys():
+        write_json(io, snakemake.output.io)
+    if "run" in snakemake.output.keys():
+        write_json({**run, "io": run_io(io, outputs.values())}, snakemake.output.run)

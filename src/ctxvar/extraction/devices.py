@@ -2,9 +2,10 @@
 
 Snakemake's local executor counts ``gpu`` as a resource but does not say which
 device a job should use. A job claims one by taking an exclusive ``flock`` on
-``<lock_dir>/gpu<i>.lock`` and keeps it until the process exits, so a killed job
-frees its GPU at once. Under SLURM only the allotted GPU is visible, and the
-claim is trivially index 0.
+``<lock_dir>/gpu<i>.lock`` and keeps it until it calls :func:`release_gpu` (an
+extraction job does once its sums are in host memory, before it writes them) or
+the process exits, so a killed job frees its GPU at once. Under SLURM only the
+allotted GPU is visible, and the claim is trivially index 0.
 
 ``CTXVAR_GPUS`` (e.g. ``0,1,2,3``) overrides the device list, which lets tests
 run without GPUs; ``CTXVAR_GPU_LOCK_DIR`` moves the lock files.
@@ -59,3 +60,11 @@ def claim_gpu(poll_seconds: float = 1.0) -> int:
             _held[index] = handle
             return index
         time.sleep(poll_seconds)
+
+
+def release_gpu() -> None:
+    """Give up this process's GPU claim, if it holds one: another job may claim the GPU at once. The caller
+    must have freed what it held on the device first."""
+    while _held:
+        _, handle = _held.popitem()
+        handle.close()  # closing the only descriptor of the lock file releases its flock

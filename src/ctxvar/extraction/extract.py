@@ -213,7 +213,7 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings, moments_pa
         ", ".join(f"{g.start}–{g.stop - 1}" for g in groups),
     )
     sampled = sample_positions(job, settings)
-    layers = started(accumulate_groups(job, padded, groups, settings, sampled))
+    passes = started(accumulate_groups(job, padded, groups, settings, sampled))
     metadata = {  # after the first pass: model_metadata waits for the weights' hash, which runs beside it
         **model_metadata(settings, job),
         "shard": settings.shard,
@@ -231,14 +231,38 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings, moments_pa
             files.enter_context(LayerWriter(moments_path, moments_schema(d, metadata))) if moments_path else None
         )
         sample_file = files.enter_context(LayerWriter(sample_path, sample_schema(d, metadata))) if sample_path else None
-        for sums, outer, points in layers:
-            sums_file.write(sums.to_table(sums_file.schema))
-            if moments_file:
-                total = sums.sum.sum(axis=0)
-                moments_file.write(moments_table(sums.layer, int(sums.count.sum()), total, outer, moments_file.schema))
-            if sample_file:
-                sample_file.write(sample_table(sums.layer, sampled, points, sample_file.schema))
+
+        def write_group(layers) -> None:
+            for sums, outer, points in layers:
+                sums_file.write(sums.to_table(sums_file.schema))
+                if moments_file:
+                    total = sums.sum.sum(axis=0)
+                    moments_file.write(
+                        moments_table(sums.layer, int(sums.count.sum()), total, outer, moments_file.schema)
+                    )
+                if sample_file:
+                    sample_file.write(sample_table(sums.layer, sampled, points, sample_file.schema))
+
+        # entered last, so left first: its last write ends before the files close
+        writer = files.enter_context(ThreadPoolExecutor(max_workers=1, thread_name_prefix="write"))
+        written = None
+        for index, layers in enumerate(passes):
+            if index == len(groups) - 1:
+                release_device(job)  # every sum is in host memory: the next job may use the GPU while this one writes
+            if written is not None:
+                written.result()  # the group before is on disk: at most two groups' sums in host memory
+            written = writer.submit(write_group, layers)  # written while the next group's pass runs
+        written.result()
     return metadata
+
+
+def release_device(job: ShardRun) -> None:
+    """Free the model and the device's cached memory, then give up the GPU claim (see
+    :func:`ctxvar.extraction.devices.release_gpu`): from here on the job only writes."""
+    job.model = None
+    if job.device.type == "cuda":
+        torch.cuda.empty_cache()
+    devices.release_gpu()
 
 
 def sample_positions(job: ShardRun, settings: ExtractionSettings) -> dict[str, np.ndarray] | None:
@@ -326,8 +350,9 @@ def smaller_dtype(settings: ExtractionSettings) -> str:
 def accumulate_groups(
     job: ShardRun, padded: ShardBatches, groups: list[range], settings: ExtractionSettings, sampled: dict | None = None
 ):
-    """``(LayerSums, Σxxᵀ or None, sampled points or None)`` for every layer, in order, with one pass over
-    the ``padded`` batches per group of layers."""
+    """Per group of layers, in order, one pass over the ``padded`` batches, then the list of ``(LayerSums,
+    Σxxᵀ or None, sampled points or None)`` of its layers, in host memory; the group's device state is freed
+    before it is yielded."""
     for layers in groups:
         sums = EmbeddingSums(
             layers,
@@ -346,9 +371,12 @@ def accumulate_groups(
             )
         outer = sums.moments.to_numpy() if sums.moments is not None else None
         points = sums.sample.to_numpy() if sums.sample is not None else None
-        for i, layer in enumerate(layer_sums(sums, job.types)):
-            yield layer, (outer[i] if outer is not None else None), (points[i] if points is not None else None)
+        layers = [
+            (layer, outer[i] if outer is not None else None, points[i] if points is not None else None)
+            for i, layer in enumerate(layer_sums(sums, job.types))
+        ]
         del sums
+        yield layers
 
 
 def fit_to_positions(encoded: EncodedShard, limit: int | None, settings: ExtractionSettings):

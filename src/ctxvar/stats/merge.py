@@ -9,22 +9,28 @@ Memory: one layer of the merged sums (U · (d + 2) · 8 bytes, U = distinct type
 over all shards, twice the d term with Σ x/‖x‖) plus one shard's layer at a
 time; it does not grow with the number of shards or layers. Moments add d × d
 per layer; samples hold shards × k points of one layer.
+
+I/O: a merge reads each input file once (its footer, then every row group) and
+writes each output once. :func:`merge_job` measures the bytes it reads and adds
+them, with the sizes of its inputs, to the record of the merges before it
+(:func:`io_record`); the model's last merge puts the total in ``run.json``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 
 import numpy as np
 import pyarrow as pa
 
 from ctxvar.errors import StatisticsError
-from ctxvar.extraction.position_sample import merge_samples
-from ctxvar.io import read_metadata, tagged_schema
+from ctxvar.extraction.position_sample import SampleFile, merge_samples
+from ctxvar.io import PARQUET_READS, read_metadata, tagged_schema
 from ctxvar.stats.finalize import combine_into, finalize
 from ctxvar.stats.geometry import self_similarity
-from ctxvar.stats.sums import LayerSums, LayerWriter, SumsFile, moments_schema, moments_table, read_moments, sums_schema
+from ctxvar.stats.sums import LayerSums, LayerWriter, MomentsFile, SumsFile, moments_schema, moments_table, sums_schema
 
 log = logging.getLogger(__name__)
 
@@ -122,9 +128,11 @@ def merge_layer(files: list[SumsFile], layer: int, types: np.ndarray) -> LayerSu
     total = (np.zeros(len(types), np.int64), np.zeros((len(types), d)), np.zeros(len(types))) + (
         (np.zeros((len(types), d)),) if unit else ()
     )
+    additive = ["n", "sum", "sum_sq"] + (["sum_unit"] if unit else [])
     for part in files:
-        rows = part.layer(layer)
-        combine_into(total, rows.additive(), np.searchsorted(types, rows.types))
+        # layer 0's token column was read to list the types; later layers' are read and checked against it
+        rows = part.layer(layer, columns=None if layer else additive)
+        combine_into(total, rows.additive(), np.searchsorted(types, part.types()))
     return LayerSums(layer, types, *total)
 
 
@@ -161,17 +169,16 @@ def merge_partials(paths, stats_path, tokens_path=None, config_hash: str | None 
     return metadata
 
 
-def in_shard_order(paths, metadata: dict) -> list[str]:
-    """``paths`` (moments or sample files of partials or earlier merges) sorted by shard, each checked to match the
-    sums' run, together covering the sums' shards once."""
+def in_shard_order(files: list, metadata: dict) -> list:
+    """``files`` (opened moments or sample files of partials or earlier merges, with ``path`` and ``metadata``)
+    sorted by shard, each checked to match the sums' run, together covering the sums' shards once."""
     by_shards = {}
-    for path in map(str, paths):
-        own = read_metadata(path)
-        check_same_run(path, own, "the sums", metadata)
-        shards = tuple(shards_of(own, path))
+    for file in files:
+        check_same_run(file.path, file.metadata, "the sums", metadata)
+        shards = tuple(shards_of(file.metadata, file.path))
         if shards in by_shards:
-            raise StatisticsError(f"merge: {path} and {by_shards[shards]} both hold shards {list(shards)}")
-        by_shards[shards] = path
+            raise StatisticsError(f"merge: {file.path} and {by_shards[shards].path} both hold shards {list(shards)}")
+        by_shards[shards] = file
     covered = sorted(shard for shards in by_shards for shard in shards)
     if covered != sorted(metadata["shards"]):
         raise StatisticsError(f"merge: files of shards {covered} given for sums of shards {metadata['shards']}")
@@ -180,19 +187,73 @@ def in_shard_order(paths, metadata: dict) -> list[str]:
 
 def merge_moments(paths, out_path, metadata: dict) -> None:
     """Add the shards' N, Σx and Σxxᵀ per layer, in shard order."""
-    paths = in_shard_order(paths, metadata)
+    files = in_shard_order([MomentsFile(path) for path in paths], metadata)
     schema = moments_schema(metadata["d"], metadata)
     with LayerWriter(out_path, schema) as writer:
         for layer in range(metadata["n_layers"]):
             n, sum_, outer = 0, 0.0, 0.0
-            for path in paths:
-                part = read_moments(path, layer)
+            for file in files:
+                part = file.layer(layer)
                 n, sum_, outer = n + part[0], sum_ + part[1], outer + part[2]
             writer.write(moments_table(layer, n, sum_, outer, schema))
 
 
 def merge_sample_partials(paths, out_path, metadata: dict) -> None:
     """The bottom-k sample over all shards (k = geometry.sample_size)."""
+    files = in_shard_order([SampleFile(path) for path in paths], metadata)
     merge_samples(
-        in_shard_order(paths, metadata), out_path, metadata["n_layers"], metadata["geometry"]["sample_size"], metadata
+        [file.path for file in files], out_path, metadata["n_layers"], metadata["geometry"]["sample_size"], metadata
     )
+
+
+# --- the bytes a model's merges read and write ---------------------------------------------------------------
+
+NO_IO = {
+    "partial_files": 0,
+    "partial_bytes": 0,
+    "running_merge_files": 0,
+    "running_merge_bytes": 0,
+    "files_opened": 0,
+    "bytes_read": 0,
+}
+
+
+def io_record(inputs, bytes_read: int, files_opened: int, before: dict | None = None) -> dict:
+    """The I/O of a model's merges so far: ``before`` (the record of the merge whose output is among ``inputs``,
+    if any) plus this merge's. Each input was written once, by an extraction job (a partial) or by the merge
+    before (a running merge, whose metadata lists ``shards``): its size is counted as written. ``bytes_read`` and
+    ``files_opened`` are what this merge read, measured (:data:`ctxvar.io.PARQUET_READS`)."""
+    record = {**NO_IO, **(before or {})}
+    for path in map(str, inputs):
+        kind = "running_merge" if "shards" in read_metadata(path) else "partial"
+        record[f"{kind}_files"] += 1
+        record[f"{kind}_bytes"] += os.path.getsize(path)
+    record["bytes_read"] += bytes_read
+    record["files_opened"] += files_opened
+    return record
+
+
+def run_io(record: dict, outputs) -> dict:
+    """The model's I/O for ``run.json``: ``record`` (see :func:`io_record`), plus the files of its last merge
+    (``outputs``), and ``bytes_written`` = partials + running merges + merged files."""
+    merged = [os.path.getsize(path) for path in map(str, outputs)]
+    total = record["partial_bytes"] + record["running_merge_bytes"] + sum(merged)
+    return {**record, "merged_files": len(merged), "merged_bytes": sum(merged), "bytes_written": total}
+
+
+def merge_job(inputs: dict, outputs: dict, config_hash: str | None = None, before: dict | None = None):
+    """A merge job: add ``inputs['partials']`` (and ``moments``, ``sample`` if given) into ``outputs['stats']``
+    (and ``tokens``, ``moments``, ``sample`` if given). Returns ``(metadata, io)``: the merged metadata and the
+    record of :func:`io_record` with this job's reads added to ``before``."""
+    reads, opened = PARQUET_READS.bytes, PARQUET_READS.files
+    run = merge_partials(inputs["partials"], outputs["stats"], outputs.get("tokens"), config_hash)
+    if "moments" in outputs:
+        merge_moments(inputs["moments"], outputs["moments"], run)
+    if "sample" in outputs:
+        merge_sample_partials(inputs["sample"], outputs["sample"], run)
+    read, files = PARQUET_READS.bytes - reads, PARQUET_READS.files - opened
+    read_inputs = [
+        *inputs["partials"],
+        *(path for name in ("moments", "sample") if name in outputs for path in inputs[name]),
+    ]
+    return run, io_record(read_inputs, read, files, before)

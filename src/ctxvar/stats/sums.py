@@ -1,21 +1,29 @@
 """The sufficient-statistics files: sums per (layer, token type), and per layer.
 
-Sums file: one Parquet file, one row group per layer (row group i holds layer
-i), rows sorted by token. Columns:
+Sums file (layout :data:`SUMS_LAYOUT`): one Parquet file, one row group per layer
+(row group i holds layer i), rows sorted by token. No column holds nulls. Columns:
 
-    layer     int16                          hidden-state index, 0 = embedding output
-    token     string                         the token type's key
-    n         int64                          occurrences n_t
-    sum_sq    float64                        Σ‖x‖²
-    sum       fixed_size_list<float64>[d]    Σx
-    sum_unit  fixed_size_list<float64>[d]    Σ x/‖x‖   (only with geometry.cosine)
+    layer     int16                     hidden-state index, 0 = embedding output
+    token     string                    the token type's key
+    n         int64                     occurrences n_t
+    sum_sq    float64                   Σ‖x‖²
+    sum       fixed_size_binary(8·d)    Σx: d little-endian float64
+    sum_unit  fixed_size_binary(8·d)    Σ x/‖x‖, likewise   (only with geometry.cosine)
 
-Moments file (geometry.covariance), one row per layer, row group i = layer i:
+Moments file (layout :data:`MOMENTS_LAYOUT`, geometry.covariance): row group i =
+layer i, with d rows, row j for dimension j:
 
-    layer      int16                            hidden-state index
-    n          int64                            tokens N
-    sum        fixed_size_list<float64>[d]      Σx over all tokens
-    sum_outer  fixed_size_list<float64>[d·d]    Σxxᵀ, row-major
+    layer      int16                     hidden-state index
+    n          int64                     tokens N (the same on every row)
+    sum        float64                   (Σx)_j over all tokens
+    sum_outer  fixed_size_binary(8·d)    row j of Σxxᵀ: d little-endian float64
+
+A vector is one fixed-size binary value rather than a list of d numbers: Parquet
+stores a list with a repetition and a definition level per number, which its
+reader decodes one number at a time (a bert-base partial read back 5× slower).
+Pages are plain, uncompressed, without dictionary or statistics, and each carries
+its CRC-32 (see :mod:`ctxvar.io`). The footer names the layout: a reader refuses a
+file of any other (an older ctxvar's sums among them) with a line that says to re-run.
 
 Partials (one per model × shard) and the merged files share these layouts, so
 merging is adding files. The JSON metadata describes the model and the run.
@@ -23,6 +31,7 @@ merging is adding files. The JSON metadata describes the model and the run.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -30,61 +39,83 @@ import numpy as np
 import pyarrow as pa
 
 from ctxvar.errors import StatisticsError
-from ctxvar.io import ParquetInput, atomic_path, parquet_writer, tagged_schema
+from ctxvar.io import (
+    VECTOR_WRITE_OPTIONS,
+    ParquetInput,
+    atomic_path,
+    parquet_writer,
+    tagged_schema,
+    vector_column,
+    vector_rows,
+)
+
+SUMS_LAYOUT = "ctxvar sums 2"
+MOMENTS_LAYOUT = "ctxvar moments 2"
 
 
 def sums_schema(d: int, metadata: dict, unit: bool = False) -> pa.Schema:
     fields = [
-        ("layer", pa.int16()),
-        ("token", pa.string()),
-        ("n", pa.int64()),
-        ("sum_sq", pa.float64()),
-        ("sum", pa.list_(pa.float64(), d)),
+        pa.field("layer", pa.int16(), nullable=False),
+        pa.field("token", pa.string(), nullable=False),
+        pa.field("n", pa.int64(), nullable=False),
+        pa.field("sum_sq", pa.float64(), nullable=False),
+        pa.field("sum", pa.binary(8 * d), nullable=False),
     ]
-    return tagged_schema(pa.schema(fields + ([("sum_unit", pa.list_(pa.float64(), d))] if unit else [])), metadata)
+    if unit:
+        fields.append(pa.field("sum_unit", pa.binary(8 * d), nullable=False))
+    return tagged_schema(pa.schema(fields), metadata, SUMS_LAYOUT)
 
 
 def moments_schema(d: int, metadata: dict) -> pa.Schema:
-    return tagged_schema(
-        pa.schema(
-            [
-                ("layer", pa.int16()),
-                ("n", pa.int64()),
-                ("sum", pa.list_(pa.float64(), d)),
-                ("sum_outer", pa.list_(pa.float64(), d * d)),
-            ]
-        ),
-        metadata,
-    )
+    fields = [
+        pa.field("layer", pa.int16(), nullable=False),
+        pa.field("n", pa.int64(), nullable=False),
+        pa.field("sum", pa.float64(), nullable=False),
+        pa.field("sum_outer", pa.binary(8 * d), nullable=False),
+    ]
+    return tagged_schema(pa.schema(fields), metadata, MOMENTS_LAYOUT)
 
 
 def moments_table(layer: int, n: int, sum_: np.ndarray, sum_outer: np.ndarray, schema: pa.Schema) -> pa.Table:
+    """One layer's d rows: N, (Σx)_j and row j of Σxxᵀ (d, d)."""
     d = len(sum_)
     return pa.table(
         [
-            pa.array([layer], pa.int16()),
-            pa.array([n], pa.int64()),
-            pa.FixedSizeListArray.from_arrays(pa.array(sum_, pa.float64()), d),
-            pa.FixedSizeListArray.from_arrays(pa.array(sum_outer.reshape(-1), pa.float64()), d * d),
+            pa.array(np.full(d, layer, np.int16)),
+            pa.array(np.full(d, n, np.int64)),
+            pa.array(np.asarray(sum_, np.float64)),
+            vector_column(sum_outer.reshape(d, d)),
         ],
         schema=schema,
     )
 
 
-def read_layer(path, layer: int, what: str) -> pa.Table:
-    """Row group ``layer`` of a per-layer file (``what`` names it in the error), verified."""
-    return ParquetInput(path).row_group(layer, what=f"{what}, layer")
+def read_layer(path, layer: int, what: str, layout: str) -> pa.Table:
+    """Row group ``layer`` of a per-layer file of ``layout`` (``what`` names it in the error), verified."""
+    return ParquetInput(path, layout).row_group(layer, what=f"{what}, layer")
+
+
+class MomentsFile:
+    """Read access to a moments file, one layer at a time."""
+
+    def __init__(self, path):
+        self.path = str(path)
+        self._file = ParquetInput(self.path, MOMENTS_LAYOUT)
+        self.metadata = self._file.metadata
+        self.size = self._file.size
+
+    def layer(self, layer: int) -> tuple[int, np.ndarray, np.ndarray]:
+        """``(N, Σx (d,), Σxxᵀ (d, d))`` of one layer."""
+        table = self._file.row_group(layer, what="moments, layer")
+        outer = vector_rows(table.column("sum_outer"))
+        if outer.shape[0] != outer.shape[1] or len(table) == 0:
+            raise StatisticsError(f"{self.path}: layer {layer} holds {len(table)} rows for d = {outer.shape[1]}")
+        return int(table.column("n")[0].as_py()), table.column("sum").to_numpy(), outer
 
 
 def read_moments(path, layer: int) -> tuple[int, np.ndarray, np.ndarray]:
     """``(N, Σx (d,), Σxxᵀ (d, d))`` of one layer of a moments file."""
-    table = read_layer(path, layer, "moments")
-    d = table.schema.field("sum").type.list_size
-    return (
-        int(table.column("n")[0].as_py()),
-        _matrix(table.column("sum"), d)[0],
-        _matrix(table.column("sum_outer"), d * d).reshape(d, d),
-    )
+    return MomentsFile(path).layer(layer)
 
 
 @dataclass
@@ -99,16 +130,16 @@ class LayerSums:
     sum_unit: np.ndarray | None = None  # (U, d) float64, Σ x/‖x‖ (geometry.cosine)
 
     def to_table(self, schema: pa.Schema) -> pa.Table:
-        d = self.sum.shape[1]
+        """The layer's rows; the vectors' memory is shared with the table, not copied."""
         columns = [
             pa.array(np.full(len(self.types), self.layer, dtype=np.int16)),
             pa.array(self.types, type=pa.string()),
             pa.array(self.count, type=pa.int64()),
             pa.array(self.sum_sq, type=pa.float64()),
-            pa.FixedSizeListArray.from_arrays(pa.array(self.sum.reshape(-1), type=pa.float64()), d),
+            vector_column(self.sum),
         ]
         if "sum_unit" in schema.names:
-            columns.append(pa.FixedSizeListArray.from_arrays(pa.array(self.sum_unit.reshape(-1), type=pa.float64()), d))
+            columns.append(vector_column(self.sum_unit))
         return pa.table(columns, schema=schema)
 
     def additive(self) -> tuple[np.ndarray, ...]:
@@ -117,21 +148,23 @@ class LayerSums:
 
 
 class LayerWriter:
-    """Write one table per layer, in layer order, one row group each, atomically.
+    """Write one table per layer, in layer order, one row group each, atomically, with the options of
+    :data:`ctxvar.io.VECTOR_WRITE_OPTIONS`. ``bytes_written``: the file's size once complete.
 
     >>> with LayerWriter(path, schema) as writer:
     ...     for table in tables: writer.write(table)
     """
 
     def __init__(self, path, schema: pa.Schema):
+        self.path = path
         self._atomic = atomic_path(path)
         self.schema = schema
         self._next_layer = 0
+        self.bytes_written = 0
 
     def __enter__(self):
         self._tmp = self._atomic.__enter__()
-        # no dictionary encoding: distinct floats make Arrow build, then drop, a dictionary per page (≈ 8× the time)
-        self._writer = parquet_writer(self._tmp, self.schema, use_dictionary=False)
+        self._writer = parquet_writer(self._tmp, self.schema, **VECTOR_WRITE_OPTIONS)
         return self
 
     def write(self, table: pa.Table) -> None:
@@ -141,7 +174,10 @@ class LayerWriter:
 
     def __exit__(self, *exc):
         self._writer.close()
-        return self._atomic.__exit__(*exc)
+        suppress = self._atomic.__exit__(*exc)
+        if exc[0] is None:
+            self.bytes_written = os.path.getsize(self.path)
+        return suppress
 
 
 def write_sums(path, layers: Iterable[LayerSums], d: int, metadata: dict, unit: bool = False) -> None:
@@ -153,20 +189,23 @@ def write_sums(path, layers: Iterable[LayerSums], d: int, metadata: dict, unit: 
 
 
 class SumsFile:
-    """Read access to a sums file, one layer at a time."""
+    """Read access to a sums file, one layer at a time. Every layer must hold the types of layer 0."""
 
     def __init__(self, path):
         self.path = str(path)
-        self._file = ParquetInput(self.path)
+        self._file = ParquetInput(self.path, SUMS_LAYOUT)
         self.metadata = self._file.metadata
+        self.size = self._file.size
         self.n_layers = self._file.num_row_groups
         if self.metadata.get("n_layers") != self.n_layers:
             raise StatisticsError(
                 f"{self.path}: holds {self.n_layers} layers but its metadata says {self.metadata.get('n_layers')}; "
                 "delete it and re-run"
             )
-        self.d = self._file.schema.field("sum").type.list_size
+        self.d = self._file.schema.field("sum").type.byte_width // 8
         self.has_unit = "sum_unit" in self._file.schema.names
+        self._tokens: pa.ChunkedArray | None = None  # layer 0's, as read
+        self._types: np.ndarray | None = None  # the same as numpy strings, converted once
 
     def layer(self, layer: int, columns: list[str] | None = None) -> LayerSums:
         """Row group ``layer``; columns not asked for are None."""
@@ -174,18 +213,26 @@ class SumsFile:
         names = set(table.column_names)
         return LayerSums(
             layer=layer,
-            types=table.column("token").to_numpy(zero_copy_only=False) if "token" in names else None,
+            types=self._layer_types(layer, table.column("token")) if "token" in names else None,
             count=table.column("n").to_numpy() if "n" in names else None,
-            sum=_matrix(table.column("sum"), self.d) if "sum" in names else None,
+            sum=vector_rows(table.column("sum")) if "sum" in names else None,
             sum_sq=table.column("sum_sq").to_numpy() if "sum_sq" in names else None,
-            sum_unit=_matrix(table.column("sum_unit"), self.d) if "sum_unit" in names else None,
+            sum_unit=vector_rows(table.column("sum_unit")) if "sum_unit" in names else None,
         )
 
+    def _layer_types(self, layer: int, tokens: pa.ChunkedArray) -> np.ndarray:
+        """The types of a layer as numpy strings; converted from Arrow once per file, not once per layer."""
+        if self._tokens is None:
+            self._tokens = tokens
+            self._types = tokens.to_numpy(zero_copy_only=False)
+        elif not tokens.equals(self._tokens):
+            raise StatisticsError(
+                f"{self.path}: layer {layer} holds other token types than layer 0; delete it and re-run"
+            )
+        return self._types
+
     def types(self) -> np.ndarray:
-        """The token types (every layer holds the same ones)."""
-        return self.layer(0, columns=["token"]).types
-
-
-def _matrix(column: pa.ChunkedArray, d: int) -> np.ndarray:
-    values = column.combine_chunks().flatten()
-    return values.to_numpy(zero_copy_only=False).reshape(-1, d)
+        """The token types (every layer holds the same ones); layer 0's token column is read once."""
+        if self._types is None:
+            self.layer(0, columns=["token"])
+        return self._types
