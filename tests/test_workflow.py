@@ -69,6 +69,10 @@ def test_extraction_asks_for_a_gpu_only_on_cuda(tmp_path, device, gpus):
         ({"shards": "eight"}, "ctxvar error: shards: 'eight' is not a whole number"),
         ({"shards": 2.0}, "ctxvar error: shards: 2.0 is not a whole number"),
         (
+            {"chunk_sentences": 2**63},
+            "ctxvar error: chunk_sentences: 9223372036854775808 is greater than the maximum of 1000000000",
+        ),
+        (
             {"analysis": {"min_log10_n": 4, "max_log10_n": 2}},
             "ctxvar error: analysis: min_log10_n (4) is above max_log10_n (2)",
         ),
