@@ -1,9 +1,10 @@
 import copy
+import re
 
 import pytest
 import yaml
 
-from ctxvar.config import check_config, extraction_config_hash, model_id, models_by_id
+from ctxvar.config import check_config, check_schema, extraction_config_hash, model_id, models_by_id
 from ctxvar.errors import ConfigError
 
 DEMO = yaml.safe_load(open("config/demo.yaml"))
@@ -101,3 +102,35 @@ def test_required_keys_have_no_default_and_the_reference_says_required():
         assert name in spec["required"] and "default" not in spec["properties"][name], key
         row = next(line for line in reference.splitlines() if line.startswith(f"| `{key}` |"))
         assert row.split(" | ")[2] == "*required*", row
+
+
+def integer_keys(properties: dict, prefix: str = ""):
+    """Dotted paths of every integer key of the schema (``models[].`` for keys of each models entry)."""
+    for name, spec in properties.items():
+        kinds = spec.get("type") if isinstance(spec.get("type"), list) else [spec.get("type")]
+        if "integer" in kinds:
+            yield f"{prefix}{name}"
+        yield from integer_keys(spec.get("properties", {}), f"{prefix}{name}.")
+        yield from integer_keys(spec.get("items", {}).get("properties", {}), f"{prefix}{name}[].")
+
+
+INTEGER_KEYS = list(integer_keys(yaml.safe_load(open("workflow/schemas/config.schema.yaml"))["properties"]))
+
+
+@pytest.mark.parametrize("key", INTEGER_KEYS)
+def test_an_absurd_integer_is_refused_at_start_up_naming_the_maximum(key):
+    """2⁶³ overflows numpy's int64 (chunk_sentences raised OverflowError in split_corpus); every integer key
+    has a maximum that keeps it within numpy and memory."""
+    assert {"shards", "geometry.sample_size", "models[].hidden_size"} <= set(INTEGER_KEYS)
+    config = copy.deepcopy(DEMO)
+    *parents, name = key.replace("[]", ".0").split(".")
+    target = config
+    for parent in parents:
+        target = target[int(parent)] if parent.isdigit() else target.setdefault(parent, {})
+    target[name] = 2**63
+    with pytest.raises(
+        ConfigError,
+        match=f"^{re.escape(key.replace('[]', '.0'))}: 9223372036854775808 is greater than the maximum of [0-9]+$",
+    ) as error:
+        check_schema(config)
+    assert "\n" not in str(error.value)

@@ -74,6 +74,10 @@ NO_SUCH_ARCHIVE = {"archive": "m.zip", "sha256": {"model.safetensors": "0" * 64}
         ({"shards": "eight"}, "ctxvar error: shards: 'eight' is not a whole number"),
         ({"shards": 2.0}, "ctxvar error: shards: 2.0 is not a whole number"),
         (
+            {"chunk_sentences": 2**63},
+            "ctxvar error: chunk_sentences: 9223372036854775808 is greater than the maximum of 1000000000",
+        ),
+        (
             {"analysis": {"min_log10_n": 4, "max_log10_n": 2}},
             "ctxvar error: analysis: min_log10_n (4) is above max_log10_n (2)",
         ),
@@ -426,3 +430,35 @@ def test_a_corpus_too_small_for_fig1_still_gives_every_core_output(tmp_path):
         assert (results / output).exists(), output
     assert "corpus is too small" in pd.read_csv(results / "tiny-bert" / "figures" / "fig01_pca.csv")["not_drawn"][0]
     assert pd.read_parquet(results / "tiny-bert" / "tokens.parquet")["n"].sum() > 0
+
+
+def test_a_model_whose_every_sentence_is_too_long_fails_its_merge_and_nothing_after_it(tmp_path):
+    """tokens.long_sentences: skip with every sentence longer than the model's positions: one line from the
+    model's final merge, and no later step runs on empty sums (geometry_statistics raised LinAlgError)."""
+    config = {**copy.deepcopy(DEMO), "shards": 2, "chunk_sentences": 16, "device": "cpu"}
+    # sentences of ~50 words (at least 6 with near certainty) cannot fit 8 positions with [CLS] and [SEP]
+    config["corpus"]["synthetic"] = {**config["corpus"]["synthetic"], "n_sentences": 60, "mean_words": 50}
+    config["models"] = [
+        {
+            "id": "short",
+            "init": "random",
+            "arch": "bert",
+            "hidden_size": 16,
+            "num_layers": 2,
+            "num_heads": 2,
+            "intermediate_size": 32,
+            "vocab_size": 100,
+            "max_positions": 8,
+        }
+    ]
+    run = snakemake(tmp_path, config, "--keep-going")
+    assert run.returncode != 0
+    assert re.search(
+        r"^ctxvar error: model 'short': every one of the corpus's \d+ sentences is longer than its 8 positions and "
+        r"was skipped \(tokens.long_sentences: skip\), so it has no token to analyse; lower corpus.max_words or set "
+        r"tokens.long_sentences: split \(traceback in logs/demo/short/merge_statistics.log\)$",
+        run.stderr,
+        flags=re.M,
+    ), run.stderr[-3000:]
+    assert re.findall(r"^Error in rule (\w+):", run.stderr + run.stdout, flags=re.M) == ["merge_statistics"]
+    assert "Traceback" not in run.stderr

@@ -219,6 +219,7 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings, moments_pa
         "shard": settings.shard,
         "n_sentences": job.n_texts - job.long_counts["n_skipped_too_long"],
         **job.long_counts,
+        "max_positions": loading.max_positions(job.model.config),  # what long_counts were measured against
         "n_sequences": len(lengths),
         "n_tokens": len(job.encoded.ids),
         "padding_fraction": padding,

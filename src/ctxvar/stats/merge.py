@@ -107,7 +107,10 @@ def check_same_run(path, metadata: dict, reference_name: str, reference: dict) -
 
 def merged_metadata(files: list[SumsFile]) -> dict:
     first = files[0].metadata
-    merged = {key: first.get(key) for key in (*MUST_MATCH, "commit", "attn_implementation", "final_norm", "versions")}
+    merged = {
+        key: first.get(key)
+        for key in (*MUST_MATCH, "commit", "attn_implementation", "final_norm", "max_positions", "versions")
+    }
     for key in ADDITIVE:
         merged[key] = int(sum(f.metadata.get(key, 0) for f in files))
     merged["shards"] = sorted(shard for f in files for shard in shards_of(f.metadata, f.path))
@@ -150,11 +153,15 @@ def token_table(sums: LayerSums) -> pa.Table:
 
 
 def merge_partials(paths, stats_path, tokens_path=None, config_hash: str | None = None) -> dict:
-    """Add the partials up (stats_path) and, with ``tokens_path``, finalize n, Q, M, V per (layer, token) there;
-    ``config_hash``: see :func:`open_partials`. Returns the merged metadata."""
+    """Add the partials up (stats_path) and, with ``tokens_path`` (a model's final merge, over all its shards),
+    finalize n, Q, M, V per (layer, token) there; ``config_hash``: see :func:`open_partials`. Returns the merged
+    metadata. Sums without any token merge like others, as a shard may be empty; a model's final merge refuses
+    them (:func:`check_has_tokens`)."""
     files = open_partials(paths, config_hash)
     types = np.unique(np.concatenate([f.types() for f in files]))
     metadata = {**merged_metadata(files), "n_types": int(len(types))}
+    if tokens_path is not None:
+        check_has_tokens(metadata)
     stats_schema = sums_schema(files[0].d, metadata, files[0].has_unit)
     table_schema = tagged_schema(pa.schema(tokens_schema(files[0].has_unit)), metadata)
     with contextlib.ExitStack() as stack:
@@ -167,6 +174,24 @@ def merge_partials(paths, stats_path, tokens_path=None, config_hash: str | None 
                 tokens.write(token_table(merged).replace_schema_metadata(table_schema.metadata))
     log.info("merged shards %s: %d types, %d layers", metadata["shards"], len(types), files[0].n_layers)
     return metadata
+
+
+def check_has_tokens(metadata: dict) -> None:
+    """Raise :class:`StatisticsError` when a model's merged ``metadata`` counts no token in any shard: every
+    statistic would be undefined (0/0), so its final merge stops instead of handing NaN to later steps."""
+    if metadata["n_tokens"]:
+        return
+    model, skipped, positions = metadata["model_id"], metadata["n_skipped_too_long"], metadata.get("max_positions")
+    if skipped:
+        raise StatisticsError(
+            f"model {model!r}: every one of the corpus's {skipped} sentences is longer than its "
+            f"{positions or ''} positions and was skipped (tokens.long_sentences: skip), so it has no token to "
+            "analyse; lower corpus.max_words or set tokens.long_sentences: split"
+        )
+    raise StatisticsError(
+        f"model {model!r}: its shards {metadata['shards']} hold no sentence, so it has no token to analyse; "
+        "check the corpus (corpus: in the config)"
+    )
 
 
 def in_shard_order(files: list, metadata: dict) -> list:
