@@ -27,6 +27,7 @@ from ctxvar.figures.catalogue import (
     MODEL_FIGURES,
     PCA_FIGURES,
     SUMMARY_FIGURES,
+    accumulated,
 )
 from ctxvar.disk import check_free_space
 from ctxvar.errors import CtxvarError
@@ -94,9 +95,14 @@ def final_outputs():
         *expand(results("{model}/geometry.csv"), model=MODELS),
         results("summary/geometry.csv"),
         *expand(
-            results("{model}/figures/{figure}.{ext}"), model=MODELS, figure=GEOMETRY_MODEL_FIGURES, ext=FIGURE_FILES
+            results("{model}/figures/{figure}.{ext}"),
+            model=MODELS,
+            figure=accumulated(GEOMETRY_MODEL_FIGURES, GEOMETRY),
+            ext=FIGURE_FILES,
         ),
-        *expand(results("figures/{figure}.{ext}"), figure=GEOMETRY_SUMMARY_FIGURES, ext=FIGURE_FILES),
+        *expand(
+            results("figures/{figure}.{ext}"), figure=accumulated(GEOMETRY_SUMMARY_FIGURES, GEOMETRY), ext=FIGURE_FILES
+        ),
         *expand(results("figures/checkpoints/{family}.{ext}"), family=FAMILIES, ext=FIGURE_FILES),
     ]
 
