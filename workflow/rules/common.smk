@@ -36,7 +36,7 @@ from ctxvar.corpus.shards import known_sentence_count, empty_shards_warning
 
 try:  # the whole config contract, before any job: one line and exit status 1 for the first violation
     CONFIG_FILES = {path: load_config_file(path) for path in map(str, workflow.configfiles)}  # refuses duplicate keys
-    check_study_named(config, [str(path) for path in workflow.overwrite_configfiles])
+    check_study_named(config, [str(path) for path in workflow.overwrite_configfiles], workflow.basedir)
     check_schema(config)  # the schema ctxvar.config loaded already (workflow/schemas/ links to it)
     validate(config, "../schemas/config.schema.yaml")  # fills in the schema's defaults
     check_config(config)
