@@ -19,18 +19,23 @@ STUDY = {  # names what it studies and nothing else
 }
 
 
-def test_a_study_without_models_or_corpus_is_refused_naming_what_it_would_have_inherited():
+def test_a_study_without_models_or_corpus_is_refused_naming_what_it_would_have_inherited(tmp_path, monkeypatch):
+    """Outside the project folder (no config.yaml here), the suggested command names the workflow's config.yaml
+    by its absolute path: a bare config.yaml raised FileNotFoundError there."""
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError) as error:
-        check_study_named({"run": "x", "corpus": {"source": "synthetic"}}, ["studies/x.yaml"])
+        check_study_named({"run": "x", "corpus": {"source": "synthetic"}}, ["studies/x.yaml"], REPO)
     message = str(error.value)
     assert message.startswith("studies/x.yaml has no models: section") and "\n" not in message
-    assert (
-        "the paper's six Hub models on BookCorpus" in message and "--configfile config.yaml studies/x.yaml" in message
-    )
+    assert "the paper's six Hub models on BookCorpus" in message
+    assert message.endswith(f"--configfile {REPO / 'config.yaml'} {tmp_path / 'studies' / 'x.yaml'}")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(PAPER))  # a project folder: its own config.yaml
+    with pytest.raises(ConfigError, match=f"--configfile {tmp_path / 'config.yaml'} {tmp_path / 'a.yaml'} "):
+        check_study_named({}, ["a.yaml", "b.yaml"], REPO)
     with pytest.raises(ConfigError, match="has no corpus: and models: section"):
-        check_study_named({}, ["a.yaml", "b.yaml"])
-    check_study_named(STUDY, ["studies/x.yaml"])
-    check_study_named({}, [])  # config.yaml itself: the schema requires both
+        check_study_named({}, ["a.yaml", "b.yaml"], REPO)
+    check_study_named(STUDY, ["studies/x.yaml"], REPO)
+    check_study_named({}, [], REPO)  # config.yaml itself: the schema requires both
 
 
 @pytest.fixture
@@ -81,9 +86,27 @@ def test_a_configfile_without_models_fails_at_start_up_with_one_line(workdir):
     assert errors == [
         "ctxvar error: studies/corpus_only.yaml has no models: section: a --configfile stands on its own and does "
         "not inherit config.yaml's (the paper's six Hub models on BookCorpus); add it, or extend the paper's "
-        "setup on purpose with --configfile config.yaml studies/corpus_only.yaml"
+        f"setup on purpose with --configfile {workdir / 'config.yaml'} {workdir / 'studies' / 'corpus_only.yaml'}"
     ]
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.workflow
+def test_the_suggested_command_runs_from_outside_the_project_folder(tmp_path):
+    """From a folder without config.yaml, the suggestion extends the workflow's own config.yaml, and runs."""
+    study = tmp_path / "studies" / "corpus_only.yaml"
+    study.parent.mkdir()
+    study.write_text(yaml.safe_dump({"corpus": STUDY["corpus"]}))
+    snakefile = ["snakemake", "-s", str(REPO / "Snakefile"), "--cores", "2", "-n"]
+    run = subprocess.run(
+        [*snakefile, "--configfile", "studies/corpus_only.yaml"], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert run.returncode == 1, run.stderr[-3000:]
+    suggested = run.stderr.split("extend the paper's setup on purpose with ")[1].split()
+    assert suggested == ["--configfile", str(REPO / "config.yaml"), str(study)]
+    again = subprocess.run([*snakefile, *suggested], capture_output=True, text=True, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "results/paper/bert-base-uncased/tokens.parquet" in again.stdout
 
 
 @pytest.mark.workflow

@@ -243,3 +243,63 @@ def test_whole_set_values_with_no_value_at_all_still_draws():
     layers[["Q", "M", "V"]] = np.nan  # a corpus too small for the frequency filter
     plot = whole_set_values(layers, ["a", "b"])
     plot.figure.savefig(__import__("io").BytesIO(), format="png")
+
+
+def geometry_frame(models=("a", "b"), n_layers=4, seed=0) -> pd.DataFrame:
+    """A stacked geometry table (summary/geometry.csv) of random positive metrics."""
+    from ctxvar.stats.geometry import geometry_columns
+
+    rng = np.random.default_rng(seed)
+    rows = [
+        {
+            **{column: rng.uniform(0.1, 1.0) for column in geometry_columns(3)},
+            "model": model,
+            "layer": layer,
+            "depth": layer / (n_layers - 1),
+            "final_norm": False,
+        }
+        for model in models
+        for layer in range(n_layers)
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_a_switched_off_geometry_metric_asks_for_no_figure_of_it():
+    from ctxvar.figures.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, accumulated
+
+    every = {"covariance": True, "cosine": True, "twonn": True}
+    assert accumulated(GEOMETRY_SUMMARY_FIGURES, every) == GEOMETRY_SUMMARY_FIGURES
+    assert list(accumulated(GEOMETRY_SUMMARY_FIGURES, {**every, "twonn": False})) == ["geo01_isotropy", "geo02_cosine"]
+    assert list(accumulated(GEOMETRY_SUMMARY_FIGURES, {**every, "covariance": False})) == [
+        "geo02_cosine",
+        "geo03_intrinsic_dimension",
+    ]
+    assert list(accumulated(GEOMETRY_MODEL_FIGURES, {**every, "covariance": False})) == ["geo05_cv_by_min_count"]
+
+
+def test_intrinsic_dimension_without_any_twonn_value_is_a_placeholder_not_a_matplotlib_error():
+    """geometry.twonn: false leaves twonn NaN; a log axis of NaN alone raised ValueError in matplotlib."""
+    from ctxvar.figures.geometry_plots import intrinsic_dimension
+    from ctxvar.figures.plotting import plot_or_placeholder
+
+    geometry = geometry_frame()
+    intrinsic_dimension(geometry, ["a", "b"]).figure.savefig(__import__("io").BytesIO(), format="png")
+    geometry[["twonn", "twonn_gaussian"]] = np.nan
+    plot = plot_or_placeholder("geo03_intrinsic_dimension", lambda: intrinsic_dimension(geometry, ["a", "b"]))
+    assert "no layer of any model has a TwoNN dimension" in plot.data["not_drawn"][0]
+
+
+def test_checkpoints_leave_out_the_panel_of_a_switched_off_metric():
+    from ctxvar.figures.geometry_plots import checkpoint_table, checkpoints
+
+    geometry = {model: part.drop(columns="model") for model, part in geometry_frame(("s0", "s1")).groupby("model")}
+    layers = {
+        model: pd.DataFrame({"layer": range(4), "final_norm": False, "cv_Q": 0.5, "M": 1.0, "Q": 2.0})
+        for model in geometry
+    }
+    for frame in geometry.values():
+        frame["twonn"] = np.nan  # geometry.twonn: false
+    plot = checkpoints(checkpoint_table({"s0": 0, "s1": 100}, layers, geometry), "family")
+    labels = [ax.get_ylabel() for ax in plot.figure.axes if ax.get_ylabel() and "layer" not in ax.get_ylabel()]
+    assert labels == ["anisotropy $\\lambda_1/\\mathrm{tr}\\,C$", "C.V. of $Q(X_t)$", "$M(X)/Q(X)$"]
+    assert "twonn" not in plot.data.columns and {"anisotropy", "cv_Q", "M_over_Q"} <= set(plot.data.columns)

@@ -21,7 +21,7 @@ from ctxvar.figures.catalogue import (
 )
 from ctxvar.figures.plotting import grid_layers, middle_layer
 
-from workflow_runs import end_of_run
+from workflow_runs import DEMO, end_of_run, snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -131,3 +131,11 @@ def test_report_holds_every_figure_grouped_by_model(demo_run):
     for model in [*ALL_MODELS, "All models"]:
         assert json.dumps(model) in html
     assert MODEL_FIGURES["fig05_decomposition"].caption.split(",")[0] in html
+
+
+def test_geometry_twonn_off_asks_for_no_intrinsic_dimension_figure(tmp_path):
+    """Without the sample, geo03 has nothing to draw (it failed in matplotlib); the other figures stay."""
+    run = snakemake(tmp_path, {**DEMO, "geometry": {**DEMO["geometry"], "twonn": False}}, "-n")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "geo03_intrinsic_dimension" not in run.stdout
+    assert "figures/geo01_isotropy.png" in run.stdout and "figures/checkpoints/trained-gpt2.png" in run.stdout

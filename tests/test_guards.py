@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -225,15 +226,21 @@ def two_partials(tmp_path_factory, tiny_models, corpus_texts):
     return tmp / "p0.parquet", tmp / "p1.parquet"
 
 
-@pytest.mark.parametrize("key", MUST_MATCH)
-def test_merge_refuses_a_partial_that_differs(tmp_path, two_partials, key):
-    source = pq.ParquetFile(two_partials[1])
-    metadata = {**read_metadata(two_partials[1]), key: "something else"}
-    schema = tagged_schema(source.schema_arrow.remove_metadata(), metadata, SUMS_LAYOUT)
-    odd = tmp_path / "odd.parquet"
-    with parquet_writer(odd, schema) as writer:
+def with_metadata(source_path, out_path, **changes):
+    """A copy of the sums file ``source_path`` at ``out_path`` whose ctxvar metadata has ``changes``."""
+    source = pq.ParquetFile(source_path)
+    schema = tagged_schema(
+        source.schema_arrow.remove_metadata(), {**read_metadata(source_path), **changes}, SUMS_LAYOUT
+    )
+    with parquet_writer(out_path, schema) as writer:
         for layer in range(source.num_row_groups):
             writer.write_table(source.read_row_group(layer).replace_schema_metadata(schema.metadata))
+    return out_path
+
+
+@pytest.mark.parametrize("key", MUST_MATCH)
+def test_merge_refuses_a_partial_that_differs(tmp_path, two_partials, key):
+    odd = with_metadata(two_partials[1], tmp_path / "odd.parquet", **{key: "something else"})
     expected = (
         "holds 4 layers but its metadata says something else"
         if key == "n_layers"
@@ -241,6 +248,29 @@ def test_merge_refuses_a_partial_that_differs(tmp_path, two_partials, key):
     )
     with pytest.raises(StatisticsError, match=f"odd.parquet.*{expected}"):
         merge_partials([two_partials[0], odd], tmp_path / "s.parquet", tmp_path / "t.parquet")
+
+
+def test_a_stale_running_total_is_named_as_the_file_to_delete(tmp_path, two_partials):
+    """A running total (partials/{model}/through/{k}) cannot be re-extracted: the merge names the older file,
+    partial or running total, and how Snakemake remakes it once deleted."""
+    through = tmp_path / "through" / "1.parquet"
+    through.parent.mkdir()
+    merge_partials(two_partials, through)
+    shard2 = with_metadata(two_partials[1], tmp_path / "2.parquet", shard=2, weights_sha256="changed in place")
+    os.utime(through, (1e9, 1e9))  # made before the model changed
+    total, partial = re.escape(str(through)), re.escape(str(shard2))
+    with pytest.raises(
+        StatisticsError,
+        match=f"^merge: {partial} differs from {total} in weights_sha256 .*: they were made from different model "
+        f"files or settings; delete the older, {total}, and re-run: Snakemake rebuilds this sum of shards "
+        r"\[0, 1\] from their partials \(re-extracting those already deleted\)$",
+    ):
+        merge_partials([through, shard2], tmp_path / "s.parquet")
+    os.utime(shard2, (1e8, 1e8))  # a partial kept from before the change (keep_partials)
+    with pytest.raises(
+        StatisticsError, match=f"delete the older, {partial}, and re-run: Snakemake re-extracts shard 2$"
+    ):
+        merge_partials([through, shard2], tmp_path / "s.parquet")
 
 
 def test_merge_refuses_the_same_shard_twice(tmp_path, two_partials):

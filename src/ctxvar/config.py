@@ -238,19 +238,23 @@ def load_config_file(path) -> dict:
 STUDY_KEYS = ("corpus", "models")  # what a run studies: never defaulted, never inherited
 
 
-def check_study_named(config: dict, cli_files: list[str]) -> None:
+def check_study_named(config: dict, cli_files: list[str], workflow_dir) -> None:
     """A ``--configfile`` stands on its own: the Snakefile reads ``config.yaml`` (the paper's setup) only when
     none is given, so ``config`` is the schema's defaults plus the given files. Raise :class:`ConfigError` when
-    they leave out :data:`STUDY_KEYS`, naming what ``config.yaml`` would have supplied."""
+    they leave out :data:`STUDY_KEYS`, naming what ``config.yaml`` would have supplied and a command that
+    extends it: the working directory's ``config.yaml`` (what a run without ``--configfile`` reads), else the
+    workflow's own in ``workflow_dir``, every file by its absolute path so that the command runs from any
+    folder, ``--directory`` or not."""
     missing = [key for key in STUDY_KEYS if key not in config]
     if not cli_files or not missing:
         return
     files = " ".join(relative_if_below(path) for path in cli_files)
     keys = " and ".join(f"{key}:" for key in missing)
+    paper = "config.yaml" if os.path.isfile("config.yaml") else os.path.join(workflow_dir, "config.yaml")
     raise ConfigError(
         f"{files} has no {keys} section: a --configfile stands on its own and does not inherit config.yaml's "
         f"(the paper's six Hub models on BookCorpus); add it, or extend the paper's setup on purpose with "
-        f"--configfile config.yaml {files}"
+        f"--configfile {' '.join(os.path.abspath(path) for path in [paper, *cli_files])}"
     )
 
 

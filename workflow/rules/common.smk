@@ -27,6 +27,7 @@ from ctxvar.figures.catalogue import (
     MODEL_FIGURES,
     PCA_FIGURES,
     SUMMARY_FIGURES,
+    accumulated,
 )
 from ctxvar.disk import check_free_space
 from ctxvar.models.archive import check_archives
@@ -38,7 +39,7 @@ from ctxvar.corpus.shards import start_up_warning
 
 try:  # the whole config contract, before any job: one line and exit status 1 for the first violation
     CONFIG_FILES = {path: load_config_file(path) for path in map(str, workflow.configfiles)}  # refuses duplicate keys
-    check_study_named(config, [str(path) for path in workflow.overwrite_configfiles])
+    check_study_named(config, [str(path) for path in workflow.overwrite_configfiles], workflow.basedir)
     check_schema(config)  # the schema ctxvar.config loaded already (workflow/schemas/ links to it)
     validate(config, "../schemas/config.schema.yaml")  # fills in the schema's defaults
     check_config(config)
@@ -112,9 +113,14 @@ def final_outputs():
         *expand(results("{model}/geometry.csv"), model=MODELS),
         results("summary/geometry.csv"),
         *expand(
-            results("{model}/figures/{figure}.{ext}"), model=MODELS, figure=GEOMETRY_MODEL_FIGURES, ext=FIGURE_FILES
+            results("{model}/figures/{figure}.{ext}"),
+            model=MODELS,
+            figure=accumulated(GEOMETRY_MODEL_FIGURES, GEOMETRY),
+            ext=FIGURE_FILES,
         ),
-        *expand(results("figures/{figure}.{ext}"), figure=GEOMETRY_SUMMARY_FIGURES, ext=FIGURE_FILES),
+        *expand(
+            results("figures/{figure}.{ext}"), figure=accumulated(GEOMETRY_SUMMARY_FIGURES, GEOMETRY), ext=FIGURE_FILES
+        ),
         *expand(results("figures/checkpoints/{family}.{ext}"), family=FAMILIES, ext=FIGURE_FILES),
     ]
 

@@ -8,7 +8,8 @@ geometry metrics; ``CHECKPOINT_FIGURE`` goes to results/figures/checkpoints/,
 one per model entry with ``revisions``.
 Inputs: ``layers`` (layers.csv, per model or stacked in results/summary/layers.csv),
 ``geometry`` (geometry.csv, likewise), ``tokens`` (tokens.parquet, per model),
-``sentences`` (the sampled corpus).
+``sentences`` (the sampled corpus). A geometry figure is drawn only when config ``geometry`` accumulates
+the sums it shows (:func:`accumulated`).
 The workflow reads this at start-up, so it imports nothing heavy; :mod:`ctxvar.figures.draw` draws.
 """
 
@@ -23,6 +24,13 @@ class FigureSpec:
     caption: str  # one line: what the figure shows
     needs: tuple[str, ...]  # inputs among layers, geometry, tokens, sentences
     draw: str  # "module.function" in ctxvar.figures that draws it (ctxvar.figures.draw calls it)
+    geometry: str | None = None  # the geometry switch (covariance, cosine, twonn) whose sums it draws
+
+
+def accumulated(figures: dict[str, FigureSpec], geometry: dict) -> dict[str, FigureSpec]:
+    """The entries of ``figures`` whose sums config ``geometry`` accumulates: a figure of a switched-off
+    metric would have nothing to draw (every value NaN), so the workflow does not ask for it."""
+    return {name: spec for name, spec in figures.items() if spec.geometry is None or geometry[spec.geometry]}
 
 
 MODEL_FIGURES = {
@@ -137,6 +145,7 @@ GEOMETRY_MODEL_FIGURES = {
         "The leading explained-variance ratios λ_i/tr C of the covariance of all embeddings, one line per layer.",
         ("geometry",),
         draw="geometry_plots.spectrum",
+        geometry="covariance",
     ),
     "geo05_cv_by_min_count": FigureSpec(
         "Appendix I: C.V. of Q against n_min",
@@ -155,6 +164,7 @@ GEOMETRY_SUMMARY_FIGURES = {
         "covariance of all embeddings (ring: after a final norm).",
         ("geometry",),
         draw="geometry_plots.isotropy",
+        geometry="covariance",
     ),
     "geo02_cosine": FigureSpec(
         "Cosine similarity",
@@ -162,6 +172,7 @@ GEOMETRY_SUMMARY_FIGURES = {
         "the filtered token types, and their difference (Ethayarajh 2019).",
         ("geometry",),
         draw="geometry_plots.cosine",
+        geometry="cosine",
     ),
     "geo03_intrinsic_dimension": FigureSpec(
         "Intrinsic dimension",
@@ -169,6 +180,7 @@ GEOMETRY_SUMMARY_FIGURES = {
         "Gaussian points of the same n and d (dashed, the estimator's high-dimensional bias).",
         ("geometry",),
         draw="geometry_plots.intrinsic_dimension",
+        geometry="twonn",
     ),
 }
 

@@ -14,6 +14,7 @@ from matplotlib import colormaps
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 
+from ctxvar.errors import InsufficientData
 from ctxvar.figures.cross_model import DEPTH_LABEL, curve_data, figure_legend, layer_curves, layer_panels, model_style
 from ctxvar.figures.plotting import Plot, panels, paper_style
 from ctxvar.stats.layers import ols
@@ -58,6 +59,8 @@ def cosine(geometry: pd.DataFrame, models: list[str]) -> Plot:
 @paper_style
 def intrinsic_dimension(geometry: pd.DataFrame, models: list[str]) -> Plot:
     """Per layer and model: TwoNN on the sample (solid) and on Gaussian points of the same n and d (dashed)."""
+    if not (geometry["twonn"] > 0).any():  # NaN without a sample, or with fewer than 3 distinct points
+        raise InsufficientData("no layer of any model has a TwoNN dimension (geometry.twonn off, or too few points)")
     figure, axes = panels(1, 1, size=(3.6, 2.6))
     ax, styles = axes[0, 0], model_style(models)
     layer_curves(ax, geometry, models, geometry["twonn"], styles)
@@ -196,13 +199,17 @@ def checkpoint_table(
 @paper_style
 def checkpoints(table: pd.DataFrame, family: str) -> Plot:
     """Across training checkpoints: each metric of :data:`CHECKPOINT_PANELS` against the step, one line per
-    layer (colour = layer; dashed = after a final norm). A symlog step axis when steps span > 2 decades."""
-    figure, axes = panels(1, len(CHECKPOINT_PANELS), size=(2.5, 2.2))
+    layer (colour = layer; dashed = after a final norm). A symlog step axis when steps span > 2 decades.
+    A metric without any value (its geometry switch off, e.g. TwoNN with geometry.twonn: false) gets no panel."""
+    drawn = [(column, label) for column, label in CHECKPOINT_PANELS if table[column].notna().any()]
+    if not drawn:
+        raise InsufficientData("no checkpoint metric has a value")
+    figure, axes = panels(1, len(drawn), size=(2.5, 2.2))
     n_layers = int(table["layer"].max()) + 1
     norm, colour = layer_colours(n_layers)
     positive = table["step"].to_numpy()[table["step"].to_numpy() > 0]
     wide = len(positive) > 0 and positive.max() > 100 * positive.min()
-    for ax, (column, label) in zip(axes[0], CHECKPOINT_PANELS):
+    for ax, (column, label) in zip(axes[0], drawn):
         for layer, part in table.groupby("layer"):
             part = part.sort_values("step")
             ax.plot(
@@ -217,4 +224,4 @@ def checkpoints(table: pd.DataFrame, family: str) -> Plot:
             ax.set_xscale("symlog", linthresh=positive.min())
     figure.colorbar(_scalar_mappable(norm), ax=axes, label="layer (dashed: after final norm)", shrink=0.9)
     figure.suptitle(f"{family} across checkpoints")
-    return Plot(figure, table)
+    return Plot(figure, table.drop(columns=[column for column, _ in CHECKPOINT_PANELS if column not in dict(drawn)]))

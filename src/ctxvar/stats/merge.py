@@ -96,13 +96,35 @@ def open_partials(paths, config_hash: str | None = None) -> list[SumsFile]:
 
 
 def check_same_run(path, metadata: dict, reference_name: str, reference: dict) -> None:
-    """Raise unless ``metadata`` (of ``path``) equals ``reference`` in every key of :data:`MUST_MATCH`."""
+    """Raise unless ``metadata`` (of ``path``) equals ``reference`` in every key of :data:`MUST_MATCH`.
+
+    ``reference_name``: the file ``reference`` was read from, or a description of it (e.g. "the sums"). The
+    message names the file to delete: the older of the two files (the one made before the model's files or
+    settings changed), or ``path`` when the reference is no file.
+    """
     for key in MUST_MATCH:
         if metadata.get(key) != reference.get(key):
+            stale, stale_metadata = (
+                (reference_name, reference)
+                if os.path.isfile(reference_name) and os.path.getmtime(reference_name) < os.path.getmtime(path)
+                else (path, metadata)
+            )
             raise StatisticsError(
                 f"merge: {path} differs from {reference_name} in {key} "
-                f"({metadata.get(key)!r} vs {reference.get(key)!r}); re-run extraction for the stale file"
+                f"({metadata.get(key)!r} vs {reference.get(key)!r}): they were made from different model files or "
+                f"settings; delete the older, {stale}, and re-run: Snakemake {how_rebuilt(stale_metadata)}"
             )
+
+
+def how_rebuilt(metadata: dict) -> str:
+    """How Snakemake remakes a deleted sums file: a partial by its extraction job, a running total from the
+    partials of its shards."""
+    if "shards" in metadata:
+        return (
+            f"rebuilds this sum of shards {metadata['shards']} from their partials "
+            "(re-extracting those already deleted)"
+        )
+    return f"re-extracts shard {metadata.get('shard')}"
 
 
 def merged_metadata(files: list[SumsFile]) -> dict:
