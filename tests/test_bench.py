@@ -112,3 +112,23 @@ def test_gpu_benchmark_writes_every_column_the_report_promises(tmp_path):
     assert (jobs["overhead_b_over_a"] > 0).all() and (jobs["tokens"] > 0).all()
     assert list((tmp_path / "gpu-work" / "llama-2-7b").glob("model-0000*-of-0000*.safetensors"))
     assert "| llama-2-7b |" in (tmp_path / "gpu.md").read_text()
+
+
+def test_io_benchmark_writes_and_reads_every_shape_in_every_layout(tmp_path):
+    """bench/io.py --quick: each shape written and read back by ctxvar, by the layout before it and by numpy, the
+    same numbers coming back; ctxvar's reader counts at least the file's bytes; the paper projected at the rates."""
+    run_bench("io.py", tmp_path, "--quick", "--dir", str(tmp_path))
+    rows = pd.read_csv(tmp_path / "io.csv")
+    assert set(zip(rows["shape"], rows["variant"], rows["op"])) == {
+        (shape, variant, op)
+        for shape in ("bert-base partial", "7B layer group")
+        for variant in ("layout 1", "ctxvar", "numpy")
+        for op in ("write", "read")
+    }
+    assert rows["read_back_equal"].all() and (rows["gb_per_s"] > 0).all()
+    counted = rows[(rows["variant"] == "ctxvar") & (rows["op"] == "read")]
+    assert (counted["bytes_counted"] >= counted["file_bytes"]).all()
+    projected = pd.read_csv(tmp_path / "io_projection.csv")
+    assert len(projected) == 6 and (projected["end_to_end_s"] >= projected["forward_s"]).all()
+    assert "The paper on one H100" in (tmp_path / "io.md").read_text()
+    assert not list(tmp_path.glob("ctxvar-io-*")), "the benchmark's files were left behind"

@@ -8,6 +8,7 @@ import sys
 import textwrap
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -145,3 +146,24 @@ def test_the_next_job_claims_the_gpu_while_the_job_before_still_writes(tmp_path)
     finally:
         writing.kill()
         writing.wait()
+
+
+def test_with_one_gpu_a_waiting_job_takes_it_as_soon_as_it_is_released(tmp_path, monkeypatch):
+    """No poll interval between one job's release and the next job's forward pass: the claim sleeps in flock."""
+    monkeypatch.setenv("CTXVAR_GPUS", "0")
+    monkeypatch.setenv("CTXVAR_GPU_LOCK_DIR", str(tmp_path))
+    monkeypatch.setattr(gpus, "_held", {})
+    monkeypatch.setattr(gpus, "time", SimpleNamespace(sleep=lambda seconds: pytest.fail("the claim polled")))
+    holder = open(tmp_path / "gpu0.lock", "w")  # another job's claim
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    claimed = []
+    waiting = threading.Thread(target=lambda: claimed.append(gpus.claim_gpu(poll_seconds=60)), daemon=True)
+    waiting.start()
+    waiting.join(timeout=0.5)
+    assert waiting.is_alive() and not claimed, "the claim did not wait for the holder"
+    holder.close()  # the other job releases its claim
+    waiting.join(timeout=10)
+    try:
+        assert claimed == [0]
+    finally:
+        gpus.release_gpu()
