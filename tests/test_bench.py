@@ -194,3 +194,23 @@ def test_the_bare_forward_warms_up_and_runs_without_a_weight_hash_beside_it(tmp_
     monkeypatch.setattr(loading, "weights_sha256", lambda model: hashed.append(model) or "")
     forward = steps.forward(tiny_models["gpt2"], str(write_corpus(tmp_path, 200)), "cpu")
     assert hashed == [] and forward["warm_up_seconds"] > 0 and forward["batches"] >= 1
+
+
+def test_io_benchmark_writes_and_reads_every_shape_in_every_layout(tmp_path):
+    """bench/io.py --quick: each shape written and read back by ctxvar, by the layout before it and by numpy, the
+    same numbers coming back; ctxvar's reader counts at least the file's bytes; the paper projected at the rates."""
+    run_bench("io.py", tmp_path, "--quick", "--dir", str(tmp_path))
+    rows = pd.read_csv(tmp_path / "io.csv")
+    assert set(zip(rows["shape"], rows["variant"], rows["op"])) == {
+        (shape, variant, op)
+        for shape in ("bert-base partial", "7B layer group")
+        for variant in ("layout 1", "ctxvar", "numpy")
+        for op in ("write", "read")
+    }
+    assert rows["read_back_equal"].all() and (rows["gb_per_s"] > 0).all()
+    counted = rows[(rows["variant"] == "ctxvar") & (rows["op"] == "read")]
+    assert (counted["bytes_counted"] >= counted["file_bytes"]).all()
+    projected = pd.read_csv(tmp_path / "io_projection.csv")
+    assert len(projected) == 6 and (projected["end_to_end_s"] >= projected["forward_s"]).all()
+    assert "The paper on one H100" in (tmp_path / "io.md").read_text()
+    assert not list(tmp_path.glob("ctxvar-io-*")), "the benchmark's files were left behind"

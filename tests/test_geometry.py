@@ -19,9 +19,9 @@ from ctxvar.errors import StatisticsError
 from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.extract import ExtractionSettings, extract_shard
 from ctxvar.extraction.position_sample import points, token_keys
-from ctxvar.io import write_table
+from ctxvar.io import FOOTER_READ_BYTES, write_table
 from ctxvar.stats.geometry import geometry_table
-from ctxvar.stats.merge import merge_moments, merge_partials, merge_sample_partials
+from ctxvar.stats.merge import merge_job, merge_moments, merge_partials, merge_sample_partials, run_io
 from ctxvar.stats.twonn import distinct_points
 
 from pipeline_runs import TEST_DEVICE
@@ -160,6 +160,50 @@ def test_a_running_merge_gives_the_sums_of_one_merge(three_shards, tmp_path):
     for name, stem in {**at_once, "tokens": "tokens"}.items():
         chained = through[1].get(name, tmp_path / "tokens.parquet")
         assert chained.read_bytes() == (folder / f"{stem}.parquet").read_bytes(), name
+
+
+def sizes(paths) -> int:
+    return sum(path.stat().st_size for path in paths)
+
+
+def test_merges_read_every_file_once_and_count_what_was_written(three_shards, tmp_path):
+    """The I/O that run.json reports, in both merge modes, as the workflow's jobs do it (docs/performance.md):
+    every input file is read once (its bytes, and its footer again on opening), each partial and running merge
+    counts once as written, the merged files by their size."""
+    folder = three_shards[1].parent
+    partials = {name: [folder / f"{name}{i}.parquet" for i in range(3)] for name in ("sums", "moments", "sample")}
+
+    def inputs(sums, moments, sample):
+        return {"partials": sums, "moments": moments, "sample": sample}
+
+    def outputs(prefix, tokens=True):
+        files = {"stats": tmp_path / f"{prefix}.parquet", "moments": tmp_path / f"{prefix}.moments.parquet"}
+        files |= {"sample": tmp_path / f"{prefix}.sample.parquet"}
+        return files | ({"tokens": tmp_path / f"{prefix}.tokens.parquet"} if tokens else {})
+
+    written = sizes(path for paths in partials.values() for path in paths)
+    # incremental_merge: true: shards 0 + 1, then 2 added to that sum
+    through = outputs("through1", tokens=False)
+    _, first = merge_job(inputs(*(paths[:2] for paths in partials.values())), through)
+    last = outputs("chained")
+    _, record = merge_job(
+        inputs(*([through[kind], partials[name][2]] for kind, name in zip(through, partials))), last, before=first
+    )
+    chained = run_io(record, last.values())
+    running = sizes(through.values())
+    assert (chained["partial_files"], chained["running_merge_files"], chained["merged_files"]) == (9, 3, 4)
+    assert (chained["partial_bytes"], chained["running_merge_bytes"]) == (written, running)
+    assert chained["merged_bytes"] == sizes(last.values())
+    assert chained["bytes_written"] == written + running + chained["merged_bytes"]
+    assert chained["files_opened"] == 12
+    assert 0 <= chained["bytes_read"] - (written + running) <= FOOTER_READ_BYTES * chained["files_opened"]
+    # incremental_merge: false: all at once
+    at_once = outputs("at-once")
+    _, record = merge_job(inputs(*partials.values()), at_once)
+    one = run_io(record, at_once.values())
+    assert (one["partial_files"], one["running_merge_files"], one["files_opened"]) == (9, 0, 9)
+    assert one["partial_bytes"] == written and one["bytes_written"] == written + sizes(at_once.values())
+    assert 0 <= one["bytes_read"] - written <= FOOTER_READ_BYTES * one["files_opened"]
 
 
 def test_a_merge_refuses_a_shard_twice_or_files_of_other_shards(three_shards, tmp_path):

@@ -1,5 +1,6 @@
 """GPU claims: concurrent jobs never share a device (faked device list, no GPU needed)."""
 
+import fcntl
 import json
 import os
 import subprocess
@@ -7,8 +8,16 @@ import sys
 import textwrap
 import threading
 import time
+from types import SimpleNamespace
+
+import pytest
 
 from ctxvar.extraction import devices as gpus
+from ctxvar.extraction.accumulator import layer_groups, state_bytes
+from ctxvar.extraction.extract import ExtractionSettings, extract_shard, prepare_shard
+from ctxvar.stats import sums
+
+from test_guards import shard_of
 
 JOB = textwrap.dedent("""
     import json, sys, time
@@ -68,3 +77,93 @@ def test_a_claim_is_released_when_its_process_dies(tmp_path, monkeypatch):
     )
     assert holder.stdout.strip() == "5"
     assert gpus.claim_gpu(poll_seconds=0.05) == 5
+
+
+def lock_is_free(path) -> bool:
+    """Whether another job could claim the GPU of lock file ``path`` now (a second open file description is
+    refused while any process, this one included, holds the claim)."""
+    with open(path, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return True
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("passes", [1, 2])
+def test_an_extraction_job_gives_up_its_gpu_claim_before_it_writes_its_last_layers(
+    tmp_path, monkeypatch, tiny_models, corpus_texts, passes
+):
+    """The job's sums reach host memory, the job frees the device and releases its claim, then writes: the next
+    job's forward pass can run meanwhile. With several passes (layer groups), the groups before the last are
+    written while the next pass runs, still under the claim; the last group after the release. On a CPU, with a
+    claim taken as prepare_shard takes it on a GPU."""
+    monkeypatch.setenv("CTXVAR_GPUS", "0")
+    monkeypatch.setenv("CTXVAR_GPU_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.setattr(gpus, "_held", {})
+    shard = shard_of(tmp_path, corpus_texts[:80])
+    settings = ExtractionSettings(
+        model={"id": "m"}, source=str(tiny_models["bert"]), device="cpu", progress=False, config_hash="h"
+    )
+    if passes > 1:
+        types = len(prepare_shard(shard, settings, hash_weights=False).types)
+        settings.max_state_mb = state_bytes(2, types, 32) / 1e6  # two of the four hidden states per pass
+        assert len(layer_groups(4, types, 32, settings.max_state_mb * 1e6)) == passes
+    free_when_written = []
+    write = sums.LayerWriter.write
+
+    def probe_then_write(writer, table):
+        free_when_written.append(lock_is_free(tmp_path / "locks" / "gpu0.lock"))
+        write(writer, table)
+
+    monkeypatch.setattr(sums.LayerWriter, "write", probe_then_write)
+    assert gpus.claim_gpu(poll_seconds=0.05) == 0
+    extract_shard(shard, tmp_path / "partial.parquet", settings)
+    assert free_when_written == [False] * 2 * (passes - 1) + [True] * (4 - 2 * (passes - 1))
+    assert not gpus._held and (tmp_path / "partial.parquet").exists()
+
+
+RELEASING_JOB = textwrap.dedent("""
+    import time
+    from ctxvar.extraction.devices import claim_gpu, release_gpu
+    claim_gpu(poll_seconds=0.05)
+    release_gpu()  # as an extraction job does once its sums are in host memory
+    print("released", flush=True)
+    time.sleep(30)  # writing its partial
+""")
+
+
+def test_the_next_job_claims_the_gpu_while_the_job_before_still_writes(tmp_path):
+    env = {**os.environ, "CTXVAR_GPUS": "0", "CTXVAR_GPU_LOCK_DIR": str(tmp_path)}
+    writing = subprocess.Popen([sys.executable, "-c", RELEASING_JOB], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert writing.stdout.readline().strip() == "released"
+        claim = "from ctxvar.extraction.devices import claim_gpu; print(claim_gpu(poll_seconds=0.05))"
+        next_job = subprocess.run([sys.executable, "-c", claim], capture_output=True, text=True, env=env, timeout=20)
+        assert next_job.stdout.strip() == "0" and writing.poll() is None, "the GPU waited for the write"
+    finally:
+        writing.kill()
+        writing.wait()
+
+
+def test_with_one_gpu_a_waiting_job_takes_it_as_soon_as_it_is_released(tmp_path, monkeypatch):
+    """No poll interval between one job's release and the next job's forward pass: the claim sleeps in flock."""
+    monkeypatch.setenv("CTXVAR_GPUS", "0")
+    monkeypatch.setenv("CTXVAR_GPU_LOCK_DIR", str(tmp_path))
+    monkeypatch.setattr(gpus, "_held", {})
+    monkeypatch.setattr(gpus, "time", SimpleNamespace(sleep=lambda seconds: pytest.fail("the claim polled")))
+    holder = open(tmp_path / "gpu0.lock", "w")  # another job's claim
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    claimed = []
+    waiting = threading.Thread(target=lambda: claimed.append(gpus.claim_gpu(poll_seconds=60)), daemon=True)
+    waiting.start()
+    waiting.join(timeout=0.5)
+    assert waiting.is_alive() and not claimed, "the claim did not wait for the holder"
+    holder.close()  # the other job releases its claim
+    waiting.join(timeout=10)
+    try:
+        assert claimed == [0]
+    finally:
+        gpus.release_gpu()

@@ -26,6 +26,11 @@ from ctxvar.corpus.sentences import sample_sentences
 from ctxvar.corpus.shards import start_up_warning
 from ctxvar.disk import check_free_space, planned_bytes
 from ctxvar.errors import ConfigError, CorpusError, DiskSpaceError, IntegrityError, ModelLoadError, StatisticsError
+from ctxvar.extraction import position_sample
+from ctxvar.extraction.accumulator import GeometryOptions
+from ctxvar.extraction.extract import ExtractionSettings, extract_shard
+from ctxvar.extraction.position_sample import SAMPLE_LAYOUT, SampleFile
+from ctxvar.extraction.position_sample import points as points_of
 from ctxvar.extraction.tokens import encode, type_table
 from ctxvar.io import (
     MANIFEST,
@@ -41,8 +46,19 @@ from ctxvar.io import (
 from ctxvar.jobs import job_log
 from ctxvar.models.loading import load_model, load_tokenizer
 from ctxvar.stats.merge import merge_partials
-from ctxvar.stats.sums import SumsFile
+from ctxvar.stats.sums import (
+    MOMENTS_LAYOUT,
+    SUMS_LAYOUT,
+    LayerSums,
+    LayerWriter,
+    MomentsFile,
+    SumsFile,
+    moments_schema,
+    moments_table,
+    write_sums,
+)
 
+from pipeline_runs import TEST_DEVICE
 from test_guards import extract, shard_of
 
 pytestmark = pytest.mark.integration
@@ -203,6 +219,135 @@ def test_an_intact_partial_merges_to_v_zero_for_types_seen_once(tmp_path, partia
     once = tokens[tokens["n"] == 1]
     assert len(once) and np.allclose(once["V"], 0, atol=1e-9 * once["Q"].max())
     assert SumsFile(tmp_path / "stats.parquet").n_layers == read_metadata(partial)["n_layers"]
+
+
+# --- the sums files' layout: vectors as fixed-size binary values, the layout named in the footer ------------
+
+
+@pytest.fixture(scope="module")
+def geometry_partial(tmp_path_factory, tiny_models, corpus_texts):
+    """A partial with every sums file: sums with Σ x/‖x‖, moments, sample."""
+    tmp = tmp_path_factory.mktemp("geometry-partial")
+    settings = ExtractionSettings(
+        model={"id": "m"},
+        source=str(tiny_models["bert"]),
+        device=TEST_DEVICE,
+        progress=False,
+        config_hash="h",
+        geometry=GeometryOptions(covariance=True, cosine=True, sample_size=64),
+    )
+    paths = {"sums": tmp / "0.parquet", "moments": tmp / "0.moments.parquet", "sample": tmp / "0.sample.parquet"}
+    extract_shard(shard_of(tmp, corpus_texts[:60]), paths["sums"], settings, paths["moments"], paths["sample"])
+    return paths
+
+
+READERS = {"sums": SumsFile, "moments": MomentsFile, "sample": SampleFile}
+
+
+def column_chunk_middle(path: Path, row_group: int, column: str) -> int:
+    """The offset of a byte in the middle of a column chunk's pages."""
+    group = pq.ParquetFile(path).metadata.row_group(row_group)
+    chunk = next(group.column(i) for i in range(group.num_columns) if group.column(i).path_in_schema == column)
+    return chunk.data_page_offset + chunk.total_compressed_size // 2
+
+
+@pytest.mark.parametrize(
+    "kind, column", [("sums", "sum"), ("sums", "sum_unit"), ("moments", "sum_outer"), ("sample", "x")]
+)
+def test_a_flipped_byte_in_a_vector_column_is_refused_with_one_line(tmp_path, geometry_partial, kind, column):
+    damaged = tmp_path / geometry_partial[kind].name
+    shutil.copy(geometry_partial[kind], damaged)
+    flip(damaged, column_chunk_middle(damaged, 1, column))
+    reader = READERS[kind](damaged)
+    reader.layer(0)  # the other layers' pages are intact
+    with pytest.raises(IntegrityError) as error:
+        reader.layer(1)
+    assert one_line(error).startswith(f"{damaged} (") and "layer 1): cannot be read" in str(error.value)
+    assert str(error.value).endswith("delete it and re-run (Snakemake rebuilds it)")
+
+
+def test_sums_moments_and_sample_files_hold_vectors_as_fixed_size_binary_read_back_bit_for_bit(tmp_path):
+    """Σx as d little-endian float64 in one value per row, no nulls, the layout named: whatever the values, they
+    come back with the same bits, signed zeros, subnormals, infinities and NaN payloads included."""
+    special = np.array([0.0, -0.0, 5e-324, -2.2e-308, 1.7e308, np.inf, -np.inf, np.nan, 1 / 3, -2.5])
+    special[7] = np.frombuffer(np.uint64(0x7FF8DEADBEEF0001).tobytes(), np.float64)[0]  # a NaN with a payload
+    by_layer = [np.stack([np.roll(special, shift + 3 * layer) for shift in range(3)]) for layer in (0, 1)]
+    with np.errstate(over="ignore"):  # 1.7e308 becomes inf, 5e-324 becomes 0: still special values
+        points = [rows.astype(np.float32) for rows in by_layer[::-1]]
+    metadata = {"n_layers": 2, "shard": 0}
+    types = np.array(["a", "b", "c"], object)
+    layers = [LayerSums(i, types, np.arange(1, 4), rows, rows[:, 0], rows[::-1]) for i, rows in enumerate(by_layer)]
+    write_sums(tmp_path / "s.parquet", layers, 10, metadata, unit=True)
+    with_moments = moments_schema(10, metadata)
+    with LayerWriter(tmp_path / "m.parquet", with_moments) as writer:
+        for i, rows in enumerate(by_layer):
+            writer.write(moments_table(i, 7, rows[i], np.resize(rows, (10, 10)), with_moments))
+    where = {"key": np.arange(3, dtype=np.uint64), "sentence_id": np.arange(3), "window": np.zeros(3, np.int32)}
+    where |= {"position": np.arange(3, dtype=np.int32), "token": types}
+    with_sample = position_sample.sample_schema(10, metadata)
+    with LayerWriter(tmp_path / "x.parquet", with_sample) as writer:
+        for i in (0, 1):
+            writer.write(position_sample.sample_table(i, where, points[i], with_sample))
+
+    def bits(array):
+        return np.ascontiguousarray(array).tobytes()
+
+    sums = SumsFile(tmp_path / "s.parquet")
+    assert sums._file.layout == SUMS_LAYOUT
+    vectors = [sums._file.schema.field(name) for name in ("sum", "sum_unit")]
+    assert all(field.type == pa.binary(80) and not field.nullable for field in vectors)
+    for i, rows in enumerate(by_layer):
+        got = sums.layer(i)
+        assert bits(got.sum) == bits(rows) and bits(got.sum_unit) == bits(rows[::-1])
+        n, total, outer = MomentsFile(tmp_path / "m.parquet").layer(i)
+        assert n == 7 and bits(total) == bits(rows[i]) and bits(outer) == bits(np.resize(rows, (10, 10)))
+        sample = SampleFile(tmp_path / "x.parquet").layer(i)
+        assert sample.schema.field("x").type == pa.binary(40) and bits(points_of(sample)) == bits(points[i])
+
+
+# The layouts before 'ctxvar sums 2', 'ctxvar moments 2' and 'ctxvar sample 2': vectors as fixed-size lists
+LAYOUT_1 = {
+    "sums": {
+        "layer": [0],
+        "token": ["a"],
+        "n": [1],
+        "sum_sq": [1.0],
+        "sum": pa.array([[1.0, 0.0]], pa.list_(pa.float64(), 2)),
+    },
+    "moments": {
+        "layer": [0],
+        "n": [1],
+        "sum": pa.array([[1.0, 0.0]], pa.list_(pa.float64(), 2)),
+        "sum_outer": pa.array([[1.0, 0.0, 0.0, 0.0]], pa.list_(pa.float64(), 4)),
+    },
+    "sample": {"layer": [0], "key": [1], "token": ["a"], "x": pa.array([[1.0, 0.0]], pa.list_(pa.float32(), 2))},
+}
+
+
+@pytest.mark.parametrize("kind", LAYOUT_1)
+def test_a_file_in_the_layout_before_is_refused_with_a_line_that_says_re_run(tmp_path, kind):
+    """A sums, moments or sample file an older ctxvar wrote (checksums intact) is never read as numbers."""
+    path = tmp_path / f"0.{kind}.parquet"
+    write_table(pa.table(LAYOUT_1[kind]), path, metadata={"n_layers": 1, "shard": 0, "d": 2})
+    with pytest.raises(IntegrityError) as error:
+        READERS[kind](path)
+    expected = {"sums": SUMS_LAYOUT, "moments": MOMENTS_LAYOUT, "sample": SAMPLE_LAYOUT}[kind]
+    assert one_line(error) == (
+        f"{path}: is in an older layout of ctxvar (before {expected!r}), which this version does not read; "
+        "delete it and re-run (Snakemake rebuilds it)"
+    )
+
+
+def test_a_merge_refuses_sums_of_the_layout_before_and_files_of_another_kind(tmp_path, geometry_partial):
+    old = tmp_path / "1.parquet"
+    write_table(pa.table(LAYOUT_1["sums"]), old, metadata={"n_layers": 1, "shard": 1})
+    with pytest.raises(IntegrityError, match="1.parquet: is in an older layout .*re-run") as error:
+        merge_partials([geometry_partial["sums"], old], tmp_path / "stats.parquet")
+    one_line(error)
+    with pytest.raises(IntegrityError, match="holds layout 'ctxvar moments 2', not 'ctxvar sums 2'") as error:
+        merge_partials([geometry_partial["moments"]], tmp_path / "stats.parquet")
+    one_line(error)
+    assert not (tmp_path / "stats.parquet").exists()
 
 
 # --- encodings: text, jsonl and parquet sources; WordPiece, byte-level BPE and SentencePiece types -----------

@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 
 import ctxvar
 from ctxvar.figures.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES, SUMMARY_FIGURES
-from ctxvar.io import read_metadata
+from ctxvar.io import FOOTER_READ_BYTES, read_metadata
 from ctxvar.stats.layers import COLUMNS
 
 from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
@@ -156,6 +156,44 @@ def test_every_model_output_records_its_provenance(demo):
             )
             assert {"torch", "transformers", "ctxvar", "python"} <= set(source["versions"])
             assert source["shards"] == [0, 1, 2, 3]
+
+
+def merged_files(model_folder) -> list:
+    return [*model_folder.glob("stats*.parquet"), model_folder / "tokens.parquet"]
+
+
+def assert_io_as_documented(io: dict, shards: int, incremental: bool, merged: list) -> None:
+    """docs/performance.md, "Bytes per model": with the default geometry each shard's partial is 3 files, each
+    written once and read once; with incremental_merge so is each running merge of shards 0..k (1 ≤ k ≤ shards − 2);
+    the merged files are written once; reading a file costs its bytes and, on opening, its footer again."""
+    running = 3 * (shards - 2) if incremental else 0
+    assert (io["partial_files"], io["running_merge_files"], io["merged_files"]) == (3 * shards, running, len(merged))
+    assert io["merged_bytes"] == sum(path.stat().st_size for path in merged)
+    assert io["bytes_written"] == io["partial_bytes"] + io["running_merge_bytes"] + io["merged_bytes"]
+    assert io["files_opened"] == io["partial_files"] + io["running_merge_files"]
+    read_once = io["partial_bytes"] + io["running_merge_bytes"]
+    assert 0 <= io["bytes_read"] - read_once <= FOOTER_READ_BYTES * io["files_opened"]
+
+
+def test_run_json_gives_the_bytes_the_merges_read_and_wrote(demo):
+    runs = sorted((demo / "results" / "demo").glob("*/run.json"))
+    assert len(runs) == N_MODELS
+    for path in runs:
+        io = json.loads(path.read_text())["io"]
+        assert_io_as_documented(io, DEMO["shards"], incremental=True, merged=merged_files(path.parent))
+        assert io["running_merge_bytes"] > io["merged_bytes"]  # shards 0..1 and 0..2: more than once the merged sums
+
+
+def test_run_json_gives_the_bytes_without_incremental_merge_as_the_partials_on_disk(tmp_path):
+    config = {**copy.deepcopy(DEMO), "models": DEMO["models"][:1], "incremental_merge": False, "keep_partials": True}
+    run = snakemake(tmp_path, config, "results/demo/tiny-bert/run.json")
+    assert run.returncode == 0, run.stderr[-3000:]
+    io = json.loads((tmp_path / "results" / "demo" / "tiny-bert" / "run.json").read_text())["io"]
+    assert_io_as_documented(
+        io, DEMO["shards"], incremental=False, merged=merged_files(tmp_path / "results/demo/tiny-bert")
+    )
+    partials = list((tmp_path / "results" / "demo" / "partials" / "tiny-bert").glob("*.parquet"))
+    assert len(partials) == 3 * DEMO["shards"] and io["partial_bytes"] == sum(p.stat().st_size for p in partials)
 
 
 def test_rerun_with_the_same_config_does_nothing(demo):

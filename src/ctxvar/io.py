@@ -172,6 +172,7 @@ class ReadCounter:
 
 
 PARQUET_READS = ReadCounter()
+FOOTER_READ_BYTES = 64 << 10  # Arrow reads up to this much of a Parquet file's end on opening, to find its footer
 
 
 class _CountedFile(io.FileIO):

@@ -37,7 +37,8 @@ def lock_dir() -> Path:
 
 
 def claim_gpu(poll_seconds: float = 1.0) -> int:
-    """Index of a GPU no other ctxvar job holds; waits while all are taken.
+    """Index of a GPU no other ctxvar job holds; waits while all are taken (polling every ``poll_seconds`` among
+    several GPUs; with one, until its holder releases it).
 
     A process that holds a claim gets the same GPU again at once: flock locks belong to the open file, so a
     second open of the held lock file would wait forever on the process's own claim.
@@ -53,7 +54,8 @@ def claim_gpu(poll_seconds: float = 1.0) -> int:
         for index in gpus:
             handle = open(directory / f"gpu{index}.lock", "w")
             try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                # with one GPU, wait in the kernel: woken the moment the holder releases it, not a poll later
+                fcntl.flock(handle, fcntl.LOCK_EX | (fcntl.LOCK_NB if len(gpus) > 1 else 0))
             except BlockingIOError:
                 handle.close()
                 continue

@@ -123,9 +123,8 @@ def merge_sample_layer(tables: list[pa.Table], k: int) -> pa.Table:
     return table.take(pa.array(bottom_k(keys, k)))
 
 
-def merge_samples(paths, out_path, n_layers: int, k: int, metadata: dict) -> None:
-    """Write the bottom-k sample of the union of the shards' samples, layer by layer."""
-    samples = [SampleFile(path) for path in paths]
+def merge_samples(samples: list[SampleFile], out_path, n_layers: int, k: int, metadata: dict) -> None:
+    """Write the bottom-k sample of the union of the shards' samples (opened, in shard order), layer by layer."""
     schema = tagged_schema(samples[0].schema.remove_metadata(), metadata, SAMPLE_LAYOUT)
     with LayerWriter(out_path, schema) as writer:
         for layer in range(n_layers):

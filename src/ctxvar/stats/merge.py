@@ -248,9 +248,7 @@ def merge_moments(paths, out_path, metadata: dict) -> None:
 def merge_sample_partials(paths, out_path, metadata: dict) -> None:
     """The bottom-k sample over all shards (k = geometry.sample_size)."""
     files = in_shard_order([SampleFile(path) for path in paths], metadata)
-    merge_samples(
-        [file.path for file in files], out_path, metadata["n_layers"], metadata["geometry"]["sample_size"], metadata
-    )
+    merge_samples(files, out_path, metadata["n_layers"], metadata["geometry"]["sample_size"], metadata)
 
 
 # --- the bytes a model's merges read and write ---------------------------------------------------------------
