@@ -5,19 +5,17 @@ from __future__ import annotations
 import threading
 import weakref
 
-import numpy as np
-import pyarrow as pa
 import pytest
 import torch
 
-from ctxvar.corpus.shards import write_shards
 from ctxvar.extraction.accumulator import EmbeddingSums, state_bytes
 from ctxvar.extraction.extract import ExtractionSettings, extract_shard, prepare_shard, run_batches
-from ctxvar.io import read_metadata, write_table
+from ctxvar.io import read_metadata
 from ctxvar.jobs import job_log
 from ctxvar.models import loading as models
 
 from pipeline_runs import TEST_DEVICE
+from test_guards import shard_of
 
 pytestmark = pytest.mark.integration
 HASH_PATIENCE_S = 30  # how long the held-back hash waits for a forward pass before it gives up: a deadlock's bound
@@ -26,9 +24,7 @@ HASH_PATIENCE_S = 30  # how long the held-back hash waits for a forward pass bef
 @pytest.fixture(scope="module")
 def shard(tmp_path_factory, corpus_texts):
     folder = tmp_path_factory.mktemp("shard")
-    write_table(pa.table({"sentence_id": np.arange(len(corpus_texts)), "text": corpus_texts}), folder / "s.parquet")
-    write_shards(folder / "s.parquet", [folder / "shard.parquet"], chunk_sentences=16)
-    return folder / "shard.parquet"
+    return shard_of(folder, corpus_texts)
 
 
 def settings_for(model_dir: str, **options) -> ExtractionSettings:

@@ -74,8 +74,8 @@ NO_SUCH_ARCHIVE = {"archive": "m.zip", "sha256": {"model.safetensors": "0" * 64}
         ({"shards": "eight"}, "ctxvar error: shards: 'eight' is not a whole number"),
         ({"shards": 2.0}, "ctxvar error: shards: 2.0 is not a whole number"),
         (
-            {"chunk_sentences": 2**63},
-            "ctxvar error: chunk_sentences: 9223372036854775808 is greater than the maximum of 1000000000",
+            {"shards": 2**63},
+            "ctxvar error: shards: 9223372036854775808 is greater than the maximum of 10000",
         ),
         (
             {"analysis": {"min_log10_n": 4, "max_log10_n": 2}},
@@ -473,7 +473,7 @@ def test_a_corpus_too_small_for_fig1_still_gives_every_core_output(tmp_path):
 def test_a_model_whose_every_sentence_is_too_long_fails_its_merge_and_nothing_after_it(tmp_path):
     """tokens.long_sentences: skip with every sentence longer than the model's positions: one line from the
     model's final merge, and no later step runs on empty sums (geometry_statistics raised LinAlgError)."""
-    config = {**copy.deepcopy(DEMO), "shards": 2, "chunk_sentences": 16, "device": "cpu"}
+    config = {**copy.deepcopy(DEMO), "shards": 2, "device": "cpu"}
     # sentences of ~50 words (at least 6 with near certainty) cannot fit 8 positions with [CLS] and [SEP]
     config["corpus"]["synthetic"] = {**config["corpus"]["synthetic"], "n_sentences": 60, "mean_words": 50}
     config["models"] = [
