@@ -1,8 +1,11 @@
-"""Resource estimates for extraction jobs: from the shard and the model's shape, before the run."""
+"""Resource estimates for extraction jobs (from the shard and the model's shape, before the run) and checks of
+the resources a user sets."""
 
 import pyarrow as pa
+import pytest
 
 from ctxvar import resources
+from ctxvar.errors import ConfigError
 from ctxvar.io import write_table
 
 
@@ -46,3 +49,24 @@ def test_bert_base_shard_of_the_paper_fits_a_common_node():
 
 def test_a_shard_not_written_yet_gets_a_default_estimate(tmp_path):
     assert resources.shard_tokens(tmp_path / "later.parquet") == resources.UNKNOWN_SHARD_TOKENS
+
+
+@pytest.mark.parametrize(
+    "rule, name, value, message",
+    [
+        ("extract_statistics", "max_state_mb", "0.4", "so this would be 0; give whole megabytes"),
+        ("extract_statistics", "max_state_mb", "1.5", "so this would be 2; give whole megabytes"),
+        ("extract_statistics", "max_state_mb", "nan", "give whole megabytes"),
+        ("collect_pca_points", "batch_tokens", "0", "give a whole number of padded tokens"),
+        ("extract_statistics", "batch_tokens", "512.5", "so this would be 512; give a whole number of padded tokens"),
+    ],
+)
+def test_a_resource_snakemake_would_round_is_refused_at_start_up(rule, name, value, message):
+    """Snakemake rounds resources to whole numbers: max_state_mb=0.4 became 0, the default (no cap on a CPU),
+    without a word."""
+    with pytest.raises(ConfigError, match=f"^--set-resources {rule}:{name}={value}: .*{message}") as error:
+        resources.check_set_resources({rule: {name: value, "mem_mb": "2.5"}})
+    assert "\n" not in str(error.value)
+    resources.check_set_resources({rule: {name: "2", "mem_mb": "2.5"}})  # whole numbers pass; others' are Snakemake's
+    resources.check_set_resources({rule: {name: 0 if name == "max_state_mb" else 4096}})  # as a profile gives them
+    resources.check_set_resources({rule: {name: "min(4000, 2 * input.size_mb)"}})  # expressions, evaluated per job

@@ -56,6 +56,19 @@ def test_default_profile_is_picked_up_without_flags(tmp_path):
     )
 
 
+def test_a_max_state_mb_that_snakemake_would_round_to_no_cap_stops_at_start_up(tmp_path):
+    """Whole megabytes are honoured on every device (docs/troubleshooting.md); 0.4 became 0, no cap, silently."""
+    run = snakemake(tmp_path, DEMO, "-n", "--set-resources", "extract_statistics:max_state_mb=0.4")
+    assert run.returncode == 1
+    assert [line for line in run.stderr.splitlines() if line.startswith("ctxvar error:")] == [
+        "ctxvar error: --set-resources extract_statistics:max_state_mb=0.4: Snakemake rounds resources to whole "
+        "numbers, so this would be 0; give whole megabytes (0: the default budget, no cap on a CPU)"
+    ]
+    assert "Traceback" not in run.stderr
+    honoured = snakemake(tmp_path, DEMO, "-n", "--set-resources", "extract_statistics:max_state_mb=3")
+    assert honoured.returncode == 0 and "max_state_mb=3" in honoured.stdout
+
+
 @pytest.mark.parametrize("device, gpus", [("cuda", 1), ("cpu", 0)])
 def test_extraction_asks_for_a_gpu_only_on_cuda(tmp_path, device, gpus):
     run = snakemake(tmp_path, {**DEMO, "device": device}, "-n", "results/demo/partials/tiny-bert/0.parquet")

@@ -1,4 +1,5 @@
-"""Resource estimates for extraction jobs, from what is known before they run.
+"""Resource estimates for extraction jobs, from what is known before they run; checks of the resources a
+user sets.
 
 Known before a job: its shard's word count (corpus rules write it) and the
 model's shape (the entry's sizes for ``init: random``, else ``config.json`` from
@@ -8,13 +9,14 @@ guesses. Estimates are deliberately generous; a retry doubles them.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
 from ctxvar.config import gaussian_spec, random_spec, revision_of
-from ctxvar.errors import CtxvarError
+from ctxvar.errors import ConfigError, CtxvarError
 from ctxvar.io import read_table
 from ctxvar.models import hub
 
@@ -86,3 +88,32 @@ def extraction_runtime_min(tokens: int, shape: ModelShape, gpu: bool, threads: i
     flops_per_second = GPU_FLOPS if gpu else CPU_FLOPS_PER_THREAD * max(threads, 1)
     minutes = 3 * 2 * shape.parameters * tokens / flops_per_second / 60 + 10
     return int(minutes * 2 ** (attempt - 1))
+
+
+# ctxvar's own job resources: (minimum, what a value is), each a whole number, as Snakemake rounds others.
+WHOLE_RESOURCES = {
+    "max_state_mb": (0, "whole megabytes (0: the default budget, no cap on a CPU)"),
+    "batch_tokens": (1, "a whole number of padded tokens per forward pass, 1 or more"),
+}
+
+
+def check_set_resources(settings: dict[str, dict]) -> None:
+    """Raise :class:`ConfigError` for a ``set-resources`` value (command line or profile) of
+    :data:`WHOLE_RESOURCES` that Snakemake would change without a word: it rounds a fraction to a whole number,
+    so ``max_state_mb=0.4`` became 0, the default (no cap on a CPU). ``settings``: ``{rule: {resource: value
+    as written}}``; an expression (``min(4000, 2 * input.size_mb)``), evaluated per job, passes."""
+    for rule, values in settings.items():
+        for name in sorted(WHOLE_RESOURCES.keys() & set(values)):
+            minimum, what = WHOLE_RESOURCES[name]
+            try:
+                number = float(str(values[name]))
+            except ValueError:
+                continue  # an expression, evaluated per job
+            if math.isfinite(number) and number >= minimum and number == int(number):
+                continue
+            rounded = (
+                f"Snakemake rounds resources to whole numbers, so this would be {round(number)}; "
+                if math.isfinite(number) and number >= minimum
+                else ""
+            )
+            raise ConfigError(f"--set-resources {rule}:{name}={values[name]}: {rounded}give {what}")

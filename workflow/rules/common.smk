@@ -6,6 +6,7 @@ import sys
 from snakemake.utils import validate
 
 from ctxvar import resources as estimates
+from ctxvar.resources import check_set_resources
 from ctxvar.config import (
     built_in_run,
     check_config,
@@ -37,12 +38,22 @@ from ctxvar.errors import CtxvarError
 from ctxvar.extraction.batching import BATCH_TOKENS
 from ctxvar.corpus.shards import start_up_warning
 
+
+def set_resources(overwrite_resources):
+    """``{rule: {resource: value as written}}`` of --set-resources and the profile's set-resources."""
+    return {
+        rule_name: {name: getattr(values[name], "raw", values[name]) for name in values}
+        for rule_name, values in overwrite_resources.items()
+    }
+
+
 try:  # the whole config contract, before any job: one line and exit status 1 for the first violation
     CONFIG_FILES = {path: load_config_file(path) for path in map(str, workflow.configfiles)}  # refuses duplicate keys
     check_study_named(config, [str(path) for path in workflow.overwrite_configfiles], workflow.basedir)
     check_schema(config)  # the schema ctxvar.config loaded already (workflow/schemas/ links to it)
     validate(config, "../schemas/config.schema.yaml")  # fills in the schema's defaults
     check_config(config)
+    check_set_resources(set_resources(workflow.resource_settings.overwrite_resources))
     RUN = run_name(
         config,
         {str(path): CONFIG_FILES[str(path)] for path in workflow.overwrite_configfiles},

@@ -16,7 +16,7 @@ rule extract_statistics:
         mem_mb=extraction_mem_mb,  # estimated from the shard's words and the model's shape
         runtime=extraction_runtime,
         batch_tokens=BATCH_TOKENS,  # padded tokens per forward pass; override in a profile's set-resources
-        max_state_mb=0,  # cap on the sums' device memory; 0: half the GPU's memory (no cap on CPU)
+        max_state_mb=0,  # cap on the sums' memory, whole MB, any device; 0: what the GPU has left (no cap on CPU)
     params:
         model=model_entry,
         source=model_source,

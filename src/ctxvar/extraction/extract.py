@@ -53,7 +53,9 @@ class ExtractionSettings:
     merge_markers: bool = True
     long_sentences: str = "skip"  # skip | split | error
     batch_tokens: int = BATCH_TOKENS
-    max_state_mb: float = 0  # cap on the device state of the sums; 0: the GPU's free memory less one batch (budget.py)
+    max_state_mb: float = (
+        0  # cap on the sums' memory, any device; 0: the GPU's free memory less one batch (budget.py), no cap on CPU
+    )
     geometry: GeometryOptions = field(default_factory=lambda: NO_GEOMETRY)  # sums beyond n, Σx, Σ‖x‖²
     sample_seed: int = 0  # seed of the sample's position hash (geometry.seed)
     threads: int | None = None  # CPU threads for torch; None keeps torch's default

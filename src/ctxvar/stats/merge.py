@@ -203,12 +203,13 @@ def check_has_tokens(metadata: dict) -> None:
     statistic would be undefined (0/0), so its final merge stops instead of handing NaN to later steps."""
     if metadata["n_tokens"]:
         return
-    model, skipped, positions = metadata["model_id"], metadata["n_skipped_too_long"], metadata.get("max_positions")
+    model, skipped, limit = metadata["model_id"], metadata["n_skipped_too_long"], metadata.get("max_positions")
     if skipped:
+        positions = f"its {limit} positions" if limit else "its positions"
         raise StatisticsError(
-            f"model {model!r}: every one of the corpus's {skipped} sentences is longer than its "
-            f"{positions or ''} positions and was skipped (tokens.long_sentences: skip), so it has no token to "
-            "analyse; lower corpus.max_words or set tokens.long_sentences: split"
+            f"model {model!r}: every one of the corpus's {skipped} sentences is longer than {positions} and was "
+            "skipped (tokens.long_sentences: skip), so it has no token to analyse; lower corpus.max_words or set "
+            "tokens.long_sentences: split"
         )
     raise StatisticsError(
         f"model {model!r}: its shards {metadata['shards']} hold no sentence, so it has no token to analyse; "
