@@ -155,7 +155,19 @@ def test_the_demo_ends_by_saying_where_its_results_are(demo_run):
     assert block["figures"].startswith("figures/ (all models), <model>/figures/")
     folder = re.fullmatch(r'import ctxvar; ctxvar\.load_results\("(.+)"\)', block["notebook"]).group(1)
     assert len(ctxvar.load_results(folder).models) == N_MODELS
-    assert len(after) <= 5 and max(map(len, after)) <= 100, after  # Snakemake's log path and elapsed time
+    # after it, only Snakemake's two closing lines (its log's path and the elapsed time)
+    assert [line.split(":")[0] for line in after] == ["Complete log(s)", "Elapsed time"], after
+    assert max(len(line.replace(str(workdir), "")) for line in after) <= 100, after
+
+
+def test_the_readme_quotes_the_demos_corpus_and_job_count(demo_run):
+    workdir, run = demo_run
+    readme = " ".join((REPO / "README.md").read_text().split())
+    (sentences,) = re.findall(r"Zipf corpus \(([\d,]+) sentences\)", readme)
+    counts = json.loads((workdir / "results" / "demo" / "corpus" / "counts.json").read_text())
+    assert int(sentences.replace(",", "")) == counts["rows_in_source"]
+    ((jobs, shards),) = re.findall(r"(\d+) jobs over (\d+) shards", readme)
+    assert f"{jobs} of {jobs} steps (100%) done" in run.stderr and int(shards) == DEMO["shards"]
 
 
 def test_every_model_output_records_its_provenance(demo):

@@ -1,0 +1,148 @@
+"""Real-model tier: the README's quick start, run as the README says, and every number the README quotes from it
+checked against the files it writes; and its closing lines, which say where the results are."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import pandas as pd
+import pytest
+
+import ctxvar
+from ctxvar.config import load_config_file, models_by_id
+from ctxvar.errors import ModelLoadError
+from ctxvar.models.archive import archive_path
+
+from workflow_runs import REPO, end_of_run, snakemake
+
+pytestmark = pytest.mark.real_model
+
+MINILM = "all-MiniLM-L6-v2"
+README = " ".join((REPO / "README.md").read_text().split())  # one line: quoted sentences wrap anywhere
+FIGURES_DOC = " ".join((REPO / "docs" / "figures.md").read_text().split())
+
+
+@pytest.fixture(scope="module")
+def quick_start(tmp_path_factory):
+    """``(run folder, finished process)`` of ``snakemake --cores 2 --configfile config/minilm.yaml``."""
+    entry = models_by_id(load_config_file(REPO / "config" / "minilm.yaml"))[MINILM]
+    try:
+        archive_path(entry)
+    except ModelLoadError as error:
+        pytest.skip(f"{error} (CI installs it with the test extra)")
+    workdir = tmp_path_factory.mktemp("quick-start")
+    run = snakemake(workdir, REPO / "config" / "minilm.yaml")
+    assert run.returncode == 0, run.stderr[-3000:]
+    return workdir / "results" / "minilm", run
+
+
+def quoted(pattern: str, text: str = README) -> tuple[str, ...]:
+    """The groups of ``pattern`` in ``text`` (the README's), which must quote it once."""
+    found = re.findall(pattern, text)
+    assert len(found) == 1, f"the document should quote {pattern!r} once, found {found}"
+    return found[0] if isinstance(found[0], tuple) else (found[0],)
+
+
+def number(text: str) -> float:
+    return float(text.replace(",", "").replace("−", "-").lstrip("+"))
+
+
+def agrees(text: str, value: float) -> bool:
+    """Whether ``value`` rounds to ``text`` as quoted (to its last digit)."""
+    decimals = len(text.split(".")[1]) if "." in text else 0
+    return abs(number(text) - value) <= 0.5 * 10**-decimals + 1e-12
+
+
+@pytest.fixture(scope="module")
+def layers(quick_start):
+    folder = quick_start[0]
+    return {model: pd.read_csv(folder / model / "layers.csv").set_index("layer") for model in (MINILM, "gaussian-null")}
+
+
+def test_the_corpus_and_job_counts_the_readme_quotes(quick_start):
+    folder, run = quick_start
+    sentences, tokens, python = quoted(r"\): ([\d,]+) sentences, about ([\d,]+) tokens with Python (\d+\.\d+)")
+    if python != f"{sys.version_info.major}.{sys.version_info.minor}":
+        pytest.skip(f"the README quotes the text of Python {python}'s documentation (this is {sys.version})")
+    assert number(sentences) == json.loads((folder / "corpus" / "counts.json").read_text())["sentences"]
+    models = pd.read_csv(folder / "summary" / "models.csv").set_index("model")
+    assert abs(number(tokens) - models.loc[MINILM, "n_tokens"]) < 500  # "about", to the thousand
+    (jobs,) = quoted(r"No network is needed: (\d+) jobs")
+    assert f"{jobs} of {jobs} steps (100%) done" in run.stderr
+
+
+def test_the_layer_statistics_the_readme_quotes(quick_start, layers):
+    if quoted(r"with Python (\d+\.\d+) \(")[0] != f"{sys.version_info.major}.{sys.version_info.minor}":
+        pytest.skip("the README quotes another Python version's documentation")
+    minilm, null = layers[MINILM], layers["gaussian-null"]
+    types, cv, slope, r2 = quoted(
+        r"at layer 2 the C\.V\. of Q\(X_t\) over the ([\d,]+) types with 10 ≤ n_t is ([\d.]+), and V on M has "
+        r"slope ([−\d.]+) with R² ([\d.]+)"
+    )
+    row = minilm.loc[2]
+    assert number(types) == row["n_types"] and agrees(cv, row["cv_Q"])
+    assert agrees(slope, row["slope_VM"]) and agrees(r2, row["r2_VM"])
+    share = minilm["M"] / minilm["Q"]
+    first, peak, peak_layer, last = quoted(
+        r"M\(X\)/Q\(X\) grows from ([\d.]+) at the embeddings to ([\d.]+) at layer (\d+), and falls back to "
+        r"([\d.]+) at the last"
+    )
+    assert agrees(first, share.iloc[0]) and agrees(last, share.iloc[-1])
+    assert int(peak_layer) == share.idxmax() and agrees(peak, share.max())
+    slope, r2 = quoted(r"at the last layer it breaks \(slope ([+−\d.]+), R² ([\d.]+)\)")
+    assert agrees(slope, minilm["slope_VM"].iloc[-1]) and agrees(r2, minilm["r2_VM"].iloc[-1])
+    slope, r2 = quoted(r"The Gaussian null gets slope ([−\d.]+) and R² ([\d.]+)")
+    assert agrees(slope, null["slope_VM"].iloc[-1]) and agrees(r2, null["r2_VM"].iloc[-1])
+
+
+def test_the_layer_statistics_docs_figures_quotes(quick_start, layers):
+    """docs/figures.md's reading of the quick start, from the same files."""
+    if quoted(r"with Python (\d+\.\d+) \(")[0] != f"{sys.version_info.major}.{sys.version_info.minor}":
+        pytest.skip("the docs quote another Python version's documentation")
+    minilm = layers[MINILM]
+    within = minilm["V_W"] / minilm["Q"]
+    first, mid, mid_layer, last, dip, dip_layer = quoted(
+        r"V_W\(X\)/Q\(X\) grows from ([\d.]+) to ([\d.]+) at layer (\d+) and ([\d.]+) at the last layer, with a dip "
+        r"to ([\d.]+) at layer (\d+)",
+        FIGURES_DOC,
+    )
+    assert agrees(first, within.iloc[0]) and agrees(last, within.iloc[-1])
+    assert agrees(mid, within.loc[int(mid_layer)]) and agrees(dip, within.loc[int(dip_layer)])
+    cv, slope, r2, share = quoted(
+        r"at the last layer it breaks: C\.V\. ([\d.]+), slope ([+−\d.]+), R² ([\d.]+), and M\(X\)/Q\(X\) falls back "
+        r"to ([\d.]+)",
+        FIGURES_DOC,
+    )
+    row = minilm.iloc[-1]
+    assert agrees(cv, row["cv_Q"]) and agrees(slope, row["slope_VM"]) and agrees(r2, row["r2_VM"])
+    assert agrees(share, row["M"] / row["Q"])
+    sentences, types = quoted(r"([\d,]+) sentences give ([\d,]+) filtered types", FIGURES_DOC)
+    assert number(types) == minilm.loc[2, "n_types"]
+    assert number(sentences) == json.loads((quick_start[0] / "corpus" / "counts.json").read_text())["sentences"]
+
+
+def test_the_zeroed_layernorm_dimensions_the_readme_quotes(quick_start):
+    from safetensors.numpy import load_file
+
+    count, width = quoted(r"γ ≈ 0 in (\w+) of its (\d+) dimensions")
+    weights = load_file(quick_start[0] / "models" / MINILM / "model.safetensors")
+    gamma = next(value for name, value in weights.items() if re.search(r"layer\.5\.output\.LayerNorm\.weight$", name))
+    zeroed = int(count) if count.isdigit() else ["one", "two", "three", "four", "five"].index(count) + 1
+    assert len(gamma) == int(width) and (abs(gamma) < 1e-6).sum() == zeroed
+
+
+def test_the_quick_start_ends_by_saying_where_its_results_are(quick_start):
+    folder, run = quick_start
+    block, after = end_of_run(run.stderr)
+    assert block["banner"].startswith("==== ctxvar: finished; results of run minilm ====")
+    assert block["run folder"] == f"{folder}/"
+    assert block["tables"] == "summary/ layers.csv, geometry.csv, models.csv"
+    assert block["per model"] == "<model>/ tokens.parquet, layers.csv, geometry.csv, figures/ (2 models)"
+    assert "--configfile" in block["report"] and block["report"].endswith(f"--report {folder}/report.html")
+    loaded = ctxvar.load_results(re.fullmatch(r'import ctxvar; ctxvar\.load_results\("(.+)"\)', block["notebook"])[1])
+    assert list(loaded.models["model"]) == [MINILM, "gaussian-null"]
+    # after it, only Snakemake's two closing lines (its log's path and the elapsed time)
+    assert [line.split(":")[0] for line in after] == ["Complete log(s)", "Elapsed time"], after
+    assert max(len(line.replace(str(folder.parents[1]), "")) for line in after) <= 100, after
