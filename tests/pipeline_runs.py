@@ -12,6 +12,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ctxvar.corpus.shards import write_shards
+from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.extract import ExtractionSettings, extract_shard
 from ctxvar.io import write_table
 from ctxvar.stats.layers import layers_table
@@ -28,8 +29,8 @@ def assert_sums_equal(got: pa.Table, expected: pa.Table) -> None:
     pd.testing.assert_frame_equal(got.to_pandas(), expected.to_pandas(), check_exact=False, rtol=1e-12)
 
 
-def run_pipeline(tmp, model_dir, texts, n_shards, model_id, batch_tokens=512, chunk_sentences=16):
-    """Shard, extract, merge; return (tokens DataFrame, layers DataFrame, stats path)."""
+def run_pipeline(tmp, model_dir, texts, n_shards, model_id, batch_tokens=512, chunk_sentences=16, cosine=False):
+    """Shard, extract (with Σ x/‖x‖ if ``cosine``), merge; return (tokens DataFrame, layers DataFrame, stats path)."""
     write_table(pa.table({"sentence_id": np.arange(len(texts)), "text": texts}), tmp / "sentences.parquet")
     shards = [tmp / f"shard{i}.parquet" for i in range(n_shards)]
     write_shards(tmp / "sentences.parquet", shards, chunk_sentences=chunk_sentences)
@@ -43,6 +44,7 @@ def run_pipeline(tmp, model_dir, texts, n_shards, model_id, batch_tokens=512, ch
             shard=i,
             progress=False,
             config_hash="test",
+            geometry=GeometryOptions(cosine=cosine),
         )
         extract_shard(shard, tmp / f"partial{i}.parquet", settings)
         partials.append(tmp / f"partial{i}.parquet")
