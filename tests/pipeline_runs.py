@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ctxvar.corpus.shards import split_corpus
-from ctxvar.extraction.accumulator import NO_GEOMETRY, GeometryOptions
+from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.extract import ExtractionSettings, extract_shard
 from ctxvar.io import write_table
 from ctxvar.stats.layers import layers_table
@@ -29,9 +29,10 @@ def assert_sums_equal(got: pa.Table, expected: pa.Table) -> None:
     pd.testing.assert_frame_equal(got.to_pandas(), expected.to_pandas(), check_exact=False, rtol=1e-12)
 
 
-def run_pipeline(tmp, model_dir, texts, n_shards, model_id, batch_tokens=512, sample_size=0):
-    """Shard (batches planned with ``batch_tokens``), extract, merge; return (tokens DataFrame, layers DataFrame,
-    stats path). With ``sample_size``, the TwoNN sample of that size too, merged into ``tmp / "sample.parquet"``."""
+def run_pipeline(tmp, model_dir, texts, n_shards, model_id, batch_tokens=512, sample_size=0, cosine=False):
+    """Shard (batches planned with ``batch_tokens``), extract (with Σ x/‖x‖ if ``cosine``), merge; return (tokens
+    DataFrame, layers DataFrame, stats path). With ``sample_size``, the TwoNN sample of that size too, merged into
+    ``tmp / "sample.parquet"``."""
     write_table(pa.table({"sentence_id": np.arange(len(texts)), "text": texts}), tmp / "sentences.parquet")
     shards = [tmp / f"shard{i}.parquet" for i in range(n_shards)]
     split_corpus(tmp / "sentences.parquet", shards, {"id": model_id}, str(model_dir), batch_tokens)
@@ -42,7 +43,7 @@ def run_pipeline(tmp, model_dir, texts, n_shards, model_id, batch_tokens=512, sa
             source=str(model_dir),
             device=TEST_DEVICE,
             batch_tokens=batch_tokens,
-            geometry=GeometryOptions(sample_size=sample_size) if sample_size else NO_GEOMETRY,
+            geometry=GeometryOptions(cosine=cosine, sample_size=sample_size),
             shard=i,
             progress=False,
             config_hash="test",

@@ -27,6 +27,7 @@ from ctxvar.io import read_metadata, write_csv
 from ctxvar.models import loading as models
 from ctxvar.models.random_init import build_random_model
 from ctxvar.stats.merge import merge_partials
+from ctxvar.stats.sums import SumsFile
 from ctxvar.versions import device_name
 
 from oracle import assert_tokens_match, brute_force_tokens
@@ -116,6 +117,30 @@ def test_every_shard_works_and_results_are_the_same_for_1_3_and_8_shards(tmp_pat
         assert tokens[["layer", "token", "n"]].equals(one[["layer", "token", "n"]])
         for column in ("Q", "M", "V"):
             np.testing.assert_allclose(tokens[column], one[column], rtol=1e-12, atol=1e-12 * one["Q"].max())
+
+
+def test_merged_sums_over_1_3_and_8_shards_are_bitwise_equal_where_float64_adds_exactly(
+    tmp_path, tiny_models, corpus_texts
+):
+    """Every sentence's hidden states are the same bits whatever the sharding (chunks are never split), so n and Σx,
+    sums of float32 values that float64 adds exactly here, are bitwise the same for 1, 3 and 8 shards, through
+    each shard's partial file and the merge. Σ‖x‖² and Σ x/‖x‖ add float64 values that were rounded (‖x‖², 1/‖x‖),
+    so their sums depend on how shards group the additions, by float64 rounding only."""
+    merged = {}
+    for shards in (1, 3, 8):
+        (tmp_path / str(shards)).mkdir()
+        stats = run_pipeline(
+            tmp_path / str(shards), tiny_models["bert"], corpus_texts, shards, "tiny-bert", cosine=True
+        )[2]
+        merged[shards] = SumsFile(stats)
+    for layer in range(merged[1].n_layers):
+        one = merged[1].layer(layer)
+        for shards in (3, 8):
+            other = merged[shards].layer(layer)
+            assert np.array_equal(other.types, one.types) and np.array_equal(other.count, one.count)
+            assert other.sum.tobytes() == one.sum.tobytes(), f"Σx of layer {layer} differs with {shards} shards"
+            np.testing.assert_allclose(other.sum_sq, one.sum_sq, rtol=1e-14)
+            np.testing.assert_allclose(other.sum_unit, one.sum_unit, rtol=0, atol=1e-14 * one.count.max())
 
 
 def test_merge_is_bitwise_independent_of_input_order(tmp_path, four_shards):

@@ -1,6 +1,6 @@
 """Disk: the bytes a run's sums will take, checked against the free space before extraction runs.
 
-Sizes are upper bounds, uncompressed. With ``keep_partials: false`` (the
+Sizes are upper bounds; the files are not compressed (see :mod:`ctxvar.stats.sums`). With ``keep_partials: false`` (the
 default) each model's partials are deleted once merged, so the peak is the
 merged files plus the partials of the models in flight: a run that cannot fit
 even one model at a time fails at start; one that cannot fit every partial at
@@ -11,7 +11,7 @@ with L hidden states of width d and a vocabulary of V entries, the shard holds
 U ≤ min(V, N) types and
 
     partial sums      U · L · (8 · (d + 2) + 24)     (+ U · L · 8d with geometry.cosine)
-    moments           L · 8 · (d² + d + 2)           (geometry.covariance)
+    moments           L · d · (8d + 18)              (geometry.covariance)
     sample            L · min(k, N) · (4d + 48)      (geometry.twonn)
 
 The merged files are the same with N the whole corpus, plus tokens.parquet
@@ -42,7 +42,7 @@ def sums_bytes(tokens: int, shape: ModelShape, geometry: dict) -> int:
     if geometry["cosine"]:
         total += types * shape.n_layers * 8 * shape.d
     if geometry["covariance"]:
-        total += shape.n_layers * 8 * (shape.d**2 + shape.d + 2)
+        total += shape.n_layers * shape.d * (8 * shape.d + 18)  # d rows per layer: Σxxᵀ's row, Σx's entry, N, layer
     if geometry["twonn"]:
         total += shape.n_layers * min(geometry["sample_size"], tokens) * (4 * shape.d + 48)
     return total

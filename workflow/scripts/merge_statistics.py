@@ -5,7 +5,7 @@ from ctxvar.stats.merge import merge_job, run_io
 # Both merge rules: a step of the running merge writes sums and its I/O record; the model's last merge also
 # tokens and run.json, with the I/O of all the model's merges.
 with job_log(snakemake.log[0]):
-    outputs = {name: path for name, path in snakemake.output.items() if name not in ("run", "io")}
+    outputs = {name: path for name, path in snakemake.output.items() if name not in ("run", "io", "io_checksum")}
     before = read_json(snakemake.input.io[0]) if snakemake.input.get("io") else None
     run, io = merge_job(dict(snakemake.input.items()), outputs, snakemake.params.config_hash, before)
     if "io" in snakemake.output.keys():
