@@ -45,6 +45,7 @@ def synthetic_partials(
             "merge_markers": True,
             "config_hash": "bench",
             "shard": shard,
+            "n_tokens": int(count.sum()),  # a merge of no token stops (merge.check_has_tokens)
         }
         path = f"{folder}/partial{shard}.parquet"
         write_sums(path, layers(), d, metadata)

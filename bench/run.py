@@ -1,6 +1,6 @@
 """Benchmark of the extraction and the merge; writes report.md and results.csv.
 
-    python bench/run.py --quick            # a few minutes on a 2-core CPU
+    python bench/run.py --quick            # tiny shapes under the same names: checks the script, measures little
     python bench/run.py                    # CPU: 3 rounds on ≈ 30 k tokens, bert-base-scale merge (≈ 25 min)
     python bench/run.py --large            # CPU: bert-base on a 200 k-token shard, (a) and (b) only (≈ 15 min)
     python bench/run.py --device cuda      # GPU: bert-base, gpt2-medium and a 1.2B-parameter GPT-2
@@ -62,10 +62,12 @@ EXTRACTION_STEPS = (
     "(e) extraction bf16",
     "(e) forward bf16",
 )
+QUICK_SHAPE = {"hidden_size": 64, "num_layers": 2, "num_heads": 2, "intermediate_size": 128}
 MODES = {
-    "quick": {
+    "quick": {  # bf16 matmuls on a CPU without bf16 units run at a small fraction of fp32's: real shapes take hours
         "sentences": 120,
         "archs": ["bert-base", "gpt2"],
+        "shape": QUICK_SHAPE,
         "rounds": 1,
         "merge": (3000, 2000, 13, 128, [1, 2, 4, 8]),
     },
@@ -120,11 +122,14 @@ def write_corpus(folder: Path, n_sentences: int, seed: int = 0) -> Path:
     return folder / "shard.parquet"
 
 
-def extraction_rows(name: str, folder: Path, device: str, rounds: int, wanted=EXTRACTION_STEPS) -> list[dict]:
-    """Per round, each of the ``wanted`` steps in a fresh process, in turn, with the round's ratios."""
+def extraction_rows(
+    name: str, folder: Path, device: str, rounds: int, wanted=EXTRACTION_STEPS, shape: dict | None = None
+) -> list[dict]:
+    """Per round, each of the ``wanted`` steps in a fresh process, in turn, with the round's ratios; ``shape``
+    (hidden size, layers, heads, intermediate size) replaces the architecture's published one."""
     model_dir = folder / name
     texts = pd.read_parquet(folder / "sentences.parquet")["text"].tolist()
-    build_random_model({"id": name, **ARCHS[name], "vocab_size": 8000, "seed": 0}, texts, model_dir)
+    build_random_model({"id": name, **ARCHS[name], **(shape or {}), "vocab_size": 8000, "seed": 0}, texts, model_dir)
     model_dir, shard = str(model_dir), str(folder / "shard.parquet")
     partial = {stem: str(folder / f"{name}-{stem}.parquet") for stem in ("fp32", "geometry", "bf16", "reference")}
     calls = {
@@ -280,6 +285,11 @@ def report(
         f"{time.strftime('%Y-%m-%d')}, {cpu}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, "
         f"device {device}{' (' + torch.cuda.get_device_name() + ')' if device == 'cuda' else ''}; ran {seconds:.0f} s.",
         "",
+        *(
+            [f"--quick: every model has the tiny shape {QUICK_SHAPE}, not its own; the run checks the script.", ""]
+            if mode == "quick"
+            else []
+        ),
         "## Extraction: (a) forward, (b) our job less model loading, (c) reference-style loop, (e) bf16",
         "",
         markdown(summary(extraction)),
@@ -313,7 +323,9 @@ def report(
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="small corpus and merge, one round: a few minutes")
+    size.add_argument(
+        "--quick", action="store_true", help="tiny shapes, small corpus and merge, one round: checks the script"
+    )
     size.add_argument("--large", action="store_true", help="bert-base on a ≥ 200 k-token shard: (a), (b), (b)+geometry")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--models", nargs="+", choices=list(ARCHS), help="architectures to run (default: the mode's)")
@@ -328,7 +340,8 @@ def main(argv=None) -> None:
         extraction, precision, merging = [], [], []
         for name in args.models or spec["archs"]:
             wanted = spec.get("steps", EXTRACTION_STEPS)
-            extraction += extraction_rows(name, folder, args.device, args.rounds or spec["rounds"], wanted)
+            rounds = args.rounds or spec["rounds"]
+            extraction += extraction_rows(name, folder, args.device, rounds, wanted, spec.get("shape"))
             if "(e) extraction bf16" in wanted:
                 precision += precision_rows(name, folder)
         if spec["merge"] is not None:
