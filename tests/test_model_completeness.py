@@ -265,3 +265,68 @@ def test_a_config_that_is_json_but_not_an_object_is_named(tmp_path, tiny_models)
     model_dir = copy_model(tiny_models["bert"], tmp_path / "m")
     (model_dir / "config.json").write_text("[]")
     one_line_error(model_dir, "config.json is damaged \\(a JSON list, not an object\\)")
+
+
+@pytest.mark.parametrize("same_values", [True, False])
+def test_a_tensor_in_two_shard_files_is_refused_when_the_copies_differ(tmp_path, tiny_models, same_values):
+    model_dir = sharded(tiny_models, tmp_path / "m")
+    first, second = sorted(model_dir.glob("model-*.safetensors"))[:2]
+    held, other = load_file(first), load_file(second)
+    name = next(iter(held))
+    other[name] = held[name].clone() if same_values else held[name] * 2  # transformers would load this copy
+    save_file(other, second, metadata={"format": "pt"})
+    if same_values:
+        loading.load({"id": "m"}, str(model_dir), "float32", CPU)
+    else:
+        message = one_line_error(model_dir, "1 tensor\\(s\\) are in more than one weight file .* with other values")
+        assert f"{name} ({first.name}, {second.name})" in message
+
+
+def test_shard_files_without_their_index_are_named(tmp_path, tiny_models):
+    model_dir = sharded(tiny_models, tmp_path / "m")
+    (model_dir / "model.safetensors.index.json").unlink()
+    message = one_line_error(model_dir, "holds the shard files of a sharded checkpoint .* but not their index")
+    assert "trust_remote_code" not in message
+
+
+@pytest.mark.parametrize("index", [{"metadata": {}}, [], {"weight_map": ["model-00001-of-00005.safetensors"]}])
+def test_an_index_without_a_weight_map_is_named_damaged(tmp_path, tiny_models, index):
+    model_dir = sharded(tiny_models, tmp_path / "m")
+    (model_dir / "model.safetensors.index.json").write_text(json.dumps(index))
+    one_line_error(model_dir, "model.safetensors.index.json is damaged \\(its weight_map is not an object")
+
+
+@pytest.mark.parametrize("name", ["config.json", "tokenizer.json", "model.safetensors"])
+def test_a_link_to_a_missing_file_is_named(tmp_path, tiny_models, name):
+    model_dir = copy_model(tiny_models["bert"], tmp_path / "m")  # a Hub cache snapshot whose blob is gone
+    (model_dir / name).unlink()
+    (model_dir / name).symlink_to(tmp_path / "blobs" / "gone")
+    one_line_error(model_dir, f"{name} is damaged \\(a link to .*gone, which does not exist\\)")
+
+
+def test_a_tokenizer_config_without_a_vocabulary_is_one_line(tmp_path, tiny_models):
+    model_dir = copy_model(tiny_models["bert"], tmp_path / "m")
+    (model_dir / "tokenizer.json").unlink()
+    message = one_line_error(model_dir, "no tokenizer vocabulary in .* save the model's tokenizer with it")
+    assert "trust_remote_code" not in message
+
+
+def test_a_tokenizer_json_that_tokenizers_cannot_read_is_named(tmp_path, tiny_models):
+    model_dir = copy_model(tiny_models["bert"], tmp_path / "m")
+    (model_dir / "tokenizer.json").write_text(json.dumps({"version": "1.0", "model": {"type": "Nope"}}))
+    one_line_error(model_dir, "tokenizer.json is damaged \\(not a tokenizers file")
+
+
+def test_weights_holding_nan_in_float32_are_not_blamed_on_the_dtype(tmp_path, tiny_models, corpus_texts):
+    from ctxvar.errors import StatisticsError
+
+    model_dir = copy_model(tiny_models["bert"], tmp_path / "m")
+    weights = load_file(model_dir / "model.safetensors")
+    weights["encoder.layer.0.output.LayerNorm.weight"] = torch.full((32,), float("nan"))
+    save_file(weights, model_dir / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(
+        StatisticsError,
+        match="with dtype float32; .* the model's weights hold NaN or Inf, or values that overflow float32",
+    ) as error:
+        run_pipeline(tmp_path / "run", model_dir, corpus_texts[:20], 1, "m")
+    assert "use dtype: float32" not in str(error.value)

@@ -192,6 +192,11 @@ JSON_FILES = (
 )
 
 
+# The files a tokenizer of transformers reads its vocabulary from: the fast tokenizers' file, WordPiece's, BPE's,
+# SentencePiece's (spiece.model, tokenizer.model, sentencepiece.bpe.model).
+VOCABULARY_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "*.model", "tekken.json")
+
+
 def load_error(what: str, directory: str, cls, error: Exception) -> ModelLoadError:
     """One line for a model directory that ``cls.from_pretrained`` failed on, naming the damaged file if one is."""
     damaged = damaged_file(directory)
@@ -201,8 +206,13 @@ def load_error(what: str, directory: str, cls, error: Exception) -> ModelLoadErr
             "or save_pretrained it again)"
         )
     kind = cls.__name__[4:].lower()
-    if kind in ("config", "model") and not os.path.isfile(os.path.join(directory, "config.json")):
+    if not os.path.isfile(os.path.join(directory, "config.json")):
         return ModelLoadError(f"{what}: no config.json in {directory}; save the model there with save_pretrained")
+    if kind == "tokenizer" and not any(glob.glob(os.path.join(glob.escape(directory), p)) for p in VOCABULARY_FILES):
+        return ModelLoadError(
+            f"{what}: no tokenizer vocabulary in {directory} (none of {', '.join(VOCABULARY_FILES)}); save the "
+            "model's tokenizer with it (tokenizer.save_pretrained into the same directory)"
+        )
     if kind == "model" and not glob.glob(os.path.join(glob.escape(directory), "*.safetensors")):
         pickled = [
             name
@@ -227,11 +237,17 @@ def load_error(what: str, directory: str, cls, error: Exception) -> ModelLoadErr
 
 
 def damaged_file(directory: str) -> tuple[str, str] | None:
-    """``(path, reason)`` of the first file in a model directory that cannot be parsed: a JSON file (or one that
-    is not an object), or a safetensors file whose header is unreadable or does not cover the file (truncated);
-    None if all parse."""
+    """``(path, reason)`` of the first file in a model directory that cannot be parsed: a link to a missing file
+    (a Hub cache whose blob is gone), a JSON file (or one that is not an object), a tokenizer.json that the
+    tokenizers library cannot build from, or a safetensors file whose header is unreadable or does not cover the
+    file (truncated); None if all parse."""
     from safetensors import safe_open
+    from tokenizers import Tokenizer
 
+    for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else ():
+        path = os.path.join(directory, name)
+        if os.path.islink(path) and not os.path.exists(path):
+            return path, f"a link to {os.readlink(path)}, which does not exist"
     for name in JSON_FILES:
         path = os.path.join(directory, name)
         if os.path.isfile(path):
@@ -242,6 +258,12 @@ def damaged_file(directory: str) -> tuple[str, str] | None:
                 return path, f"not valid JSON: {first_line(error)}"
             if not isinstance(value, dict):
                 return path, f"a JSON {type(value).__name__}, not an object"
+    tokenizer_json = os.path.join(directory, "tokenizer.json")
+    if os.path.isfile(tokenizer_json):
+        try:
+            Tokenizer.from_file(tokenizer_json)
+        except Exception as error:  # tokenizers raises a bare Exception for a file it cannot build from
+            return tokenizer_json, f"not a tokenizers file: {first_line(error)}"
     for path in sorted(glob.glob(os.path.join(glob.escape(directory), "*.safetensors"))):
         try:
             with safe_open(path, "pt") as weights:
