@@ -99,6 +99,27 @@ def test_the_weights_hash_leaves_out_the_pooler_and_nothing_else(tiny_models):
     assert loading.weights_sha256(model) != before
 
 
+@pytest.mark.parametrize(
+    "setting, value", [("layer_norm_eps", 1e-3), ("hidden_act", "relu"), ("num_attention_heads", 4)]
+)
+def test_a_config_setting_that_no_tensor_shows_changes_the_config_hash(tmp_path, tiny_models, setting, value):
+    """The same tensors under another config.json give other hidden states, which weights_sha256 cannot see;
+    model_config_sha256 (in merge.MUST_MATCH, so partials of the two refuse to merge) does. Where the model sits
+    does not count."""
+    first, second = (copy_model(tiny_models["bert"], tmp_path / name) for name in ("a", "b"))
+    hashes = {}
+    for folder in (first, second):
+        _, model = loading.load({"id": "m"}, str(folder), "float32", CPU)
+        hashes[folder] = (loading.weights_sha256(model), loading.model_config_sha256(model.config))
+    assert hashes[first] == hashes[second]
+    config = json.loads((second / "config.json").read_text())
+    config[setting] = value
+    (second / "config.json").write_text(json.dumps(config))
+    _, model = loading.load({"id": "m"}, str(second), "float32", CPU)
+    assert loading.weights_sha256(model) == hashes[first][0]
+    assert loading.model_config_sha256(model.config) != hashes[first][1]
+
+
 def test_no_pooler_is_built_where_the_class_allows(tmp_path, tiny_models):
     _, model = loading.load({"id": "m"}, str(head_checkpoint(tiny_models, "bert", tmp_path / "m")), "float32", CPU)
     assert model.pooler is None and not any(name.startswith("pooler") for name, _ in model.named_parameters())

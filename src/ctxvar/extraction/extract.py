@@ -479,6 +479,7 @@ def model_metadata(settings: ExtractionSettings, job: ShardRun) -> dict:
         "d": job.d,
         "tokenizer_sha256": loading.tokenizer_sha256(job.tokenizer),
         "weights_sha256": job.weights_hash.result(),
+        "model_config_sha256": loading.model_config_sha256(job.model.config),
         "attn_implementation": getattr(job.model.config, "_attn_implementation", None),
         "merge_markers": settings.merge_markers,
         "geometry": {**asdict(settings.geometry), "seed": settings.sample_seed},

@@ -365,6 +365,23 @@ def _copy_stream(device: torch.device):
     return torch.cuda.stream(stream)
 
 
+# Keys of a model's config that do not change what it computes, or that the metadata holds on their own.
+CONFIG_KEYS_NOT_HASHED = ("transformers_version", "dtype", "torch_dtype")
+
+
+def model_config_sha256(config) -> str:
+    """SHA-256 of the model's configuration as loaded: ``config.to_dict()`` as JSON with sorted keys, less its
+    private keys (``_name_or_path``: where the model sits does not matter) and :data:`CONFIG_KEYS_NOT_HASHED`.
+    It covers what changes the hidden states without changing a tensor (model_type, attention heads,
+    layer_norm_eps, the activation), which :func:`weights_sha256` cannot see."""
+    settings = {
+        key: value
+        for key, value in config.to_dict().items()
+        if not key.startswith("_") and key not in CONFIG_KEYS_NOT_HASHED
+    }
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def tokenizer_sha256(tokenizer) -> str:
     """SHA-256 of the vocabulary (token → id), sorted."""
     vocab = sorted(tokenizer.get_vocab().items())
