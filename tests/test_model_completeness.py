@@ -351,3 +351,26 @@ def test_weights_holding_nan_in_float32_are_not_blamed_on_the_dtype(tmp_path, ti
     ) as error:
         run_pipeline(tmp_path / "run", model_dir, corpus_texts[:20], 1, "m")
     assert "use dtype: float32" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "change, remedy",
+    [
+        ({"model_type": None}, "its config.json names no model_type: save the model there with save_pretrained"),
+        ({"model_type": "blorp"}, "does not know model_type 'blorp': upgrade transformers, or set trust_remote_code"),
+        ({"num_attention_heads": 3}, "a value in its config.json is wrong (the error above names it)"),
+        (
+            {"model_type": "blorp", "auto_map": {"AutoModel": "modeling_x.XModel"}},
+            "names custom code, which runs only with trust_remote_code",
+        ),
+    ],
+)
+def test_a_config_json_transformers_cannot_build_from_gets_the_remedy_it_needs(tmp_path, tiny_models, change, remedy):
+    """Not every model that fails to build needs trust_remote_code: the line's remedy follows what config.json
+    says."""
+    model_dir = copy_model(tiny_models["bert"], tmp_path / "m")
+    config = json.loads((model_dir / "config.json").read_text())
+    config.update(change)
+    (model_dir / "config.json").write_text(json.dumps({k: v for k, v in config.items() if v is not None}))
+    message = one_line_error(model_dir, "has no loadable")
+    assert message.endswith(remedy) or remedy in message, message

@@ -232,8 +232,33 @@ def load_error(what: str, directory: str, cls, error: Exception) -> ModelLoadErr
     reason = first_line(error).split(" For details look at the", 1)[0]  # that report is in the job log
     return ModelLoadError(
         f"{what}: the directory has no loadable {kind} ({type(error).__name__}: {reason}); "
-        "custom code needs trust_remote_code: true"
+        + unloadable_remedy(directory)
     )
+
+
+def unloadable_remedy(directory: str) -> str:
+    """The remedy for a model whose config.json parses but that transformers still cannot build, by what
+    config.json says: custom code (``auto_map``), no or an unknown ``model_type``, else its values."""
+    from transformers import CONFIG_MAPPING, __version__
+
+    try:
+        with open(os.path.join(directory, "config.json"), encoding="utf-8") as handle:
+            config = json.load(handle)
+    except (OSError, ValueError):
+        config = None
+    if not isinstance(config, dict):
+        return "restore its config.json (download the model again, or save_pretrained it again)"
+    model_type = config.get("model_type")
+    if "auto_map" in config:
+        return "its config.json names custom code, which runs only with trust_remote_code: true (if you trust it)"
+    if not model_type:
+        return "its config.json names no model_type: save the model there with save_pretrained"
+    if model_type not in CONFIG_MAPPING:
+        return (
+            f"transformers {__version__} does not know model_type {model_type!r}: upgrade transformers, or set "
+            "trust_remote_code: true if the model ships its own code"
+        )
+    return "a value in its config.json is wrong (the error above names it): restore config.json"
 
 
 def damaged_file(directory: str) -> tuple[str, str] | None:
