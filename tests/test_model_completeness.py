@@ -374,3 +374,14 @@ def test_a_config_json_transformers_cannot_build_from_gets_the_remedy_it_needs(t
     (model_dir / "config.json").write_text(json.dumps({k: v for k, v in config.items() if v is not None}))
     message = one_line_error(model_dir, "has no loadable")
     assert message.endswith(remedy) or remedy in message, message
+
+
+def test_an_index_naming_a_weight_file_outside_the_folder_is_refused(tmp_path, tiny_models):
+    """The folder's fingerprint (what re-runs a changed model) covers the folder only."""
+    model_dir = sharded(tiny_models, tmp_path / "m")
+    index = json.loads((model_dir / "model.safetensors.index.json").read_text())
+    first = sorted(set(index["weight_map"].values()))[0]
+    shutil.move(model_dir / first, tmp_path / first)
+    index["weight_map"] = {k: f"../{first}" if v == first else v for k, v in index["weight_map"].items()}
+    (model_dir / "model.safetensors.index.json").write_text(json.dumps(index))
+    one_line_error(model_dir, f"names weight files outside the directory \\(\\.\\./{first}\\)")

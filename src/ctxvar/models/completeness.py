@@ -137,6 +137,12 @@ def check_checkpoint_files(directory: str, what: str) -> None:
             "(download the model again, or save_pretrained it again)"
         )
     shards = sorted(set(weight_map.values()))
+    elsewhere = [s for s in shards if os.path.basename(s) != s or s in (".", "..")]
+    if elsewhere:
+        raise ModelLoadError(
+            f"{what}: {index} names weight files outside the directory ({listed(elsewhere)}), whose changes would "
+            f"not re-run the model's jobs; {restore}"
+        )
     absent = [s for s in shards if not os.path.isfile(os.path.join(directory, s))]
     if absent:
         raise ModelLoadError(
