@@ -99,6 +99,27 @@ def test_the_weights_hash_leaves_out_the_pooler_and_nothing_else(tiny_models):
     assert loading.weights_sha256(model) != before
 
 
+@pytest.mark.parametrize(
+    "setting, value", [("layer_norm_eps", 1e-3), ("hidden_act", "relu"), ("num_attention_heads", 4)]
+)
+def test_a_config_setting_that_no_tensor_shows_changes_the_config_hash(tmp_path, tiny_models, setting, value):
+    """The same tensors under another config.json give other hidden states, which weights_sha256 cannot see;
+    model_config_sha256 (in merge.MUST_MATCH, so partials of the two refuse to merge) does. Where the model sits
+    does not count."""
+    first, second = (copy_model(tiny_models["bert"], tmp_path / name) for name in ("a", "b"))
+    hashes = {}
+    for folder in (first, second):
+        _, model = loading.load({"id": "m"}, str(folder), "float32", CPU)
+        hashes[folder] = (loading.weights_sha256(model), loading.model_config_sha256(model.config))
+    assert hashes[first] == hashes[second]
+    config = json.loads((second / "config.json").read_text())
+    config[setting] = value
+    (second / "config.json").write_text(json.dumps(config))
+    _, model = loading.load({"id": "m"}, str(second), "float32", CPU)
+    assert loading.weights_sha256(model) == hashes[first][0]
+    assert loading.model_config_sha256(model.config) != hashes[first][1]
+
+
 def test_no_pooler_is_built_where_the_class_allows(tmp_path, tiny_models):
     _, model = loading.load({"id": "m"}, str(head_checkpoint(tiny_models, "bert", tmp_path / "m")), "float32", CPU)
     assert model.pooler is None and not any(name.startswith("pooler") for name, _ in model.named_parameters())
@@ -265,3 +286,102 @@ def test_a_config_that_is_json_but_not_an_object_is_named(tmp_path, tiny_models)
     model_dir = copy_model(tiny_models["bert"], tmp_path / "m")
     (model_dir / "config.json").write_text("[]")
     one_line_error(model_dir, "config.json is damaged \\(a JSON list, not an object\\)")
+
+
+@pytest.mark.parametrize("same_values", [True, False])
+def test_a_tensor_in_two_shard_files_is_refused_when_the_copies_differ(tmp_path, tiny_models, same_values):
+    model_dir = sharded(tiny_models, tmp_path / "m")
+    first, second = sorted(model_dir.glob("model-*.safetensors"))[:2]
+    held, other = load_file(first), load_file(second)
+    name = next(iter(held))
+    other[name] = held[name].clone() if same_values else held[name] * 2  # transformers would load this copy
+    save_file(other, second, metadata={"format": "pt"})
+    if same_values:
+        loading.load({"id": "m"}, str(model_dir), "float32", CPU)
+    else:
+        message = one_line_error(model_dir, "1 tensor\\(s\\) are in more than one weight file .* with other values")
+        assert f"{name} ({first.name}, {second.name})" in message
+
+
+def test_shard_files_without_their_index_are_named(tmp_path, tiny_models):
+    model_dir = sharded(tiny_models, tmp_path / "m")
+    (model_dir / "model.safetensors.index.json").unlink()
+    message = one_line_error(model_dir, "holds the shard files of a sharded checkpoint .* but not their index")
+    assert "trust_remote_code" not in message
+
+
+@pytest.mark.parametrize("index", [{"metadata": {}}, [], {"weight_map": ["model-00001-of-00005.safetensors"]}])
+def test_an_index_without_a_weight_map_is_named_damaged(tmp_path, tiny_models, index):
+    model_dir = sharded(tiny_models, tmp_path / "m")
+    (model_dir / "model.safetensors.index.json").write_text(json.dumps(index))
+    one_line_error(model_dir, "model.safetensors.index.json is damaged \\(its weight_map is not an object")
+
+
+@pytest.mark.parametrize("name", ["config.json", "tokenizer.json", "model.safetensors"])
+def test_a_link_to_a_missing_file_is_named(tmp_path, tiny_models, name):
+    model_dir = copy_model(tiny_models["bert"], tmp_path / "m")  # a Hub cache snapshot whose blob is gone
+    (model_dir / name).unlink()
+    (model_dir / name).symlink_to(tmp_path / "blobs" / "gone")
+    one_line_error(model_dir, f"{name} is damaged \\(a link to .*gone, which does not exist\\)")
+
+
+def test_a_tokenizer_config_without_a_vocabulary_is_one_line(tmp_path, tiny_models):
+    model_dir = copy_model(tiny_models["bert"], tmp_path / "m")
+    (model_dir / "tokenizer.json").unlink()
+    message = one_line_error(model_dir, "no tokenizer vocabulary in .* save the model's tokenizer with it")
+    assert "trust_remote_code" not in message
+
+
+def test_a_tokenizer_json_that_tokenizers_cannot_read_is_named(tmp_path, tiny_models):
+    model_dir = copy_model(tiny_models["bert"], tmp_path / "m")
+    (model_dir / "tokenizer.json").write_text(json.dumps({"version": "1.0", "model": {"type": "Nope"}}))
+    one_line_error(model_dir, "tokenizer.json is damaged \\(not a tokenizers file")
+
+
+def test_weights_holding_nan_in_float32_are_not_blamed_on_the_dtype(tmp_path, tiny_models, corpus_texts):
+    from ctxvar.errors import StatisticsError
+
+    model_dir = copy_model(tiny_models["bert"], tmp_path / "m")
+    weights = load_file(model_dir / "model.safetensors")
+    weights["encoder.layer.0.output.LayerNorm.weight"] = torch.full((32,), float("nan"))
+    save_file(weights, model_dir / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(
+        StatisticsError,
+        match="with dtype float32; .* the model's weights hold NaN or Inf, or values that overflow float32",
+    ) as error:
+        run_pipeline(tmp_path / "run", model_dir, corpus_texts[:20], 1, "m")
+    assert "use dtype: float32" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "change, remedy",
+    [
+        ({"model_type": None}, "its config.json names no model_type: save the model there with save_pretrained"),
+        ({"model_type": "blorp"}, "does not know model_type 'blorp': upgrade transformers, or set trust_remote_code"),
+        ({"num_attention_heads": 3}, "a value in its config.json is wrong (the error above names it)"),
+        (
+            {"model_type": "blorp", "auto_map": {"AutoModel": "modeling_x.XModel"}},
+            "names custom code, which runs only with trust_remote_code",
+        ),
+    ],
+)
+def test_a_config_json_transformers_cannot_build_from_gets_the_remedy_it_needs(tmp_path, tiny_models, change, remedy):
+    """Not every model that fails to build needs trust_remote_code: the line's remedy follows what config.json
+    says."""
+    model_dir = copy_model(tiny_models["bert"], tmp_path / "m")
+    config = json.loads((model_dir / "config.json").read_text())
+    config.update(change)
+    (model_dir / "config.json").write_text(json.dumps({k: v for k, v in config.items() if v is not None}))
+    message = one_line_error(model_dir, "has no loadable")
+    assert message.endswith(remedy) or remedy in message, message
+
+
+def test_an_index_naming_a_weight_file_outside_the_folder_is_refused(tmp_path, tiny_models):
+    """The folder's fingerprint (what re-runs a changed model) covers the folder only."""
+    model_dir = sharded(tiny_models, tmp_path / "m")
+    index = json.loads((model_dir / "model.safetensors.index.json").read_text())
+    first = sorted(set(index["weight_map"].values()))[0]
+    shutil.move(model_dir / first, tmp_path / first)
+    index["weight_map"] = {k: f"../{first}" if v == first else v for k, v in index["weight_map"].items()}
+    (model_dir / "model.safetensors.index.json").write_text(json.dumps(index))
+    one_line_error(model_dir, f"names weight files outside the directory \\(\\.\\./{first}\\)")

@@ -369,8 +369,14 @@ def accumulate_groups(
         job.run(sums, settings, padded)
         if not sums.all_finite():
             raise StatisticsError(
-                f"model {settings.model['id']!r}: hidden states contain NaN or Inf with dtype {settings.dtype} "
-                "(fp16 overflow is common); nothing was written: use dtype: float32 or bfloat16"
+                f"model {settings.model['id']!r}: hidden states contain NaN or Inf with dtype {settings.dtype}; "
+                "nothing was written: "
+                + (
+                    "fp16 overflow is common, use dtype: float32 or bfloat16"
+                    if settings.dtype == "float16"
+                    else f"the model's weights hold NaN or Inf, or values that overflow {settings.dtype}: "
+                    "check and restore them"
+                )
             )
         outer = sums.moments.to_numpy() if sums.moments is not None else None
         points = sums.sample.to_numpy() if sums.sample is not None else None
@@ -473,6 +479,7 @@ def model_metadata(settings: ExtractionSettings, job: ShardRun) -> dict:
         "d": job.d,
         "tokenizer_sha256": loading.tokenizer_sha256(job.tokenizer),
         "weights_sha256": job.weights_hash.result(),
+        "model_config_sha256": loading.model_config_sha256(job.model.config),
         "attn_implementation": getattr(job.model.config, "_attn_implementation", None),
         "merge_markers": settings.merge_markers,
         "geometry": {**asdict(settings.geometry), "seed": settings.sample_seed},

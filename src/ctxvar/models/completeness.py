@@ -14,6 +14,7 @@ missing or unexpected, and are neither checked nor hashed.
 
 from __future__ import annotations
 
+import glob
 import json
 import logging
 import os
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 NOT_HIDDEN_STATE_MODULES = ("pooler",)
 SINGLE_FILE = "model.safetensors"
 SHARD_INDEX = "model.safetensors.index.json"
+SHARD_FILES = "model-*-of-*.safetensors"  # the names save_pretrained gives a sharded checkpoint's files
 # A tokenizer with fewer entries than this share of the model's embedding rows belongs to another model.
 # Real checkpoints pad their rows by well under 5 % (GPT-J: 50,257 of 50,400; Phi-2: 50,295 of 51,200).
 MIN_VOCABULARY_SHARE = 0.5
@@ -105,27 +107,88 @@ def check_loaded_whole(model, info: dict, what: str) -> None:
 
 def check_checkpoint_files(directory: str, what: str) -> None:
     """Refuse a directory whose weights are ambiguous or incomplete before transformers picks one: both a single
-    ``model.safetensors`` and a sharded set (transformers would load the single file without a word), or an index
-    that names shard files which are not there."""
+    ``model.safetensors`` and a sharded set (transformers would load the single file without a word), shard files
+    without their index, an index without a ``weight_map`` object or naming shard files which are not there, or a
+    tensor in several shard files (transformers would take the last file's copy without a word)."""
     single, index = (os.path.join(directory, name) for name in (SINGLE_FILE, SHARD_INDEX))
     if os.path.isfile(single) and os.path.isfile(index):
         raise ModelLoadError(
             f"{what}: the directory holds two checkpoints, {single} and the sharded one of {index}; "
             "keep one of them (delete the other)"
         )
+    restore = "restore the files (download the model again, or save_pretrained it again)"
     if not os.path.isfile(index):
+        orphans = sorted(glob.glob(os.path.join(glob.escape(directory), SHARD_FILES)))
+        if orphans and not os.path.isfile(single):
+            raise ModelLoadError(
+                f"{what}: the directory holds the shard files of a sharded checkpoint "
+                f"({listed(map(os.path.basename, orphans))}) but not their index {index}; {restore}"
+            )
         return
     try:
         with open(index, encoding="utf-8") as handle:
-            shards = set(json.load(handle)["weight_map"].values())
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return  # a damaged index is named by loading.damaged_file once from_pretrained fails
-    absent = sorted(s for s in shards if not os.path.isfile(os.path.join(directory, s)))
+            content = json.load(handle)
+    except (OSError, ValueError):
+        return  # not JSON: named by loading.damaged_file once from_pretrained fails
+    weight_map = content.get("weight_map") if isinstance(content, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
+        raise ModelLoadError(
+            f"{what}: {index} is damaged (its weight_map is not an object of tensor names and files); restore it "
+            "(download the model again, or save_pretrained it again)"
+        )
+    shards = sorted(set(weight_map.values()))
+    elsewhere = [s for s in shards if os.path.basename(s) != s or s in (".", "..")]
+    if elsewhere:
+        raise ModelLoadError(
+            f"{what}: {index} names weight files outside the directory ({listed(elsewhere)}), whose changes would "
+            f"not re-run the model's jobs; {restore}"
+        )
+    absent = [s for s in shards if not os.path.isfile(os.path.join(directory, s))]
     if absent:
         raise ModelLoadError(
-            f"{what}: {len(absent)} weight file(s) that {index} lists are missing: {listed(absent)}; "
-            "restore them (download the model again, or save_pretrained it again)"
+            f"{what}: {len(absent)} weight file(s) that {index} lists are missing: {listed(absent)}; {restore}"
         )
+    held_twice = tensors_in_several_files(directory, shards)
+    if held_twice:
+        raise ModelLoadError(
+            f"{what}: {len(held_twice)} tensor(s) are in more than one weight file of {index}, with other "
+            f"values, and transformers would load one of the copies without a word: {listed(held_twice)}; "
+            f"a file of another save is among them: {restore}"
+        )
+
+
+def tensors_in_several_files(directory: str, files) -> list[str]:
+    """``name (file, file, …)`` of each tensor that more than one of the safetensors ``files`` holds with other
+    values (headers are read, and the tensors found twice); files that cannot be read are left to the loading,
+    which names them."""
+    from safetensors import safe_open
+
+    holders: dict[str, list[str]] = {}
+    for file in files:
+        try:
+            with safe_open(os.path.join(directory, file), "pt") as weights:
+                names = list(weights.keys())
+        except Exception:  # SafetensorError and OSError: loading.damaged_file names the file
+            continue
+        for name in names:
+            holders.setdefault(name, []).append(file)
+    return sorted(
+        f"{name} ({', '.join(found)})"
+        for name, found in holders.items()
+        if len(found) > 1 and not copies_equal(directory, name, found)
+    )
+
+
+def copies_equal(directory: str, name: str, files: list[str]) -> bool:
+    """Whether the tensor ``name`` has the same dtype, shape and values in each of ``files``."""
+    import torch
+    from safetensors import safe_open
+
+    copies = []
+    for file in files:
+        with safe_open(os.path.join(directory, file), "pt") as weights:
+            copies.append(weights.get_tensor(name))
+    return all(c.dtype == copies[0].dtype and torch.equal(c, copies[0]) for c in copies[1:])
 
 
 def embedding_rows(model) -> int | None:

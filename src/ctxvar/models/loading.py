@@ -192,6 +192,11 @@ JSON_FILES = (
 )
 
 
+# The files a tokenizer of transformers reads its vocabulary from: the fast tokenizers' file, WordPiece's, BPE's,
+# SentencePiece's (spiece.model, tokenizer.model, sentencepiece.bpe.model).
+VOCABULARY_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "*.model", "tekken.json")
+
+
 def load_error(what: str, directory: str, cls, error: Exception) -> ModelLoadError:
     """One line for a model directory that ``cls.from_pretrained`` failed on, naming the damaged file if one is."""
     damaged = damaged_file(directory)
@@ -201,8 +206,13 @@ def load_error(what: str, directory: str, cls, error: Exception) -> ModelLoadErr
             "or save_pretrained it again)"
         )
     kind = cls.__name__[4:].lower()
-    if kind in ("config", "model") and not os.path.isfile(os.path.join(directory, "config.json")):
+    if not os.path.isfile(os.path.join(directory, "config.json")):
         return ModelLoadError(f"{what}: no config.json in {directory}; save the model there with save_pretrained")
+    if kind == "tokenizer" and not any(glob.glob(os.path.join(glob.escape(directory), p)) for p in VOCABULARY_FILES):
+        return ModelLoadError(
+            f"{what}: no tokenizer vocabulary in {directory} (none of {', '.join(VOCABULARY_FILES)}); save the "
+            "model's tokenizer with it (tokenizer.save_pretrained into the same directory)"
+        )
     if kind == "model" and not glob.glob(os.path.join(glob.escape(directory), "*.safetensors")):
         pickled = [
             name
@@ -222,16 +232,47 @@ def load_error(what: str, directory: str, cls, error: Exception) -> ModelLoadErr
     reason = first_line(error).split(" For details look at the", 1)[0]  # that report is in the job log
     return ModelLoadError(
         f"{what}: the directory has no loadable {kind} ({type(error).__name__}: {reason}); "
-        "custom code needs trust_remote_code: true"
+        + unloadable_remedy(directory)
     )
 
 
-def damaged_file(directory: str) -> tuple[str, str] | None:
-    """``(path, reason)`` of the first file in a model directory that cannot be parsed: a JSON file (or one that
-    is not an object), or a safetensors file whose header is unreadable or does not cover the file (truncated);
-    None if all parse."""
-    from safetensors import safe_open
+def unloadable_remedy(directory: str) -> str:
+    """The remedy for a model whose config.json parses but that transformers still cannot build, by what
+    config.json says: custom code (``auto_map``), no or an unknown ``model_type``, else its values."""
+    from transformers import CONFIG_MAPPING, __version__
 
+    try:
+        with open(os.path.join(directory, "config.json"), encoding="utf-8") as handle:
+            config = json.load(handle)
+    except (OSError, ValueError):
+        config = None
+    if not isinstance(config, dict):
+        return "restore its config.json (download the model again, or save_pretrained it again)"
+    model_type = config.get("model_type")
+    if "auto_map" in config:
+        return "its config.json names custom code, which runs only with trust_remote_code: true (if you trust it)"
+    if not model_type:
+        return "its config.json names no model_type: save the model there with save_pretrained"
+    if model_type not in CONFIG_MAPPING:
+        return (
+            f"transformers {__version__} does not know model_type {model_type!r}: upgrade transformers, or set "
+            "trust_remote_code: true if the model ships its own code"
+        )
+    return "a value in its config.json is wrong (the error above names it): restore config.json"
+
+
+def damaged_file(directory: str) -> tuple[str, str] | None:
+    """``(path, reason)`` of the first file in a model directory that cannot be parsed: a link to a missing file
+    (a Hub cache whose blob is gone), a JSON file (or one that is not an object), a tokenizer.json that the
+    tokenizers library cannot build from, or a safetensors file whose header is unreadable or does not cover the
+    file (truncated); None if all parse."""
+    from safetensors import safe_open
+    from tokenizers import Tokenizer
+
+    for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else ():
+        path = os.path.join(directory, name)
+        if os.path.islink(path) and not os.path.exists(path):
+            return path, f"a link to {os.readlink(path)}, which does not exist"
     for name in JSON_FILES:
         path = os.path.join(directory, name)
         if os.path.isfile(path):
@@ -242,6 +283,12 @@ def damaged_file(directory: str) -> tuple[str, str] | None:
                 return path, f"not valid JSON: {first_line(error)}"
             if not isinstance(value, dict):
                 return path, f"a JSON {type(value).__name__}, not an object"
+    tokenizer_json = os.path.join(directory, "tokenizer.json")
+    if os.path.isfile(tokenizer_json):
+        try:
+            Tokenizer.from_file(tokenizer_json)
+        except Exception as error:  # tokenizers raises a bare Exception for a file it cannot build from
+            return tokenizer_json, f"not a tokenizers file: {first_line(error)}"
     for path in sorted(glob.glob(os.path.join(glob.escape(directory), "*.safetensors"))):
         try:
             with safe_open(path, "pt") as weights:
@@ -341,6 +388,23 @@ def _copy_stream(device: torch.device):
     stream = torch.cuda.Stream(device)
     stream.wait_stream(torch.cuda.current_stream(device))
     return torch.cuda.stream(stream)
+
+
+# Keys of a model's config that do not change what it computes, or that the metadata holds on their own.
+CONFIG_KEYS_NOT_HASHED = ("transformers_version", "dtype", "torch_dtype")
+
+
+def model_config_sha256(config) -> str:
+    """SHA-256 of the model's configuration as loaded: ``config.to_dict()`` as JSON with sorted keys, less its
+    private keys (``_name_or_path``: where the model sits does not matter) and :data:`CONFIG_KEYS_NOT_HASHED`.
+    It covers what changes the hidden states without changing a tensor (model_type, attention heads,
+    layer_norm_eps, the activation), which :func:`weights_sha256` cannot see."""
+    settings = {
+        key: value
+        for key, value in config.to_dict().items()
+        if not key.startswith("_") and key not in CONFIG_KEYS_NOT_HASHED
+    }
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def tokenizer_sha256(tokenizer) -> str:

@@ -44,6 +44,7 @@ MUST_MATCH = (
     "d",
     "tokenizer_sha256",
     "weights_sha256",
+    "model_config_sha256",
     "merge_markers",
     "config_hash",
     "geometry",
