@@ -338,9 +338,8 @@ def main(argv=None) -> None:
         folder = Path(tmp)
         write_corpus(folder, spec["sentences"])
         extraction, precision, merging = [], [], []
+        wanted, rounds = spec.get("steps", EXTRACTION_STEPS), args.rounds or spec["rounds"]
         for name in args.models or spec["archs"]:
-            wanted = spec.get("steps", EXTRACTION_STEPS)
-            rounds = args.rounds or spec["rounds"]
             extraction += extraction_rows(name, folder, args.device, rounds, wanted, spec.get("shape"))
             if "(e) extraction bf16" in wanted:
                 precision += precision_rows(name, folder)

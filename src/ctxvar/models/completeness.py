@@ -29,6 +29,7 @@ NOT_HIDDEN_STATE_MODULES = ("pooler",)
 SINGLE_FILE = "model.safetensors"
 SHARD_INDEX = "model.safetensors.index.json"
 SHARD_FILES = "model-*-of-*.safetensors"  # the names save_pretrained gives a sharded checkpoint's files
+REFETCH = "download the model again, or save_pretrained it again"  # how a damaged or incomplete model is restored
 # A tokenizer with fewer entries than this share of the model's embedding rows belongs to another model.
 # Real checkpoints pad their rows by well under 5 % (GPT-J: 50,257 of 50,400; Phi-2: 50,295 of 51,200).
 MIN_VOCABULARY_SHARE = 0.5
@@ -116,7 +117,7 @@ def check_checkpoint_files(directory: str, what: str) -> None:
             f"{what}: the directory holds two checkpoints, {single} and the sharded one of {index}; "
             "keep one of them (delete the other)"
         )
-    restore = "restore the files (download the model again, or save_pretrained it again)"
+    restore = f"restore the files ({REFETCH})"
     if not os.path.isfile(index):
         orphans = sorted(glob.glob(os.path.join(glob.escape(directory), SHARD_FILES)))
         if orphans and not os.path.isfile(single):
@@ -134,7 +135,7 @@ def check_checkpoint_files(directory: str, what: str) -> None:
     if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
         raise ModelLoadError(
             f"{what}: {index} is damaged (its weight_map is not an object of tensor names and files); restore it "
-            "(download the model again, or save_pretrained it again)"
+            f"({REFETCH})"
         )
     shards = sorted(set(weight_map.values()))
     elsewhere = [s for s in shards if os.path.basename(s) != s or s in (".", "..")]

@@ -201,10 +201,7 @@ def load_error(what: str, directory: str, cls, error: Exception) -> ModelLoadErr
     """One line for a model directory that ``cls.from_pretrained`` failed on, naming the damaged file if one is."""
     damaged = damaged_file(directory)
     if damaged:
-        return ModelLoadError(
-            f"{what}: {damaged[0]} is damaged ({damaged[1]}); restore it (download the model again, "
-            "or save_pretrained it again)"
-        )
+        return ModelLoadError(f"{what}: {damaged[0]} is damaged ({damaged[1]}); restore it ({completeness.REFETCH})")
     kind = cls.__name__[4:].lower()
     if not os.path.isfile(os.path.join(directory, "config.json")):
         return ModelLoadError(f"{what}: no config.json in {directory}; save the model there with save_pretrained")
@@ -247,7 +244,7 @@ def unloadable_remedy(directory: str) -> str:
     except (OSError, ValueError):
         config = None
     if not isinstance(config, dict):
-        return "restore its config.json (download the model again, or save_pretrained it again)"
+        return f"restore its config.json ({completeness.REFETCH})"
     model_type = config.get("model_type")
     if "auto_map" in config:
         return "its config.json names custom code, which runs only with trust_remote_code: true (if you trust it)"
