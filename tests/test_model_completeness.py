@@ -240,6 +240,7 @@ def test_a_tokenizer_far_smaller_than_the_embedding_is_refused(tmp_path, tiny_mo
 
 def test_the_job_log_gets_the_whole_loading_report_and_the_console_none(tmp_path, tiny_models, capfd):
     model_dir = head_checkpoint(tiny_models, "roberta", tmp_path / "m")
+    capfd.readouterr()  # building the checkpoint has its own loading report; only the job's console counts
     log_path = tmp_path / "job.log"
     with job_log(log_path):
         loading.load({"id": "m"}, str(model_dir), "float32", CPU)
