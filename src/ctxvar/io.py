@@ -92,8 +92,14 @@ def _umask() -> int:
 PARQUET_WRITE_OPTIONS = {"write_page_checksum": True}
 # Files of float vectors (sums, moments, samples): plain pages, no dictionary, no compression (snappy saved 11 %
 # of a bert-base partial's bytes and halved the write speed), no min/max statistics (which cost more than
-# writing the values).
-VECTOR_WRITE_OPTIONS = {"use_dictionary": False, "write_statistics": False, "compression": "none"}
+# writing the values), and 64 rows per write batch: the writer checks the page size only between batches, so its
+# default of 1,024 rows built 6-32 MB pages of vectors in freshly grown buffers (writes were 10-25 % slower).
+VECTOR_WRITE_OPTIONS = {
+    "use_dictionary": False,
+    "write_statistics": False,
+    "compression": "none",
+    "write_batch_size": 64,
+}
 
 
 def tagged_schema(schema: pa.Schema, metadata: dict | None = None, layout: str | None = None) -> pa.Schema:
