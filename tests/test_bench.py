@@ -214,3 +214,61 @@ def test_io_benchmark_writes_and_reads_every_shape_in_every_layout(tmp_path):
     assert len(projected) == 6 and (projected["end_to_end_s"] >= projected["forward_s"]).all()
     assert "The paper on one H100" in (tmp_path / "io.md").read_text()
     assert not list(tmp_path.glob("ctxvar-io-*")), "the benchmark's files were left behind"
+
+
+def bench_module(name: str):
+    """A script of bench/ as a module (bench/io.py's name would shadow the standard library's io on sys.path)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_compare_runs_finds_layout_1_and_2_of_the_same_sums_equal_and_one_ulp_apart_not(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ctxvar.extraction.position_sample import sample_schema, sample_table
+    from ctxvar.stats.sums import moments_schema, moments_table
+
+    bench_io, compare = bench_module("io"), bench_module("compare_runs")
+    sums, d, n_layers = bench_io.layer_arrays(40, 6), 6, 3
+    first, second = tmp_path / "layout1" / "m", tmp_path / "layout2" / "m"
+    first.mkdir(parents=True), second.mkdir(parents=True)
+    bench_io.write_layout1(first / "stats.parquet", sums, n_layers)
+    bench_io.write_ctxvar(second / "stats.parquet", sums, n_layers)
+    outer = np.arange(d * d, dtype=np.float64).reshape(d, d) / 7
+    pq.write_table(  # layout 1's moments: one row per layer
+        pa.table(
+            {
+                "layer": pa.array(np.arange(2, dtype=np.int16)),
+                "n": pa.array([11, 11]),
+                "sum": pa.array([np.arange(d) / 3.0] * 2, type=pa.list_(pa.float64(), d)),
+                "sum_outer": pa.array([outer.ravel()] * 2, type=pa.list_(pa.float64(), d * d)),
+            }
+        ),
+        first / "stats.moments.parquet",
+    )
+    schema = moments_schema(d, {})
+    layers = [moments_table(layer, 11, np.arange(d) / 3.0, outer, schema) for layer in range(2)]
+    pq.write_table(pa.concat_tables(layers), second / "stats.moments.parquet")
+    points = (np.arange(4 * d, dtype=np.float32) / 3).reshape(4, d)  # a sample's vectors are float32
+    where = {"key": np.arange(4, dtype=np.uint64), "sentence_id": np.arange(4), "window": np.zeros(4, np.int32)}
+    where |= {"position": np.arange(4, dtype=np.int32), "token": np.array(list("abcd"), dtype=object)}
+    sample = sample_table(0, where, points, sample_schema(d, {}))
+    pq.write_table(sample, second / "stats.sample.parquet")
+    pq.write_table(
+        sample.set_column(6, "x", pa.array(list(points), type=pa.list_(pa.float32(), d))).replace_schema_metadata(None),
+        first / "stats.sample.parquet",
+    )
+    assert compare.main([str(first.parent), str(second.parent)]) == 0
+
+    sums.sum[3, 2] = np.nextafter(sums.sum[3, 2], np.inf)
+    bench_io.write_ctxvar(second / "stats.parquet", sums, n_layers)
+    assert compare.compare_file(first / "stats.parquet", second / "stats.parquet")["sum"] > 0
+    assert compare.main([str(first.parent), str(second.parent)]) == 1
+    assert compare.main([str(first.parent), str(second.parent), "--rtol", "1e-12"]) == 0
+    (second / "extra.parquet").write_bytes((second / "stats.parquet").read_bytes())
+    assert compare.main([str(first.parent), str(second.parent), "--rtol", "1e-12"]) == 1
