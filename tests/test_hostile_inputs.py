@@ -762,3 +762,22 @@ def test_a_damaged_or_missing_archive_is_named(tmp_path, tiny_models, damage, me
     assert not list(tmp_path.glob("models/*zipped*")), (
         "a failed unpack leaves no model folder, not even a temporary one"
     )
+
+
+def test_processes_that_read_sums_exit_cleanly(tmp_path):
+    """Arrow's thread pool reading through a Python file made 3-10 % of processes abort at exit (status 134,
+    "terminate called without an active exception"), after their work was done; 30 readers must all exit 0."""
+    import subprocess
+    import sys
+
+    from ctxvar.stats.sums import LayerSums, write_sums
+
+    rng = np.random.default_rng(0)
+    types, vectors = np.array([f"t{i}" for i in range(3000)], dtype=object), rng.standard_normal((3000, 256))
+    layers = (LayerSums(i, types, np.ones(3000, np.int64), vectors, (vectors**2).sum(1), vectors) for i in range(3))
+    write_sums(tmp_path / "s.parquet", layers, 256, {"n_layers": 3}, unit=True)
+    read = (
+        f"from ctxvar.stats.sums import SumsFile; f = SumsFile({str(tmp_path / 's.parquet')!r}); f.layer(0); f.layer(2)"
+    )
+    statuses = [subprocess.run([sys.executable, "-c", read], capture_output=True).returncode for _ in range(30)]
+    assert statuses == [0] * 30
