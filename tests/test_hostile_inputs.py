@@ -266,6 +266,18 @@ def test_a_flipped_byte_in_a_vector_column_is_refused_with_one_line(tmp_path, ge
     assert str(error.value).endswith("delete it and re-run (Snakemake rebuilds it)")
 
 
+def test_a_column_name_in_the_footer_that_is_no_utf8_is_refused_with_one_line(tmp_path, geometry_partial):
+    """Arrow raises UnicodeDecodeError, not one of its own errors, for the footer's first mention of a column."""
+    damaged = tmp_path / "s.parquet"
+    shutil.copy(geometry_partial["sums"], damaged)
+    data = bytearray(damaged.read_bytes())
+    data[data.index(b"sum_sq", len(data) - 8 - int.from_bytes(data[-8:-4], "little"))] = 0xFF
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(IntegrityError) as error:
+        SumsFile(damaged)
+    assert one_line(error).startswith(f"{damaged}: not a readable Parquet file")
+
+
 def test_sums_moments_and_sample_files_hold_vectors_as_fixed_size_binary_read_back_bit_for_bit(tmp_path):
     """Σx as d little-endian float64 in one value per row, no nulls, the layout named: whatever the values, they
     come back with the same bits, signed zeros, subnormals, infinities and NaN payloads included."""

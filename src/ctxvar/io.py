@@ -217,7 +217,7 @@ class ParquetInput:
             self._file = pq.ParquetFile(
                 pa.PythonFile(self._handle, mode="r"), pre_buffer=False, page_checksum_verification=True
             )
-        except (OSError, pa.ArrowException) as error:
+        except (OSError, ValueError, pa.ArrowException) as error:  # a damaged footer can also raise UnicodeDecodeError
             raise IntegrityError(f"{self.path}: not a readable Parquet file ({first_line(error)}); {REMEDY}") from error
         self.schema = self._file.schema_arrow
         raw = self.schema.metadata or {}
@@ -256,7 +256,7 @@ class ParquetInput:
     def _checked(self, read, where: str) -> pa.Table:
         try:
             return read()
-        except (OSError, pa.ArrowException) as error:
+        except (OSError, ValueError, pa.ArrowException) as error:
             raise IntegrityError(f"{self.path}{where}: cannot be read ({first_line(error)}); {REMEDY}") from error
 
 
