@@ -272,3 +272,33 @@ def test_compare_runs_finds_layout_1_and_2_of_the_same_sums_equal_and_one_ulp_ap
     assert compare.main([str(first.parent), str(second.parent), "--rtol", "1e-12"]) == 0
     (second / "extra.parquet").write_bytes((second / "stats.parquet").read_bytes())
     assert compare.main([str(first.parent), str(second.parent), "--rtol", "1e-12"]) == 1
+
+
+def test_compare_runs_says_ok_only_for_arrays_that_agree(tmp_path):
+    """The hostile review's false OKs: infinities hiding a difference, other integer types, nulls against NaN,
+    vectors of another width, nothing compared; and a damaged file is a failure, not a traceback."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    compare = bench_module("compare_runs")
+    assert compare.difference(np.array([np.inf, 4.0]), np.array([np.inf, 5.0])) == 0.25
+    assert compare.difference(np.array([np.inf, 1.0]), np.array([-np.inf, 1.0])) == np.inf
+    assert compare.difference(np.array([-0.0]), np.array([0.0])) > 0
+    assert compare.difference(np.array([1, 2], np.int32), np.array([1, 2], np.int64)) == np.inf
+
+    def run(**tables) -> int:
+        for side, table in tables.items():
+            (tmp_path / side).mkdir(exist_ok=True)
+            pq.write_table(table, tmp_path / side / "t.parquet")
+        return compare.main([str(tmp_path / "a"), str(tmp_path / "b"), "--rtol", "1e-6"])
+
+    assert run(a=pa.table({"x": [1.0, 2.0]}), b=pa.table({"x": [1.0, 2.0]})) == 0
+    assert run(a=pa.table({"x": [1.0, None]}), b=pa.table({"x": [1.0, float("nan")]})) == 1
+    vectors = pa.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], type=pa.list_(pa.float64(), 3))
+    other_width = pa.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], type=pa.list_(pa.float64(), 2))
+    assert run(a=pa.table({"v": vectors}), b=pa.table({"v": other_width})) == 1
+    (tmp_path / "b" / "t.parquet").write_bytes(b"not parquet")
+    assert compare.main([str(tmp_path / "a"), str(tmp_path / "b")]) == 1
+    (tmp_path / "empty").mkdir()
+    assert compare.main([str(tmp_path / "empty"), str(tmp_path / "empty")]) == 1
+    assert compare.main([str(tmp_path / "a"), str(tmp_path / "missing")]) == 1
