@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ctxvar.extraction.position_sample import SAMPLE_LAYOUT
-from ctxvar.io import LAYOUT_KEY
+from ctxvar.io import LAYOUT_KEY, vector_rows
 from ctxvar.stats.sums import MOMENTS_LAYOUT
 
 VECTOR_DTYPES = {SAMPLE_LAYOUT: "<f4"}  # the numbers in a layout's fixed_size_binary vectors; "<f8" for the others
@@ -52,8 +52,8 @@ class Column:
             width, itemsize = column.type.byte_width, np.dtype(vector_dtype).itemsize
             if width % itemsize:
                 raise ValueError(f"a fixed_size_binary({width}) column holds no whole {vector_dtype} numbers")
-            data = np.frombuffer(column.buffers()[1], np.uint8, count=len(column) * width, offset=column.offset * width)
-            self.values, self.kind = data.view(vector_dtype), f"vector of {vector_dtype}[{width // itemsize}]"
+            self.values = vector_rows(column, vector_dtype).ravel()
+            self.kind = f"vector of {vector_dtype}[{width // itemsize}]"
         else:
             self.values, self.kind = column.to_numpy(zero_copy_only=False), str(column.type)
 
