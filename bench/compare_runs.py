@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ctxvar.errors import first_line
 from ctxvar.extraction.position_sample import SAMPLE_LAYOUT
 from ctxvar.io import LAYOUT_KEY, vector_rows
 from ctxvar.stats.sums import MOMENTS_LAYOUT
@@ -140,7 +141,7 @@ def main(argv=None) -> int:
         try:
             differences = compare_file(args.first / path, args.second / path)
         except (OSError, ValueError, pa.ArrowException) as error:
-            print(f"{path}: cannot be compared ({str(error).splitlines()[0] if str(error) else type(error).__name__})")
+            print(f"{path}: cannot be compared ({first_line(error)})")
             failed = True
             continue
         for name, found in differences.items():
