@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
@@ -51,11 +52,11 @@ def workdir(tmp_path):
     return work
 
 
-def dry_run(workdir, *configfiles: str) -> subprocess.CompletedProcess:
+def dry_run(workdir, *configfiles: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """``snakemake -n`` in ``workdir`` with these ``--configfile`` files; with none, as ``snakemake --cores 8`` runs."""
     files = ["--configfile", *configfiles] if configfiles else []
     command = ["snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir), *files, "--cores", "2", "-n"]
-    return subprocess.run(command, capture_output=True, text=True, cwd=workdir)
+    return subprocess.run(command, capture_output=True, text=True, cwd=workdir, env={**os.environ, **(env or {})})
 
 
 @pytest.mark.workflow
@@ -89,6 +90,27 @@ def test_a_configfile_without_models_fails_at_start_up_with_one_line(workdir):
         f"setup on purpose with --configfile {workdir / 'config.yaml'} {workdir / 'studies' / 'corpus_only.yaml'}"
     ]
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.workflow
+def test_snakemake_in_a_python_without_ctxvar_fails_at_start_up_with_one_line(workdir, tmp_path):
+    """As when Snakemake comes from another environment than the one ctxvar was installed in."""
+    hidden = tmp_path / "without_ctxvar"
+    hidden.mkdir()
+    (hidden / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class NoCtxvar:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'ctxvar':\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, NoCtxvar())\n"
+    )
+    path = os.pathsep.join(filter(None, [str(hidden), os.environ.get("PYTHONPATH")]))
+    run = dry_run(workdir, env={"PYTHONPATH": path})
+    assert run.returncode == 1
+    assert run.stderr.splitlines()[-1].startswith("ctxvar is not installed in the Python that runs Snakemake (")
+    assert run.stderr.splitlines()[-1].endswith(f"install it there: pip install -e '{REPO}[example]' (README, Install)")
+    assert "Traceback" not in run.stderr and "ModuleNotFoundError" not in run.stderr
 
 
 @pytest.mark.workflow

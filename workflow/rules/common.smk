@@ -5,6 +5,13 @@ import sys
 
 from snakemake.utils import validate
 
+try:
+    import ctxvar
+except ModuleNotFoundError:  # Snakemake runs in another environment than the one ctxvar was installed in
+    raise SystemExit(
+        f"ctxvar is not installed in the Python that runs Snakemake ({sys.executable}); install it there: "
+        f"pip install -e '{workflow.basedir}[example]' (README, Install)"
+    )
 from ctxvar import resources as estimates
 from ctxvar.resources import check_set_resources
 from ctxvar.config import (
