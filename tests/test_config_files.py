@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -92,25 +94,38 @@ def test_a_configfile_without_models_fails_at_start_up_with_one_line(workdir):
     assert "Traceback" not in run.stderr
 
 
-@pytest.mark.workflow
-def test_snakemake_in_a_python_without_ctxvar_fails_at_start_up_with_one_line(workdir, tmp_path):
-    """As when Snakemake comes from another environment than the one ctxvar was installed in."""
-    hidden = tmp_path / "without_ctxvar"
+def hiding(tmp_path, module: str) -> dict:
+    """The environment of a Python in which ``module`` (and its submodules) cannot be imported."""
+    hidden = tmp_path / f"without_{module}"
     hidden.mkdir()
     (hidden / "sitecustomize.py").write_text(
         "import sys\n"
-        "class NoCtxvar:\n"
+        "class Hide:\n"
         "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name.split('.')[0] == 'ctxvar':\n"
+        f"        if name.split('.')[0] == {module!r}:\n"
         "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
-        "sys.meta_path.insert(0, NoCtxvar())\n"
+        "sys.meta_path.insert(0, Hide())\n"
     )
-    path = os.pathsep.join(filter(None, [str(hidden), os.environ.get("PYTHONPATH")]))
-    run = dry_run(workdir, env={"PYTHONPATH": path})
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(hidden), os.environ.get("PYTHONPATH")]))}
+
+
+@pytest.mark.workflow
+def test_snakemake_in_a_python_without_ctxvar_fails_at_start_up_with_one_line(workdir, tmp_path):
+    """As when Snakemake comes from another environment than the one ctxvar was installed in; a missing dependency
+    of ctxvar is named as itself, not as ctxvar missing."""
+    run = dry_run(workdir, env=hiding(tmp_path, "ctxvar"))
     assert run.returncode == 1
-    assert run.stderr.splitlines()[-1].startswith("ctxvar is not installed in the Python that runs Snakemake (")
-    assert run.stderr.splitlines()[-1].endswith(f"install it there: pip install -e '{REPO}[example]' (README, Install)")
-    assert "Traceback" not in run.stderr and "ModuleNotFoundError" not in run.stderr
+    line = run.stderr.splitlines()[-1]
+    prefix, suffix = "ctxvar is not installed in the Python that runs Snakemake; install it there: ", " (torch first:"
+    assert line.startswith(prefix) and line.endswith(f"{suffix} README, Install)")
+    python, *install = shlex.split(line[len(prefix) : line.index(suffix)])
+    assert os.path.samefile(python, sys.executable)  # Snakemake's own Python, here the tests' one
+    assert install == ["-m", "pip", "install", "-e", f"{REPO.resolve()}[example]"]
+    assert "Traceback" not in run.stdout + run.stderr and "ModuleNotFoundError" not in run.stdout + run.stderr
+
+    run = dry_run(workdir, env=hiding(tmp_path, "pyarrow"))
+    assert run.returncode == 1  # Snakemake prints its error on stdout
+    assert "No module named 'pyarrow'" in run.stdout and "ctxvar is not installed" not in run.stdout + run.stderr
 
 
 @pytest.mark.workflow

@@ -1,5 +1,7 @@
 import json
+import os
 import re
+import shlex
 import shutil
 import sys
 
@@ -7,10 +9,13 @@ from snakemake.utils import validate
 
 try:
     import ctxvar
-except ModuleNotFoundError:  # Snakemake runs in another environment than the one ctxvar was installed in
+except ModuleNotFoundError as error:  # Snakemake runs in another environment than the one ctxvar was installed in
+    if error.name != "ctxvar":  # ctxvar is there but not one of its dependencies: Snakemake's line names it
+        raise
+    install = [sys.executable, "-m", "pip", "install", "-e", f"{os.path.realpath(workflow.basedir)}[example]"]
     raise SystemExit(
-        f"ctxvar is not installed in the Python that runs Snakemake ({sys.executable}); install it there: "
-        f"pip install -e '{workflow.basedir}[example]' (README, Install)"
+        "ctxvar is not installed in the Python that runs Snakemake; install it there: "
+        f"{shlex.join(install)} (torch first: README, Install)"
     )
 from ctxvar import resources as estimates
 from ctxvar.resources import check_set_resources
