@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from ctxvar.errors import ConfigError
+from ctxvar.errors import ConfigError, first_line
 
 # Matched with fullmatch: '$' alone would accept a trailing newline.
 MODEL_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+@=-]*")
@@ -231,7 +231,7 @@ def load_config_file(path) -> dict:
         with open(path, encoding="utf-8") as handle:
             loaded = yaml.load(handle, Loader=UniqueKeyLoader)
     except yaml.YAMLError as error:
-        raise ConfigError(f"{path}: not valid YAML ({str(error).splitlines()[0]})") from error
+        raise ConfigError(f"{path}: not valid YAML ({first_line(error)})") from error
     return loaded if isinstance(loaded, dict) else {}
 
 
