@@ -376,8 +376,12 @@ def checkpoint_families(models: dict[str, dict]) -> dict[str, list[str]]:
 
 
 def extraction_geometry(config: dict) -> dict:
-    """The geometry settings that change what extraction accumulates (not spectrum_k, an analysis choice)."""
-    return {key: config["geometry"][key] for key in ("covariance", "cosine", "twonn", "sample_size", "seed")}
+    """The geometry settings that change what extraction accumulates (not spectrum_k, an analysis choice).
+    ``batches`` only when above 1: one batch is the sample accumulated before the key existed, so such
+    runs keep their extraction hash and partials."""
+    geometry = config["geometry"]
+    chosen = {key: geometry[key] for key in ("covariance", "cosine", "twonn", "sample_size", "seed")}
+    return chosen | ({"batches": geometry["batches"]} if geometry.get("batches", 1) > 1 else {})
 
 
 def pca_model(config: dict) -> str:

@@ -12,7 +12,7 @@ U ≤ min(V, N) types and
 
     partial sums      U · L · (8 · (d + 2) + 24)     (+ U · L · 8d with geometry.cosine)
     moments           L · d · (8d + 18)              (geometry.covariance)
-    sample            L · min(k, N) · (4d + 48)      (geometry.twonn)
+    sample            L · min(B · k, N) · (4d + 48)  (geometry.twonn; B = geometry.batches)
 
 The merged files are the same with N the whole corpus, plus tokens.parquet
 (U · L · 64 bytes).
@@ -44,7 +44,8 @@ def sums_bytes(tokens: int, shape: ModelShape, geometry: dict) -> int:
     if geometry["covariance"]:
         total += shape.n_layers * shape.d * (8 * shape.d + 18)  # d rows per layer: Σxxᵀ's row, Σx's entry, N, layer
     if geometry["twonn"]:
-        total += shape.n_layers * min(geometry["sample_size"], tokens) * (4 * shape.d + 48)
+        points = geometry["sample_size"] * geometry.get("batches", 1)
+        total += shape.n_layers * min(points, tokens) * (4 * shape.d + 48)
     return total
 
 

@@ -30,6 +30,8 @@ rule geometry_statistics:
         analysis=canonical(config["analysis"]),
         spectrum_k=GEOMETRY["spectrum_k"],
         seed=GEOMETRY["seed"],
+        sample_size=GEOMETRY["sample_size"],
+        batches=GEOMETRY["batches"],
     script:
         "../scripts/geometry_statistics.py"
 

@@ -12,5 +12,7 @@ with job_log(snakemake.log[0]):
         snakemake.params.seed,
         analysis["min_log10_n"],
         analysis["max_log10_n"],
+        snakemake.params.sample_size,
+        snakemake.params.batches,
     )
     write_csv(table, snakemake.output.geometry)

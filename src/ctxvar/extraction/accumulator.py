@@ -1,8 +1,9 @@
 """Accumulate sums of hidden states on the device, in float64, for the layers of one pass.
 
 Per (layer, type t), always: n_t, Σx, Σ‖x‖²; with ``cosine``: Σ x/‖x‖.
-Per layer, with ``covariance``: Σxxᵀ (d × d). With ``sample_size`` k > 0: the
-hidden states of the shard's k sampled token positions (see :mod:`ctxvar.extraction.position_sample`).
+Per layer, with ``covariance``: Σxxᵀ (d × d). With ``sample_size`` m > 0: the
+hidden states of the shard's m sampled token positions, m = B · k for geometry.batches B
+of geometry.sample_size k (see :mod:`ctxvar.extraction.position_sample`).
 
 Memory on the device, in bytes, for L layers (embedding output included), U
 distinct types in the shard, width d and a batch of N real tokens:
@@ -10,7 +11,7 @@ distinct types in the shard, width d and a batch of N real tokens:
     state:   8 · U · (L · (d + 1) + 1)        n, Σx, Σ‖x‖²
            + 8 · U · L · d                    Σ x/‖x‖       (cosine)
            + 8 · L · d²                       Σxxᵀ          (covariance)
-           + 4 · L · k · d                    sampled points (float32)
+           + 4 · L · B · k · d                sampled points (float32), B = geometry.batches
     batch:   N · d · 4                        one layer's gather (forward dtype, ≤ fp32); C · d · 4 without
                                               covariance, which alone needs a layer's whole batch at once
            + C · d · 8                        a chunk of C of its rows as float64
@@ -49,11 +50,13 @@ class GeometryOptions:
 
     covariance: bool = False  # Σxxᵀ per layer
     cosine: bool = False  # Σ x/‖x‖ per (layer, type)
-    sample_size: int = 0  # k points per layer for TwoNN; 0: none
+    sample_size: int = 0  # points per layer in the sample: B batches of k for TwoNN; 0: none
 
     @classmethod
     def from_config(cls, geometry: dict) -> "GeometryOptions":
-        return cls(geometry["covariance"], geometry["cosine"], geometry["sample_size"] if geometry["twonn"] else 0)
+        """From config ``geometry`` (or :func:`ctxvar.config.extraction_geometry`, which leaves out batches: 1)."""
+        points = geometry["sample_size"] * geometry.get("batches", 1) if geometry["twonn"] else 0
+        return cls(geometry["covariance"], geometry["cosine"], points)
 
 
 NO_GEOMETRY = GeometryOptions()
@@ -61,6 +64,8 @@ CPU_CHUNK_ROWS = 256  # float64 rows per step on a CPU: a chunk's 1.5 MB (d = 76
 
 
 def state_bytes(n_layers: int, n_types: int, d: int, options: GeometryOptions = NO_GEOMETRY) -> int:
+    """Device bytes of the sums of ``n_layers`` layers (the state of the module docstring), the sample's
+    ``options.sample_size`` = B · k float32 points per layer included."""
     per_type = n_layers * (d + 1) + 1 + (n_layers * d if options.cosine else 0)
     per_layer = (d * d if options.covariance else 0) + options.sample_size * d / 2
     return int(8 * (n_types * per_type + n_layers * per_layer))

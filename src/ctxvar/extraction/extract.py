@@ -269,7 +269,8 @@ def release_device(job: ShardRun) -> None:
 
 
 def sample_positions(job: ShardRun, settings: ExtractionSettings) -> dict[str, np.ndarray] | None:
-    """The shard's bottom-k token positions by :func:`ctxvar.extraction.position_sample.token_keys`: shard token index,
+    """The shard's bottom-m token positions by :func:`ctxvar.extraction.position_sample.token_keys`, m =
+    ``settings.geometry.sample_size`` (B · k: geometry.batches × geometry.sample_size): shard token index,
     key, sentence_id, window, position and token type of each, in key order; None without a sample."""
     k = settings.geometry.sample_size
     if not k:

@@ -6,6 +6,10 @@ k positions with the smallest keys; the k smallest over the union of the
 shards' samples are then the k smallest of the whole corpus, whatever the
 sharding. The same positions are kept in every layer.
 
+With geometry.batches B, k is B times geometry.sample_size: batch b is the positions
+ranked b·k′ … (b + 1)·k′ − 1 by key (k′ = geometry.sample_size), so batch 0 is the
+one-batch sample and every batch is as exact and shard-invariant as the whole.
+
 The sample file (layout :data:`SAMPLE_LAYOUT`) has one row group per layer (group i =
 layer i), rows sorted by key, no nulls:
 

@@ -19,6 +19,14 @@ From u = x/‖x‖ (Ethayarajh 2019), over all N tokens of the layer and per typ
 TwoNN (Facco et al. 2017) on the merged bottom-k sample after removing exact
 duplicates, and on a standard Gaussian sample of the same n and d (the
 estimator's bias in high dimension).
+
+Over sample batches, as Razzhigaev et al. report (mean and standard deviation, ddof = 1, over the
+geometry.batches blocks of k positions of the hash ranking; batch 0 is the sample above):
+
+    anisotropy_batch      σ₁² / Σσ², σ the singular values of the centred batch
+    twonn_batch           Facco et al.'s TwoNN on the batch's distinct points (batch 0: ``twonn``)
+    twonn_razzhigaev      the TwoNN variant of their public code on the batch's points, duplicates kept
+                          (:func:`ctxvar.stats.twonn.razzhigaev_twonn`)
 """
 
 from __future__ import annotations
@@ -32,11 +40,19 @@ from ctxvar.errors import StatisticsError
 from ctxvar.extraction.position_sample import points, read_sample_layer
 from ctxvar.stats.layers import frequency_filter
 from ctxvar.stats.sums import SumsFile, read_moments
-from ctxvar.stats.twonn import distinct_points, gaussian_twonn, twonn_dimension
+from ctxvar.stats.twonn import (
+    distinct_points,
+    facco_twonn,
+    gaussian_twonn,
+    mean_centred_norm,
+    razzhigaev_twonn,
+    two_nearest,
+)
 
 log = logging.getLogger(__name__)
 
 MIN_TWONN_POINTS = 3
+BATCH_METRICS = ("anisotropy_batch", "twonn_batch", "twonn_razzhigaev")
 
 
 def covariance(n: int, sum_: np.ndarray, sum_outer: np.ndarray) -> np.ndarray:
@@ -98,6 +114,8 @@ def geometry_columns(spectrum_k: int) -> list[str]:
         "twonn_points",
         "twonn",
         "twonn_gaussian",
+        "sample_batches",
+        *[f"{metric}_{moment}" for metric in BATCH_METRICS for moment in ("mean", "std")],
     ]
 
 
@@ -115,22 +133,85 @@ def cosine_metrics(sums, min_log10_n: float, max_log10_n: float) -> dict:
     }
 
 
-def twonn_metrics(sample_path, layer: int, seed: int) -> dict:
-    """TwoNN on the layer's distinct sampled points, and on Gaussian points of the same n and d."""
-    distinct = distinct_points(points(read_sample_layer(sample_path, layer)))
-    n, d = distinct.shape
+def sample_batches(points: np.ndarray, batch_size: int, batches: int) -> list[np.ndarray]:
+    """Rows b·k … (b + 1)·k − 1 of the key-ordered sample ``points`` for b = 0 … batches − 1 (k = batch_size):
+    batch 0 always, a later one only when it holds k points."""
+    blocks = [points[b * batch_size : (b + 1) * batch_size] for b in range(batches)]
+    return [block for b, block in enumerate(blocks) if b == 0 or len(block) == batch_size]
+
+
+def batch_anisotropy(points: np.ndarray) -> float:
+    """σ₁² / Σσ², σ the singular values of the centred ``points`` (n, d), float64; NaN for zero spread."""
+    x = np.asarray(points, dtype=np.float64)
+    if len(x) < 2:
+        return np.nan
+    x = x - x.mean(axis=0)
+    gram = x.T @ x if x.shape[1] <= x.shape[0] else x @ x.T  # the smaller Gram matrix: eigenvalues σ²
+    eigenvalues = np.linalg.eigvalsh(gram)
+    total = float(np.trace(gram))
+    return float(eigenvalues[-1] / total) if total > 0 else np.nan
+
+
+def batch_twonn(points: np.ndarray) -> dict:
+    """TwoNN of one batch: Facco et al.'s on its distinct points (``twonn_batch``, with ``twonn_points`` and
+    the distinct points' ``distinct``) and Razzhigaev et al.'s code's on all of them (``twonn_razzhigaev``)."""
+    distinct = distinct_points(points)
+    row = {"twonn_points": len(distinct), "distinct": distinct, "twonn_batch": np.nan, "twonn_razzhigaev": np.nan}
+    if len(distinct) >= MIN_TWONN_POINTS:
+        r1, r2 = two_nearest(distinct)
+        row["twonn_batch"] = facco_twonn(r1, r2)
+        if len(distinct) < len(points):  # duplicates: their distances differ
+            r1, r2 = two_nearest(points)
+        row["twonn_razzhigaev"] = razzhigaev_twonn(r1, r2, mean_centred_norm(points))
+    elif len(points) >= MIN_TWONN_POINTS:
+        row["twonn_razzhigaev"] = razzhigaev_twonn(*two_nearest(points), mean_centred_norm(points))
+    return row
+
+
+def mean_and_std(values: list[float]) -> tuple[float, float]:
+    """Mean and standard deviation (ddof = 1; NaN for one value) of per-batch values."""
+    array = np.asarray(values, dtype=np.float64)
+    return float(array.mean()), float(array.std(ddof=1)) if len(array) > 1 else np.nan
+
+
+def twonn_metrics(sample_path, layer: int, seed: int, batch_size: int | None = None, batches: int = 1) -> dict:
+    """TwoNN on the distinct points of the layer's first sample batch, and on Gaussian points of the same n
+    and d; mean and standard deviation over the sample batches of :data:`BATCH_METRICS`.
+
+    ``batch_size``: k, the points of a batch (None: the whole sample is one batch)."""
+    sample = points(read_sample_layer(sample_path, layer))
+    blocks = sample_batches(sample, batch_size or max(len(sample), 1), batches)
+    per_batch = [{**batch_twonn(block), "anisotropy_batch": batch_anisotropy(block)} for block in blocks]
+    first = per_batch[0]
+    n, d = first["distinct"].shape
     if n < MIN_TWONN_POINTS:
         log.warning("layer %d: %d distinct sampled points; TwoNN needs %d", layer, n, MIN_TWONN_POINTS)
-        return {"twonn_points": n, "twonn": np.nan, "twonn_gaussian": np.nan}
-    return {"twonn_points": n, "twonn": twonn_dimension(distinct), "twonn_gaussian": gaussian_twonn(n, d, seed + layer)}
+    row = {
+        "twonn_points": n,
+        "twonn": first["twonn_batch"],
+        "twonn_gaussian": gaussian_twonn(n, d, seed + layer) if n >= MIN_TWONN_POINTS else np.nan,
+        "sample_batches": len(blocks),
+    }
+    for metric in BATCH_METRICS:
+        row[f"{metric}_mean"], row[f"{metric}_std"] = mean_and_std([batch[metric] for batch in per_batch])
+    return row
 
 
 def geometry_table(
-    stats_path, moments_path, sample_path, spectrum_k: int, seed: int, min_log10_n: float, max_log10_n: float
+    stats_path,
+    moments_path,
+    sample_path,
+    spectrum_k: int,
+    seed: int,
+    min_log10_n: float,
+    max_log10_n: float,
+    batch_size: int | None = None,
+    batches: int = 1,
 ) -> pd.DataFrame:
     """geometry.csv: one row per layer; the metrics of sums not accumulated are NaN.
 
-    ``moments_path`` / ``sample_path`` may be None (geometry.covariance / twonn off).
+    ``moments_path`` / ``sample_path`` may be None (geometry.covariance / twonn off); the sample is cut into
+    ``batches`` batches of ``batch_size`` points (geometry.batches, geometry.sample_size; None: one batch).
     """
     stats = SumsFile(stats_path)
     final_norm = stats.metadata.get("final_norm", False)
@@ -149,6 +230,6 @@ def geometry_table(
         if stats.has_unit:
             row.update(cosine_metrics(sums, min_log10_n, max_log10_n))
         if sample_path is not None:
-            row.update(twonn_metrics(sample_path, layer, seed))
+            row.update(twonn_metrics(sample_path, layer, seed, batch_size, batches))
         rows.append(row)
     return pd.DataFrame(rows, columns=geometry_columns(spectrum_k))

@@ -8,7 +8,7 @@ A merge adds sums files that each cover one shard (a partial) or a run of shards
 Memory: one layer of the merged sums (U · (d + 2) · 8 bytes, U = distinct types
 over all shards, twice the d term with Σ x/‖x‖) plus one shard's layer at a
 time; it does not grow with the number of shards or layers. Moments add d × d
-per layer; samples hold shards × k points of one layer.
+per layer; samples hold shards × B · k points of one layer (B = geometry.batches).
 
 I/O: a merge reads each input file once (its footer, then every row group) and
 writes each output once. :func:`merge_job` measures the bytes it reads and adds
@@ -248,7 +248,8 @@ def merge_moments(paths, out_path, metadata: dict) -> None:
 
 
 def merge_sample_partials(paths, out_path, metadata: dict) -> None:
-    """The bottom-k sample over all shards (k = geometry.sample_size)."""
+    """The bottom-m sample over all shards: m = the metadata's geometry.sample_size, the job's B · k points
+    (geometry.batches × geometry.sample_size)."""
     files = in_shard_order([SampleFile(path) for path in paths], metadata)
     merge_samples(files, out_path, metadata["n_layers"], metadata["geometry"]["sample_size"], metadata)
 

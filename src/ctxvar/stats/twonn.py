@@ -7,6 +7,11 @@ of the line through the origin fitted to (log μ_(i), −log(1 − F_emp(μ_(i))
 the smallest (1 − discard) · N ratios. This is scikit-dimension's ``TwoNN``
 (linear method, ≥ 0.5.0, with the F_emp off-by-one fixed), which the tests compare
 against. Duplicate points must be removed first (r₁ = 0).
+
+:func:`razzhigaev_twonn` is the variant of Razzhigaev et al.'s public code
+(AIRI-Institute/LLM-Microscope, ``intrinsic_dimension`` in LLM_microscope.ipynb at
+commit b6db939b2696845ce1f88cf69cddc41e808eea17), which keeps duplicate points and
+fits on the smallest 20 % of the ratios; see its docstring.
 """
 
 from __future__ import annotations
@@ -46,13 +51,50 @@ def two_nearest(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def twonn_dimension(points: np.ndarray, discard_fraction: float = DISCARD_FRACTION) -> float:
     """The TwoNN estimate for distinct ``points`` (n, d)."""
-    r1, r2 = two_nearest(points)
+    return facco_twonn(*two_nearest(points), discard_fraction)
+
+
+def facco_twonn(r1: np.ndarray, r2: np.ndarray, discard_fraction: float = DISCARD_FRACTION) -> float:
+    """The TwoNN estimate from each point's first and second nearest-neighbour distances (all r₁ > 0)."""
     if (r1 == 0).any():
         raise StatisticsError("TwoNN: duplicate points (distance 0); remove them first (numpy.unique(points, axis=0))")
     mu = np.sort(r2 / r1)
     n_keep = int(len(mu) * (1 - discard_fraction))
     log_mu = np.log(mu[:n_keep])
     y = -np.log(1 - np.arange(1, n_keep + 1) / len(mu))
+    return float(log_mu @ y / (log_mu @ log_mu))
+
+
+RAZZHIGAEV_EPS = 1e-8  # LLM-Microscope's eps, in units of the mean norm of the centred points
+RAZZHIGAEV_REDUCTION = 5  # LLM-Microscope's reduction_factor: the fit uses the smallest n // 5 ratios
+
+
+def mean_centred_norm(points: np.ndarray) -> float:
+    """The mean Euclidean norm of the rows of ``points`` after subtracting their mean (float64)."""
+    x = np.asarray(points, dtype=np.float64)
+    return float(np.linalg.norm(x - x.mean(axis=0), axis=1).mean())
+
+
+def razzhigaev_twonn(r1: np.ndarray, r2: np.ndarray, scale: float) -> float:
+    """TwoNN as Razzhigaev et al.'s public code computes it, from the n points' r₁, r₂ (duplicates kept).
+
+    With ε = 1e-8 · ``scale`` (their code divides the centred points by their mean norm, ``scale`` here,
+    then uses ε = 1e-8): a point with r₁ < ε gets μ = −1, else μ = r₂/r₁. The u ratios with μ ≤ 1 + 1e-8
+    (duplicates, and ties r₂ = r₁) are dropped from the fit but stay in N: the m = n − u others, sorted,
+    get F_emp = (u + i)/n, i = 1 … m. The estimate is the slope through the origin of −log(1 − F_emp) on
+    log μ over the first min(⌊m/5⌋, m − 1) of them (the smallest 20 % of the kept ratios):
+    Σ log μ · (−log(1 − F)) / Σ (log μ)². Their standard deviation over batches is not in the code.
+    """
+    bad = r1 < RAZZHIGAEV_EPS * scale
+    mu = np.sort(np.where(bad, -1.0, r2 / np.where(bad, 1.0, r1)))
+    dropped = int(np.count_nonzero(mu <= 1 + RAZZHIGAEV_EPS))
+    kept = mu[dropped:]
+    m = len(kept)
+    used = min(m // RAZZHIGAEV_REDUCTION, m - 1)
+    if used < 1:
+        return np.nan
+    log_mu = np.log(kept[:used])
+    y = -np.log(1 - np.arange(dropped + 1, dropped + used + 1) / len(mu))
     return float(log_mu @ y / (log_mu @ log_mu))
 
 
