@@ -52,6 +52,12 @@ def revision_of(entry: dict) -> str:
     return entry.get("revision") or MODEL_DEFAULTS["revision"]
 
 
+def load_revision(entry: dict) -> str:
+    """The revision to load: the commit the entry's revision named at start-up (``inputs.commit``, see
+    :mod:`ctxvar.inputs`), else the revision itself."""
+    return (entry.get("inputs") or {}).get("commit") or revision_of(entry)
+
+
 def arch_of(entry: dict) -> str:
     """The entry's architecture, or the schema's default (an init gaussian entry's tokenizer kind)."""
     return entry.get("arch") or MODEL_DEFAULTS["arch"]
@@ -90,6 +96,19 @@ def missing_model_directory(entry: dict) -> str | None:
         f"models[]: entry {entry.get('id') or Path(name).name!r}: {name} {what} (a name written as a path is a local "
         "model directory, relative to the working directory); correct the path, or give a Hub id such as "
         "bert-base-uncased"
+    )
+
+
+def local_with_revision(entry: dict) -> str | None:
+    """Why a local model directory's entry cannot have ``revision``/``revisions`` (a directory holds one version
+    of its files, which would be read whatever the revision says); None when it has neither, or is a Hub id."""
+    name, asked = entry.get("name"), [key for key in ("revision", "revisions") if entry.get(key)]
+    if not name or not asked or not os.path.isdir(os.path.expanduser(name)):
+        return None
+    return (
+        f"models[]: entry {entry.get('id') or Path(name).name!r}: {name} is a local directory, which holds one "
+        f"version of the model, so {' and '.join(asked)} cannot choose one; remove {' and '.join(asked)}, or list "
+        "one directory per checkpoint (each with its own id)"
     )
 
 
@@ -330,6 +349,8 @@ def check_config(config: dict) -> None:
             raise ConfigError(f"models[]: entry {entry.get('id')!r} needs 'name' (a Hub id or a local directory)")
         if entry.get("init", "pretrained") == "pretrained" and missing_model_directory(entry):
             raise ConfigError(missing_model_directory(entry))
+        if entry.get("init", "pretrained") == "pretrained" and local_with_revision(entry):
+            raise ConfigError(local_with_revision(entry))
         if entry.get("init") == "archive" and not {"archive", "sha256"} <= set(entry):
             raise ConfigError(
                 f"models[]: entry {entry.get('id')!r} has init: archive and needs 'archive' (the .zip) and 'sha256' "

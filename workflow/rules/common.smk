@@ -44,7 +44,7 @@ from ctxvar.figures.catalogue import (
 )
 from ctxvar.disk import check_free_space
 from ctxvar.models.archive import check_archives
-from ctxvar.models.files import directory_fingerprint
+from ctxvar.inputs import corpus_inputs, with_inputs
 from ctxvar.run_end import failure_message, report_command, success_message
 from ctxvar.errors import CtxvarError
 from ctxvar.extraction.batching import BATCH_TOKENS
@@ -71,7 +71,8 @@ try:  # the whole config contract, before any job: one line and exit status 1 fo
         {str(path): CONFIG_FILES[str(path)] for path in workflow.overwrite_configfiles},
         workflow.config_settings.overwrite_config or {},
     )
-    MODELS = models_by_id(config)
+    MODELS = with_inputs(models_by_id(config))  # each with what identifies its files now (ctxvar.inputs)
+    CORPUS = {**config["corpus"], "inputs": corpus_inputs(config["corpus"])}
     check_archives(MODELS, f"results/{RUN}")  # a package or zip to unpack a model from is there
     check_free_space(config, f"results/{RUN}")  # once the corpus is sampled; extraction jobs check again as they start
 except CtxvarError as error:
@@ -257,14 +258,6 @@ def model_source(wildcards):
     return source_of(MODELS[wildcards.model], results(""))
 
 
-def local_model_files(wildcards):
-    """The fingerprint of a local model directory's files (None for Hub ids and models made in the run, which are
-    inputs): weights or a tokenizer changed in place re-run the model's split and extraction, as a changed param
-    does."""
-    entry = MODELS[wildcards.model]
-    return None if built_in_run(entry) else directory_fingerprint(entry["name"])
-
-
 def model_inputs(wildcards):
     """The run's models/{model} folder, for models a rule makes there; nothing for the others."""
     return {"model": results(f"models/{wildcards.model}")} if built_in_run(MODELS[wildcards.model]) else {}
@@ -281,7 +274,8 @@ def models_made_by(*inits):
 
 
 def partial_config_hash(wildcards):
-    return extraction_config_hash(config, MODELS[wildcards.model])
+    """The hash the model's sums carry: the config's extraction settings, the corpus's and the model's inputs."""
+    return extraction_config_hash({**config, "corpus": CORPUS}, MODELS[wildcards.model])
 
 
 MERGE_PRIORITY = 1  # a merge step before more extraction, so that partials are deleted as soon as they can be

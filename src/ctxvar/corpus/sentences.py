@@ -61,7 +61,9 @@ def load_source(corpus: dict):
         )
     try:
         if source == "hf":
-            dataset = datasets.load_dataset(corpus["name"], corpus.get("config_name"), split=corpus["split"])
+            dataset = datasets.load_dataset(
+                corpus["name"], corpus.get("config_name"), split=corpus["split"], revision=hub_commit(corpus)
+            )
         elif all(os.path.getsize(path) == 0 for path in corpus_paths(corpus)):
             return datasets.Dataset.from_dict(
                 {corpus["text_column"]: []},
@@ -303,12 +305,20 @@ def _matches(texts: pa.Array, substring: str) -> np.ndarray:
     return pc.fill_null(pc.match_substring(texts, substring), False).to_numpy(zero_copy_only=False)
 
 
+def hub_commit(corpus: dict) -> str | None:
+    """The Hub dataset's commit resolved at start-up (``inputs.commit``, see :mod:`ctxvar.inputs`), if any."""
+    return (corpus.get("inputs") or {}).get("commit")
+
+
 def write_sentences(corpus: dict, sentences_path, counts_path) -> dict:
     """Sample the corpus once and write the sentences (Parquet) and the step counts (JSON), with the text's
-    provenance for the Python-docs source (its Python version decides the text)."""
+    provenance for the Python-docs source (its Python version decides the text) and what identified the
+    corpus's files at start-up (``inputs``)."""
     table, counts = sample_sentences(corpus)
     if corpus["source"] == "python-docs":
         counts = {**counts, "text": python_docs.provenance()}
+    if corpus.get("inputs"):
+        counts = {**counts, "inputs": corpus["inputs"]}
     write_table(table, sentences_path)
     write_json(counts, counts_path)
     return counts

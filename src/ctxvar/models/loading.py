@@ -17,7 +17,7 @@ import os
 
 import torch
 
-from ctxvar.config import revision_of
+from ctxvar.config import load_revision
 from ctxvar.errors import ModelLoadError, first_line
 from ctxvar.models import completeness, hub
 from ctxvar.models.gaussian_null import register
@@ -53,7 +53,7 @@ def described(entry: dict, source: str) -> str:
 
 def _options(entry: dict, source: str) -> dict:
     options = {
-        "revision": revision_of(entry),
+        "revision": load_revision(entry),
         "trust_remote_code": bool(entry.get("trust_remote_code", False)),
     }
     if os.path.isdir(source):
@@ -66,7 +66,7 @@ def load_tokenizer(entry: dict, source: str):
 
     tokenizer = _from_pretrained(AutoTokenizer, source, entry, _options(entry, source))
     custom_code_warning(entry, source, "tokenizer_config.json", tokenizer)
-    revision = revision_of(entry)
+    revision = load_revision(entry)
     found = [name for name in completeness.tokenizer_file_names(tokenizer) if hub.model_file(source, name, revision)]
     completeness.check_tokenizer_files(tokenizer, found, described(entry, source))
     return tokenizer
@@ -162,7 +162,7 @@ def _from_pretrained(cls, source: str, entry: dict, options: dict):
     except OSError:
         pass  # not cached (or not complete): go to the Hub
     except Exception as error:  # cached, but a cached file is damaged
-        config = hub.model_file(source, "config.json", revision_of(entry))
+        config = hub.model_file(source, "config.json", load_revision(entry))
         raise load_error(what, os.path.dirname(config) if config else source, cls, error) from error
     reason = hub.unavailable_reason()
     if reason:
@@ -300,7 +300,7 @@ def custom_code_warning(entry: dict, source: str, filename: str, loaded: object)
     ``trust_remote_code`` is off, and transformers' built-in class (``loaded``'s) was used instead."""
     if entry.get("trust_remote_code"):
         return
-    auto_map = (hub.model_json(source, filename, revision_of(entry)) or {}).get("auto_map")
+    auto_map = (hub.model_json(source, filename, load_revision(entry)) or {}).get("auto_map")
     if auto_map:
         log.warning(
             "model %r: %s names custom code (%s) that runs only with trust_remote_code: true; "

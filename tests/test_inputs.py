@@ -1,0 +1,106 @@
+"""What identifies the files a run reads from outside its config (ctxvar.inputs): a change re-runs its jobs."""
+
+from __future__ import annotations
+
+import copy
+import os
+import zipfile
+
+import pytest
+import yaml
+
+from ctxvar.config import check_config, extraction_config_hash, load_revision
+from ctxvar.errors import ConfigError
+from ctxvar.inputs import corpus_inputs, local_model_directory, model_inputs, with_inputs
+from ctxvar.models import hub
+
+from workflow_runs import REPO
+
+DEMO = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+
+
+def rewrite(path, data: bytes) -> None:
+    """Write ``data`` over ``path`` in place, keeping its mtime (as a careless copy tool would)."""
+    status = os.stat(path)
+    with open(path, "wb") as handle:
+        handle.write(data)
+    os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns))
+
+
+def test_a_corpus_file_edited_in_place_changes_the_corpus_inputs(tmp_path):
+    text = tmp_path / "sentences.txt"
+    text.write_text("one line\nanother line\n")
+    corpus = {"source": "text", "path": str(text)}
+    before = corpus_inputs(corpus)
+    assert corpus_inputs(corpus) == before and before["files"][0] is not None
+    rewrite(text, b"one line\n")
+    assert corpus_inputs(corpus) != before
+
+
+def test_the_documentation_corpus_names_its_python():
+    import sys
+
+    assert corpus_inputs({"source": "python-docs"})["python"] == sys.version
+    assert corpus_inputs({"source": "synthetic"}) == {}
+
+
+def test_a_model_folder_named_with_a_tilde_is_fingerprinted(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    folder = tmp_path / "models" / "my-bert"
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(b"weights")
+    entry = {"id": "my-bert", "name": "~/models/my-bert"}
+    assert local_model_directory(entry["name"]) == str(folder.resolve())
+    before = model_inputs(entry)
+    assert before["files"] is not None and before == model_inputs({"id": "x", "name": str(folder)})
+    rewrite(folder / "model.safetensors", b"other weights")
+    assert model_inputs(entry) != before
+
+
+def test_a_replaced_archive_changes_the_model_inputs_whatever_its_listed_digests(tmp_path):
+    archive = tmp_path / "model.zip"
+    entry = {"id": "zipped", "init": "archive", "archive": str(archive), "sha256": {"model.safetensors": "0" * 64}}
+    seen = []
+    for eps in ("1e-12", "0.5"):  # the same weights, another config.json
+        with zipfile.ZipFile(archive, "w") as handle:
+            handle.writestr("model.safetensors", b"weights")
+            handle.writestr("config.json", '{"layer_norm_eps": %s}' % eps)
+        seen.append(model_inputs(entry))
+    assert seen[0]["archive"] is not None and seen[0] != seen[1]
+
+
+def test_built_models_have_no_outside_inputs():
+    models = with_inputs({"tiny": {"id": "tiny", "init": "random", "arch": "bert"}})
+    assert "inputs" not in models["tiny"]
+
+
+def test_a_hub_revision_resolves_to_the_commit_the_cache_holds(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    refs = tmp_path / "models--org--model" / "refs"
+    refs.mkdir(parents=True)
+    (refs / "main").write_text("a" * 40)
+    entry = {"id": "org--model", "name": "org/model"}
+    assert model_inputs(entry) == {"commit": "a" * 40}
+    assert load_revision({**entry, **with_inputs({"m": entry})["m"]}) == "a" * 40
+    assert hub.cached_commit("org/model", "b" * 40) == "b" * 40  # a commit names itself
+    assert hub.cached_commit("org/model", "v2") is None and load_revision(entry) == "main"
+
+
+def test_the_sums_hash_follows_the_model_and_corpus_inputs():
+    config = copy.deepcopy(DEMO)
+    entry = {"id": "m", "name": "org/model", "inputs": {"commit": "a" * 40}}
+    before = extraction_config_hash(config, entry)
+    assert extraction_config_hash(config, {**entry, "inputs": {"commit": "b" * 40}}) != before
+    config["corpus"] = {**config["corpus"], "inputs": {"files": ["x"]}}
+    assert extraction_config_hash(config, entry) != before
+
+
+@pytest.mark.parametrize("key", ["revision", "revisions"])
+def test_a_local_folder_with_a_revision_is_refused(tmp_path, key):
+    value = "v2" if key == "revision" else ["step0", "step1"]
+    config = {**copy.deepcopy(DEMO), "models": [{"name": str(tmp_path), key: value}]}
+    with pytest.raises(ConfigError, match=f"is a local directory, which holds one version of the model, so {key}"):
+        check_config(config)
