@@ -104,3 +104,20 @@ def test_a_local_folder_with_a_revision_is_refused(tmp_path, key):
     config = {**copy.deepcopy(DEMO), "models": [{"name": str(tmp_path), key: value}]}
     with pytest.raises(ConfigError, match=f"is a local directory, which holds one version of the model, so {key}"):
         check_config(config)
+
+
+@pytest.mark.parametrize(
+    "lines, message",
+    [
+        ('{"text": "a b"}\n{"text": "c d"\n', r"line 2 is not JSON \(Expecting ',' delimiter\); each line must be one"),
+        ('{"text": "a b"}\n\n["c", "d"]\n', "line 3 is a JSON list, not an object"),
+    ],
+)
+def test_a_bad_json_lines_row_is_named_with_its_line_and_cause(tmp_path, lines, message):
+    from ctxvar.corpus.sentences import load_source
+    from ctxvar.errors import CorpusError
+
+    path = tmp_path / "rows.jsonl"
+    path.write_text(lines)
+    with pytest.raises(CorpusError, match=f"^corpus.path: {path} {message}"):
+        load_source({"source": "jsonl", "path": str(path), "text_column": "text"})
