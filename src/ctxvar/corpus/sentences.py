@@ -112,7 +112,9 @@ def first_bad_json_line(paths: list[str]) -> str | None:
                     row = json.loads(line)
                 except ValueError as error:
                     reason = getattr(error, "msg", error)
-                    return f"corpus.path: {path} line {number} is not JSON ({reason}); each line must be one JSON object"
+                    return (
+                        f"corpus.path: {path} line {number} is not JSON ({reason}); each line must be one JSON object"
+                    )
                 if not isinstance(row, dict):
                     return (
                         f"corpus.path: {path} line {number} is a JSON {type(row).__name__}, not an object; each line "
