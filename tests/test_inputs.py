@@ -121,3 +121,36 @@ def test_a_bad_json_lines_row_is_named_with_its_line_and_cause(tmp_path, lines, 
     path.write_text(lines)
     with pytest.raises(CorpusError, match=f"^corpus.path: {path} {message}"):
         load_source({"source": "jsonl", "path": str(path), "text_column": "text"})
+
+
+def test_a_config_with_return_dict_false_still_gives_hidden_states():
+    import torch
+    from transformers import BertConfig, BertModel
+
+    from ctxvar.extraction.extract import forward_options
+
+    config = BertConfig(
+        vocab_size=20,
+        hidden_size=8,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=16,
+        return_dict=False,
+    )
+    model = BertModel(config).eval()
+    ids = torch.tensor([[1, 2, 3]])
+    assert isinstance(model(input_ids=ids, output_hidden_states=True), tuple)  # what the forward loop saw
+    output = model(
+        input_ids=ids, attention_mask=torch.ones_like(ids), output_hidden_states=True, **forward_options(model)
+    )
+    assert len(output.hidden_states) == 3
+
+
+def test_a_misspelt_path_below_a_local_folder_is_refused_at_start_up(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "checkpoints" / "my-bert").mkdir(parents=True)
+    config = {**copy.deepcopy(DEMO), "models": [{"name": "checkpoints/my-bertt"}]}
+    with pytest.raises(ConfigError, match="checkpoints/my-bertt does not exist .*correct the path"):
+        check_config(config)
+    check_config({**config, "models": [{"name": "checkpoints/my-bert"}]})
+    check_config({**config, "models": [{"name": "org/model"}]})  # a Hub id: no folder org/ here

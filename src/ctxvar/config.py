@@ -81,13 +81,19 @@ def model_id(entry: dict) -> str:
 
 
 def is_local_path(name: str) -> bool:
-    """Whether a model ``name`` is a directory (existing, or written as a path) rather than a Hub id."""
-    return os.path.isdir(name) or name.startswith(("/", "./", "../", "~")) or name.count("/") > 1
+    """Whether a model ``name`` is a directory (existing, or written as a path) rather than a Hub id: a path also
+    when its ``org/`` part is a folder of the working directory (``checkpoints/my-bert``, misspelt or not)."""
+    return (
+        os.path.isdir(name)
+        or name.startswith(("/", "./", "../", "~"))
+        or name.count("/") > 1
+        or (name.count("/") == 1 and os.path.isdir(name.split("/")[0]))
+    )
 
 
 def missing_model_directory(entry: dict) -> str | None:
-    """Why the entry's ``name``, written as a path (``/``, ``./``, ``../``, ``~`` or more than one ``/``), names no
-    model directory; None when it does, or when ``name`` is a Hub id."""
+    """Why the entry's ``name``, written as a path (see :func:`is_local_path`), names no model directory; None
+    when it does, or when ``name`` is a Hub id."""
     name = entry.get("name")
     if not name or not is_local_path(name) or os.path.isdir(os.path.expanduser(name)):
         return None

@@ -446,8 +446,10 @@ def run_batches(model, sums: EmbeddingSums, batches: ShardBatches, device, progr
 
 def forward_options(model) -> dict:
     """Keyword arguments of every forward pass besides the batch: ``use_cache=False`` for models whose config has a
-    cache on (decoders, by default), which would otherwise return every layer's keys and values."""
-    return {"use_cache": False} if getattr(model.config, "use_cache", False) else {}
+    cache on (decoders, by default), which would otherwise return every layer's keys and values, and
+    ``return_dict=True`` for a config that says ``return_dict: false`` (its outputs would be a plain tuple)."""
+    options = {"use_cache": False} if getattr(model.config, "use_cache", False) else {}
+    return {**options, "return_dict": True} if getattr(model.config, "return_dict", True) is False else options
 
 
 def started(items):
