@@ -154,3 +154,18 @@ def test_a_misspelt_path_below_a_local_folder_is_refused_at_start_up(tmp_path, m
         check_config(config)
     check_config({**config, "models": [{"name": "checkpoints/my-bert"}]})
     check_config({**config, "models": [{"name": "org/model"}]})  # a Hub id: no folder org/ here
+
+
+def test_a_second_config_of_the_same_file_name_stops_before_writing_into_the_first_ones_run(tmp_path):
+    from ctxvar.run_origin import check_run_origin, config_identity, record_run_origin
+
+    folder = tmp_path / "results" / "study"
+    first = config_identity([str(tmp_path / "a" / "study.yaml")], "config.yaml")
+    second = config_identity([str(tmp_path / "b" / "study.yaml")], "config.yaml")
+    assert check_run_origin(folder, first, named_on_purpose=False) is None  # a new folder
+    record_run_origin(folder, first)
+    record_run_origin(folder, second)  # the first record stays
+    assert check_run_origin(folder, first, named_on_purpose=False) is None
+    with pytest.raises(ConfigError, match="holds the results of .*a/study.yaml.*set run: to a name of its own"):
+        check_run_origin(folder, second, named_on_purpose=False)
+    assert "has the same run: and updates them" in check_run_origin(folder, second, named_on_purpose=True)

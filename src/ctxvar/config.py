@@ -312,6 +312,12 @@ def run_name(config: dict, cli_configs: dict[str, dict], overrides: dict) -> str
     return name
 
 
+def run_named_on_purpose(cli_configs: dict[str, dict], overrides: dict) -> bool:
+    """Whether the run's name was chosen (``--config run=``, ``run:`` in a ``--configfile``, or config.yaml's
+    own) rather than taken from a ``--configfile``'s name (see :func:`run_name`)."""
+    return "run" in overrides or any("run" in content for content in cli_configs.values()) or not cli_configs
+
+
 def check_config(config: dict) -> None:
     """Raise :class:`ConfigError` (one line) for what the JSON schema cannot check."""
     corpus = config["corpus"]
