@@ -169,3 +169,22 @@ def test_a_second_config_of_the_same_file_name_stops_before_writing_into_the_fir
     with pytest.raises(ConfigError, match="holds the results of .*a/study.yaml.*set run: to a name of its own"):
         check_run_origin(folder, second, named_on_purpose=False)
     assert "has the same run: and updates them" in check_run_origin(folder, second, named_on_purpose=True)
+
+
+def test_the_tokenizer_hash_covers_its_normalizer_not_only_its_vocabulary():
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from ctxvar.models.loading import tokenizer_sha256
+
+    def tokenizer(normalizer):
+        backend = Tokenizer(models.WordLevel({"[UNK]": 0, "a": 1, "b": 2}, unk_token="[UNK]"))
+        backend.pre_tokenizer = pre_tokenizers.Whitespace()
+        if normalizer is not None:
+            backend.normalizer = normalizer
+        return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]")
+
+    plain, lowered = tokenizer(None), tokenizer(normalizers.Lowercase())
+    assert plain.get_vocab() == lowered.get_vocab() and plain.tokenize("A") != lowered.tokenize("A")
+    assert tokenizer_sha256(plain) != tokenizer_sha256(lowered)
+    assert tokenizer_sha256(plain) == tokenizer_sha256(tokenizer(None))

@@ -405,6 +405,17 @@ def model_config_sha256(config) -> str:
 
 
 def tokenizer_sha256(tokenizer) -> str:
-    """SHA-256 of the vocabulary (token → id), sorted."""
-    vocab = sorted(tokenizer.get_vocab().items())
-    return hashlib.sha256(repr(vocab).encode()).hexdigest()
+    """SHA-256 of everything that decides how text becomes tokens: the vocabulary (token → id, sorted), the fast
+    tokenizer's whole definition (normalizer, pre-tokenizer, model, post-processor, added tokens: ``to_str()``),
+    the special tokens and the settings the tokenizer was made with (lower-casing, prefix space, …)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    settings = {key: value for key, value in getattr(tokenizer, "init_kwargs", {}).items() if not key.startswith("_")}
+    for key in ("name_or_path", "tokenizer_file", "vocab_file", "merges_file"):  # where it sits, not what it does
+        settings.pop(key, None)
+    described = {
+        "vocab": sorted(tokenizer.get_vocab().items()),
+        "backend": backend.to_str() if backend is not None else None,
+        "special_tokens": getattr(tokenizer, "special_tokens_map", {}),
+        "settings": settings,
+    }
+    return hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest()
