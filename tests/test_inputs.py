@@ -188,3 +188,15 @@ def test_the_tokenizer_hash_covers_its_normalizer_not_only_its_vocabulary():
     assert plain.get_vocab() == lowered.get_vocab() and plain.tokenize("A") != lowered.tokenize("A")
     assert tokenizer_sha256(plain) != tokenizer_sha256(lowered)
     assert tokenizer_sha256(plain) == tokenizer_sha256(tokenizer(None))
+
+
+def test_sizes_print_in_the_unit_that_shows_them():
+    from ctxvar.errors import size_text
+
+    assert [size_text(n) for n in (0, 999, 412_345, 1_250_000_000, 3.2e12)] == [
+        "0 B",
+        "999 B",
+        "412 kB",
+        "1.25 GB",
+        "3.2 TB",
+    ]
