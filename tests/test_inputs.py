@@ -200,3 +200,19 @@ def test_sizes_print_in_the_unit_that_shows_them():
         "1.25 GB",
         "3.2 TB",
     ]
+
+
+def test_a_full_disk_in_a_job_is_one_line_not_a_bug(tmp_path, capsys):
+    import pyarrow as pa
+
+    from ctxvar.jobs import job_log
+
+    with pytest.raises(SystemExit) as stopped:
+        with job_log(tmp_path / "job.log"):
+            raise pa.ArrowIOError("Error writing bytes to file. Detail: [errno 28] No space left on device")
+    assert stopped.value.code == 1
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("ctxvar error: disk full while this job wrote its outputs") and "\n" not in line
+    with pytest.raises(FileNotFoundError):  # any other OSError is still a bug's traceback
+        with job_log(tmp_path / "job.log"):
+            open(tmp_path / "missing")
