@@ -216,3 +216,19 @@ def test_a_full_disk_in_a_job_is_one_line_not_a_bug(tmp_path, capsys):
     with pytest.raises(FileNotFoundError):  # any other OSError is still a bug's traceback
         with job_log(tmp_path / "job.log"):
             open(tmp_path / "missing")
+
+
+def test_a_users_own_folder_with_a_stale_manifest_is_not_advised_away(tmp_path):
+    from ctxvar.errors import IntegrityError
+    from ctxvar.io import MANIFEST, file_sha256, verify_manifest
+
+    folder = tmp_path / "my-bert"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / MANIFEST).write_text(f"{file_sha256(folder / 'config.json')}  config.json\n")
+    (folder / "config.json").write_text('{"layer_norm_eps": 0.5}')
+    with pytest.raises(IntegrityError, match="restore the file, or if the change is meant, write SHA256SUMS") as error:
+        verify_manifest(folder, made_by_run=False)
+    assert "delete" not in str(error.value)
+    with pytest.raises(IntegrityError, match="delete .* and re-run: Snakemake builds it again"):
+        verify_manifest(folder)
