@@ -41,6 +41,10 @@ rule all:
         final_outputs(),
 
 
+onstart:  # a real run (not a dry run) records the config files its results folder belongs to
+    record_run_origin(results(""), RUN_CONFIG)
+
+
 onsuccess:  # the run's last lines: where its results are
     print(success_lines(), file=sys.stderr)
 

@@ -16,8 +16,10 @@ DAG_BUILD_IMPORTS = [
     "ctxvar.corpus.shards",
     "ctxvar.extraction.batching",
     "ctxvar.figures.catalogue",
+    "ctxvar.inputs",
     "ctxvar.models.archive",
     "ctxvar.run_end",
+    "ctxvar.run_origin",
 ]  # what workflow/rules/common.smk imports
 
 

@@ -653,7 +653,7 @@ def test_a_run_that_does_not_fit_on_disk_fails_before_extraction_with_both_numbe
     run_folder = sampled_demo_corpus(tmp_path)
     check_free_space(DEMO, run_folder)  # fits on this disk
     monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**12, 10**12 - 10**6, 10**6))
-    expected = r"needs up to \d+\.\d+ GB \(merged sums plus one model.s partials\) .* has 0\.00 GB free; free space"
+    expected = r"needs up to [\d.]+ [kMG]B \(merged sums plus one model.s partials\) .* has 1 MB free; free space"
     with pytest.raises(DiskSpaceError, match=expected) as error:
         check_free_space(DEMO, run_folder)
     one_line(error)

@@ -59,6 +59,7 @@ def test_a_shard_not_written_yet_gets_a_default_estimate(tmp_path):
         ("extract_statistics", "max_state_mb", "nan", "give whole megabytes"),
         ("collect_pca_points", "batch_tokens", "0", "give a whole number of padded tokens"),
         ("extract_statistics", "batch_tokens", "512.5", "so this would be 512; give a whole number of padded tokens"),
+        ("extract_statistics", "batch_tokens", "16k", "not a number; give a whole number of padded tokens"),
     ],
 )
 def test_a_resource_snakemake_would_round_is_refused_at_start_up(rule, name, value, message):

@@ -52,6 +52,12 @@ def revision_of(entry: dict) -> str:
     return entry.get("revision") or MODEL_DEFAULTS["revision"]
 
 
+def load_revision(entry: dict) -> str:
+    """The revision to load: the commit the entry's revision named at start-up (``inputs.commit``, see
+    :mod:`ctxvar.inputs`), else the revision itself."""
+    return (entry.get("inputs") or {}).get("commit") or revision_of(entry)
+
+
 def arch_of(entry: dict) -> str:
     """The entry's architecture, or the schema's default (an init gaussian entry's tokenizer kind)."""
     return entry.get("arch") or MODEL_DEFAULTS["arch"]
@@ -75,13 +81,19 @@ def model_id(entry: dict) -> str:
 
 
 def is_local_path(name: str) -> bool:
-    """Whether a model ``name`` is a directory (existing, or written as a path) rather than a Hub id."""
-    return os.path.isdir(name) or name.startswith(("/", "./", "../", "~")) or name.count("/") > 1
+    """Whether a model ``name`` is a directory (existing, or written as a path) rather than a Hub id: a path also
+    when its ``org/`` part is a folder of the working directory (``checkpoints/my-bert``, misspelt or not)."""
+    return (
+        os.path.isdir(name)
+        or name.startswith(("/", "./", "../", "~"))
+        or name.count("/") > 1
+        or (name.count("/") == 1 and os.path.isdir(name.split("/")[0]))
+    )
 
 
 def missing_model_directory(entry: dict) -> str | None:
-    """Why the entry's ``name``, written as a path (``/``, ``./``, ``../``, ``~`` or more than one ``/``), names no
-    model directory; None when it does, or when ``name`` is a Hub id."""
+    """Why the entry's ``name``, written as a path (see :func:`is_local_path`), names no model directory; None
+    when it does, or when ``name`` is a Hub id."""
     name = entry.get("name")
     if not name or not is_local_path(name) or os.path.isdir(os.path.expanduser(name)):
         return None
@@ -90,6 +102,19 @@ def missing_model_directory(entry: dict) -> str | None:
         f"models[]: entry {entry.get('id') or Path(name).name!r}: {name} {what} (a name written as a path is a local "
         "model directory, relative to the working directory); correct the path, or give a Hub id such as "
         "bert-base-uncased"
+    )
+
+
+def local_with_revision(entry: dict) -> str | None:
+    """Why a local model directory's entry cannot have ``revision``/``revisions`` (a directory holds one version
+    of its files, which would be read whatever the revision says); None when it has neither, or is a Hub id."""
+    name, asked = entry.get("name"), [key for key in ("revision", "revisions") if entry.get(key)]
+    if not name or not asked or not os.path.isdir(os.path.expanduser(name)):
+        return None
+    return (
+        f"models[]: entry {entry.get('id') or Path(name).name!r}: {name} is a local directory, which holds one "
+        f"version of the model, so {' and '.join(asked)} cannot choose one; remove {' and '.join(asked)}, or list "
+        "one directory per checkpoint (each with its own id)"
     )
 
 
@@ -287,6 +312,12 @@ def run_name(config: dict, cli_configs: dict[str, dict], overrides: dict) -> str
     return name
 
 
+def run_named_on_purpose(cli_configs: dict[str, dict], overrides: dict) -> bool:
+    """Whether the run's name was chosen (``--config run=``, ``run:`` in a ``--configfile``, or config.yaml's
+    own) rather than taken from a ``--configfile``'s name (see :func:`run_name`)."""
+    return "run" in overrides or any("run" in content for content in cli_configs.values()) or not cli_configs
+
+
 def check_config(config: dict) -> None:
     """Raise :class:`ConfigError` (one line) for what the JSON schema cannot check."""
     corpus = config["corpus"]
@@ -330,6 +361,8 @@ def check_config(config: dict) -> None:
             raise ConfigError(f"models[]: entry {entry.get('id')!r} needs 'name' (a Hub id or a local directory)")
         if entry.get("init", "pretrained") == "pretrained" and missing_model_directory(entry):
             raise ConfigError(missing_model_directory(entry))
+        if entry.get("init", "pretrained") == "pretrained" and local_with_revision(entry):
+            raise ConfigError(local_with_revision(entry))
         if entry.get("init") == "archive" and not {"archive", "sha256"} <= set(entry):
             raise ConfigError(
                 f"models[]: entry {entry.get('id')!r} has init: archive and needs 'archive' (the .zip) and 'sha256' "

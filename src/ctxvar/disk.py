@@ -26,7 +26,7 @@ import os
 import shutil
 
 from ctxvar.config import model_source, models_by_id
-from ctxvar.errors import DiskSpaceError
+from ctxvar.errors import DiskSpaceError, size_text
 from ctxvar.resources import ModelShape, known_model_shape, shard_tokens
 
 log = logging.getLogger(__name__)
@@ -92,18 +92,18 @@ def check_free_space(config: dict, run_folder) -> None:
     peak, all_at_once = planned
     if peak > free:
         raise DiskSpaceError(
-            f"disk: this run still needs up to {peak / 1e9:.2f} GB (merged sums plus one model's partials) but "
-            f"{folder} has {free / 1e9:.2f} GB free; free space, run on a larger disk (snakemake --directory DIR), set "
+            f"disk: this run still needs up to {size_text(peak)} (merged sums plus one model's partials) but "
+            f"{folder} has {size_text(free)} free; free space, run on a larger disk (snakemake --directory DIR), set "
             "geometry.cosine: false (halves the sums), use fewer shards (each repeats the types), or split the models "
             "across runs (CTXVAR_SKIP_DISK_CHECK=1 skips this upper-bound check)"
         )
     if all_at_once > free:
         log.warning(
-            "disk: %.2f GB free in %s fits the run one model at a time (%.2f GB) but not every model's partials "
-            "at once (%.2f GB, an upper bound); if the disk fills, run the models in turn (snakemake --until "
+            "disk: %s free in %s fits the run one model at a time (%s) but not every model's partials "
+            "at once (%s, an upper bound); if the disk fills, run the models in turn (snakemake --until "
             "merge_statistics per model, or fewer models per run)",
-            free / 1e9,
+            size_text(free),
             folder,
-            peak / 1e9,
-            all_at_once / 1e9,
+            size_text(peak),
+            size_text(all_at_once),
         )

@@ -41,3 +41,11 @@ def first_line(error: BaseException) -> str:
     """The first line of an exception's message (its type name if it has none), for one-line errors."""
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+def size_text(n_bytes: float) -> str:
+    """A byte count in the decimal unit that shows it with three significant digits: ``412 kB``, ``1.25 GB``."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n_bytes) >= scale:
+            return f"{n_bytes / scale:.3g} {unit}"
+    return f"{n_bytes:.0f} B"

@@ -357,8 +357,9 @@ def atomic_directory(path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def verify_manifest(directory) -> None:
-    """Check every file listed in ``directory/SHA256SUMS``; nothing to check without one."""
+def verify_manifest(directory, made_by_run: bool = True) -> None:
+    """Check every file listed in ``directory/SHA256SUMS``; nothing to check without one. ``made_by_run``: the
+    run built or unpacked ``directory`` (so deleting it rebuilds it); else it is the user's own folder."""
     manifest = Path(directory) / MANIFEST
     if not manifest.is_file():
         return
@@ -367,7 +368,10 @@ def verify_manifest(directory) -> None:
         path = Path(directory) / name
         if not path.is_file() or file_sha256(path) != expected:
             state = "is missing" if not path.is_file() else "does not match its SHA-256 in " + MANIFEST
-            raise IntegrityError(
-                f"{path}: {state} (the directory is damaged); delete {directory} and re-run "
-                "(Snakemake rebuilds a locally built model)"
+            remedy = (
+                f"(the directory is damaged); delete {directory} and re-run: Snakemake builds it again"
+                if made_by_run
+                else f"(the folder changed since its {MANIFEST} was written); restore the file, or if the change is "
+                f"meant, write {MANIFEST} anew (sha256sum of every file) so that it lists the files as they are"
             )
+            raise IntegrityError(f"{path}: {state} {remedy}")

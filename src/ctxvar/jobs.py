@@ -3,12 +3,27 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import sys
 from pathlib import Path
 
-from ctxvar.errors import CtxvarError
+from ctxvar.errors import CtxvarError, DiskSpaceError
 from ctxvar.io import use_system_allocator
+
+FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full(error: BaseException) -> bool:
+    """Whether ``error`` or one of its causes says the disk (or the user's quota) is full; Arrow's writers raise
+    an ``OSError`` without errno that only says so in its message."""
+    while error is not None:
+        if isinstance(error, OSError) and (
+            error.errno in FULL_DISK or "No space left on device" in str(error) or "Disk quota exceeded" in str(error)
+        ):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 @contextlib.contextmanager
@@ -19,7 +34,7 @@ def job_log(path):
     or, on a cluster, the job's log). A :class:`CtxvarError` goes to the console's
     stderr as one line, and the job exits with status 1; the job log gets that line
     with the full traceback, causes included. Any other exception (a bug) is logged
-    with its traceback too, then propagates.
+    with its traceback too, then propagates; a full disk is one line (:func:`disk_full`), not a bug.
     """
     console = sys.stderr
     use_system_allocator()
@@ -34,7 +49,16 @@ def job_log(path):
         echo.setFormatter(logging.Formatter("ctxvar warning: %(message)s"))
         logging.getLogger().addHandler(echo)
         try:
-            yield
+            try:
+                yield
+            except OSError as error:
+                if not disk_full(error):
+                    raise
+                raise DiskSpaceError(
+                    f"disk full while this job wrote its outputs ({error}); free space on the results disk, or run "
+                    "in a folder on a larger one (snakemake --directory DIR), then run the same command again: "
+                    "finished jobs are kept"
+                ) from error
         except CtxvarError as error:
             logging.exception("%s", error)
             print(f"ctxvar error: {error} (traceback in {path})", file=console)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
-from ctxvar.config import gaussian_spec, random_spec, revision_of
+from ctxvar.config import gaussian_spec, load_revision, random_spec
 from ctxvar.errors import ConfigError, CtxvarError
 from ctxvar.io import read_table
 from ctxvar.models import hub
@@ -66,7 +66,7 @@ def known_model_shape(entry: dict, source: str) -> ModelShape | None:
         spec = random_spec(entry)
         layers = spec["num_layers"] if entry.get("init") == "random" else int(gaussian_spec(entry)["layer_norm"])
         return ModelShape(layers + 1, spec["hidden_size"], spec["vocab_size"])
-    config = hub.model_json(source, "config.json", revision_of(entry)) or {}
+    config = hub.model_json(source, "config.json", load_revision(entry)) or {}
     layers = config.get("num_hidden_layers") or config.get("n_layer")
     d = config.get("hidden_size") or config.get("n_embd") or config.get("d_model")
     try:
@@ -97,6 +97,15 @@ WHOLE_RESOURCES = {
 }
 
 
+def is_expression(text: str) -> bool:
+    """Whether ``text`` parses as a Python expression (which Snakemake evaluates per job); ``16k`` does not."""
+    try:
+        compile(text, "<resource>", "eval")
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
 def check_set_resources(settings: dict[str, dict]) -> None:
     """Raise :class:`ConfigError` for a ``set-resources`` value (command line or profile) of
     :data:`WHOLE_RESOURCES` that Snakemake would change without a word: it rounds a fraction to a whole number,
@@ -108,7 +117,11 @@ def check_set_resources(settings: dict[str, dict]) -> None:
             try:
                 number = float(str(values[name]))
             except ValueError:
-                continue  # an expression, evaluated per job
+                if is_expression(str(values[name])):
+                    continue  # evaluated per job
+                raise ConfigError(
+                    f"--set-resources {rule}:{name}={values[name]}: not a number; give {what} (e.g. 16384, not 16k)"
+                ) from None
             if math.isfinite(number) and number >= minimum and number == int(number):
                 continue
             rounded = (

@@ -32,6 +32,7 @@ from ctxvar.config import (
     models_by_id,
     pca_model,
     run_name,
+    run_named_on_purpose,
 )
 from ctxvar.figures.catalogue import (
     CHECKPOINT_FIGURE,
@@ -44,8 +45,9 @@ from ctxvar.figures.catalogue import (
 )
 from ctxvar.disk import check_free_space
 from ctxvar.models.archive import check_archives
-from ctxvar.models.files import directory_fingerprint
+from ctxvar.inputs import corpus_inputs, with_inputs
 from ctxvar.run_end import failure_message, report_command, success_message
+from ctxvar.run_origin import check_run_origin, config_identity, record_run_origin
 from ctxvar.errors import CtxvarError
 from ctxvar.extraction.batching import BATCH_TOKENS
 from ctxvar.corpus.shards import start_up_warning
@@ -66,12 +68,14 @@ try:  # the whole config contract, before any job: one line and exit status 1 fo
     validate(config, "../schemas/config.schema.yaml")  # fills in the schema's defaults
     check_config(config)
     check_set_resources(set_resources(workflow.resource_settings.overwrite_resources))
-    RUN = run_name(
-        config,
-        {str(path): CONFIG_FILES[str(path)] for path in workflow.overwrite_configfiles},
-        workflow.config_settings.overwrite_config or {},
+    CLI_CONFIGS = {str(path): CONFIG_FILES[str(path)] for path in workflow.overwrite_configfiles}
+    RUN = run_name(config, CLI_CONFIGS, workflow.config_settings.overwrite_config or {})
+    RUN_CONFIG = config_identity(list(CLI_CONFIGS), os.path.join(workflow.basedir, "config.yaml"))
+    SHARED_RUN = check_run_origin(
+        f"results/{RUN}", RUN_CONFIG, run_named_on_purpose(CLI_CONFIGS, workflow.config_settings.overwrite_config or {})
     )
-    MODELS = models_by_id(config)
+    MODELS = with_inputs(models_by_id(config))  # each with what identifies its files now (ctxvar.inputs)
+    CORPUS = {**config["corpus"], "inputs": corpus_inputs(config["corpus"])}
     check_archives(MODELS, f"results/{RUN}")  # a package or zip to unpack a model from is there
     check_free_space(config, f"results/{RUN}")  # once the corpus is sampled; extraction jobs check again as they start
 except CtxvarError as error:
@@ -96,8 +100,9 @@ PCA_MODEL = pca_model(config)
 FAMILIES = checkpoint_families(MODELS)  # {family: [id@revision, …]} from revisions:
 GEOMETRY = config["geometry"]
 FEWER_SENTENCES = start_up_warning(config["corpus"], results("corpus/sentences.parquet"), config["shards"])
-if FEWER_SENTENCES:
-    print(f"ctxvar warning: {FEWER_SENTENCES}", file=sys.stderr)
+for warning in (FEWER_SENTENCES, SHARED_RUN):
+    if warning:
+        print(f"ctxvar warning: {warning}", file=sys.stderr)
 
 
 wildcard_constraints:
@@ -257,14 +262,6 @@ def model_source(wildcards):
     return source_of(MODELS[wildcards.model], results(""))
 
 
-def local_model_files(wildcards):
-    """The fingerprint of a local model directory's files (None for Hub ids and models made in the run, which are
-    inputs): weights or a tokenizer changed in place re-run the model's split and extraction, as a changed param
-    does."""
-    entry = MODELS[wildcards.model]
-    return None if built_in_run(entry) else directory_fingerprint(entry["name"])
-
-
 def model_inputs(wildcards):
     """The run's models/{model} folder, for models a rule makes there; nothing for the others."""
     return {"model": results(f"models/{wildcards.model}")} if built_in_run(MODELS[wildcards.model]) else {}
@@ -281,7 +278,8 @@ def models_made_by(*inits):
 
 
 def partial_config_hash(wildcards):
-    return extraction_config_hash(config, MODELS[wildcards.model])
+    """The hash the model's sums carry: the config's extraction settings, the corpus's and the model's inputs."""
+    return extraction_config_hash({**config, "corpus": CORPUS}, MODELS[wildcards.model])
 
 
 MERGE_PRIORITY = 1  # a merge step before more extraction, so that partials are deleted as soon as they can be

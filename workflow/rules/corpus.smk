@@ -9,7 +9,7 @@ rule sample_corpus:
     conda:
         "../../envs/extract.yaml"
     params:
-        corpus=canonical(config["corpus"]),
+        corpus=canonical(CORPUS),  # with its files' fingerprints: a file edited in place re-samples
     script:
         "../scripts/sample_corpus.py"
 
@@ -29,7 +29,6 @@ rule split_corpus:  # per model: its tokenizer plans the batches over the whole 
     params:
         model=model_entry,
         source=model_source,
-        model_files=local_model_files,  # its tokenizer plans the batches
         n_shards=config["shards"],  # existing files 0…n−1 of another shard count must be rewritten
     script:
         "../scripts/split_corpus.py"

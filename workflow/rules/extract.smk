@@ -20,7 +20,6 @@ rule extract_statistics:
     params:
         model=model_entry,
         source=model_source,
-        model_files=local_model_files,
         dtype=config["dtype"],
         tokens=canonical(config["tokens"]),
         geometry=extraction_geometry(config),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -21,7 +22,7 @@ import pyarrow.compute as pc
 
 from ctxvar.config import corpus_paths
 from ctxvar.corpus import python_docs
-from ctxvar.errors import CorpusError
+from ctxvar.errors import CorpusError, first_line
 from ctxvar.io import write_json, write_table
 from ctxvar.models import hub
 
@@ -61,7 +62,9 @@ def load_source(corpus: dict):
         )
     try:
         if source == "hf":
-            dataset = datasets.load_dataset(corpus["name"], corpus.get("config_name"), split=corpus["split"])
+            dataset = datasets.load_dataset(
+                corpus["name"], corpus.get("config_name"), split=corpus["split"], revision=hub_commit(corpus)
+            )
         elif all(os.path.getsize(path) == 0 for path in corpus_paths(corpus)):
             return datasets.Dataset.from_dict(
                 {corpus["text_column"]: []},
@@ -78,10 +81,16 @@ def load_source(corpus: dict):
     except CorpusError:
         raise
     except Exception as error:  # datasets raises many types; all mean "cannot load"
-        where = corpus["name"] if source == "hf" else corpus_paths(corpus)
+        if source == "jsonl" and (bad_line := first_bad_json_line(corpus_paths(corpus))):
+            raise CorpusError(bad_line) from error
+        cause = f"{type(error).__name__}: {first_line(error)}"
+        if source != "hf":
+            raise CorpusError(
+                f"corpus: cannot read {corpus_paths(corpus)!r} as {source} ({cause}); check the files against "
+                "corpus.source (text: one sentence per line; parquet; jsonl: one JSON object per line)"
+            ) from error
         raise CorpusError(
-            f"corpus: cannot load {where!r} ({type(error).__name__}: "
-            f"{str(error).splitlines()[0] if str(error) else ''}); "
+            f"corpus: cannot load {corpus['name']!r} ({cause}); "
             "if the Hub is unreachable, use a cached dataset, a local file (corpus.source: text) or config/demo.yaml"
         ) from error
     if corpus["text_column"] not in dataset.column_names:
@@ -89,6 +98,29 @@ def load_source(corpus: dict):
             f"corpus.text_column: column {corpus['text_column']!r} not found; available: {dataset.column_names}"
         )
     return dataset
+
+
+def first_bad_json_line(paths: list[str]) -> str | None:
+    """Where the first line of the JSON Lines files ``paths`` that is not one JSON object is, and why; None if
+    every non-blank line is one."""
+    for path in paths:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError as error:
+                    reason = getattr(error, "msg", error)
+                    return (
+                        f"corpus.path: {path} line {number} is not JSON ({reason}); each line must be one JSON object"
+                    )
+                if not isinstance(row, dict):
+                    return (
+                        f"corpus.path: {path} line {number} is a JSON {type(row).__name__}, not an object; each line "
+                        'must be one JSON object such as {"text": "…"}'
+                    )
+    return None
 
 
 ROWS_READ_LIMIT = 1 << 26  # characters source_rows_at_most reads at start-up before it gives up (64 M)
@@ -303,12 +335,20 @@ def _matches(texts: pa.Array, substring: str) -> np.ndarray:
     return pc.fill_null(pc.match_substring(texts, substring), False).to_numpy(zero_copy_only=False)
 
 
+def hub_commit(corpus: dict) -> str | None:
+    """The Hub dataset's commit resolved at start-up (``inputs.commit``, see :mod:`ctxvar.inputs`), if any."""
+    return (corpus.get("inputs") or {}).get("commit")
+
+
 def write_sentences(corpus: dict, sentences_path, counts_path) -> dict:
     """Sample the corpus once and write the sentences (Parquet) and the step counts (JSON), with the text's
-    provenance for the Python-docs source (its Python version decides the text)."""
+    provenance for the Python-docs source (its Python version decides the text) and what identified the
+    corpus's files at start-up (``inputs``)."""
     table, counts = sample_sentences(corpus)
     if corpus["source"] == "python-docs":
         counts = {**counts, "text": python_docs.provenance()}
+    if corpus.get("inputs"):
+        counts = {**counts, "inputs": corpus["inputs"]}
     write_table(table, sentences_path)
     write_json(counts, counts_path)
     return counts

@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pyarrow as pa
 
+from ctxvar.config import built_in_run
 from ctxvar.corpus.sentences import source_rows_at_most
 from ctxvar.errors import CtxvarError
 from ctxvar.extraction.batching import BATCH_TOKENS, padding_fraction, token_budget_batches
@@ -109,7 +110,7 @@ def split_corpus(sentences_path, shard_paths: list, entry: dict, source: str, ba
     from ctxvar.models import loading
 
     if os.path.isdir(source):
-        verify_manifest(source)  # locally built models carry one
+        verify_manifest(source, built_in_run(entry))  # locally built models carry one
     return write_shards(sentences_path, shard_paths, loading.load_tokenizer(entry, source), batch_tokens)
 
 

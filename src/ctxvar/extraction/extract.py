@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ctxvar.config import revision_of
+from ctxvar.config import built_in_run, revision_of
 from ctxvar.errors import CorpusError, DeviceMemoryError, ModelLoadError, StatisticsError
 from ctxvar.extraction import devices
 from ctxvar.extraction.accumulator import (
@@ -144,7 +144,7 @@ def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool =
     if settings.threads:
         torch.set_num_threads(settings.threads)
     if os.path.isdir(settings.source):
-        verify_manifest(settings.source)  # locally built models carry one
+        verify_manifest(settings.source, built_in_run(settings.model))  # locally built models carry one
     tokenizer = loading.load_tokenizer(settings.model, settings.source)
     texts, chunk, sentence_id = read_shard(shard_path)
     background = ThreadPoolExecutor(max_workers=2)
@@ -447,8 +447,10 @@ def run_batches(model, sums: EmbeddingSums, batches: ShardBatches, device, progr
 
 def forward_options(model) -> dict:
     """Keyword arguments of every forward pass besides the batch: ``use_cache=False`` for models whose config has a
-    cache on (decoders, by default), which would otherwise return every layer's keys and values."""
-    return {"use_cache": False} if getattr(model.config, "use_cache", False) else {}
+    cache on (decoders, by default), which would otherwise return every layer's keys and values, and
+    ``return_dict=True`` for a config that says ``return_dict: false`` (its outputs would be a plain tuple)."""
+    options = {"use_cache": False} if getattr(model.config, "use_cache", False) else {}
+    return {**options, "return_dict": True} if getattr(model.config, "return_dict", True) is False else options
 
 
 def started(items):

@@ -1,9 +1,11 @@
-"""Whether the Hugging Face Hub can be used now, decided in seconds rather than after a minute of retries."""
+"""The Hugging Face Hub: whether it can be used now (decided in seconds rather than after a minute of retries),
+which commit a revision names, and where a model's files sit in the cache."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 from urllib.parse import urlparse
 
@@ -61,3 +63,36 @@ def model_json(source: str, filename: str, revision: str = "main") -> dict | Non
     except (TypeError, OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None
+
+
+COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def cached_commit(repo_id: str, revision: str = "main", repo_type: str = "model") -> str | None:
+    """The commit the HF cache holds for ``revision`` of ``repo_id`` (its ``refs/<revision>`` file), the revision
+    itself if it is a full commit hash; None if the cache has no such ref."""
+    if COMMIT.fullmatch(revision):
+        return revision
+    from huggingface_hub import constants
+
+    folder = f"{repo_type}s--{repo_id.replace('/', '--')}"
+    try:
+        with open(os.path.join(constants.HF_HUB_CACHE, folder, "refs", revision), encoding="utf-8") as handle:
+            commit = handle.read().strip()
+    except (OSError, ValueError):
+        return None
+    return commit if COMMIT.fullmatch(commit) else None
+
+
+def resolved_commit(repo_id: str, revision: str = "main", repo_type: str = "model") -> str | None:
+    """The commit ``revision`` of ``repo_id`` names now: asked of the Hub when it can be reached, else read from
+    the HF cache (:func:`cached_commit`); None when neither knows it (the job that loads it then says why)."""
+    if COMMIT.fullmatch(revision) or unavailable_reason() is not None:
+        return cached_commit(repo_id, revision, repo_type)
+    from huggingface_hub import HfApi
+
+    try:
+        info = HfApi().repo_info(repo_id, revision=revision, repo_type=repo_type, timeout=10)
+    except Exception:  # not found, gated, a network error: loading names the cause
+        return cached_commit(repo_id, revision, repo_type)
+    return info.sha if isinstance(info.sha, str) and COMMIT.fullmatch(info.sha) else None

@@ -17,7 +17,7 @@ import os
 
 import torch
 
-from ctxvar.config import revision_of
+from ctxvar.config import load_revision
 from ctxvar.errors import ModelLoadError, first_line
 from ctxvar.models import completeness, hub
 from ctxvar.models.gaussian_null import register
@@ -53,7 +53,7 @@ def described(entry: dict, source: str) -> str:
 
 def _options(entry: dict, source: str) -> dict:
     options = {
-        "revision": revision_of(entry),
+        "revision": load_revision(entry),
         "trust_remote_code": bool(entry.get("trust_remote_code", False)),
     }
     if os.path.isdir(source):
@@ -66,7 +66,7 @@ def load_tokenizer(entry: dict, source: str):
 
     tokenizer = _from_pretrained(AutoTokenizer, source, entry, _options(entry, source))
     custom_code_warning(entry, source, "tokenizer_config.json", tokenizer)
-    revision = revision_of(entry)
+    revision = load_revision(entry)
     found = [name for name in completeness.tokenizer_file_names(tokenizer) if hub.model_file(source, name, revision)]
     completeness.check_tokenizer_files(tokenizer, found, described(entry, source))
     return tokenizer
@@ -162,7 +162,7 @@ def _from_pretrained(cls, source: str, entry: dict, options: dict):
     except OSError:
         pass  # not cached (or not complete): go to the Hub
     except Exception as error:  # cached, but a cached file is damaged
-        config = hub.model_file(source, "config.json", revision_of(entry))
+        config = hub.model_file(source, "config.json", load_revision(entry))
         raise load_error(what, os.path.dirname(config) if config else source, cls, error) from error
     reason = hub.unavailable_reason()
     if reason:
@@ -300,7 +300,7 @@ def custom_code_warning(entry: dict, source: str, filename: str, loaded: object)
     ``trust_remote_code`` is off, and transformers' built-in class (``loaded``'s) was used instead."""
     if entry.get("trust_remote_code"):
         return
-    auto_map = (hub.model_json(source, filename, revision_of(entry)) or {}).get("auto_map")
+    auto_map = (hub.model_json(source, filename, load_revision(entry)) or {}).get("auto_map")
     if auto_map:
         log.warning(
             "model %r: %s names custom code (%s) that runs only with trust_remote_code: true; "
@@ -405,6 +405,17 @@ def model_config_sha256(config) -> str:
 
 
 def tokenizer_sha256(tokenizer) -> str:
-    """SHA-256 of the vocabulary (token → id), sorted."""
-    vocab = sorted(tokenizer.get_vocab().items())
-    return hashlib.sha256(repr(vocab).encode()).hexdigest()
+    """SHA-256 of everything that decides how text becomes tokens: the vocabulary (token → id, sorted), the fast
+    tokenizer's whole definition (normalizer, pre-tokenizer, model, post-processor, added tokens: ``to_str()``),
+    the special tokens and the settings the tokenizer was made with (lower-casing, prefix space, …)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    settings = {key: value for key, value in getattr(tokenizer, "init_kwargs", {}).items() if not key.startswith("_")}
+    for key in ("name_or_path", "tokenizer_file", "vocab_file", "merges_file"):  # where it sits, not what it does
+        settings.pop(key, None)
+    described = {
+        "vocab": sorted(tokenizer.get_vocab().items()),
+        "backend": backend.to_str() if backend is not None else None,
+        "special_tokens": getattr(tokenizer, "special_tokens_map", {}),
+        "settings": settings,
+    }
+    return hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest()

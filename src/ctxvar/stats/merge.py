@@ -39,6 +39,7 @@ MUST_MATCH = (
     "model_id",
     "model_name",
     "revision",
+    "commit",
     "dtype",
     "n_layers",
     "d",

@@ -1,0 +1,64 @@
+"""The inputs a run reads from outside its config, identified at start-up so that results follow them.
+
+Each model entry gets ``inputs``: the fingerprint of its local directory (path expanded and resolved) or of
+its whole archive, or the commit its Hub revision names now. The corpus gets the fingerprints of its local
+files, the Python whose documentation it is, or its Hub dataset's commit. Both enter the parameters of the
+jobs that read them and the hash the sums carry (:func:`ctxvar.config.extraction_config_hash`), so a change
+re-runs exactly the jobs downstream of it; extraction loads the Hub commit resolved here, so every shard of a
+run reads the same files even when the Hub's branch moves meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ctxvar.config import built_in_run, corpus_paths, revision_of
+from ctxvar.errors import CtxvarError
+from ctxvar.models import hub
+from ctxvar.models.archive import archive_path
+from ctxvar.models.files import directory_fingerprint, file_fingerprint
+
+
+def local_model_directory(name: str) -> str:
+    """A local model ``name`` as the absolute path it names (``~`` expanded, links resolved)."""
+    return os.path.realpath(os.path.expanduser(name))
+
+
+def model_inputs(entry: dict) -> dict:
+    """What identifies the files the entry's model is read from: ``{"files": …}`` for a local directory,
+    ``{"archive": …}`` for an ``init: archive`` zip (the whole file, not only the members ``sha256`` lists),
+    ``{"commit": …}`` for a Hub id whose revision resolves; ``{}`` for models built from the config alone."""
+    init = entry.get("init", "pretrained")
+    if init == "archive":
+        try:
+            return {"archive": file_fingerprint(str(archive_path(entry)))}
+        except CtxvarError:  # gone since it was unpacked: the unpacked folder's own checksums still hold
+            return {"archive": None}
+    if built_in_run(entry):
+        return {}
+    fingerprint = directory_fingerprint(local_model_directory(entry["name"]))
+    if fingerprint is not None:
+        return {"files": fingerprint}
+    return {"commit": hub.resolved_commit(entry["name"], revision_of(entry))}
+
+
+def with_inputs(models: dict[str, dict]) -> dict[str, dict]:
+    """``models`` (id → entry), each entry with its :func:`model_inputs` under ``inputs`` where it has any."""
+    resolved = {mid: (entry, model_inputs(entry)) for mid, entry in models.items()}
+    return {mid: {**entry, "inputs": inputs} if inputs else entry for mid, (entry, inputs) in resolved.items()}
+
+
+def corpus_inputs(corpus: dict) -> dict:
+    """What identifies the corpus's text beyond its config: local files' fingerprints, the documentation's
+    Python, or the Hub dataset's commit (None where unknown); ``{}`` for the generated corpus."""
+    source = corpus["source"]
+    if source == "python-docs":
+        import pydoc_data.topics
+
+        return {"python": sys.version, "topics": file_fingerprint(pydoc_data.topics.__file__)}
+    if source == "hf":
+        return {"commit": hub.resolved_commit(corpus["name"], corpus.get("revision") or "main", "dataset")}
+    if source == "synthetic":
+        return {}
+    return {"files": [file_fingerprint(path) for path in corpus_paths(corpus)]}
