@@ -19,6 +19,12 @@ From u = x/‖x‖ (Ethayarajh 2019), over all N tokens of the layer and per typ
 TwoNN (Facco et al. 2017) on the merged bottom-k sample after removing exact
 duplicates, and on a standard Gaussian sample of the same n and d (the
 estimator's bias in high dimension).
+
+On the same sample's points x (every sampled position, as rows of W), the partition-function isotropy
+(Arora et al. 2016; as Biś et al. 2021 and Machina & Mercer 2024 compute it), uncentred and centred:
+
+    partition_isotropy    I(W) = min_c Z(c) / max_c Z(c), Z(c) = Σ_x exp(cᵀx), c = ±eigenvectors of WᵀW
+    log_partition_isotropy   log I(W), in log space (:mod:`ctxvar.stats.partition_isotropy`)
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import pandas as pd
 from ctxvar.errors import StatisticsError
 from ctxvar.extraction.position_sample import points, read_sample_layer
 from ctxvar.stats.layers import frequency_filter
+from ctxvar.stats.partition_isotropy import partition_isotropy
 from ctxvar.stats.sums import SumsFile, read_moments
 from ctxvar.stats.twonn import distinct_points, gaussian_twonn, twonn_dimension
 
@@ -98,6 +105,7 @@ def geometry_columns(spectrum_k: int) -> list[str]:
         "twonn_points",
         "twonn",
         "twonn_gaussian",
+        *PARTITION_COLUMNS,
     ]
 
 
@@ -115,9 +123,36 @@ def cosine_metrics(sums, min_log10_n: float, max_log10_n: float) -> dict:
     }
 
 
-def twonn_metrics(sample_path, layer: int, seed: int) -> dict:
-    """TwoNN on the layer's distinct sampled points, and on Gaussian points of the same n and d."""
-    distinct = distinct_points(points(read_sample_layer(sample_path, layer)))
+PARTITION_COLUMNS = [
+    "partition_isotropy",
+    "log_partition_isotropy",
+    "partition_isotropy_centred",
+    "log_partition_isotropy_centred",
+]
+
+
+def partition_metrics(x: np.ndarray) -> dict:
+    """I(W) and log I(W) of the sampled points ``x`` (k, d), uncentred and centred (module docstring); NaN
+    for a layer without sampled points."""
+    if len(x) == 0:
+        return dict.fromkeys(PARTITION_COLUMNS, np.nan)
+    row = {}
+    for centre, suffix in ((False, ""), (True, "_centred")):
+        value = partition_isotropy(x, centre=centre)
+        row[f"partition_isotropy{suffix}"] = value["isotropy"]
+        row[f"log_partition_isotropy{suffix}"] = value["log_isotropy"]
+    return row
+
+
+def sample_metrics(sample_path, layer: int, seed: int) -> dict:
+    """TwoNN and I(W) of the layer's sampled points."""
+    x = points(read_sample_layer(sample_path, layer))
+    return {**twonn_metrics(x, layer, seed), **partition_metrics(x)}
+
+
+def twonn_metrics(x: np.ndarray, layer: int, seed: int) -> dict:
+    """TwoNN on the layer's distinct sampled points ``x``, and on Gaussian points of the same n and d."""
+    distinct = distinct_points(x)
     n, d = distinct.shape
     if n < MIN_TWONN_POINTS:
         log.warning("layer %d: %d distinct sampled points; TwoNN needs %d", layer, n, MIN_TWONN_POINTS)
@@ -149,6 +184,6 @@ def geometry_table(
         if stats.has_unit:
             row.update(cosine_metrics(sums, min_log10_n, max_log10_n))
         if sample_path is not None:
-            row.update(twonn_metrics(sample_path, layer, seed))
+            row.update(sample_metrics(sample_path, layer, seed))
         rows.append(row)
     return pd.DataFrame(rows, columns=geometry_columns(spectrum_k))
