@@ -12,7 +12,8 @@ An eigenvector is defined up to its sign, and Z(c) ≠ Z(−c) (for an uncentred
 direction, by orders of magnitude). The study's code takes one sign per eigenvalue, the one its
 eigensolver returns, so its value depends on the LAPACK build (numpy's and torch's give different
 signs); here both signs enter, which makes I(W) a function of W alone, never larger than the
-one-sign value for the same eigenvectors.
+one-sign value for the same eigenvectors (embedding_matrices.csv also gives the one-sign value with torch's
+signs, :func:`ctxvar.stats.embedding_matrices.eigh_signs_isotropy`, to compare with the study's numbers).
 
 Computed in float64 and in log space, log Z(c) = logsumexp(W c): cᵀw of contextual embeddings with
 massive activations reaches the thousands, past exp's float64 range (≈ 709). ``log_isotropy`` =

@@ -1,0 +1,21 @@
+rule embedding_matrix_statistics:
+    input:
+        unpack(model_inputs),
+    output:
+        matrices=results("{model}/embedding_matrices.csv"),
+        projection=results("{model}/embedding_projection.parquet"),
+    log:
+        logs("{model}/embedding_matrix_statistics.log"),
+    benchmark:
+        benchmarks("{model}/embedding_matrix_statistics.tsv")
+    wildcard_constraints:
+        model="|".join(re.escape(m) for m in WEIGHTED_MODELS) or "(?!)",
+    conda:
+        "../../envs/extract.yaml"
+    params:
+        model=model_entry,
+        source=model_source,
+        model_files=local_model_files,
+        dtype=config["dtype"],
+    script:
+        "../scripts/embedding_matrix_statistics.py"
