@@ -68,9 +68,7 @@ def test_isotropy_equals_the_reference_of_the_study(centre):
     for w in matrices(0):
         if centre and len(w) == 1:
             continue  # one centred row is the zero matrix: every Z(c) = 1, I(W) = 1 (checked below)
-        assert partition_isotropy(w, centre=centre)["isotropy"] == pytest.approx(
-            study_isotropy(w, centre), rel=RTOL
-        )
+        assert partition_isotropy(w, centre=centre)["isotropy"] == pytest.approx(study_isotropy(w, centre), rel=RTOL)
     assert partition_isotropy(np.ones((1, 3)), centre=True)["isotropy"] == 1.0
 
 
@@ -254,15 +252,26 @@ def test_geometry_table_has_the_sample_isotropy_per_layer(tmp_path, tiny_models,
 def test_projection_figure_draws_every_matrix_and_centring():
     rng = np.random.default_rng(8)
     frames = [
-        pd.DataFrame({"matrix": name, "centred": centre, "row": np.arange(30), "x": rng.normal(size=30),
-                      "y": rng.normal(size=30)})
+        pd.DataFrame(
+            {
+                "matrix": name,
+                "centred": centre,
+                "row": np.arange(30),
+                "x": rng.normal(size=30),
+                "y": rng.normal(size=30),
+            }
+        )
         for name in ("output", "input")
         for centre in (False, True)
     ]
     plot = embedding_plots.projection(pd.concat(frames, ignore_index=True), "m")
     axes = plot.figure.get_axes()
-    assert [ax.get_title() for ax in axes] == ["input, uncentred", "input, centred", "output, uncentred",
-                                               "output, centred"]
+    assert [ax.get_title() for ax in axes] == [
+        "input, uncentred",
+        "input, centred",
+        "output, uncentred",
+        "output, centred",
+    ]
     reach = np.abs(frames[2][["x", "y"]].to_numpy()).max()
     assert axes[0].get_xlim() == pytest.approx((-reach, reach))
     with pytest.raises(InsufficientData):
@@ -273,8 +282,20 @@ def test_checkpoint_figure_draws_isotropy_against_step():
     tables = {}
     for step in (0, 100, 400):
         tables[f"f@step{step}"] = pd.DataFrame(
-            [{"matrix": "tied", "tied": True, "rows": 5, "dim": 2, "centred": c, "isotropy": 0.5 + step / 1000,
-              "log_isotropy": 0.0, "mean_cosine": 0.1, "zero_rows": 0} for c in (False, True)]
+            [
+                {
+                    "matrix": "tied",
+                    "tied": True,
+                    "rows": 5,
+                    "dim": 2,
+                    "centred": c,
+                    "isotropy": 0.5 + step / 1000,
+                    "log_isotropy": 0.0,
+                    "mean_cosine": 0.1,
+                    "zero_rows": 0,
+                }
+                for c in (False, True)
+            ]
         )
     steps = {model: int(model.split("step")[1]) for model in tables}
     table = embedding_plots.checkpoint_table(steps, tables)
