@@ -8,8 +8,8 @@ matrices, centred (W − mean row) and uncentred:
 
     I(W) = min_c Z(c) / max_c Z(c),   c ∈ the unit eigenvectors of WᵀW, both signs (±c)
 
-An eigenvector is defined up to its sign, and Z(c) ≠ Z(−c) (for an uncentred W whose rows share a
-direction, by orders of magnitude). The study's code takes one sign per eigenvalue, the one its
+An eigenvector is defined up to its sign, and Z(c) ≠ Z(−c) (most for an uncentred W whose rows share
+a direction). The study's code takes one sign per eigenvalue, the one its
 eigensolver returns, so its value depends on the LAPACK build (numpy's and torch's give different
 signs); here both signs enter, which makes I(W) a function of W alone, never larger than the
 one-sign value for the same eigenvectors (embedding_matrices.csv also gives the one-sign value with torch's
