@@ -304,3 +304,13 @@ def test_checkpoint_figure_draws_isotropy_against_step():
     assert list(line.get_xdata()) == [0, 100, 400]
     assert list(line.get_ydata()) == pytest.approx([0.5, 0.6, 0.9])
     assert len(plot.data) == 6
+
+
+def test_the_embedding_job_memory_covers_the_weights_and_the_float64_work():
+    from ctxvar.resources import ModelShape, embedding_matrices_mem_mb
+
+    shape = ModelShape(n_layers=37, d=5120, vocab_size=50_688)  # Pythia-12B
+    weights_mb = 4 * (shape.parameters + shape.vocab_size * shape.d) / 2**20
+    float64_matrix_mb = 8 * shape.vocab_size * shape.d / 2**20
+    assert embedding_matrices_mem_mb(shape) > weights_mb + 4 * float64_matrix_mb
+    assert embedding_matrices_mem_mb(shape, attempt=2) == 2 * embedding_matrices_mem_mb(shape)

@@ -244,6 +244,12 @@ def extraction_mem_mb(wildcards, input, attempt):
     return estimates.extraction_mem_mb(*extraction_size(wildcards, input), attempt)
 
 
+def embedding_matrices_mem_mb(wildcards, attempt):
+    return estimates.embedding_matrices_mem_mb(
+        estimates.model_shape(MODELS[wildcards.model], model_source(wildcards)), attempt
+    )
+
+
 def extraction_runtime(wildcards, input, threads, attempt):
     tokens, shape = extraction_size(wildcards, input)
     return estimates.extraction_runtime_min(tokens, shape, bool(extraction_gpus()), threads, attempt)

@@ -12,6 +12,8 @@ rule embedding_matrix_statistics:
         model="|".join(re.escape(m) for m in WEIGHTED_MODELS) or "(?!)",
     conda:
         "../../envs/extract.yaml"
+    resources:
+        mem_mb=embedding_matrices_mem_mb,  # estimated from the model's shape
     params:
         model=model_entry,
         source=model_source,
