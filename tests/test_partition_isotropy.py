@@ -314,3 +314,31 @@ def test_the_embedding_job_memory_covers_the_weights_and_the_float64_work():
     float64_matrix_mb = 8 * shape.vocab_size * shape.d / 2**20
     assert embedding_matrices_mem_mb(shape) > weights_mb + 4 * float64_matrix_mb
     assert embedding_matrices_mem_mb(shape, attempt=2) == 2 * embedding_matrices_mem_mb(shape)
+
+
+class TwoMatrices(torch.nn.Module):
+    """A stand-in for a language model: an input embedding and an output projection, tied by storage or not."""
+
+    def __init__(self, share: bool, equal: bool):
+        super().__init__()
+        self.embed = torch.nn.Embedding(7, 3)
+        self.head = torch.nn.Linear(3, 7, bias=False)
+        if share:
+            self.head.weight = self.embed.weight
+        elif equal:
+            self.head.weight.data.copy_(self.embed.weight.data)
+
+    def get_input_embeddings(self):
+        return self.embed
+
+    def get_output_embeddings(self):
+        return self.head
+
+
+def test_tying_is_detected_by_storage_or_by_equal_values():
+    from ctxvar.stats.embedding_matrices import embedding_matrices
+
+    assert list(embedding_matrices(TwoMatrices(share=True, equal=False))) == ["tied"]
+    assert list(embedding_matrices(TwoMatrices(share=False, equal=True))) == ["tied"]
+    assert list(embedding_matrices(TwoMatrices(share=False, equal=False))) == ["input", "output"]
+    assert list(embedding_matrices(TwoMatrices(share=False, equal=False), ["head.weight"])) == ["input"]
