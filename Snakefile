@@ -1,5 +1,6 @@
 # ctxvar: layer-by-layer statistics of contextualized token embeddings.
 # Data flow: corpus → (models) → extract → merge → analyse → (pca second pass) → figures. See README.md.
+# Beside it: models → embedding matrices (the weights alone, no corpus).
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -17,6 +18,7 @@ report: "workflow/report/workflow.rst"
 include: "workflow/rules/common.smk"  # validates config against workflow/schemas/config.schema.yaml
 include: "workflow/rules/corpus.smk"
 include: "workflow/rules/models.smk"
+include: "workflow/rules/embeddings.smk"
 include: "workflow/rules/extract.smk"
 include: "workflow/rules/merge.smk"
 include: "workflow/rules/analyse.smk"
@@ -32,6 +34,8 @@ localrules:
     plot_model_figure,
     plot_summary_figure,
     plot_checkpoints,
+    plot_embedding_projection,
+    plot_embedding_checkpoints,
     plot_pca,
 
 

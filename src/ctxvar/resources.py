@@ -83,6 +83,15 @@ def extraction_mem_mb(tokens: int, shape: ModelShape, attempt: int = 1) -> int:
     return int((HOST_BASELINE_MB + 1.5 * total / 2**20) * 2 ** (attempt - 1))
 
 
+def embedding_matrices_mem_mb(shape: ModelShape, attempt: int = 1) -> int:
+    """Host memory of the embedding-matrix job: baseline + fp32 weights with an untied head (V · d more) +
+    float64 work on one V × d matrix at a time (the matrix, its centred copy, W c for d eigenvectors and the
+    exponentials: ≈ 6 · 8 · V · d), ×1.5, doubled on each retry."""
+    matrix = shape.vocab_size * shape.d
+    total = 4 * (shape.parameters + matrix) + 2 * 8 * matrix + 6 * 8 * matrix
+    return int((HOST_BASELINE_MB + 1.5 * total / 2**20) * 2 ** (attempt - 1))
+
+
 def extraction_runtime_min(tokens: int, shape: ModelShape, gpu: bool, threads: int = 1, attempt: int = 1) -> int:
     """Minutes: forward FLOPs 2 · parameters · tokens at an assumed throughput, ×3, + 10, doubled on retry."""
     flops_per_second = GPU_FLOPS if gpu else CPU_FLOPS_PER_THREAD * max(threads, 1)

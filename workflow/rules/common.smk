@@ -36,6 +36,8 @@ from ctxvar.config import (
 )
 from ctxvar.figures.catalogue import (
     CHECKPOINT_FIGURE,
+    EMBEDDING_CHECKPOINT_FIGURE,
+    EMBEDDING_PROJECTION_FIGURE,
     GEOMETRY_MODEL_FIGURES,
     GEOMETRY_SUMMARY_FIGURES,
     MODEL_FIGURES,
@@ -98,6 +100,7 @@ def benchmarks(path):
 SHARDS = [str(i) for i in range(config["shards"])]
 PCA_MODEL = pca_model(config)
 FAMILIES = checkpoint_families(MODELS)  # {family: [id@revision, …]} from revisions:
+WEIGHTED_MODELS = [mid for mid, entry in MODELS.items() if entry.get("init") != "gaussian"]  # with weight matrices
 GEOMETRY = config["geometry"]
 FEWER_SENTENCES = start_up_warning(config["corpus"], results("corpus/sentences.parquet"), config["shards"])
 for warning in (FEWER_SENTENCES, SHARED_RUN):
@@ -150,6 +153,9 @@ def final_outputs():
             results("figures/{figure}.{ext}"), figure=accumulated(GEOMETRY_SUMMARY_FIGURES, GEOMETRY), ext=FIGURE_FILES
         ),
         *expand(results("figures/checkpoints/{family}.{ext}"), family=FAMILIES, ext=FIGURE_FILES),
+        *expand(results("{model}/embedding_matrices.csv"), model=WEIGHTED_MODELS),
+        *expand(results("{model}/figures/emb01_projection.{ext}"), model=WEIGHTED_MODELS, ext=FIGURE_FILES),
+        *expand(results("figures/checkpoints/embedding_matrices/{family}.{ext}"), family=FAMILIES, ext=FIGURE_FILES),
     ]
 
 
@@ -243,6 +249,12 @@ def extraction_mem_mb(wildcards, input, attempt):
     return estimates.extraction_mem_mb(*extraction_size(wildcards, input), attempt)
 
 
+def embedding_matrices_mem_mb(wildcards, attempt):
+    return estimates.embedding_matrices_mem_mb(
+        estimates.model_shape(MODELS[wildcards.model], model_source(wildcards)), attempt
+    )
+
+
 def extraction_runtime(wildcards, input, threads, attempt):
     tokens, shape = extraction_size(wildcards, input)
     return estimates.extraction_runtime_min(tokens, shape, bool(extraction_gpus()), threads, attempt)
@@ -275,6 +287,10 @@ def models_made_by(*inits):
     """A wildcard constraint matching the ids of the models with one of ``inits`` (and nothing when none has)."""
     ids = [mid for mid, entry in MODELS.items() if entry.get("init") in inits]
     return "|".join(map(re.escape, ids)) or "(?!)"
+
+
+def embedding_checkpoint_inputs(wildcards):
+    return {"matrices": expand(results("{model}/embedding_matrices.csv"), model=FAMILIES[wildcards.family])}
 
 
 def partial_config_hash(wildcards):

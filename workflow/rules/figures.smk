@@ -78,3 +78,54 @@ rule plot_checkpoints:
         steps=lambda wildcards: {model: MODELS[model]["step"] for model in FAMILIES[wildcards.family]},
     script:
         "../scripts/plot_checkpoints.py"
+
+
+rule plot_embedding_projection:
+    input:
+        projection=results("{model}/embedding_projection.parquet"),
+    output:
+        png=report(
+            results("{model}/figures/emb01_projection.png"),
+            caption="../report/figure.rst",
+            category="{model}",
+            subcategory=EMBEDDING_PROJECTION_FIGURE.group,
+        ),
+        pdf=results("{model}/figures/emb01_projection.pdf"),
+        data=results("{model}/figures/emb01_projection.csv"),
+    log:
+        logs("{model}/figures/emb01_projection.log"),
+    benchmark:
+        benchmarks("{model}/figures/emb01_projection.tsv")
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        caption=EMBEDDING_PROJECTION_FIGURE.caption,
+    script:
+        "../scripts/plot_embedding_projection.py"
+
+
+rule plot_embedding_checkpoints:
+    input:
+        unpack(embedding_checkpoint_inputs),
+    output:
+        png=report(
+            results("figures/checkpoints/embedding_matrices/{family}.png"),
+            caption="../report/figure.rst",
+            category="All models",
+            subcategory=EMBEDDING_CHECKPOINT_FIGURE.group,
+        ),
+        pdf=results("figures/checkpoints/embedding_matrices/{family}.pdf"),
+        data=results("figures/checkpoints/embedding_matrices/{family}.csv"),
+    log:
+        logs("figures/checkpoints/embedding_matrices/{family}.log"),
+    benchmark:
+        benchmarks("figures/checkpoints/embedding_matrices/{family}.tsv")
+    wildcard_constraints:
+        family="|".join(re.escape(f) for f in FAMILIES) or "$^",
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        caption=EMBEDDING_CHECKPOINT_FIGURE.caption,
+        steps=lambda wildcards: {model: MODELS[model]["step"] for model in FAMILIES[wildcards.family]},
+    script:
+        "../scripts/plot_embedding_checkpoints.py"

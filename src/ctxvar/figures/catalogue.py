@@ -5,7 +5,10 @@
 ``PCA_FIGURES`` to results/{model}/figures/ of the model chosen in figures.pca.
 ``GEOMETRY_MODEL_FIGURES`` / ``GEOMETRY_SUMMARY_FIGURES`` likewise, for the
 geometry metrics; ``CHECKPOINT_FIGURE`` goes to results/figures/checkpoints/,
-one per model entry with ``revisions``.
+one per model entry with ``revisions``. ``EMBEDDING_PROJECTION_FIGURE`` goes to results/{model}/figures/ of
+each model with weights, drawn from its embedding_projection.parquet; ``EMBEDDING_CHECKPOINT_FIGURE`` to
+results/figures/checkpoints/embedding_matrices/, one per model entry with ``revisions``, drawn from the
+checkpoints' embedding_matrices.csv.
 Inputs: ``layers`` (layers.csv, per model or stacked in results/summary/layers.csv),
 ``geometry`` (geometry.csv, likewise), ``tokens`` (tokens.parquet, per model),
 ``sentences`` (the sampled corpus). A geometry figure is drawn only when config ``geometry`` accumulates
@@ -190,4 +193,20 @@ CHECKPOINT_FIGURE = FigureSpec(
     "(dashed: after a final norm).",
     ("layers", "geometry"),
     draw="geometry_plots.checkpoints",
+)
+
+EMBEDDING_PROJECTION_FIGURE = FigureSpec(
+    "Embedding matrices",
+    "Every row of the input and output embedding matrices (one if tied), uncentred and centred, on the matrix's "
+    "first two right singular vectors (Machina & Mercer 2024).",
+    ("projection",),
+    draw="embedding_plots.projection",
+)
+
+EMBEDDING_CHECKPOINT_FIGURE = FigureSpec(
+    "Training checkpoints",
+    "Across training steps: the partition-function isotropy I(W) of the input and output embedding matrices "
+    "(one if tied), uncentred and centred, and their mean cosine.",
+    ("embedding_matrices",),
+    draw="embedding_plots.checkpoints",
 )

@@ -10,9 +10,11 @@ from __future__ import annotations
 import functools
 import importlib
 
-from ctxvar.figures import geometry_plots
+from ctxvar.figures import embedding_plots, geometry_plots
 from ctxvar.figures.catalogue import (
     CHECKPOINT_FIGURE,
+    EMBEDDING_CHECKPOINT_FIGURE,
+    EMBEDDING_PROJECTION_FIGURE,
     GEOMETRY_MODEL_FIGURES,
     GEOMETRY_SUMMARY_FIGURES,
     MODEL_FIGURES,
@@ -20,7 +22,7 @@ from ctxvar.figures.catalogue import (
     FigureSpec,
 )
 from ctxvar.figures.plotting import Plot, plot_or_placeholder
-from ctxvar.io import read_csv
+from ctxvar.io import read_csv, read_table
 from ctxvar.stats.token_table import TokenStats
 
 
@@ -85,3 +87,17 @@ def checkpoint_figure(family: str, steps: dict[str, int], layers_paths, geometry
     layers = {model: read_csv(path) for model, path in zip(steps, layers_paths, strict=True)}
     geometry = {model: read_csv(path) for model, path in zip(steps, geometry_paths, strict=True)}
     return draw_function(CHECKPOINT_FIGURE)(geometry_plots.checkpoint_table(steps, layers, geometry), family)
+
+
+@placeholder_when_too_few
+def embedding_projection_figure(name: str, model: str, projection_path) -> Plot:
+    """Draw :data:`EMBEDDING_PROJECTION_FIGURE` for one model from its embedding_projection.parquet."""
+    return draw_function(EMBEDDING_PROJECTION_FIGURE)(read_table(projection_path).to_pandas(), model)
+
+
+@placeholder_when_too_few
+def embedding_checkpoint_figure(name: str, family: str, steps: dict[str, int], matrices_paths) -> Plot:
+    """Draw :data:`EMBEDDING_CHECKPOINT_FIGURE` for one family; ``steps`` ({id: step}) is aligned with the
+    checkpoints' embedding_matrices.csv paths."""
+    tables = {model: read_csv(path) for model, path in zip(steps, matrices_paths, strict=True)}
+    return draw_function(EMBEDDING_CHECKPOINT_FIGURE)(embedding_plots.checkpoint_table(steps, tables), family)

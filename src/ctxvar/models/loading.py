@@ -115,6 +115,44 @@ def load_model(entry: dict, source: str, dtype: str, device: torch.device):
     return model.eval()
 
 
+def load_with_head(entry: dict, source: str, dtype: str):
+    """``(model, loading report)``: the model with its language-modelling head, on the CPU in ``dtype``, in eval
+    mode, for its input and output embedding matrices (``get_input_embeddings``, ``get_output_embeddings``).
+
+    The head class is the one config.json's ``architectures`` names when transformers maps the config to it
+    (a masked-LM class for BERT-like checkpoints), else the causal-LM class, else the masked-LM class, else the
+    base model (no output matrix). Tensors the files lack are in the report's ``missing_keys``: an untied head
+    saved without its matrix is initialised at random, and the caller must not read it.
+    """
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
+
+    what = described(entry, source)
+    if os.path.isdir(source):
+        completeness.check_checkpoint_files(source, what)
+    config = _from_pretrained(AutoConfig, source, entry, _options(entry, source))
+    mapped = [cls for cls in (AutoModelForCausalLM, AutoModelForMaskedLM) if type(config) in cls._model_mapping]
+    named = [
+        cls
+        for cls in mapped
+        if any(
+            cls._model_mapping[type(config)].__name__ == name for name in getattr(config, "architectures", None) or ()
+        )
+    ]
+    head_class = (named or mapped or [AutoModel])[0]
+    options = {
+        "config": config,
+        "dtype": DTYPES[dtype],
+        "use_safetensors": True,
+        "device_map": {"": "cpu"},
+        "output_loading_info": True,
+        "ignore_mismatched_sizes": True,
+    }
+    with transformers_into_log():
+        model, info = _from_pretrained(head_class, source, entry, {**_options(entry, source), **options})
+    completeness.log_loading_report(what, info)
+    return model.eval(), info
+
+
 def builds_pooler_optionally(config) -> bool:
     """Whether the base model class transformers maps ``config`` to takes ``add_pooling_layer`` (BERT, RoBERTa,
     XLM-R, ALBERT, …); False for classes it does not know (custom code)."""

@@ -27,6 +27,12 @@ geometry.batches blocks of k positions of the hash ranking; batch 0 is the sampl
     twonn_batch           Facco et al.'s TwoNN on the batch's distinct points (batch 0: ``twonn``)
     twonn_razzhigaev      the TwoNN variant of their public code on the batch's points, duplicates kept
                           (:func:`ctxvar.stats.twonn.razzhigaev_twonn`)
+
+On the points of the first sample batch (the sample above, as rows of W), the partition-function isotropy
+(Arora et al. 2016; as Biś et al. 2021 and Machina & Mercer 2024 compute it), uncentred and centred:
+
+    partition_isotropy    I(W) = min_c Z(c) / max_c Z(c), Z(c) = Σ_x exp(cᵀx), c = ±eigenvectors of WᵀW
+    log_partition_isotropy   log I(W), in log space (:mod:`ctxvar.stats.partition_isotropy`)
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import pandas as pd
 from ctxvar.errors import StatisticsError
 from ctxvar.extraction.position_sample import points, read_sample_layer
 from ctxvar.stats.layers import frequency_filter
+from ctxvar.stats.partition_isotropy import partition_isotropy
 from ctxvar.stats.sums import SumsFile, read_moments
 from ctxvar.stats.twonn import (
     distinct_points,
@@ -116,6 +123,7 @@ def geometry_columns(spectrum_k: int) -> list[str]:
         "twonn_gaussian",
         "sample_batches",
         *[f"{metric}_{moment}" for metric in BATCH_METRICS for moment in ("mean", "std")],
+        *PARTITION_COLUMNS,
     ]
 
 
@@ -174,13 +182,39 @@ def mean_and_std(values: list[float]) -> tuple[float, float]:
     return float(array.mean()), float(array.std(ddof=1)) if len(array) > 1 else np.nan
 
 
-def twonn_metrics(sample_path, layer: int, seed: int, batch_size: int | None = None, batches: int = 1) -> dict:
-    """TwoNN on the distinct points of the layer's first sample batch, and on Gaussian points of the same n
-    and d; mean and standard deviation over the sample batches of :data:`BATCH_METRICS`.
+PARTITION_COLUMNS = [
+    "partition_isotropy",
+    "log_partition_isotropy",
+    "partition_isotropy_centred",
+    "log_partition_isotropy_centred",
+]
+
+
+def partition_metrics(x: np.ndarray) -> dict:
+    """I(W) and log I(W) of the sampled points ``x`` (k, d), uncentred and centred (module docstring); NaN
+    for a layer without sampled points."""
+    if len(x) == 0:
+        return dict.fromkeys(PARTITION_COLUMNS, np.nan)
+    row = {}
+    for centre, suffix in ((False, ""), (True, "_centred")):
+        value = partition_isotropy(x, centre=centre)
+        row[f"partition_isotropy{suffix}"] = value["isotropy"]
+        row[f"log_partition_isotropy{suffix}"] = value["log_isotropy"]
+    return row
+
+
+def sample_metrics(sample_path, layer: int, seed: int, batch_size: int | None = None, batches: int = 1) -> dict:
+    """TwoNN over the sample batches and I(W) of the first batch's points, of the layer's sampled points.
 
     ``batch_size``: k, the points of a batch (None: the whole sample is one batch)."""
     sample = points(read_sample_layer(sample_path, layer))
     blocks = sample_batches(sample, batch_size or max(len(sample), 1), batches)
+    return {**twonn_metrics(blocks, layer, seed), **partition_metrics(blocks[0])}
+
+
+def twonn_metrics(blocks: list[np.ndarray], layer: int, seed: int) -> dict:
+    """TwoNN on the distinct points of the first sample batch, and on Gaussian points of the same n and d; mean
+    and standard deviation over the sample batches ``blocks`` of :data:`BATCH_METRICS`."""
     per_batch = [{**batch_twonn(block), "anisotropy_batch": batch_anisotropy(block)} for block in blocks]
     first = per_batch[0]
     n, d = first["distinct"].shape
@@ -230,6 +264,6 @@ def geometry_table(
         if stats.has_unit:
             row.update(cosine_metrics(sums, min_log10_n, max_log10_n))
         if sample_path is not None:
-            row.update(twonn_metrics(sample_path, layer, seed, batch_size, batches))
+            row.update(sample_metrics(sample_path, layer, seed, batch_size, batches))
         rows.append(row)
     return pd.DataFrame(rows, columns=geometry_columns(spectrum_k))

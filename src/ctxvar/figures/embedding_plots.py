@@ -1,0 +1,81 @@
+"""Figures of a model's input and output embedding matrices (:mod:`ctxvar.stats.embedding_matrices`).
+
+The 2-D projection is drawn as Machina & Mercer (2024) publish theirs: every row as a one-pixel point,
+on axes symmetric about 0 that reach the largest absolute coordinate, ticked at −m, 0 and m.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ctxvar.errors import InsufficientData
+from ctxvar.figures.plotting import Plot, panels, paper_style
+
+MATRIX_ORDER = ("input", "output", "tied")
+CENTRING = ((False, "uncentred"), (True, "centred"))
+CHECKPOINT_PANELS = (
+    ("isotropy", False, "$I(W)$"),
+    ("isotropy", True, "$I(W)$, centred"),
+    ("mean_cosine", False, "mean cosine"),
+)
+
+
+def matrices_in(table: pd.DataFrame) -> list[str]:
+    """The matrix names of ``table`` in the order input, output, tied."""
+    present = set(table["matrix"])
+    return [name for name in MATRIX_ORDER if name in present]
+
+
+def matrix_label(name: str) -> str:
+    return "input = output (tied)" if name == "tied" else name
+
+
+@paper_style
+def projection(points: pd.DataFrame, model: str) -> Plot:
+    """One row of panels per matrix, uncentred then centred: each row of W at (x, y), its coordinates on
+    the first two right singular vectors."""
+    names = matrices_in(points)
+    if not names or points.empty:
+        raise InsufficientData("no embedding matrix rows")
+    figure, axes = panels(len(names), len(CENTRING), size=(2.6, 2.4))
+    for row_axes, name in zip(axes, names):
+        for ax, (centre, label) in zip(row_axes, CENTRING):
+            part = points[(points["matrix"] == name) & (points["centred"] == centre)]
+            ax.plot(part["x"], part["y"], ",", color="C0", rasterized=True)
+            reach = float(np.nanmax(np.abs(part[["x", "y"]].to_numpy()))) if len(part) else 0.0
+            reach = reach if reach > 0 else 1.0
+            ax.set(xlim=(-reach, reach), ylim=(-reach, reach), xticks=[-reach, 0, reach], yticks=[-reach, 0, reach])
+            ax.xaxis.set_major_formatter("{x:.3g}")
+            ax.yaxis.set_major_formatter("{x:.3g}")
+            ax.set_title(f"{matrix_label(name)}, {label}")
+    figure.suptitle(f"{model}: embedding matrices on their top two singular vectors")
+    return Plot(figure, points)
+
+
+def checkpoint_table(steps: dict[str, int], tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """embedding_matrices.csv of each checkpoint stacked, with its model id and step."""
+    frames = [tables[model].assign(model=model, step=step) for model, step in steps.items()]
+    table = pd.concat(frames, ignore_index=True)
+    return table[["model", "step", *[c for c in table.columns if c not in ("model", "step")]]]
+
+
+@paper_style
+def checkpoints(table: pd.DataFrame, family: str) -> Plot:
+    """Against the training step: I(W) uncentred and centred, and the mean cosine, one line per matrix.
+    A symlog step axis when the steps span more than two decades."""
+    if table.empty:
+        raise InsufficientData("no checkpoint has an embedding matrix")
+    figure, axes = panels(1, len(CHECKPOINT_PANELS), size=(2.5, 2.2))
+    positive = table["step"].to_numpy()[table["step"].to_numpy() > 0]
+    wide = len(positive) > 0 and positive.max() > 100 * positive.min()
+    for ax, (column, centre, label) in zip(axes[0], CHECKPOINT_PANELS):
+        for index, name in enumerate(matrices_in(table)):
+            part = table[(table["matrix"] == name) & (table["centred"] == centre)].sort_values("step")
+            ax.plot(part["step"], part[column], color=f"C{index}", marker="o", label=matrix_label(name))
+        ax.set(xlabel="training step", ylabel=label)
+        if wide:
+            ax.set_xscale("symlog", linthresh=positive.min())
+    axes[0][0].legend(frameon=False)
+    figure.suptitle(f"{family}: embedding matrices across checkpoints")
+    return Plot(figure, table)

@@ -1,0 +1,163 @@
+"""A model's input and output embedding matrices: I(W), mean cosine and the 2-D SVD projection of each.
+
+The matrices are the weights as the model holds them (every row, padding rows included), read with
+transformers' ``get_input_embeddings`` and ``get_output_embeddings`` after loading the model with its
+language-modelling head (:func:`ctxvar.models.loading.load_with_head`). A model whose output matrix is the input
+matrix (tied weights: the same storage, or equal values) has one matrix, ``tied``; a model without a head, or
+whose head's matrix is not in its files (it would be random), has only ``input``. Each matrix is measured
+uncentred and centred (W − mean row), in float64 (:mod:`ctxvar.stats.partition_isotropy`).
+
+embedding_matrices.csv, one row per (matrix, centred):
+
+    matrix         input, output, or tied (one matrix serving as both)
+    tied           whether the model's output matrix is its input matrix
+    rows, dim      n and d of W
+    centred        whether the row mean was subtracted
+    isotropy       I(W) = min Z(c) / max Z(c) over ±the eigenvectors of WᵀW
+    log_isotropy   log I(W) (I(W) underflows to 0 below e^−745)
+    isotropy_eigh_signs   the same over one sign per eigenvector, the one torch.linalg.eigh returns on the CPU
+                   in float64, as the study's code takes them: comparable with its published values, but
+                   dependent on the LAPACK build torch uses (≥ isotropy)
+    mean_cosine    mean cosine over all distinct pairs of nonzero rows, from Σu
+    zero_rows      rows of norm 0, left out of the mean cosine
+
+embedding_projection.parquet: per matrix and centring, every row's two coordinates on the matrix's first two
+right singular vectors (columns matrix, centred, row, x, y; float32 coordinates).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ctxvar.io import write_csv, write_table
+from ctxvar.stats.partition_isotropy import (
+    centred,
+    log_partition,
+    mean_cosine_of_rows,
+    partition_isotropy,
+    svd_projection,
+)
+
+log = logging.getLogger(__name__)
+
+MATRIX_COLUMNS = [
+    "matrix",
+    "tied",
+    "rows",
+    "dim",
+    "centred",
+    "isotropy",
+    "log_isotropy",
+    "isotropy_eigh_signs",
+    "mean_cosine",
+    "zero_rows",
+]
+
+
+def parameter_names(model, tensor) -> set[str]:
+    """Every name under which ``model`` holds the parameter ``tensor`` (tied weights have several)."""
+    return {name for name, parameter in model.named_parameters(remove_duplicate=False) if parameter is tensor}
+
+
+def float64_array(tensor) -> np.ndarray:
+    """A torch tensor as a float64 numpy array on the host."""
+    import torch
+
+    return tensor.detach().to("cpu", torch.float64).numpy()
+
+
+def embedding_matrices(model, missing_keys=()) -> dict[str, np.ndarray]:
+    """``{"input": W_in, "output": W_out}`` as float64 arrays, or ``{"tied": W}`` when the output matrix is the
+    input matrix (same storage or equal values), or ``{"input": W_in}`` when there is no output matrix or
+    its weights are among ``missing_keys`` (initialised at random by the loader, not the model's)."""
+    import torch
+
+    inp = model.get_input_embeddings().weight
+    head = model.get_output_embeddings()
+    out = getattr(head, "weight", None)
+    if out is None:
+        return {"input": float64_array(inp)}
+    if out.data_ptr() == inp.data_ptr() or (out.shape == inp.shape and torch.equal(out, inp)):
+        return {"tied": float64_array(inp)}
+    if parameter_names(model, out) & set(missing_keys):
+        log.warning("the output embedding matrix is not in the model's files (it would be random); left out")
+        return {"input": float64_array(inp)}
+    return {"input": float64_array(inp), "output": float64_array(out)}
+
+
+def eigh_signs_isotropy(w: np.ndarray, centre: bool) -> float:
+    """I(W) over the eigenvectors of WᵀW with the signs ``torch.linalg.eigh`` gives them (float64, CPU), one per
+    eigenvalue, as Machina & Mercer's code takes them; in log space."""
+    import torch
+
+    rows = centred(w) if centre else w
+    vectors = torch.linalg.eigh(torch.from_numpy(rows.T @ rows)).eigenvectors.numpy()
+    log_z = log_partition(rows, vectors)
+    return float(np.exp(log_z.min() - log_z.max()))
+
+
+def matrix_rows(name: str, w: np.ndarray, tied: bool) -> list[dict]:
+    """The two rows of embedding_matrices.csv for one matrix: uncentred, then centred."""
+    rows = []
+    for centre in (False, True):
+        cosine, zero_rows = mean_cosine_of_rows(w - w.mean(axis=0) if centre else w)
+        rows.append(
+            {
+                "matrix": name,
+                "tied": tied,
+                "rows": w.shape[0],
+                "dim": w.shape[1],
+                "centred": centre,
+                **partition_isotropy(w, centre=centre),
+                "isotropy_eigh_signs": eigh_signs_isotropy(w, centre),
+                "mean_cosine": cosine,
+                "zero_rows": zero_rows,
+            }
+        )
+    return rows
+
+
+def matrix_table(matrices: dict[str, np.ndarray]) -> pd.DataFrame:
+    """embedding_matrices.csv for the matrices of :func:`embedding_matrices` (module docstring)."""
+    tied = "tied" in matrices
+    rows = [row for name, w in matrices.items() for row in matrix_rows(name, w, tied)]
+    return pd.DataFrame(rows, columns=MATRIX_COLUMNS)
+
+
+def projection_table(matrices: dict[str, np.ndarray]) -> pa.Table:
+    """embedding_projection.parquet: every row of each matrix, uncentred and centred, on its top two right
+    singular vectors (:func:`ctxvar.stats.partition_isotropy.svd_projection`)."""
+    parts = []
+    for name, w in matrices.items():
+        for centre in (False, True):
+            xy = svd_projection(w, centre=centre).astype(np.float32)
+            parts.append(
+                pa.table(
+                    {
+                        "matrix": pa.array([name] * len(w), pa.string()),
+                        "centred": pa.array(np.full(len(w), centre)),
+                        "row": pa.array(np.arange(len(w), dtype=np.int64)),
+                        "x": pa.array(xy[:, 0]),
+                        "y": pa.array(xy[:, 1]),
+                    }
+                )
+            )
+    return pa.concat_tables(parts)
+
+
+def embedding_matrix_statistics(entry: dict, source: str, dtype: str, csv_path, projection_path) -> None:
+    """Load the model of ``entry`` from ``source`` with its head (in ``dtype``, on the CPU) and write
+    embedding_matrices.csv and embedding_projection.parquet (module docstring)."""
+    from ctxvar.models.loading import load_with_head
+
+    model, info = load_with_head(entry, source, dtype)
+    matrices = embedding_matrices(model, info.get("missing_keys") or ())
+    del model
+    table = matrix_table(matrices)
+    log.info("model %r: %s", entry["id"], table.to_string(index=False))
+    write_csv(table, csv_path)
+    write_table(projection_table(matrices), projection_path, {"model": entry["id"]})

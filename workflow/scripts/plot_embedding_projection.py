@@ -1,0 +1,7 @@
+from ctxvar.figures.draw import embedding_projection_figure
+from ctxvar.figures.plotting import save_plot
+from ctxvar.jobs import job_log
+
+with job_log(snakemake.log[0]):
+    plot = embedding_projection_figure("emb01_projection", snakemake.wildcards.model, snakemake.input.projection)
+    save_plot(plot, snakemake.output.png, snakemake.output.pdf, snakemake.output.data)
