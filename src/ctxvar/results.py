@@ -14,6 +14,7 @@ import pandas as pd
 
 from ctxvar.errors import CtxvarError
 from ctxvar.io import read_csv, read_json, read_metadata, read_table
+from ctxvar.stats.provenance import SUMS_COLUMN, check_same_sums, table_sums
 
 SUMMARY = "summary"  # results/{run}/summary/: the per-layer, geometry and model tables of every model
 
@@ -61,7 +62,7 @@ def load_results(folder="results", run: str | None = None) -> Results:
         [read_table(folder / name / "tokens.parquet").to_pandas().assign(model=name) for name in names],
         ignore_index=True,
     )
-    return Results(
+    results = Results(
         folder=folder,
         tokens=tokens[["model", *tokens.columns.drop("model")]],
         layers=read_csv(folder / SUMMARY / "layers.csv"),
@@ -71,6 +72,24 @@ def load_results(folder="results", run: str | None = None) -> Results:
         metadata={name: read_metadata(folder / name / "tokens.parquet") for name in names},
         corpus=read_json(folder / "corpus" / "counts.json"),
     )
+    check_one_origin(results)
+    return results
+
+
+def check_one_origin(results: Results) -> None:
+    """Refuse a run whose tables of one model come from different sums (a run stopped half-way), naming them."""
+    summary = results.folder / SUMMARY
+    for name, listed in zip(results.models["model"].astype(str), results.models[SUMS_COLUMN].fillna("")):
+        check_same_sums(
+            name,
+            {
+                results.folder / name / "tokens.parquet": {results.metadata[name].get(SUMS_COLUMN) or ""},
+                results.folder / name / "run.json": {results.provenance[name].get(SUMS_COLUMN) or ""},
+                summary / "models.csv": {str(listed)},
+                summary / "layers.csv": table_sums(results.layers, summary / "layers.csv", name),
+                summary / "geometry.csv": table_sums(results.geometry, summary / "geometry.csv", name),
+            },
+        )
 
 
 def run_folder(folder: Path, run: str | None) -> Path:

@@ -1,9 +1,15 @@
 from ctxvar.io import write_csv
 from ctxvar.jobs import job_log
-from ctxvar.stats.summary import models_table, stack_layers
+from ctxvar.stats.summary import summary_tables
 
 with job_log(snakemake.log[0]):
     models = snakemake.params.models
-    write_csv(stack_layers(dict(zip(models, snakemake.input.layers))), snakemake.output.layers)
-    write_csv(stack_layers(dict(zip(models, snakemake.input.geometry))), snakemake.output.geometry)
-    write_csv(models_table(dict(zip(models, snakemake.input.runs)), snakemake.params.families), snakemake.output.models)
+    layers, geometry, table = summary_tables(
+        dict(zip(models, snakemake.input.layers)),
+        dict(zip(models, snakemake.input.geometry)),
+        dict(zip(models, snakemake.input.runs)),
+        snakemake.params.families,
+    )
+    write_csv(layers, snakemake.output.layers)
+    write_csv(geometry, snakemake.output.geometry)
+    write_csv(table, snakemake.output.models)

@@ -46,6 +46,7 @@ from ctxvar.errors import StatisticsError
 from ctxvar.extraction.position_sample import points, read_sample_layer
 from ctxvar.stats.layers import frequency_filter
 from ctxvar.stats.partition_isotropy import partition_isotropy
+from ctxvar.stats.provenance import SUMS_COLUMN
 from ctxvar.stats.sums import SumsFile, read_moments
 from ctxvar.stats.twonn import (
     distinct_points,
@@ -242,7 +243,8 @@ def geometry_table(
     batch_size: int | None = None,
     batches: int = 1,
 ) -> pd.DataFrame:
-    """geometry.csv: one row per layer; the metrics of sums not accumulated are NaN.
+    """geometry.csv: one row per layer; the metrics of sums not accumulated are NaN; the last column names the
+    sums (:mod:`ctxvar.stats.provenance`).
 
     ``moments_path`` / ``sample_path`` may be None (geometry.covariance / twonn off); the sample is cut into
     ``batches`` batches of ``batch_size`` points (geometry.batches, geometry.sample_size; None: one batch).
@@ -266,4 +268,5 @@ def geometry_table(
         if sample_path is not None:
             row.update(sample_metrics(sample_path, layer, seed, batch_size, batches))
         rows.append(row)
-    return pd.DataFrame(rows, columns=geometry_columns(spectrum_k))
+    table = pd.DataFrame(rows, columns=geometry_columns(spectrum_k))
+    return table.assign(**{SUMS_COLUMN: stats.metadata.get(SUMS_COLUMN, "")})

@@ -21,6 +21,7 @@ from scipy import stats
 
 from ctxvar.errors import StatisticsError
 from ctxvar.stats.finalize import clamp_variance, finalize
+from ctxvar.stats.provenance import SUMS_COLUMN
 from ctxvar.stats.sums import SumsFile
 
 DECOMPOSITION_TOLERANCE = 1e-9  # |V(X) − V_W − V_B| allowed, relative to Q(X)
@@ -115,7 +116,8 @@ def layer_statistics(
 
 
 def layers_table(stats_path, min_log10_n: float, max_log10_n: float) -> pd.DataFrame:
-    """layers.csv for a merged sums file, streaming one layer at a time."""
+    """layers.csv for a merged sums file, streaming one layer at a time; the last column names the sums
+    (:mod:`ctxvar.stats.provenance`)."""
     sums = SumsFile(stats_path)
     rows = []
     for layer in range(sums.n_layers):
@@ -132,7 +134,7 @@ def layers_table(stats_path, min_log10_n: float, max_log10_n: float) -> pd.DataF
                 sums.metadata.get("final_norm", False),
             )
         )
-    table = pd.DataFrame(rows, columns=COLUMNS)
+    table = pd.DataFrame(rows, columns=COLUMNS).assign(**{SUMS_COLUMN: sums.metadata.get(SUMS_COLUMN, "")})
     if not table["n_types"].any():
         log.warning(
             "%s: no token type has %s ≤ log10 n_t ≤ %s, so the per-layer statistics are empty (NaN); use a larger "

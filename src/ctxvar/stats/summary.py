@@ -7,6 +7,7 @@ import logging
 import pandas as pd
 
 from ctxvar.io import read_csv, read_json
+from ctxvar.stats.provenance import SUMS_COLUMN, check_same_sums, table_sums
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,28 @@ def stack_layers(layer_csvs: dict[str, str]) -> pd.DataFrame:
     frames = [read_csv(path).assign(model=model) for model, path in layer_csvs.items()]
     table = pd.concat(frames, ignore_index=True)
     return table[["model", *[c for c in table.columns if c != "model"]]]
+
+
+def summary_tables(
+    layer_csvs: dict[str, str],
+    geometry_csvs: dict[str, str],
+    run_jsons: dict[str, str],
+    families: dict[str, str | None] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """summary/layers.csv, geometry.csv and models.csv (:func:`stack_layers`, :func:`models_table`), refusing a
+    model whose layers.csv, geometry.csv and run.json come from different sums (:mod:`ctxvar.stats.provenance`)."""
+    layers, geometry = stack_layers(layer_csvs), stack_layers(geometry_csvs)
+    models = models_table(run_jsons, families)
+    for model, run in zip(models["model"], models[SUMS_COLUMN]):
+        check_same_sums(
+            model,
+            {
+                run_jsons[model]: {run or ""},
+                layer_csvs[model]: table_sums(layers, layer_csvs[model], model),
+                geometry_csvs[model]: table_sums(geometry, geometry_csvs[model], model),
+            },
+        )
+    return layers, geometry, models
 
 
 def models_table(run_jsons: dict[str, str], families: dict[str, str | None] | None = None) -> pd.DataFrame:
