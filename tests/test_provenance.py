@@ -26,10 +26,11 @@ def test_the_summary_refuses_a_model_whose_tables_come_from_other_sums(tmp_path)
     stale = model_files(tmp_path, "b", "old", "new")  # merged again, layer statistics not re-run
     layers, geometry, models = summary_tables({"a": good[0]}, {"a": good[1]}, {"a": good[2]})
     assert layers["config_hash"].tolist() == ["h1", "h1"] and models["config_hash"].tolist() == ["h1"]
-    with pytest.raises(
-        StatisticsError,
-        match=r"model 'b': its files come from different sums \(.*b-run.json from sums new; .*b-layers.csv, .*b-geometry.csv from sums old\); finish the run",
-    ) as error:
+    expected = (
+        r"model 'b': its files come from different sums \(.*b-run.json from sums new; "
+        r".*b-layers.csv, .*b-geometry.csv from sums old\); finish the run"
+    )
+    with pytest.raises(StatisticsError, match=expected) as error:
         summary_tables({"a": good[0], "b": stale[0]}, {"a": good[1], "b": stale[1]}, {"a": good[2], "b": stale[2]})
     assert "\n" not in str(error.value)
 
