@@ -15,6 +15,7 @@ DAG_BUILD_IMPORTS = [
     "ctxvar.resources",
     "ctxvar.corpus.shards",
     "ctxvar.extraction.batching",
+    "ctxvar.extraction.tokens",
     "ctxvar.figures.catalogue",
     "ctxvar.models.archive",
     "ctxvar.run_end",

@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from ctxvar.errors import ConfigError, first_line
+from ctxvar.extraction.tokens import TYPE_KEY_RULE
 
 # Matched with fullmatch: '$' alone would accept a trailing newline.
 MODEL_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+@=-]*")
@@ -399,7 +400,9 @@ def stable_hash(obj) -> str:
 
 
 def extraction_config_hash(config: dict, model: dict) -> str:
-    """Hash of every setting that changes a model's partial sums (not batch size or device)."""
+    """Hash of every setting that changes a model's partial sums (not batch size or device), and of the rule
+    that keys token types (:data:`~ctxvar.extraction.tokens.TYPE_KEY_RULE`): partials keyed by another rule
+    re-extract and never merge with these."""
     return stable_hash(
         {
             "corpus": config["corpus"],
@@ -407,6 +410,7 @@ def extraction_config_hash(config: dict, model: dict) -> str:
             "model": model,
             "dtype": config["dtype"],
             "tokens": config["tokens"],
+            "type_key_rule": TYPE_KEY_RULE,
             "geometry": extraction_geometry(config),
         }
     )

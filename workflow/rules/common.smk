@@ -33,6 +33,7 @@ from ctxvar.config import (
     pca_model,
     run_name,
 )
+from ctxvar.extraction.tokens import TYPE_KEY_RULE
 from ctxvar.figures.catalogue import (
     CHECKPOINT_FIGURE,
     GEOMETRY_MODEL_FIGURES,
@@ -248,8 +249,11 @@ def model_entry(wildcards):
 
 
 def type_keying(wildcards):
-    """tokens.merge_markers, for the Gaussian null, whose per-type means follow the types."""
-    return config["tokens"]["merge_markers"] if MODELS[wildcards.model].get("init") == "gaussian" else None
+    """tokens.merge_markers and the rule that keys token types (a new rule rebuilds the model), for the Gaussian
+    null, whose per-type means follow the types."""
+    if MODELS[wildcards.model].get("init") != "gaussian":
+        return None
+    return {"merge_markers": config["tokens"]["merge_markers"], "rule": TYPE_KEY_RULE}
 
 
 def model_source(wildcards):
