@@ -15,7 +15,6 @@ DAG_BUILD_IMPORTS = [
     "ctxvar.resources",
     "ctxvar.corpus.shards",
     "ctxvar.extraction.batching",
-    "ctxvar.extraction.tokens",
     "ctxvar.figures.catalogue",
     "ctxvar.models.archive",
     "ctxvar.run_end",

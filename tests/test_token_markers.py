@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import pytest
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from ctxvar.config import extraction_config_hash
+from ctxvar.config import TYPE_KEY_RULE, extraction_config_hash
 from ctxvar.errors import StatisticsError
 from ctxvar.extraction.tokens import (
     encode,
@@ -279,6 +279,12 @@ def test_python_tokenizers_by_their_kind(caplog):
 )  # fmt: skip
 def test_tokens_made_only_of_the_marker_keep_their_string(token, marker, key):
     assert type_key(token, marker) == key
+
+
+def test_the_rule_these_cases_pin_is_the_one_the_hash_names():
+    """A change to type_key's cases above is a new rule: give TYPE_KEY_RULE a new value with it, so that
+    partials keyed by the old rule re-extract."""
+    assert TYPE_KEY_RULE == "one leading copy of the tokenizer's own marker; tokens made only of the marker whole"
 
 
 # --- the demo models, extraction metadata, and what re-extracts ---------------------------------------------------

@@ -12,7 +12,6 @@ from pathlib import Path
 import yaml
 
 from ctxvar.errors import ConfigError, first_line
-from ctxvar.extraction.tokens import TYPE_KEY_RULE
 
 # Matched with fullmatch: '$' alone would accept a trailing newline.
 MODEL_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+@=-]*")
@@ -394,6 +393,11 @@ def corpus_paths(corpus: dict) -> list[str]:
     return [os.path.expanduser(p) for p in ([path] if isinstance(path, str) else path)]
 
 
+# The rule of ctxvar.extraction.tokens.type_key, part of the extraction hash: a new rule re-extracts every model
+# (and rebuilds the Gaussian null, whose means follow the types).
+TYPE_KEY_RULE = "one leading copy of the tokenizer's own marker; tokens made only of the marker whole"
+
+
 def stable_hash(obj) -> str:
     """Hex SHA-256 of ``obj`` as canonical JSON (sorted keys); 16 characters."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -401,7 +405,7 @@ def stable_hash(obj) -> str:
 
 def extraction_config_hash(config: dict, model: dict) -> str:
     """Hash of every setting that changes a model's partial sums (not batch size or device), and of the rule
-    that keys token types (:data:`~ctxvar.extraction.tokens.TYPE_KEY_RULE`): partials keyed by another rule
+    that keys token types (:data:`TYPE_KEY_RULE`): partials keyed by another rule
     re-extract and never merge with these."""
     return stable_hash(
         {

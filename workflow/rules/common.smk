@@ -25,6 +25,7 @@ from ctxvar.config import (
     check_schema,
     check_study_named,
     checkpoint_families,
+    TYPE_KEY_RULE,
     extraction_config_hash,
     extraction_geometry,
     load_config_file,
@@ -33,7 +34,6 @@ from ctxvar.config import (
     pca_model,
     run_name,
 )
-from ctxvar.extraction.tokens import TYPE_KEY_RULE
 from ctxvar.figures.catalogue import (
     CHECKPOINT_FIGURE,
     GEOMETRY_MODEL_FIGURES,

@@ -4,7 +4,8 @@ A token type is a token's string less one leading copy of the word-boundary mark
 writes (:func:`word_marker`): WordPiece's continuing-subword prefix (``##ing`` → ``ing``), byte-level
 BPE's space ``Ġ`` (``Ġthe`` → ``the``), SentencePiece's ``▁`` (``▁the`` → ``the``). Other tokenizers'
 markers stay (byte-level BPE's ``###`` is its own type), as the core paper's code strips ``##`` for
-BERT models only and ``Ġ`` for the others.
+BERT models only and ``Ġ`` for the others. :data:`ctxvar.config.TYPE_KEY_RULE` names this rule in the
+extraction hash: change it with the rule, so that partials keyed by the old one re-extract.
 """
 
 from __future__ import annotations
@@ -19,9 +20,6 @@ import numpy as np
 from ctxvar.errors import ModelLoadError
 
 log = logging.getLogger(__name__)
-
-# Part of the extraction hash (config.extraction_config_hash): a change of the rule re-extracts every model.
-TYPE_KEY_RULE = "one leading copy of the tokenizer's own marker; tokens made only of the marker whole"
 
 BYTE_LEVEL_SPACE = "Ġ"  # the space byte (0x20) as byte-level BPE writes it (GPT-2's bytes_to_unicode)
 SENTENCEPIECE_SPACE = "▁"  # SentencePiece's meta symbol for a space (U+2581)
