@@ -66,8 +66,8 @@ def spec_marker(spec: dict, name: str = "tokenizer") -> str | None:
     markers, the first is used and a warning names them all.
     """
     found = [prefix for prefix in [(spec.get("model") or {}).get("continuing_subword_prefix")] if prefix]
-    for part, role in (("decoder", "decoder"), ("pre_tokenizer", "pre_tokenizer"), ("normalizer", "normalizer")):
-        found += [marker for component in components(spec.get(part)) if (marker := component_marker(component, role))]
+    for part in ("decoder", "pre_tokenizer", "normalizer"):
+        found += [marker for component in components(spec.get(part)) if (marker := component_marker(component, part))]
     markers = list(dict.fromkeys(found))
     if not markers:
         log.info("%s: its tokenizer writes no word-boundary marker; token types strip none", name)
@@ -93,8 +93,8 @@ def components(part: dict | None) -> list[dict]:
 
 
 def component_marker(component: dict, role: str) -> str | None:
-    """The word-boundary marker one tokenizers component writes (pre-tokenizer, normalizer) or reads back
-    (decoder), or None."""
+    """The word-boundary marker one tokenizers component writes (``role`` pre_tokenizer, normalizer) or reads
+    back (decoder), or None."""
     kind = component.get("type")
     if kind == "ByteLevel":
         return BYTE_LEVEL_SPACE
