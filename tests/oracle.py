@@ -7,7 +7,7 @@ import pandas as pd
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from ctxvar.extraction.tokens import boundary_tokens, type_key
+from ctxvar.extraction.tokens import boundary_tokens, type_key, word_marker
 
 
 def brute_force_embeddings(model_dir, texts, window: int | None = None):
@@ -17,6 +17,7 @@ def brute_force_embeddings(model_dir, texts, window: int | None = None):
     """
     tokenizer, model = AutoTokenizer.from_pretrained(model_dir), AutoModel.from_pretrained(model_dir).eval()
     bos, eos = boundary_tokens(tokenizer)
+    marker = word_marker(tokenizer)
     keys, layers = [], []
     with torch.no_grad():
         for text in texts:
@@ -26,7 +27,7 @@ def brute_force_embeddings(model_dir, texts, window: int | None = None):
                 ids = [bos, *inner[start : start + step], eos]
                 hidden = model(torch.tensor([ids]), output_hidden_states=True).hidden_states
                 layers.append(torch.stack(hidden)[:, 0].double().numpy())
-                keys += [type_key(t) for t in tokenizer.convert_ids_to_tokens(ids)]
+                keys += [type_key(t, marker) for t in tokenizer.convert_ids_to_tokens(ids)]
     return np.array(keys, dtype=object), np.concatenate(layers, axis=1)
 
 

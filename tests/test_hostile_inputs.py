@@ -31,7 +31,7 @@ from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.extract import ExtractionSettings, extract_shard
 from ctxvar.extraction.position_sample import SAMPLE_LAYOUT, SampleFile
 from ctxvar.extraction.position_sample import points as points_of
-from ctxvar.extraction.tokens import encode, type_table
+from ctxvar.extraction.tokens import encode, type_table, word_marker
 from ctxvar.io import (
     MANIFEST,
     read_csv,
@@ -463,7 +463,7 @@ def test_no_byte_order_mark_ever_becomes_part_of_a_type(tmp_path, tokenizers_by_
     types = {}
     for name, table in (("marked", marked), ("plain", plain)):
         texts = sorted(table.column("text").to_pylist())
-        types[name] = type_table(tokenizer, encode(tokenizer, texts).ids, merge_markers=True)[0].tolist()
+        types[name] = type_table(tokenizer, encode(tokenizer, texts).ids, word_marker(tokenizer))[0].tolist()
     assert types["marked"] == types["plain"]
     assert not any("\ufeff" in t or "ï»¿" in t for t in types["marked"])
 

@@ -6,25 +6,29 @@ from transformers import AutoTokenizer
 from ctxvar.corpus.shards import MIN_BATCHES, assign_shards, deal_batches, plan_batches
 from ctxvar.extraction.accumulator import PointSample
 from ctxvar.extraction.batching import pad_batch, pad_batches, padding_fraction, token_budget_batches
-from ctxvar.extraction.tokens import encode, type_key, type_table
+from ctxvar.extraction.tokens import encode, type_key, type_table, word_marker
 
 
 @pytest.mark.parametrize(
-    "token, merged",
+    "token, marker, merged",
     [
-        ("##ing", "ing"),
-        ("Ġthe", "the"),
-        ("▁the", "the"),
-        ("the", "the"),
-        ("##", "##"),
-        ("Ġ", "Ġ"),
-        ("ĠĠ", "Ġ"),
-        ("[CLS]", "[CLS]"),
+        ("##ing", "##", "ing"),
+        ("Ġthe", "Ġ", "the"),
+        ("▁the", "▁", "the"),
+        ("the", "Ġ", "the"),
+        ("##", "##", "##"),
+        ("Ġ", "Ġ", "Ġ"),
+        ("ĠĠ", "Ġ", "ĠĠ"),
+        ("ĠĠthe", "Ġ", "Ġthe"),
+        ("###", "##", "#"),
+        ("###", "Ġ", "###"),
+        ("▁the", "Ġ", "▁the"),
+        ("[CLS]", "##", "[CLS]"),
     ],
 )
-def test_type_key_strips_one_leading_marker(token, merged):
-    assert type_key(token) == merged
-    assert type_key(token, merge_markers=False) == token
+def test_type_key_strips_one_leading_copy_of_the_marker_given(token, marker, merged):
+    assert type_key(token, marker) == merged
+    assert type_key(token, None) == token
 
 
 @pytest.mark.parametrize(
@@ -43,8 +47,8 @@ def test_encode_is_bos_tokenize_eos(tiny_models, corpus_texts, arch, bos, eos):
 def test_type_table_merges_ids_with_the_same_key(tiny_models, corpus_texts):
     tokenizer = AutoTokenizer.from_pretrained(tiny_models["bert"])
     encoded = encode(tokenizer, corpus_texts)
-    types, index = type_table(tokenizer, encoded.ids, merge_markers=True)
-    keys = [type_key(t) for t in tokenizer.convert_ids_to_tokens(encoded.ids.tolist())]
+    types, index = type_table(tokenizer, encoded.ids, word_marker(tokenizer))
+    keys = [type_key(t, "##") for t in tokenizer.convert_ids_to_tokens(encoded.ids.tolist())]
     assert list(types) == sorted(set(keys))
     assert [types[i] for i in index] == keys
     assert any(t.startswith("##") for t in tokenizer.convert_ids_to_tokens(encoded.ids.tolist())), (

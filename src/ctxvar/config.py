@@ -430,13 +430,20 @@ def corpus_paths(corpus: dict) -> list[str]:
     return [os.path.expanduser(p) for p in ([path] if isinstance(path, str) else path)]
 
 
+# The rule of ctxvar.extraction.tokens.type_key, part of the extraction hash: a new rule re-extracts every model
+# (and rebuilds the Gaussian null, whose means follow the types).
+TYPE_KEY_RULE = "one leading copy of the tokenizer's own marker; tokens made only of the marker whole"
+
+
 def stable_hash(obj) -> str:
     """Hex SHA-256 of ``obj`` as canonical JSON (sorted keys); 16 characters."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def extraction_config_hash(config: dict, model: dict) -> str:
-    """Hash of every setting that changes a model's partial sums (not batch size or device)."""
+    """Hash of every setting that changes a model's partial sums (not batch size or device), and of the rule
+    that keys token types (:data:`TYPE_KEY_RULE`): partials keyed by another rule
+    re-extract and never merge with these."""
     return stable_hash(
         {
             "corpus": config["corpus"],
@@ -444,6 +451,7 @@ def extraction_config_hash(config: dict, model: dict) -> str:
             "model": model,
             "dtype": config["dtype"],
             "tokens": config["tokens"],
+            "type_key_rule": TYPE_KEY_RULE,
             "geometry": extraction_geometry(config),
         }
     )

@@ -25,6 +25,7 @@ from ctxvar.config import (
     check_schema,
     check_study_named,
     checkpoint_families,
+    TYPE_KEY_RULE,
     extraction_config_hash,
     extraction_geometry,
     load_config_file,
@@ -265,8 +266,11 @@ def model_entry(wildcards):
 
 
 def type_keying(wildcards):
-    """tokens.merge_markers, for the Gaussian null, whose per-type means follow the types."""
-    return config["tokens"]["merge_markers"] if MODELS[wildcards.model].get("init") == "gaussian" else None
+    """tokens.merge_markers and the rule that keys token types (a new rule rebuilds the model), for the Gaussian
+    null, whose per-type means follow the types."""
+    if MODELS[wildcards.model].get("init") != "gaussian":
+        return None
+    return {"merge_markers": config["tokens"]["merge_markers"], "rule": TYPE_KEY_RULE}
 
 
 def model_source(wildcards):

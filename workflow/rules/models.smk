@@ -13,7 +13,7 @@ rule build_random_model:
         "../../envs/extract.yaml"
     params:
         entry=model_entry,
-        merge_markers=type_keying,
+        type_keying=type_keying,
     script:
         "../scripts/build_random_model.py"
 

@@ -4,6 +4,5 @@ from ctxvar.models.build import build_local_model
 
 with job_log(snakemake.log[0]):
     texts = read_table(snakemake.input.sentences, columns=["text"]).column("text").to_pylist()
-    build_local_model(
-        snakemake.params.entry, texts, snakemake.output.model, snakemake.params.merge_markers is not False
-    )
+    keying = snakemake.params.type_keying or {}
+    build_local_model(snakemake.params.entry, texts, snakemake.output.model, keying.get("merge_markers") is not False)

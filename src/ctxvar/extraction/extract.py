@@ -33,7 +33,7 @@ from ctxvar.extraction.batching import (
 )
 from ctxvar.extraction.budget import activation_bytes, reserve_bytes, state_budget_bytes
 from ctxvar.extraction.position_sample import bottom_k, sample_schema, sample_table, sequence_windows, token_keys
-from ctxvar.extraction.tokens import EncodedShard, encode, select, split_long, type_table
+from ctxvar.extraction.tokens import EncodedShard, encode, select, split_long, type_marker, type_table
 from ctxvar.io import read_table, verify_manifest
 from ctxvar.models import loading
 from ctxvar.stats.sums import LayerSums, LayerWriter, moments_schema, moments_table, sums_schema
@@ -119,6 +119,7 @@ class ShardRun:
     n_layers: int
     d: int
     weights_hash: Future | None  # of the SHA-256 of the weights as loaded (see loading.weights_sha256)
+    marker: str | None  # the word-boundary marker type keys strip (tokens.type_marker), None: none
 
     def padded(self, batches: list[np.ndarray] | None = None) -> ShardBatches:
         """``batches`` (default: the job's own) padded up front, for :func:`run_batches`."""
@@ -157,7 +158,8 @@ def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool =
         encoding.result(), loading.max_positions(model.config), settings
     )
     chunk, sentence_id = chunk[source_row], sentence_id[source_row]
-    types, type_index = type_table(tokenizer, encoded.ids, settings.merge_markers)
+    marker = type_marker(tokenizer, settings.merge_markers)
+    types, type_index = type_table(tokenizer, encoded.ids, marker)
     batches = chunk_batches(encoded.lengths, chunk, settings.batch_tokens)
     return ShardRun(
         device,
@@ -175,6 +177,7 @@ def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool =
         model.config.num_hidden_layers + 1,
         model.config.hidden_size,
         weights_hash,
+        marker,
     )
 
 
@@ -485,6 +488,7 @@ def model_metadata(settings: ExtractionSettings, job: ShardRun) -> dict:
         "model_config_sha256": loading.model_config_sha256(job.model.config),
         "attn_implementation": getattr(job.model.config, "_attn_implementation", None),
         "merge_markers": settings.merge_markers,
+        "type_marker": job.marker,
         "geometry": {**asdict(settings.geometry), "seed": settings.sample_seed},
         "final_norm": loading.ends_in_final_norm(job.model),
         "config_hash": settings.config_hash,

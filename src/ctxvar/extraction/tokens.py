@@ -1,28 +1,132 @@
-"""Token types and the paper's input format ``[bos] + tokenizer.tokenize(s) + [eos]``."""
+"""Token types and the paper's input format ``[bos] + tokenizer.tokenize(s) + [eos]``.
+
+A token type is a token's string less one leading copy of the word-boundary marker its own tokenizer
+writes (:func:`word_marker`): WordPiece's continuing-subword prefix (``##ing`` → ``ing``), byte-level
+BPE's space ``Ġ`` (``Ġthe`` → ``the``), SentencePiece's ``▁`` (``▁the`` → ``the``). Other tokenizers'
+markers stay (byte-level BPE's ``###`` is its own type), as the core paper's code strips ``##`` for
+BERT models only and ``Ġ`` for the others. :data:`ctxvar.config.TYPE_KEY_RULE` names this rule in the
+extraction hash: change it with the rule, so that partials keyed by the old one re-extract.
+"""
 
 from __future__ import annotations
 
 import itertools
+import json
+import logging
 from dataclasses import dataclass
 
 import numpy as np
 
 from ctxvar.errors import ModelLoadError
 
-# Word-boundary markers: BERT's continuation prefix, byte-level BPE's space, SentencePiece's space.
-MARKERS = ("##", "Ġ", "▁")
+log = logging.getLogger(__name__)
+
+BYTE_LEVEL_SPACE = "Ġ"  # the space byte (0x20) as byte-level BPE writes it (GPT-2's bytes_to_unicode)
+SENTENCEPIECE_SPACE = "▁"  # SentencePiece's meta symbol for a space (U+2581)
 
 
-def type_key(token: str, merge_markers: bool = True) -> str:
-    """A token type's string key: one leading marker stripped (``##ing`` → ``ing``, ``Ġthe`` → ``the``).
+def type_key(token: str, marker: str | None) -> str:
+    """A token type's string key: ``token`` less one leading ``marker`` (``##ing`` → ``ing`` for ``##``,
+    ``Ġthe`` → ``the`` for ``Ġ``); ``marker`` None keeps every token as it is.
 
-    A token that is nothing but a marker keeps its string, so it never becomes ''.
+    A token made of nothing but copies of the marker (``Ġ``, ``ĠĠ``, ``##``, ``####``) keeps its
+    string: no key is empty, and no two tokens share a key that the rule "strip one leading marker"
+    keeps apart (``Ġ`` would otherwise meet ``ĠĠ`` less its marker).
     """
-    if merge_markers:
-        for marker in MARKERS:
-            if token.startswith(marker) and len(token) > len(marker):
-                return token[len(marker) :]
+    if marker and token.startswith(marker) and token != marker * (len(token) // len(marker)):
+        return token[len(marker) :]
     return token
+
+
+def type_marker(tokenizer, merge_markers: bool) -> str | None:
+    """The marker type keys strip: the tokenizer's own (:func:`word_marker`) with ``tokens.merge_markers``, else
+    None."""
+    return word_marker(tokenizer) if merge_markers else None
+
+
+def word_marker(tokenizer) -> str | None:
+    """The word-boundary marker ``tokenizer`` writes into its tokens, or None where it writes none.
+
+    Read from the tokenizers backend's JSON (:func:`spec_marker`); a tokenizer without one
+    (transformers' Python tokenizers) by its kind (:func:`python_tokenizer_marker`).
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+    if backend is None:
+        return python_tokenizer_marker(tokenizer, name)
+    return spec_marker(json.loads(backend.to_str()), name)
+
+
+def spec_marker(spec: dict, name: str = "tokenizer") -> str | None:
+    """The marker a tokenizers JSON ``spec`` names, the most direct first: the model's continuing-subword
+    prefix (WordPiece's ``##``), then the decoder's, pre-tokenizer's and normalizer's markers (``ByteLevel``:
+    ``Ġ``; ``Metaspace``: its ``replacement``; ``Replace`` between a character and a space: that character).
+
+    None where none names one (a tokenizer that keeps spaces out of its tokens). Where parts name different
+    markers, the first is used and a warning names them all.
+    """
+    found = [prefix for prefix in [(spec.get("model") or {}).get("continuing_subword_prefix")] if prefix]
+    for part in ("decoder", "pre_tokenizer", "normalizer"):
+        found += [marker for component in components(spec.get(part)) if (marker := component_marker(component, part))]
+    markers = list(dict.fromkeys(found))
+    if not markers:
+        log.info("%s: its tokenizer writes no word-boundary marker; token types strip none", name)
+        return None
+    if len(markers) > 1:
+        log.warning(
+            "%s: its tokenizer names several word-boundary markers (%s); token types strip %r, the first",
+            name,
+            ", ".join(map(repr, markers)),
+            markers[0],
+        )
+    return markers[0]
+
+
+def components(part: dict | None) -> list[dict]:
+    """A tokenizers pipeline part (decoder, pre-tokenizer, normalizer) as its components, sequences flattened."""
+    if not part:
+        return []
+    nested = part.get("decoders") or part.get("pretokenizers") or part.get("normalizers")
+    if part.get("type") == "Sequence" and nested is not None:
+        return [leaf for child in nested for leaf in components(child)]
+    return [part]
+
+
+def component_marker(component: dict, role: str) -> str | None:
+    """The word-boundary marker one tokenizers component writes (``role`` pre_tokenizer, normalizer) or reads
+    back (decoder), or None."""
+    kind = component.get("type")
+    if kind == "ByteLevel":
+        return BYTE_LEVEL_SPACE
+    if kind == "Metaspace":
+        return component.get("replacement") or SENTENCEPIECE_SPACE
+    if kind == "WordPiece" and role == "decoder":
+        return component.get("prefix") or None
+    if kind == "Replace":
+        pattern = (component.get("pattern") or {}).get("String")
+        space, other = (component.get("content"), pattern) if role == "decoder" else (pattern, component.get("content"))
+        return other if space == " " and other and other != " " else None
+    return None
+
+
+def python_tokenizer_marker(tokenizer, name: str) -> str | None:
+    """The marker of a tokenizer without a tokenizers backend, by its kind: SentencePiece (``sp_model``):
+    ``▁``; byte-level BPE (``byte_encoder``): the space byte's character; WordPiece (``wordpiece_tokenizer``):
+    ``##``. Any other strips none, with a warning."""
+    if getattr(tokenizer, "sp_model", None) is not None:
+        return SENTENCEPIECE_SPACE
+    byte_encoder = getattr(tokenizer, "byte_encoder", None)
+    if byte_encoder:
+        return byte_encoder[ord(" ")]
+    if getattr(tokenizer, "wordpiece_tokenizer", None) is not None:
+        return "##"
+    log.warning(
+        "%s: %s has no tokenizers backend and no known word-boundary marker; token types strip none "
+        "(load its fast tokenizer to merge ##ing/Ġing/▁ing with ing)",
+        name,
+        type(tokenizer).__name__,
+    )
+    return None
 
 
 def boundary_tokens(tokenizer) -> tuple[int, int]:
@@ -70,16 +174,14 @@ def encode(tokenizer, texts: list[str], chunk: int = 4096) -> EncodedShard:
     return EncodedShard(ids=ids, offsets=offsets)
 
 
-def type_table(tokenizer, ids: np.ndarray, merge_markers: bool) -> tuple[np.ndarray, np.ndarray]:
+def type_table(tokenizer, ids: np.ndarray, marker: str | None) -> tuple[np.ndarray, np.ndarray]:
     """The shard's token types and, for every id in ``ids``, the index of its type.
 
-    Returns ``(types, type_index)``: ``types`` sorted strings (distinct after marker
-    stripping), ``type_index`` int64 like ``ids``. Only ids that occur are looked up.
+    Returns ``(types, type_index)``: ``types`` sorted strings (distinct after ``marker``
+    stripping, see :func:`type_key`), ``type_index`` int64 like ``ids``. Only ids that occur are looked up.
     """
     present = np.unique(ids)
-    keys = np.array(
-        [type_key(t, merge_markers) for t in tokenizer.convert_ids_to_tokens(present.tolist())], dtype=object
-    )
+    keys = np.array([type_key(t, marker) for t in tokenizer.convert_ids_to_tokens(present.tolist())], dtype=object)
     types, key_index = np.unique(keys, return_inverse=True)
     return types, key_index[np.searchsorted(present, ids)].astype(np.int64)
 

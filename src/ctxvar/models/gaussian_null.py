@@ -23,7 +23,7 @@ from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedMode
 from transformers.modeling_outputs import BaseModelOutput
 
 from ctxvar.config import gaussian_spec
-from ctxvar.extraction.tokens import type_key
+from ctxvar.extraction.tokens import type_key, type_marker
 from ctxvar.models.random_init import randomise_layer_norms
 
 MODEL_TYPE = "ctxvar-gaussian"
@@ -129,7 +129,8 @@ def type_means(type_of_id: np.ndarray, n_types: int, d: int, spec: dict, seed: i
 def build_gaussian_model(entry: dict, tokenizer, merge_markers: bool, hidden_size: int, seed: int) -> GaussianNullModel:
     """The null model over ``tokenizer``'s vocabulary, token types keyed as extraction keys them."""
     spec = gaussian_spec(entry)
-    keys = [type_key(token, merge_markers) for token in tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))]
+    marker = type_marker(tokenizer, merge_markers)
+    keys = [type_key(token, marker) for token in tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))]
     types, type_of_id = np.unique(np.array(keys, dtype=object), return_inverse=True)
     config = GaussianNullConfig(
         vocab_size=len(tokenizer),

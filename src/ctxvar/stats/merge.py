@@ -47,6 +47,7 @@ MUST_MATCH = (
     "weights_sha256",
     "model_config_sha256",
     "merge_markers",
+    "type_marker",
     "config_hash",
     "geometry",
 )

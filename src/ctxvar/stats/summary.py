@@ -27,6 +27,7 @@ MODEL_COLUMNS = [
     "weights_sha256",
     "same_weights_as",
     "config_hash",
+    "type_marker",
 ]
 
 
