@@ -39,3 +39,23 @@ def test_a_table_of_an_older_ctxvar_names_no_sums_and_is_refused():
     with pytest.raises(StatisticsError, match="layers.csv names no config_hash"):
         table_sums(pd.DataFrame({"layer": [0]}), "layers.csv")
     check_same_sums("m", {"x": {"h"}, "y": {"h"}})
+
+
+def test_the_closing_lines_say_finished_only_when_every_output_is_current(tmp_path):
+    from ctxvar.run_end import outdated_outputs, success_message
+
+    folder = tmp_path / "results" / "study"
+    (folder / "m").mkdir(parents=True)
+    write_json({"config_hash": "new"}, folder / "m" / "run.json")
+    write_csv(pd.DataFrame({"layer": [0], "config_hash": ["old"]}), folder / "m" / "layers.csv")
+    finals = [str(folder / "m" / "layers.csv"), str(folder / "summary" / "models.csv")]
+    outdated = outdated_outputs(finals, {"m": "new"}, str(folder))
+    assert outdated == [str(folder / "summary" / "models.csv"), str(folder / "m" / "layers.csv")]
+    text = success_message(folder, ["m"], "snakemake --report r.html", outdated=outdated)
+    assert "not all current" in text.splitlines()[0] and "finished" not in text.splitlines()[0]
+    assert "outdated    " in text and "without --until" in text
+    write_csv(pd.DataFrame({"layer": [0], "config_hash": ["new"]}), folder / "m" / "layers.csv")
+    assert outdated_outputs(finals[:1], {"m": "new"}, str(folder)) == []
+    assert (
+        success_message(folder, ["m"], "snakemake --report r.html").splitlines()[0].startswith("==== ctxvar: finished")
+    )

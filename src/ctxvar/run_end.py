@@ -10,6 +10,9 @@ import os
 import re
 from pathlib import Path
 
+from ctxvar.errors import CtxvarError
+from ctxvar.io import read_csv, read_json
+
 BANNER_WIDTH = 78
 SUMMARY_TABLES = ("layers.csv", "geometry.csv", "models.csv")  # results/{run}/summary/, one row per model or layer
 MODEL_FILES = ("tokens.parquet", "layers.csv", "geometry.csv", "figures/")  # results/{run}/{model}/
@@ -17,6 +20,7 @@ ERROR_LINE = re.compile(r"^\S+ \S+ ERROR [\w.]+: (.*)$")  # ctxvar.jobs.job_log'
 FAILED_RULE = re.compile(r"^Error in rule (\S+):$")
 FAILED_LOG = re.compile(r"^\s+log: (.+?)(?: \(check log file\(s\) for error details\))?$")
 MAX_FAILURES_SHOWN = 3
+MAX_OUTDATED_SHOWN = 3
 DEFAULT_SNAKEFILES = ("Snakefile", "workflow/Snakefile")  # where Snakemake looks without -s
 
 
@@ -38,12 +42,50 @@ class Paths:
         return text + ("/" if os.path.isdir(path) and not text.endswith("/") else "")
 
 
-def success_message(run_folder, models: list[str], report_command: str, moved: bool = False) -> str:
+def outdated_outputs(final_outputs: list[str], sums: dict[str, str], run_folder) -> list[str]:
+    """The run's outputs that are not current: the final outputs not made, and each model's ``run.json``,
+    ``layers.csv`` and ``geometry.csv`` made from other sums than ``sums`` (model → the config hash the
+    config gives now) or unreadable."""
+    outdated = [path for path in final_outputs if not os.path.exists(path)]
+    for model, expected in sums.items():
+        for name in ("run.json", "layers.csv", "geometry.csv"):
+            path = os.path.join(run_folder, model, name)
+            if os.path.exists(path) and path not in outdated and made_from(path) != {expected}:
+                outdated.append(path)
+    return outdated
+
+
+def made_from(path) -> set[str]:
+    """The sums a ``run.json`` or per-model table names (``config_hash``); empty when unreadable or unnamed."""
+    try:
+        if path.endswith(".json"):
+            return {read_json(path).get("config_hash") or ""}
+        return set(read_csv(path, usecols=["config_hash"], keep_default_na=False)["config_hash"].astype(str))
+    except (CtxvarError, OSError, ValueError, KeyError):
+        return set()
+
+
+def success_message(
+    run_folder, models: list[str], report_command: str, moved: bool = False, outdated: list[str] = ()
+) -> str:
     """Where a finished run's results are: the run folder, then inside it the tables, per-model files and
-    figures, then the report command and the notebook call; only what exists (a partial target lists less)."""
+    figures, then the report command and the notebook call; only what exists (a partial target lists less).
+    With ``outdated`` (:func:`outdated_outputs`), the banner says the run's results are not all current, and
+    names the first few."""
     folder = Path(run_folder)
     where = Paths(moved)(folder)
-    lines = [banner(f"finished; results of run {folder.name}"), f"  run folder  {where}"]
+    shown = Paths(moved)
+    title = f"finished; results of run {folder.name}"
+    if outdated:
+        title = f"the jobs asked for ran; results of run {folder.name} are not all current"
+    lines = [banner(title), f"  run folder  {where}"]
+    if outdated:
+        more = f" and {len(outdated) - MAX_OUTDATED_SHOWN} more" if len(outdated) > MAX_OUTDATED_SHOWN else ""
+        named = ", ".join(shown(path) for path in outdated[:MAX_OUTDATED_SHOWN])
+        lines.append(
+            f"  outdated    {named}{more} (not made, or made from other sums): run the same command without "
+            "--until or a target to finish the run"
+        )
     tables = [name for name in SUMMARY_TABLES if (folder / "summary" / name).is_file()]
     if tables:
         lines.append(f"  tables      summary/ {', '.join(tables)}")

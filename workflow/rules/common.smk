@@ -49,7 +49,7 @@ from ctxvar.figures.catalogue import (
 from ctxvar.disk import check_free_space
 from ctxvar.models.archive import check_archives
 from ctxvar.inputs import corpus_inputs, with_inputs
-from ctxvar.run_end import failure_message, report_command, success_message
+from ctxvar.run_end import failure_message, outdated_outputs, report_command, success_message
 from ctxvar.run_origin import check_run_origin, config_identity, record_run_origin
 from ctxvar.errors import CtxvarError
 from ctxvar.extraction.batching import BATCH_TOKENS
@@ -123,7 +123,8 @@ def success_lines():
         str(workflow.overwrite_workdir) if moved else None,
         workflow.main_snakefile,
     )
-    return success_message(results(""), list(MODELS), command, moved)
+    outdated = outdated_outputs(final_outputs(), {model: sums_hash(model) for model in MODELS}, results(""))
+    return success_message(results(""), list(MODELS), command, moved, outdated)
 
 
 def failure_lines(snakemake_logs):
@@ -297,9 +298,13 @@ def embedding_checkpoint_inputs(wildcards):
     return {"matrices": expand(results("{model}/embedding_matrices.csv"), model=FAMILIES[wildcards.family])}
 
 
-def partial_config_hash(wildcards):
+def sums_hash(model):
     """The hash the model's sums carry: the config's extraction settings, the corpus's and the model's inputs."""
-    return extraction_config_hash({**config, "corpus": CORPUS}, MODELS[wildcards.model])
+    return extraction_config_hash({**config, "corpus": CORPUS}, MODELS[model])
+
+
+def partial_config_hash(wildcards):
+    return sums_hash(wildcards.model)
 
 
 MERGE_PRIORITY = 1  # a merge step before more extraction, so that partials are deleted as soon as they can be
