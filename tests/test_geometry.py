@@ -24,6 +24,8 @@ from ctxvar.stats.geometry import geometry_table
 from ctxvar.stats.merge import merge_job, merge_moments, merge_partials, merge_sample_partials, run_io
 from ctxvar.stats.twonn import distinct_points
 
+from effective_rank_reference import rankme, roy_vetterli_effective_rank
+
 from pipeline_runs import TEST_DEVICE
 
 pytestmark = pytest.mark.integration
@@ -109,7 +111,9 @@ def brute_force_geometry(keys: np.ndarray, x: np.ndarray) -> dict:
         "anisotropy": p[0],
         "participation_ratio": eigenvalues.sum() ** 2 / (eigenvalues**2).sum(),
         "isoscore": isoscore_by_algorithm(x),
-        "effective_rank": np.exp(-np.sum(p * np.log(p))),
+        "effective_rank": roy_vetterli_effective_rank(x - x.mean(0)),
+        "effective_rank_covariance": np.exp(-np.sum(p * np.log(p))),
+        "rankme": rankme(x),
         "mean_cosine": mean_cos,
         "self_similarity": np.mean(self_sims),
         "n_types": len(self_sims),

@@ -7,7 +7,15 @@ C = Σxxᵀ/N − μμᵀ with μ = Σx/N (1/N normalisation), eigenvalues λ₁
     explained_i           λ_i / tr C, i = 1 … spectrum_k     (top-k explained variance)
     participation_ratio   PR = (tr C)² / tr(C²)               (Gao et al. 2017)
     isoscore              (PR − 1) / (d − 1)                  (Rudman et al. 2022, closed form)
-    effective_rank        exp(−Σ p_i log p_i), p_i = λ_i / tr C   (Roy & Vetterli 2007)
+
+Effective ranks (:func:`rank_metrics`), exp of the entropy of a normalised spectrum:
+
+    effective_rank              p_i = σ_i / Σσ, σ_i = √(N λ_i) the singular values of the
+                                centred N × d data matrix             (Roy & Vetterli 2007)
+    effective_rank_covariance   p_i = λ_i / tr C, C's eigenvalues themselves
+    rankme                      p_k = s_k / Σs + ε (ε = 1e-7), s_k the singular values of the
+                                uncentred embedding matrix, √ of the eigenvalues of Σxxᵀ,
+                                k ≤ min(N, d)                          (Garrido et al. 2023)
 
 From u = x/‖x‖ (Ethayarajh 2019), over all N tokens of the layer and per type t:
 
@@ -47,7 +55,7 @@ def covariance(n: int, sum_: np.ndarray, sum_outer: np.ndarray) -> np.ndarray:
 
 
 def spectrum_metrics(c: np.ndarray, spectrum_k: int) -> dict:
-    """Anisotropy, top-k explained variance, participation ratio, IsoScore and effective rank of C."""
+    """Anisotropy, top-k explained variance, participation ratio and IsoScore of C."""
     d = len(c)
     eigenvalues = np.clip(np.linalg.eigvalsh(c)[::-1], 0.0, None)  # rounding can give tiny negatives
     trace = eigenvalues.sum()
@@ -61,11 +69,46 @@ def spectrum_metrics(c: np.ndarray, spectrum_k: int) -> dict:
         "anisotropy": float(p[0]),
         "participation_ratio": float(pr),
         "isoscore": float((pr - 1) / (d - 1)) if d > 1 else np.nan,
-        "effective_rank": float(np.exp(-np.sum(p[p > 0] * np.log(p[p > 0])))),
     }
     for i in range(spectrum_k):
         row[f"explained_{i + 1}"] = float(p[i]) if i < d else np.nan
     return row
+
+
+RANKME_EPSILON = 1e-7  # Garrido et al. 2023's ε for float32 embeddings, added to every p_k
+
+
+def spectral_entropy_rank(p: np.ndarray) -> float:
+    """exp(−Σ p_i log p_i), with 0 log 0 = 0."""
+    p = p[p > 0]
+    return float(np.exp(-np.sum(p * np.log(p))))
+
+
+def sorted_eigenvalues(symmetric: np.ndarray) -> np.ndarray:
+    """Eigenvalues, largest first, clipped at 0 (rounding gives tiny negatives on a positive semi-definite matrix)."""
+    return np.clip(np.linalg.eigvalsh((symmetric + symmetric.T) / 2)[::-1], 0.0, None)
+
+
+def rank_metrics(n: int, sum_: np.ndarray, sum_outer: np.ndarray) -> dict:
+    """The three effective ranks of one layer from N, Σx and Σxxᵀ (see the module docstring).
+
+    Centred: the scatter matrix Σxxᵀ − N μμᵀ = N·C has eigenvalues N λ_i, so the data
+    matrix's singular values are √(N λ_i) and p_i ∝ √λ_i (Roy & Vetterli) or ∝ λ_i
+    (the covariance's spectrum). Uncentred (RankMe): the singular values of the N × d
+    embedding matrix are √ of the eigenvalues of Σxxᵀ; there are min(N, d) of them.
+    """
+    lam = sorted_eigenvalues(covariance(n, sum_, sum_outer))
+    if lam.sum() <= 0:
+        raise StatisticsError(
+            "covariance has zero trace (every embedding identical); the effective ranks are undefined"
+        )
+    sigma = np.sqrt(lam)
+    s = np.sqrt(sorted_eigenvalues(sum_outer))[: min(n, len(sum_))]
+    return {
+        "effective_rank": spectral_entropy_rank(sigma / sigma.sum()),
+        "effective_rank_covariance": spectral_entropy_rank(lam / lam.sum()),
+        "rankme": spectral_entropy_rank(s / s.sum() + RANKME_EPSILON),
+    }
 
 
 def mean_cosine(n: int, sum_unit: np.ndarray) -> float:
@@ -91,6 +134,8 @@ def geometry_columns(spectrum_k: int) -> list[str]:
         "participation_ratio",
         "isoscore",
         "effective_rank",
+        "effective_rank_covariance",
+        "rankme",
         "mean_cosine",
         "n_types",
         "self_similarity",
@@ -146,6 +191,7 @@ def geometry_table(
         if moments_path is not None:
             n, sum_, outer = read_moments(moments_path, layer)
             row.update(spectrum_metrics(covariance(n, sum_, outer), spectrum_k))
+            row.update(rank_metrics(n, sum_, outer))
         if stats.has_unit:
             row.update(cosine_metrics(sums, min_log10_n, max_log10_n))
         if sample_path is not None:
