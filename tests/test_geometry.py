@@ -25,7 +25,6 @@ from ctxvar.stats.merge import merge_job, merge_moments, merge_partials, merge_s
 from ctxvar.stats.twonn import distinct_points
 
 from effective_rank_reference import rankme, roy_vetterli_effective_rank
-
 from pipeline_runs import TEST_DEVICE
 
 pytestmark = pytest.mark.integration

@@ -377,7 +377,9 @@ def checkpoint_families(models: dict[str, dict]) -> dict[str, list[str]]:
 
 def extraction_geometry(config: dict) -> dict:
     """The geometry settings that change what extraction accumulates (not spectrum_k, an analysis choice)."""
-    return {key: config["geometry"][key] for key in ("covariance", "cosine", "twonn", "sample_size", "seed")}
+    return {
+        key: config["geometry"][key] for key in ("covariance", "cosine", "twonn", "sample_size", "seed", "ethayarajh")
+    }
 
 
 def pca_model(config: dict) -> str:

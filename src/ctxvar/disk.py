@@ -13,6 +13,8 @@ U ≤ min(V, N) types and
     partial sums      U · L · (8 · (d + 2) + 24)     (+ U · L · 8d with geometry.cosine)
     moments           L · d · (8d + 18)              (geometry.covariance)
     sample            L · min(k, N) · (4d + 48)      (geometry.twonn)
+    words             W · L · (8d + 32)              (geometry.ethayarajh; W ≤ min(V, N) raw token ids)
+    sentences         L · d · 34                     (geometry.ethayarajh)
 
 The merged files are the same with N the whole corpus, plus tokens.parquet
 (U · L · 64 bytes).
@@ -45,7 +47,14 @@ def sums_bytes(tokens: int, shape: ModelShape, geometry: dict) -> int:
         total += shape.n_layers * shape.d * (8 * shape.d + 18)  # d rows per layer: Σxxᵀ's row, Σx's entry, N, layer
     if geometry["twonn"]:
         total += shape.n_layers * min(geometry["sample_size"], tokens) * (4 * shape.d + 48)
+    if geometry["ethayarajh"]:
+        total += words_files_bytes(min(shape.vocab_size, tokens), shape)
     return total
+
+
+def words_files_bytes(words: int, shape: ModelShape) -> int:
+    """The words file (per raw token id: Σu, n, id, token, layer) and the sentences file (d rows per layer)."""
+    return words * shape.n_layers * (8 * shape.d + ROW_OVERHEAD + 8) + shape.n_layers * shape.d * 34
 
 
 def planned_bytes(config: dict, run_folder) -> tuple[int, int] | None:

@@ -12,5 +12,7 @@ with job_log(snakemake.log[0]):
         snakemake.params.seed,
         analysis["min_log10_n"],
         analysis["max_log10_n"],
+        snakemake.input.get("words"),
+        snakemake.input.get("sentences"),
     )
     write_csv(table, snakemake.output.geometry)

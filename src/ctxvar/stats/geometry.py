@@ -24,6 +24,16 @@ From u = x/‖x‖ (Ethayarajh 2019), over all N tokens of the layer and per typ
     self_similarity       unweighted mean of S_t over the frequency-filtered types
     self_similarity_adjusted   self_similarity − mean_cosine
 
+Ethayarajh's (2019) measures by his rules (:func:`ethayarajh_metrics`), over the sentences' own tokens
+(boundary tokens left out), words = raw token ids, exact over all occurrences:
+
+    ethayarajh_self_similarity     unweighted mean over words w with n_w ≥ 5 that are not punctuation of
+                                   (‖Σu_w‖² − n_w) / (n_w (n_w − 1))
+    ethayarajh_intra_sentence_similarity   (1/S) Σ_s (1/n_s) Σ_{i∈s} cos(x_i, Σ_{j∈s} x_j)
+    ethayarajh_anisotropy_baseline         mean over ordered pairs of distinct contexts s ≠ t of the mean
+                                   cosine between a word of s and a word of t: (‖Σ_s ū_s‖² − Σ_s ‖ū_s‖²) / (S(S − 1))
+    *_adjusted                     the two similarities minus the baseline
+
 TwoNN (Facco et al. 2017) on the merged bottom-k sample after removing exact
 duplicates, and on a standard Gaussian sample of the same n and d (the
 estimator's bias in high dimension).
@@ -32,15 +42,18 @@ estimator's bias in high dimension).
 from __future__ import annotations
 
 import logging
+import unicodedata
 
 import numpy as np
 import pandas as pd
 
 from ctxvar.errors import StatisticsError
 from ctxvar.extraction.position_sample import points, read_sample_layer
+from ctxvar.extraction.tokens import type_key
 from ctxvar.stats.layers import frequency_filter
 from ctxvar.stats.sums import SumsFile, read_moments
 from ctxvar.stats.twonn import distinct_points, gaussian_twonn, twonn_dimension
+from ctxvar.stats.word_files import LayerSentences, LayerWords, SentencesFile, WordsFile
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +156,7 @@ def geometry_columns(spectrum_k: int) -> list[str]:
         "twonn_points",
         "twonn",
         "twonn_gaussian",
+        *ETHAYARAJH_COLUMNS,
     ]
 
 
@@ -160,6 +174,53 @@ def cosine_metrics(sums, min_log10_n: float, max_log10_n: float) -> dict:
     }
 
 
+ETHAYARAJH_MIN_COUNT = 5  # his index_sentence(min_count=5): words with fewer occurrences are left out
+ETHAYARAJH_COLUMNS = [
+    "ethayarajh_n_words",
+    "ethayarajh_self_similarity",
+    "ethayarajh_intra_sentence_similarity",
+    "ethayarajh_anisotropy_baseline",
+    "ethayarajh_self_similarity_adjusted",
+    "ethayarajh_intra_sentence_similarity_adjusted",
+]
+
+
+def is_punctuation(token: str) -> bool:
+    """spaCy's ``is_punct`` (every character in a Unicode P* category), which Ethayarajh's index applies to each
+    word, here on the token with its word-boundary marker stripped (his GPT-2 words carry none)."""
+    return all(unicodedata.category(char).startswith("P") for char in type_key(token))
+
+
+def ethayarajh_words(words: LayerWords) -> np.ndarray:
+    """Which words his self-similarity averages over: n_w ≥ ETHAYARAJH_MIN_COUNT, not punctuation."""
+    punctuation = np.fromiter(map(is_punctuation, words.tokens), dtype=bool, count=len(words.tokens))
+    return (words.count >= ETHAYARAJH_MIN_COUNT) & ~punctuation
+
+
+def anisotropy_baseline(sentences: LayerSentences) -> float:
+    """Mean over ordered pairs of distinct contexts of ū_s · ū_t, from Σ ū_s and Σ ‖ū_s‖²."""
+    s = sentences.n_contexts
+    total = sentences.sum_mean_unit
+    return float((total @ total - sentences.sum_mean_unit_sq) / (s * (s - 1))) if s > 1 else np.nan
+
+
+def ethayarajh_metrics(words: LayerWords, sentences: LayerSentences) -> dict:
+    """Ethayarajh's self-similarity, intra-sentence similarity and anisotropy baseline of one layer, with the
+    two similarities less the baseline (see the module docstring)."""
+    keep = ethayarajh_words(words)
+    self_sim = float(np.mean(self_similarity(words.count[keep], words.sum_unit[keep]))) if keep.any() else np.nan
+    intra = sentences.intra_sum / sentences.n_contexts if sentences.n_contexts else np.nan
+    baseline = anisotropy_baseline(sentences)
+    return {
+        "ethayarajh_n_words": int(keep.sum()),
+        "ethayarajh_self_similarity": self_sim,
+        "ethayarajh_intra_sentence_similarity": float(intra),
+        "ethayarajh_anisotropy_baseline": baseline,
+        "ethayarajh_self_similarity_adjusted": self_sim - baseline,
+        "ethayarajh_intra_sentence_similarity_adjusted": float(intra) - baseline,
+    }
+
+
 def twonn_metrics(sample_path, layer: int, seed: int) -> dict:
     """TwoNN on the layer's distinct sampled points, and on Gaussian points of the same n and d."""
     distinct = distinct_points(points(read_sample_layer(sample_path, layer)))
@@ -171,13 +232,24 @@ def twonn_metrics(sample_path, layer: int, seed: int) -> dict:
 
 
 def geometry_table(
-    stats_path, moments_path, sample_path, spectrum_k: int, seed: int, min_log10_n: float, max_log10_n: float
+    stats_path,
+    moments_path,
+    sample_path,
+    spectrum_k: int,
+    seed: int,
+    min_log10_n: float,
+    max_log10_n: float,
+    words_path=None,
+    sentences_path=None,
 ) -> pd.DataFrame:
     """geometry.csv: one row per layer; the metrics of sums not accumulated are NaN.
 
-    ``moments_path`` / ``sample_path`` may be None (geometry.covariance / twonn off).
+    ``moments_path`` / ``sample_path`` / ``words_path`` and ``sentences_path`` may be None
+    (geometry.covariance / twonn / ethayarajh off).
     """
     stats = SumsFile(stats_path)
+    words = WordsFile(words_path) if words_path is not None else None
+    sentences = SentencesFile(sentences_path) if sentences_path is not None else None
     final_norm = stats.metadata.get("final_norm", False)
     rows = []
     for layer in range(stats.n_layers):
@@ -196,5 +268,7 @@ def geometry_table(
             row.update(cosine_metrics(sums, min_log10_n, max_log10_n))
         if sample_path is not None:
             row.update(twonn_metrics(sample_path, layer, seed))
+        if words is not None and sentences is not None:
+            row.update(ethayarajh_metrics(words.layer(layer), sentences.layer(layer)))
         rows.append(row)
     return pd.DataFrame(rows, columns=geometry_columns(spectrum_k))
