@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 import torch
 
+from ctxvar.disk import sums_bytes, words_files_bytes
 from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions, batch_bytes, state_bytes
 from ctxvar.extraction.word_sums import word_table
+from ctxvar.resources import ModelShape
 from ctxvar.stats.geometry import ethayarajh_metrics, is_punctuation
 from ctxvar.stats.word_files import LayerSentences, LayerWords, add_words
 
@@ -125,3 +127,10 @@ def test_memory_estimates_count_the_word_sums():
     plain, words = GeometryOptions(cosine=True), GeometryOptions(cosine=True, ethayarajh=True)
     assert state_bytes(13, 1000, 768, words, n_words=1500) - state_bytes(13, 1000, 768, plain) >= 8 * 1500 * 13 * 768
     assert batch_bytes(13, 4096, 768, words) > batch_bytes(13, 4096, 768, plain)
+
+
+def test_the_disk_estimate_counts_the_words_and_sentences_files():
+    shape = ModelShape(n_layers=13, d=768, vocab_size=30_000)
+    geometry = {"cosine": True, "covariance": True, "twonn": False, "sample_size": 0, "ethayarajh": False}
+    extra = sums_bytes(10**6, shape, {**geometry, "ethayarajh": True}) - sums_bytes(10**6, shape, geometry)
+    assert extra == words_files_bytes(30_000, shape) >= 30_000 * 13 * 768 * 8 + 13 * 768 * 8 * 4
