@@ -102,8 +102,9 @@ def check_free_space(config: dict, run_folder) -> None:
         raise DiskSpaceError(
             f"disk: this run still needs up to {peak / 1e9:.2f} GB (merged sums plus one model's partials) but "
             f"{folder} has {free / 1e9:.2f} GB free; free space, run on a larger disk (snakemake --directory DIR), set "
-            "geometry.cosine: false (halves the sums), use fewer shards (each repeats the types), or split the models "
-            "across runs (CTXVAR_SKIP_DISK_CHECK=1 skips this upper-bound check)"
+            "geometry.cosine: false and geometry.ethayarajh: false (each as large as the core sums), use fewer shards "
+            "(each repeats the types), or split the models across runs (CTXVAR_SKIP_DISK_CHECK=1 skips this "
+            "upper-bound check)"
         )
     if all_at_once > free:
         log.warning(
