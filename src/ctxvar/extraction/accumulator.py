@@ -217,8 +217,9 @@ class EmbeddingSums:
         n = positions.shape[0]
         self.types.count_tokens(type_index)
         if self.words is not None:
-            rows_, width = hidden_states[0].shape[0], hidden_states[0].shape[1]
-            self.words.start_batch(word_index, torch.div(positions, width, rounding_mode="floor"), rows_)
+            assert word_index is not None, "geometry.ethayarajh: accumulate needs each token's word_index"
+            n_rows, width = hidden_states[0].shape[:2]
+            self.words.start_batch(word_index, torch.div(positions, width, rounding_mode="floor"), n_rows)
         step = chunk_rows(positions.device, n)
         for i, layer in enumerate(self.layers):
             states = hidden_states[layer].reshape(-1, self.d)
