@@ -94,7 +94,7 @@ def test_a_7b_decoder_in_bf16_fits_its_sums_in_one_pass_on_an_80_gb_card():
     free = total - int(13.5e9) - GiB  # the weights and the CUDA context
     activations = activation_bytes(LLAMA_2_7B, n_hidden, d, 16384, 64, 2)
     budget = state_budget_bytes(free, total, activations, 16384 * d * 20)
-    cosine = SimpleNamespace(cosine=True, covariance=False, sample_size=0)
+    cosine = SimpleNamespace(cosine=True, covariance=False, sample_size=0, ethayarajh=False)
     assert state_bytes(n_hidden, types, d, cosine) < budget < free - activations
     assert len(layer_groups(n_hidden, types, d, budget, cosine)) == 1
     assert len(layer_groups(n_hidden, types, d, total / 2, cosine)) == 2
@@ -126,6 +126,7 @@ def gpu_job(monkeypatch, card_bytes: int, dtype: str):
         n_layers=33,
         d=4096,
         types=np.arange(24_000),
+        n_words=None,
     )
     return settings, job, SimpleNamespace(device_bytes=lambda: 16 * 2 * 64_000)
 

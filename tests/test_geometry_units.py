@@ -21,7 +21,7 @@ from ctxvar.jobs import job_log
 from ctxvar.models import loading as models
 from ctxvar.models.gaussian_null import GaussianNullConfig, GaussianNullModel, occurrence_noise
 from ctxvar.models.gaussian_null import splitmix64 as torch_splitmix64
-from ctxvar.stats.geometry import covariance, mean_cosine, self_similarity, spectrum_metrics
+from ctxvar.stats.geometry import covariance, mean_cosine, rank_metrics, self_similarity, spectrum_metrics
 from ctxvar.stats.summary import models_table
 from ctxvar.stats.twonn import gaussian_twonn, twonn_dimension
 
@@ -38,7 +38,7 @@ def test_gaussian_null_anisotropy_is_the_marchenko_pastur_edge_and_cosine_is_zer
     assert metrics["anisotropy"] == pytest.approx(edge, rel=0.03)
     unit = x / np.linalg.norm(x, axis=1, keepdims=True)
     assert abs(mean_cosine(n, unit.sum(0))) < 5 / n**0.5 / d**0.5
-    assert metrics["isoscore"] > 0.95 and metrics["effective_rank"] > 0.95 * d
+    assert metrics["isoscore"] > 0.95 and rank_metrics(*moments_of(x))["effective_rank"] > 0.95 * d
 
 
 def test_spectrum_metrics_of_a_known_covariance():
@@ -48,7 +48,8 @@ def test_spectrum_metrics_of_a_known_covariance():
     pr = 8.0**2 / (16 + 4 + 1 + 1)
     assert metrics["participation_ratio"] == pytest.approx(pr) and metrics["isoscore"] == pytest.approx((pr - 1) / 3)
     p = np.array([0.5, 0.25, 0.125, 0.125])
-    assert metrics["effective_rank"] == pytest.approx(np.exp(-(p * np.log(p)).sum()))
+    ranks = rank_metrics(1, np.zeros(4), c)  # N = 1, μ = 0: C = Σxxᵀ
+    assert ranks["effective_rank_covariance"] == pytest.approx(np.exp(-(p * np.log(p)).sum()))
     assert spectrum_metrics(np.eye(3), 1)["isoscore"] == pytest.approx(1.0)
 
 

@@ -113,7 +113,14 @@ def test_batches_are_blocks_and_a_short_later_block_is_left_out():
 
 
 def test_batches_multiply_the_sample_s_memory_disk_and_enter_the_hash_above_one():
-    geometry = {"covariance": False, "cosine": False, "twonn": True, "sample_size": 4096, "seed": 0}
+    geometry = {
+        "covariance": False,
+        "cosine": False,
+        "twonn": True,
+        "sample_size": 4096,
+        "seed": 0,
+        "ethayarajh": False,
+    }
     one, four = GeometryOptions.from_config(geometry), GeometryOptions.from_config({**geometry, "batches": 4})
     assert (one.sample_size, four.sample_size) == (4096, 4 * 4096)
     core = state_bytes(13, 1000, 768)
@@ -201,7 +208,8 @@ def test_batches_do_not_depend_on_the_sharding(runs):
     one, three = (pq.read_table(runs[key][1]) for key in ((1, BATCHES), (3, BATCHES)))
     assert one.equals(three), "the sample batches depend on the sharding"
     columns = geometry_columns(SPECTRUM_K)
-    from_sample = columns[columns.index("twonn_points") :]  # the sums' columns merge to float64 rounding
+    # the sums' columns merge to float64 rounding; config_hash names the shard count
+    from_sample = columns[columns.index("twonn_points") : columns.index("log_partition_isotropy_centred") + 1]
     one_table, three_table = runs[(1, BATCHES)][0], runs[(3, BATCHES)][0]
     np.testing.assert_array_equal(one_table[from_sample].to_numpy(), three_table[from_sample].to_numpy())
 

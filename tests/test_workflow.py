@@ -141,7 +141,13 @@ def test_demo_writes_every_documented_output(demo):
     )
     models = pd.read_csv(demo / "results" / "demo" / "summary" / "models.csv")
     assert (models["n_tokens"] > 100_000).all() and list(models["n_layers"]) == [5, 5, 5, 2, 5, 5, 5]
-    for name in ("stats.moments.parquet", "stats.sample.parquet", "geometry.csv"):
+    for name in (
+        "stats.moments.parquet",
+        "stats.sample.parquet",
+        "stats.words.parquet",
+        "stats.sentences.parquet",
+        "geometry.csv",
+    ):
         assert (demo / "results" / "demo" / "tiny-bert" / name).exists()
 
 
@@ -393,6 +399,8 @@ def test_killed_run_resumes_only_unfinished_jobs_with_bit_identical_results(tmp_
             "layers.csv",
             "stats.moments.parquet",
             "stats.sample.parquet",
+            "stats.words.parquet",
+            "stats.sentences.parquet",
             "geometry.csv",
         )
     ]

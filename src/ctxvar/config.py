@@ -413,7 +413,7 @@ def extraction_geometry(config: dict) -> dict:
     ``batches`` only when above 1: one batch is the sample accumulated before the key existed, so such
     runs keep their extraction hash and partials."""
     geometry = config["geometry"]
-    chosen = {key: geometry[key] for key in ("covariance", "cosine", "twonn", "sample_size", "seed")}
+    chosen = {key: geometry[key] for key in ("covariance", "cosine", "twonn", "sample_size", "seed", "ethayarajh")}
     return chosen | ({"batches": geometry["batches"]} if geometry.get("batches", 1) > 1 else {})
 
 

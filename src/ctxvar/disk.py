@@ -13,6 +13,8 @@ U ≤ min(V, N) types and
     partial sums      U · L · (8 · (d + 2) + 24)     (+ U · L · 8d with geometry.cosine)
     moments           L · d · (8d + 18)              (geometry.covariance)
     sample            L · min(B · k, N) · (4d + 48)  (geometry.twonn; B = geometry.batches)
+    words             W · L · (8d + 32)              (geometry.ethayarajh; W ≤ min(V, N) raw token ids)
+    sentences         L · d · 34                     (geometry.ethayarajh)
 
 The merged files are the same with N the whole corpus, plus tokens.parquet
 (U · L · 64 bytes).
@@ -46,7 +48,14 @@ def sums_bytes(tokens: int, shape: ModelShape, geometry: dict) -> int:
     if geometry["twonn"]:
         points = geometry["sample_size"] * geometry.get("batches", 1)
         total += shape.n_layers * min(points, tokens) * (4 * shape.d + 48)
+    if geometry["ethayarajh"]:
+        total += words_files_bytes(min(shape.vocab_size, tokens), shape)
     return total
+
+
+def words_files_bytes(words: int, shape: ModelShape) -> int:
+    """The words file (per raw token id: Σu, n, id, token, layer) and the sentences file (d rows per layer)."""
+    return words * shape.n_layers * (8 * shape.d + ROW_OVERHEAD + 8) + shape.n_layers * shape.d * 34
 
 
 def planned_bytes(config: dict, run_folder) -> tuple[int, int] | None:
@@ -94,8 +103,9 @@ def check_free_space(config: dict, run_folder) -> None:
         raise DiskSpaceError(
             f"disk: this run still needs up to {size_text(peak)} (merged sums plus one model's partials) but "
             f"{folder} has {size_text(free)} free; free space, run on a larger disk (snakemake --directory DIR), set "
-            "geometry.cosine: false (halves the sums), use fewer shards (each repeats the types), or split the models "
-            "across runs (CTXVAR_SKIP_DISK_CHECK=1 skips this upper-bound check)"
+            "geometry.cosine: false and geometry.ethayarajh: false (each as large as the core sums), use fewer shards "
+            "(each repeats the types), or split the models across runs (CTXVAR_SKIP_DISK_CHECK=1 skips this "
+            "upper-bound check)"
         )
     if all_at_once > free:
         log.warning(

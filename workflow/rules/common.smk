@@ -172,6 +172,8 @@ def partial_outputs():
 def geometry_files(prefix):
     """The extra sums files of ``prefix`` (a partial or a merged model) that config geometry asks for."""
     files = {"moments": f"{prefix}.moments.parquet"} if GEOMETRY["covariance"] else {}
+    if GEOMETRY["ethayarajh"]:
+        files = {**files, "words": f"{prefix}.words.parquet", "sentences": f"{prefix}.sentences.parquet"}
     return {**files, "sample": f"{prefix}.sample.parquet"} if GEOMETRY["twonn"] else files
 
 

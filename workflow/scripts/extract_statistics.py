@@ -15,4 +15,5 @@ with job_log(snakemake.log[0]):
         settings,
         snakemake.output.get("moments"),
         snakemake.output.get("sample"),
+        (snakemake.output.words, snakemake.output.sentences) if "words" in snakemake.output.keys() else None,
     )

@@ -14,5 +14,7 @@ with job_log(snakemake.log[0]):
         analysis["max_log10_n"],
         snakemake.params.sample_size,
         snakemake.params.batches,
+        snakemake.input.get("words"),
+        snakemake.input.get("sentences"),
     )
     write_csv(table, snakemake.output.geometry)

@@ -4,6 +4,8 @@ Per (layer, type t), always: n_t, Σx, Σ‖x‖²; with ``cosine``: Σ x/‖x�
 Per layer, with ``covariance``: Σxxᵀ (d × d). With ``sample_size`` m > 0: the
 hidden states of the shard's m sampled token positions, m = B · k for geometry.batches B
 of geometry.sample_size k (see :mod:`ctxvar.extraction.position_sample`).
+With ``ethayarajh``: Σ x/‖x‖ per (layer, raw token id) over the sentences' inner tokens, and per-layer
+sentence sums (see :mod:`ctxvar.extraction.word_sums`).
 
 Memory on the device, in bytes, for L layers (embedding output included), U
 distinct types in the shard, width d and a batch of N real tokens:
@@ -12,11 +14,15 @@ distinct types in the shard, width d and a batch of N real tokens:
            + 8 · U · L · d                    Σ x/‖x‖       (cosine)
            + 8 · L · d²                       Σxxᵀ          (covariance)
            + 4 · L · B · k · d                sampled points (float32), B = geometry.batches
+           + 8 · (W + 1) · (L · d + 1)        Σ x/‖x‖ per raw id (ethayarajh; W raw ids)
+           + 8 · L · (d + 2)                  sentence sums   (ethayarajh)
     batch:   N · d · 4                        one layer's gather (forward dtype, ≤ fp32); C · d · 4 without
                                               covariance, which alone needs a layer's whole batch at once
            + C · d · 8                        a chunk of C of its rows as float64
            + C · d · 8                        their unit rows              (cosine)
            + 4 · d · ⌈d/4⌉                    a block row of one layer's fp32 Gram matrix (covariance)
+           + 16 · N · d + 24 · N              per-sentence Σx, Σu and indices (ethayarajh)
+           + 8 · N · d                        unit rows (ethayarajh without cosine)
 
 Layers are added one at a time, into buffers reused from batch to batch: on a CPU,
 fresh (L·N, d) float64 buffers cost more in page faults than the sums themselves.
@@ -42,6 +48,7 @@ import torch
 
 from ctxvar.errors import StatisticsError
 from ctxvar.extraction.batching import to_device
+from ctxvar.extraction.word_sums import WordSums, word_batch_bytes, word_sums_bytes
 
 
 @dataclass(frozen=True)
@@ -51,31 +58,40 @@ class GeometryOptions:
     covariance: bool = False  # Σxxᵀ per layer
     cosine: bool = False  # Σ x/‖x‖ per (layer, type)
     sample_size: int = 0  # points per layer in the sample: B batches of k for TwoNN; 0: none
+    ethayarajh: bool = False  # Σ x/‖x‖ per (layer, raw token id) and the sentence sums (word_sums.py)
 
     @classmethod
     def from_config(cls, geometry: dict) -> "GeometryOptions":
         """From config ``geometry`` (or :func:`ctxvar.config.extraction_geometry`, which leaves out batches: 1)."""
         points = geometry["sample_size"] * geometry.get("batches", 1) if geometry["twonn"] else 0
-        return cls(geometry["covariance"], geometry["cosine"], points)
+        return cls(geometry["covariance"], geometry["cosine"], points, geometry["ethayarajh"])
 
 
 NO_GEOMETRY = GeometryOptions()
 CPU_CHUNK_ROWS = 256  # float64 rows per step on a CPU: a chunk's 1.5 MB (d = 768) stays in cache
 
 
-def state_bytes(n_layers: int, n_types: int, d: int, options: GeometryOptions = NO_GEOMETRY) -> int:
+def state_bytes(
+    n_layers: int, n_types: int, d: int, options: GeometryOptions = NO_GEOMETRY, n_words: int | None = None
+) -> int:
     """Device bytes of the sums of ``n_layers`` layers (the state of the module docstring), the sample's
-    ``options.sample_size`` = B · k float32 points per layer included."""
+    ``options.sample_size`` = B · k float32 points per layer included. ``n_words``: raw token ids W
+    (ethayarajh), at most the types times the markers merged; None: U, exact without marker merging."""
     per_type = n_layers * (d + 1) + 1 + (n_layers * d if options.cosine else 0)
     per_layer = (d * d if options.covariance else 0) + options.sample_size * d / 2
-    return int(8 * (n_types * per_type + n_layers * per_layer))
+    words = word_sums_bytes(n_layers, n_types if n_words is None else n_words, d) if options.ethayarajh else 0
+    return int(8 * (n_types * per_type + n_layers * per_layer) + words)
 
 
 def batch_bytes(n_layers: int, n_tokens: int, d: int, options: GeometryOptions = NO_GEOMETRY) -> int:
     """Device memory for one batch's rows beyond the state, whatever the number of layers (one at a time); an
     upper bound on a CPU, where the float64 rows (and, without covariance, the gathered rows) are chunks of
     CPU_CHUNK_ROWS."""
-    return n_tokens * d * (8 * (2 if options.cosine else 1) + 4) + (4 * d * gram_block(d) if options.covariance else 0)
+    return (
+        n_tokens * d * (8 * (2 if options.cosine else 1) + 4)
+        + (4 * d * gram_block(d) if options.covariance else 0)
+        + (word_batch_bytes(n_tokens, d, options.cosine) if options.ethayarajh else 0)
+    )
 
 
 def gram_block(d: int) -> int:
@@ -84,17 +100,23 @@ def gram_block(d: int) -> int:
 
 
 def layer_groups(
-    n_layers: int, n_types: int, d: int, max_state_bytes: float, options: GeometryOptions = NO_GEOMETRY
+    n_layers: int,
+    n_types: int,
+    d: int,
+    max_state_bytes: float,
+    options: GeometryOptions = NO_GEOMETRY,
+    n_words: int | None = None,
 ) -> list[range]:
     """Consecutive groups of layers, as few as possible, each with ``state_bytes`` ≤ the cap."""
     per_group = n_layers
-    while per_group > 1 and state_bytes(per_group, n_types, d, options) > max_state_bytes:
+    while per_group > 1 and state_bytes(per_group, n_types, d, options, n_words) > max_state_bytes:
         per_group -= 1
-    if state_bytes(per_group, n_types, d, options) > max_state_bytes:
+    if state_bytes(per_group, n_types, d, options, n_words) > max_state_bytes:
+        one_layer = state_bytes(1, n_types, d, options, n_words)
         raise StatisticsError(
-            f"one layer of sums for {n_types} types at d={d} needs {state_bytes(1, n_types, d, options) / 1e6:.0f} MB, "
+            f"one layer of sums for {n_types} types at d={d} needs {one_layer / 1e6:.0f} MB, "
             f"more than the cap of {max_state_bytes / 1e6:.0f} MB: raise max_state_mb in the profile, use more shards "
-            "or turn off geometry.cosine"
+            "or turn off geometry.cosine and geometry.ethayarajh"
         )
     return [range(start, min(start + per_group, n_layers)) for start in range(0, n_layers, per_group)]
 
@@ -164,10 +186,12 @@ class EmbeddingSums:
         device: torch.device,
         options: GeometryOptions = NO_GEOMETRY,
         sample_tokens: np.ndarray | None = None,
+        n_words: int = 0,
     ):
         self.layers, self.n_hidden, self.d = list(layers), n_hidden, d
         n_layers = len(self.layers)
         self.types = TypeSums(n_layers, n_types, d, device, options.cosine)
+        self.words = WordSums(n_layers, n_words, d, device) if options.ethayarajh else None
         self.moments = SecondMoments(n_layers, d, device) if options.covariance else None
         self.sample = PointSample(n_layers, d, device, sample_tokens) if sample_tokens is not None else None
         self._gather: torch.Tensor | None = None  # one layer's rows of a batch as the forward gives them
@@ -178,25 +202,37 @@ class EmbeddingSums:
         positions: torch.Tensor,
         type_index: torch.Tensor,
         sample_hits: tuple[torch.Tensor, torch.Tensor] | None = None,
+        word_index: torch.Tensor | None = None,
     ) -> None:
         """Add the rows ``positions`` of the flattened (B·T, d) hidden states of each of ``layers``.
 
         ``hidden_states``: n_hidden tensors (B, T, d); ``positions``, ``type_index``:
         (N,) int64 on the device; ``sample_hits``: the batch's entry of
-        :meth:`PointSample.locate` (None: no sampled token in the batch).
+        :meth:`PointSample.locate` (None: no sampled token in the batch); ``word_index``
+        (N,) int64: each token's raw-id word, −1 for boundary tokens (with ``ethayarajh``).
         """
         assert len(hidden_states) == self.n_hidden, (len(hidden_states), self.n_hidden)
         assert hidden_states[0].shape[-1] == self.d, (hidden_states[0].shape, self.d)
         n = positions.shape[0]
         self.types.count_tokens(type_index)
+        if self.words is not None:
+            assert word_index is not None, "geometry.ethayarajh: accumulate needs each token's word_index"
+            n_rows, width = hidden_states[0].shape[:2]
+            self.words.start_batch(word_index, torch.div(positions, width, rounding_mode="floor"), n_rows)
         step = chunk_rows(positions.device, n)
         for i, layer in enumerate(self.layers):
             states = hidden_states[layer].reshape(-1, self.d)
             points = self._gather_rows(states, positions) if self.moments is not None else None
+            if self.words is not None:
+                self.words.start_layer()
             for start in range(0, n, step):
                 chunk = slice(start, start + step)
                 rows = points[chunk] if points is not None else self._gather_rows(states, positions[chunk])
-                self.types.add(i, rows, type_index[chunk])
+                added = self.types.add(i, rows, type_index[chunk])
+                if self.words is not None:
+                    self.words.add(i, chunk, *added)
+            if self.words is not None:
+                self.words.end_layer(i)
             if self.sample is not None and sample_hits is not None:
                 self.sample.add(i, states, positions, *sample_hits)
             if points is not None:
@@ -212,7 +248,11 @@ class EmbeddingSums:
 
     def all_finite(self) -> bool:
         """One host sync: whether every sum is finite (fp16 overflow gives inf/nan)."""
-        return self.types.all_finite() and (self.moments is None or bool(torch.isfinite(self.moments.outer).all()))
+        return (
+            self.types.all_finite()
+            and (self.moments is None or bool(torch.isfinite(self.moments.outer).all()))
+            and (self.words is None or self.words.all_finite())
+        )
 
 
 class TypeSums:
@@ -235,9 +275,10 @@ class TypeSums:
         """Add one batch's occurrences to n_t (once per batch, whatever the number of layers)."""
         self.count.index_add_(0, type_index, torch.ones_like(type_index))
 
-    def add(self, layer: int, points: torch.Tensor, type_index: torch.Tensor) -> None:
+    def add(self, layer: int, points: torch.Tensor, type_index: torch.Tensor):
         """``points``: (N, d) rows of row block ``layer`` as the forward gives them; ``type_index``: (N,).
-        They are added as float64 (exact: every fp32, bf16 and fp16 value is a float64)."""
+        They are added as float64 (exact: every fp32, bf16 and fp16 value is a float64). Returns the float64
+        rows, their ‖x‖² and their unit rows (None without cosine), valid until the next call."""
         n = points.shape[0]
         if self._rows is None or self._rows.shape[0] < n:
             self._rows = torch.empty(n, self.d, dtype=torch.float64, device=points.device)
@@ -248,10 +289,12 @@ class TypeSums:
         sq_norm = torch.linalg.vecdot(rows, rows)
         self.sum[block].index_add_(0, type_index, rows)
         self.sum_sq[block].index_add_(0, type_index, sq_norm)
+        unit = None
         if self.sum_unit is not None:
             inverse_norm = torch.where(sq_norm > 0, sq_norm.rsqrt(), 0.0)
             unit = torch.mul(rows, inverse_norm[:, None], out=self._unit[:n])
             self.sum_unit[block].index_add_(0, type_index, unit)
+        return rows, sq_norm, unit
 
     def all_finite(self) -> bool:
         return bool(torch.isfinite(self.sum_sq).all() and torch.isfinite(self.sum).all())

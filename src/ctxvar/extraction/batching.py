@@ -47,7 +47,8 @@ class PaddedBatch:
 
 
 def pad_batch(encoded: EncodedShard, type_index: np.ndarray, rows: np.ndarray, pad_id: int) -> PaddedBatch:
-    """Gather sentences ``rows`` into a right-padded (B, T) grid, vectorised."""
+    """Gather sentences ``rows`` into a right-padded (B, T) grid, vectorised; ``tokens`` indexes any per-token
+    array of the shard (the word indices of :func:`ctxvar.extraction.word_sums.word_table`, for one)."""
     starts, lengths = encoded.offsets[rows], encoded.lengths[rows]
     width = int(lengths.max())
     column = np.arange(width)
@@ -91,6 +92,7 @@ class ShardBatches:
     positions: np.ndarray  # (Σ N,) int64, into the batch's flattened grid
     type_index: np.ndarray  # (Σ N,) int64
     tokens: np.ndarray  # (Σ N,) int64, shard token indices (host work only: never moved)
+    word_index: np.ndarray | None = None  # (Σ N,) int64, raw-id word or −1 (geometry.ethayarajh), else None
     _moved: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
@@ -98,7 +100,14 @@ class ShardBatches:
 
     def device_bytes(self) -> int:
         """Device memory of :meth:`to`'s tensors."""
-        return 8 * (2 * int(self.grid[-1]) + 2 * int(self.real[-1]))
+        return 8 * (2 * int(self.grid[-1]) + (2 if self.word_index is None else 3) * int(self.real[-1]))
+
+    def with_words(self, word_index: np.ndarray) -> "ShardBatches":
+        """These batches with each token's word (``word_index``: per shard token, see
+        :func:`ctxvar.extraction.word_sums.word_table`), gathered in batch order."""
+        self.word_index = word_index[self.tokens]
+        self._moved = {}
+        return self
 
     def to(self, device) -> list["DeviceBatch"]:
         """The batches as views of one device tensor per array (non-blocking from pinned memory on a GPU),
@@ -109,9 +118,10 @@ class ShardBatches:
         return self._moved[key]
 
     def _move(self, device) -> list["DeviceBatch"]:
+        names = ("input_ids", "attention_mask", "positions", "type_index")
         moved = {
             name: to_device(getattr(self, name), device)
-            for name in ("input_ids", "attention_mask", "positions", "type_index")
+            for name in names + (("word_index",) if self.word_index is not None else ())
         }
         batches = []
         for b, shape in enumerate(self.shapes):
@@ -122,6 +132,7 @@ class ShardBatches:
                     moved["attention_mask"][grid].view(shape),
                     moved["positions"][real],
                     moved["type_index"][real],
+                    moved["word_index"][real] if "word_index" in moved else None,
                 )
             )
         return batches
@@ -135,6 +146,7 @@ class DeviceBatch:
     attention_mask: object
     positions: object  # (N,)
     type_index: object  # (N,)
+    word_index: object = None  # (N,), with geometry.ethayarajh
 
 
 def to_device(array: np.ndarray, device):

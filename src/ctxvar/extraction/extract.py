@@ -23,6 +23,7 @@ from ctxvar.extraction.accumulator import (
     batch_bytes,
     layer_groups,
     state_bytes,
+    to_host,
 )
 from ctxvar.extraction.batching import (
     BATCH_TOKENS,
@@ -34,9 +35,11 @@ from ctxvar.extraction.batching import (
 from ctxvar.extraction.budget import activation_bytes, reserve_bytes, state_budget_bytes
 from ctxvar.extraction.position_sample import bottom_k, sample_schema, sample_table, sequence_windows, token_keys
 from ctxvar.extraction.tokens import EncodedShard, encode, select, split_long, type_marker, type_table
+from ctxvar.extraction.word_sums import word_table
 from ctxvar.io import read_table, verify_manifest
 from ctxvar.models import loading
 from ctxvar.stats.sums import LayerSums, LayerWriter, moments_schema, moments_table, sums_schema
+from ctxvar.stats.word_files import LayerSentences, LayerWords, sentences_schema, words_schema
 from ctxvar.versions import device_name, package_versions
 
 log = logging.getLogger(__name__)
@@ -120,11 +123,19 @@ class ShardRun:
     d: int
     weights_hash: Future | None  # of the SHA-256 of the weights as loaded (see loading.weights_sha256)
     marker: str | None  # the word-boundary marker type keys strip (tokens.type_marker), None: none
+    word_ids: np.ndarray | None = None  # (W,) the shard's inner raw token ids, sorted (geometry.ethayarajh)
+    word_index: np.ndarray | None = None  # (tokens,) index into word_ids, −1 for boundary tokens
 
     def padded(self, batches: list[np.ndarray] | None = None) -> ShardBatches:
-        """``batches`` (default: the job's own) padded up front, for :func:`run_batches`."""
+        """``batches`` (default: the job's own) padded up front, for :func:`run_batches`; with the tokens' words
+        when the job has them."""
         rows = self.batches if batches is None else batches
-        return pad_batches(self.encoded, self.type_index, rows, loading.pad_id(self.tokenizer))
+        padded = pad_batches(self.encoded, self.type_index, rows, loading.pad_id(self.tokenizer))
+        return padded.with_words(self.word_index) if self.word_index is not None and batches is None else padded
+
+    @property
+    def n_words(self) -> int | None:
+        return None if self.word_ids is None else len(self.word_ids)
 
     def run(self, accumulator, settings: ExtractionSettings, batches: ShardBatches) -> None:
         run_batches(self.model, accumulator, batches, self.device, settings.progress)
@@ -160,6 +171,7 @@ def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool =
     chunk, sentence_id = chunk[source_row], sentence_id[source_row]
     marker = type_marker(tokenizer, settings.merge_markers)
     types, type_index = type_table(tokenizer, encoded.ids, marker)
+    words = word_table(encoded.ids, encoded.offsets) if settings.geometry.ethayarajh else (None, None)
     batches = chunk_batches(encoded.lengths, chunk, settings.batch_tokens)
     return ShardRun(
         device,
@@ -178,28 +190,37 @@ def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool =
         model.config.hidden_size,
         weights_hash,
         marker,
+        *words,
     )
 
 
-def extract_shard(shard_path, out_path, settings: ExtractionSettings, moments_path=None, sample_path=None) -> dict:
-    """Run the model over the shard and write its sums (see :mod:`ctxvar.stats.sums` and
-    :mod:`ctxvar.extraction.position_sample`).
+def extract_shard(
+    shard_path, out_path, settings: ExtractionSettings, moments_path=None, sample_path=None, words_paths=None
+) -> dict:
+    """Run the model over the shard and write its sums (see :mod:`ctxvar.stats.sums`,
+    :mod:`ctxvar.extraction.position_sample` and :mod:`ctxvar.stats.word_files`).
 
     ``out_path``: n, Σx, Σ‖x‖² (and Σ x/‖x‖ with geometry.cosine) per (layer, type);
     ``moments_path``: N, Σx, Σxxᵀ per layer (geometry.covariance); ``sample_path``:
-    the shard's bottom-k sampled points (geometry.twonn). Returns the metadata.
+    the shard's bottom-k sampled points (geometry.twonn); ``words_paths``: the
+    ``(words, sentences)`` files (geometry.ethayarajh). Returns the metadata.
     """
     options = settings.geometry
-    if (moments_path is not None) != options.covariance or (sample_path is not None) != bool(options.sample_size):
+    if (
+        (moments_path is not None) != options.covariance
+        or (sample_path is not None) != bool(options.sample_size)
+        or (words_paths is not None) != options.ethayarajh
+    ):
         raise ValueError(
-            "extract_shard: give moments_path exactly with geometry.covariance, sample_path with a sample size"
+            "extract_shard: give moments_path exactly with geometry.covariance, sample_path with a sample size, "
+            "words_paths with geometry.ethayarajh"
         )
     job = prepare_shard(shard_path, settings)
     lengths, n_layers, d = job.encoded.lengths, job.n_layers, job.d
     padded = job.padded()
     padding = padding_fraction(lengths, job.batches)
     cap = state_cap_bytes(settings, job, padded)
-    groups = layer_groups(n_layers, len(job.types), d, cap, options)
+    groups = layer_groups(n_layers, len(job.types), d, cap, options, job.n_words)
     warn_of_passes(settings, job, groups, cap)
     log.info(
         "%s on %s: %d sequences, %d tokens, %d types, %d batches of ≤ %d tokens (padding %.1f %%); "
@@ -212,7 +233,7 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings, moments_pa
         len(padded),
         settings.batch_tokens,
         100 * padding,
-        state_bytes(len(groups[0]), len(job.types), d, options) / 1e6,
+        state_bytes(len(groups[0]), len(job.types), d, options, job.n_words) / 1e6,
         "none" if cap == float("inf") else f"{cap / 1e6:.0f} MB",
         len(groups),
         ", ".join(f"{g.start}–{g.stop - 1}" for g in groups),
@@ -237,9 +258,17 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings, moments_pa
             files.enter_context(LayerWriter(moments_path, moments_schema(d, metadata))) if moments_path else None
         )
         sample_file = files.enter_context(LayerWriter(sample_path, sample_schema(d, metadata))) if sample_path else None
+        words_files = (
+            (
+                files.enter_context(LayerWriter(words_paths[0], words_schema(d, metadata))),
+                files.enter_context(LayerWriter(words_paths[1], sentences_schema(metadata))),
+            )
+            if words_paths
+            else None
+        )
 
         def write_group(layers) -> None:
-            for sums, outer, points in layers:
+            for sums, outer, points, words in layers:
                 sums_file.write(sums.to_table(sums_file.schema))
                 if moments_file:
                     total = sums.sum.sum(axis=0)
@@ -248,6 +277,9 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings, moments_pa
                     )
                 if sample_file:
                     sample_file.write(sample_table(sums.layer, sampled, points, sample_file.schema))
+                if words_files:
+                    for file, part in zip(words_files, words):
+                        file.write(part.to_table(file.schema))
 
         # entered last, so left first: its last write ends before the files close
         writer = files.enter_context(ThreadPoolExecutor(max_workers=1, thread_name_prefix="write"))
@@ -311,7 +343,7 @@ def state_cap_bytes(settings: ExtractionSettings, job: ShardRun, padded: ShardBa
     activations = activation_bytes(job.model.config, job.n_layers, job.d, tokens, width, element_bytes)
     buffers = batch_bytes(job.n_layers, tokens, job.d, settings.geometry) + padded.device_bytes()
     budget = state_budget_bytes(free, total, activations, buffers)
-    one_layer = state_bytes(1, len(job.types), job.d, settings.geometry)
+    one_layer = state_bytes(1, len(job.types), job.d, settings.geometry, job.n_words)
     if budget < one_layer:
         raise DeviceMemoryError(
             f"model {settings.model['id']!r} on {job.device}: {free / 1e9:.1f} GB free once it is loaded, less one "
@@ -340,7 +372,7 @@ def warn_of_passes(settings: ExtractionSettings, job: ShardRun, groups: list[ran
             job.device,
             job.n_layers,
             len(job.types),
-            state_bytes(job.n_layers, len(job.types), job.d, settings.geometry) / 1e9,
+            state_bytes(job.n_layers, len(job.types), job.d, settings.geometry, job.n_words) / 1e9,
             limit,
             cap / 1e9,
             len(groups),
@@ -358,8 +390,8 @@ def accumulate_groups(
     job: ShardRun, padded: ShardBatches, groups: list[range], settings: ExtractionSettings, sampled: dict | None = None
 ):
     """Per group of layers, in order, one pass over the ``padded`` batches, then the list of ``(LayerSums,
-    Σxxᵀ or None, sampled points or None)`` of its layers, in host memory; the group's device state is freed
-    before it is yielded."""
+    Σxxᵀ or None, sampled points or None, (LayerWords, LayerSentences) or None)`` of its layers, in host memory;
+    the group's device state is freed before it is yielded."""
     for layers in groups:
         sums = EmbeddingSums(
             layers,
@@ -369,6 +401,7 @@ def accumulate_groups(
             job.device,
             settings.geometry,
             sampled["tokens"] if sampled else None,
+            job.n_words or 0,
         )
         job.run(sums, settings, padded)
         if not sums.all_finite():
@@ -384,8 +417,14 @@ def accumulate_groups(
             )
         outer = sums.moments.to_numpy() if sums.moments is not None else None
         points = sums.sample.to_numpy() if sums.sample is not None else None
+        words = layer_words(sums, job) if sums.words is not None else None
         layers = [
-            (layer, outer[i] if outer is not None else None, points[i] if points is not None else None)
+            (
+                layer,
+                outer[i] if outer is not None else None,
+                points[i] if points is not None else None,
+                words[i] if words is not None else None,
+            )
             for i, layer in enumerate(layer_sums(sums, job.types))
         ]
         del sums
@@ -444,7 +483,8 @@ def run_batches(model, sums: EmbeddingSums, batches: ShardBatches, device, progr
                 raise ModelLoadError(
                     f"model {type(model).__name__} returned no hidden states; use an encoder or decoder model"
                 )
-            sums.accumulate(output.hidden_states, batch.positions, batch.type_index, sample_hits)
+            words = {"word_index": batch.word_index} if batch.word_index is not None else {}
+            sums.accumulate(output.hidden_states, batch.positions, batch.type_index, sample_hits, **words)
             del output  # else it lives on through the next forward pass, which rebinds it only once it returns
 
 
@@ -470,6 +510,25 @@ def layer_sums(sums: EmbeddingSums, types: np.ndarray):
         yield LayerSums(
             layer, types, arrays["count"], arrays["sum"][i], arrays["sum_sq"][i], unit[i] if unit is not None else None
         )
+
+
+def layer_words(sums: EmbeddingSums, job: ShardRun) -> list[tuple[LayerWords, LayerSentences]]:
+    """Per layer of ``sums``, its words (the shard's raw token ids, spelled by the tokenizer) and sentence sums."""
+    arrays = sums.words.to_numpy(to_host)
+    tokens = np.array(job.tokenizer.convert_ids_to_tokens(job.word_ids.tolist()), dtype=object)
+    return [
+        (
+            LayerWords(layer, job.word_ids, tokens, arrays["count"], arrays["sum_unit"][i]),
+            LayerSentences(
+                layer,
+                int(arrays["n_contexts"]),
+                float(arrays["intra_sum"][i]),
+                float(arrays["sum_mean_unit_sq"][i]),
+                arrays["sum_mean_unit"][i],
+            ),
+        )
+        for i, layer in enumerate(sums.layers)
+    ]
 
 
 def model_metadata(settings: ExtractionSettings, job: ShardRun) -> dict:

@@ -7,7 +7,15 @@ C = Σxxᵀ/N − μμᵀ with μ = Σx/N (1/N normalisation), eigenvalues λ₁
     explained_i           λ_i / tr C, i = 1 … spectrum_k     (top-k explained variance)
     participation_ratio   PR = (tr C)² / tr(C²)               (Gao et al. 2017)
     isoscore              (PR − 1) / (d − 1)                  (Rudman et al. 2022, closed form)
-    effective_rank        exp(−Σ p_i log p_i), p_i = λ_i / tr C   (Roy & Vetterli 2007)
+
+Effective ranks (:func:`rank_metrics`), exp of the entropy of a normalised spectrum:
+
+    effective_rank              p_i = σ_i / Σσ, σ_i = √(N λ_i) the singular values of the
+                                centred N × d data matrix             (Roy & Vetterli 2007)
+    effective_rank_covariance   p_i = λ_i / tr C, C's eigenvalues themselves
+    rankme                      p_k = s_k / Σs + ε (ε = 1e-7), s_k the singular values of the
+                                uncentred embedding matrix, √ of the eigenvalues of Σxxᵀ,
+                                k ≤ min(N, d)                          (Garrido et al. 2023)
 
 From u = x/‖x‖ (Ethayarajh 2019), over all N tokens of the layer and per type t:
 
@@ -15,6 +23,16 @@ From u = x/‖x‖ (Ethayarajh 2019), over all N tokens of the layer and per typ
     self-similarity S_t   (‖Σu_t‖² − n_t) / (n_t (n_t − 1))    mean cos over distinct pairs of t
     self_similarity       unweighted mean of S_t over the frequency-filtered types
     self_similarity_adjusted   self_similarity − mean_cosine
+
+Ethayarajh's (2019) measures by his rules (:func:`ethayarajh_metrics`), over the sentences' own tokens
+(boundary tokens left out), words = raw token ids, exact over all occurrences:
+
+    ethayarajh_self_similarity     unweighted mean over words w with n_w ≥ 5 that are not punctuation of
+                                   (‖Σu_w‖² − n_w) / (n_w (n_w − 1))
+    ethayarajh_intra_sentence_similarity   (1/S) Σ_s (1/n_s) Σ_{i∈s} cos(x_i, Σ_{j∈s} x_j)
+    ethayarajh_anisotropy_baseline         mean over ordered pairs of distinct contexts s ≠ t of the mean
+                                   cosine between a word of s and a word of t: (‖Σ_s ū_s‖² − Σ_s ‖ū_s‖²) / (S(S − 1))
+    *_adjusted                     the two similarities minus the baseline
 
 TwoNN (Facco et al. 2017) on the merged bottom-k sample after removing exact
 duplicates, and on a standard Gaussian sample of the same n and d (the
@@ -38,12 +56,14 @@ On the points of the first sample batch (the sample above, as rows of W), the pa
 from __future__ import annotations
 
 import logging
+import unicodedata
 
 import numpy as np
 import pandas as pd
 
 from ctxvar.errors import StatisticsError
 from ctxvar.extraction.position_sample import points, read_sample_layer
+from ctxvar.extraction.tokens import type_key
 from ctxvar.stats.layers import frequency_filter
 from ctxvar.stats.partition_isotropy import partition_isotropy
 from ctxvar.stats.provenance import SUMS_COLUMN
@@ -56,6 +76,7 @@ from ctxvar.stats.twonn import (
     razzhigaev_twonn,
     two_nearest,
 )
+from ctxvar.stats.word_files import LayerSentences, LayerWords, SentencesFile, WordsFile
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +92,7 @@ def covariance(n: int, sum_: np.ndarray, sum_outer: np.ndarray) -> np.ndarray:
 
 
 def spectrum_metrics(c: np.ndarray, spectrum_k: int) -> dict:
-    """Anisotropy, top-k explained variance, participation ratio, IsoScore and effective rank of C."""
+    """Anisotropy, top-k explained variance, participation ratio and IsoScore of C."""
     d = len(c)
     eigenvalues = np.clip(np.linalg.eigvalsh(c)[::-1], 0.0, None)  # rounding can give tiny negatives
     trace = eigenvalues.sum()
@@ -85,11 +106,51 @@ def spectrum_metrics(c: np.ndarray, spectrum_k: int) -> dict:
         "anisotropy": float(p[0]),
         "participation_ratio": float(pr),
         "isoscore": float((pr - 1) / (d - 1)) if d > 1 else np.nan,
-        "effective_rank": float(np.exp(-np.sum(p[p > 0] * np.log(p[p > 0])))),
     }
     for i in range(spectrum_k):
         row[f"explained_{i + 1}"] = float(p[i]) if i < d else np.nan
     return row
+
+
+RANKME_EPSILON = 1e-7  # Garrido et al. 2023's ε for float32 embeddings, added to every p_k
+
+
+def spectral_entropy_rank(p: np.ndarray) -> float:
+    """exp(−Σ p_i log p_i), with 0 log 0 = 0."""
+    p = p[p > 0]
+    return float(np.exp(-np.sum(p * np.log(p))))
+
+
+def sorted_eigenvalues(symmetric: np.ndarray) -> np.ndarray:
+    """Eigenvalues of a positive semi-definite matrix, largest first, clipped at 0 (rounding gives tiny negatives)."""
+    return np.clip(np.linalg.eigvalsh((symmetric + symmetric.T) / 2)[::-1], 0.0, None)
+
+
+def rank_metrics(n: int, sum_: np.ndarray, sum_outer: np.ndarray) -> dict:
+    """The three effective ranks of one layer from N, Σx and Σxxᵀ (see the module docstring).
+
+    Centred: the scatter matrix Σxxᵀ − N μμᵀ = N·C has eigenvalues N λ_i, so the data
+    matrix's singular values are √(N λ_i) and p_i ∝ √λ_i (Roy & Vetterli) or ∝ λ_i
+    (the covariance's spectrum). Uncentred (RankMe): the singular values of the N × d
+    embedding matrix are √ of the eigenvalues of Σxxᵀ; there are min(N, d) of them.
+
+    Precision: Σxxᵀ comes from an fp32 Gram product (:class:`ctxvar.extraction.accumulator.SecondMoments`),
+    whose rounding moves an eigenvalue by about ε₃₂ λ₁. The √ turns that into about √(ε₃₂ λ₁) for an
+    eigenvalue that is truly 0 (every LayerNorm output has one: its centred rows lie in a hyperplane), so
+    the singular-value ranks match float64 to about 10⁻⁵ relative, not the 10⁻⁷ of the eigenvalue ones.
+    """
+    lam = sorted_eigenvalues(covariance(n, sum_, sum_outer))
+    if lam.sum() <= 0:
+        raise StatisticsError(
+            "covariance has zero trace (every embedding identical); the effective ranks are undefined"
+        )
+    sigma = np.sqrt(lam)
+    s = np.sqrt(sorted_eigenvalues(sum_outer))[: min(n, len(sum_))]
+    return {
+        "effective_rank": spectral_entropy_rank(sigma / sigma.sum()),
+        "effective_rank_covariance": spectral_entropy_rank(lam / lam.sum()),
+        "rankme": spectral_entropy_rank(s / s.sum() + RANKME_EPSILON),
+    }
 
 
 def mean_cosine(n: int, sum_unit: np.ndarray) -> float:
@@ -115,6 +176,8 @@ def geometry_columns(spectrum_k: int) -> list[str]:
         "participation_ratio",
         "isoscore",
         "effective_rank",
+        "effective_rank_covariance",
+        "rankme",
         "mean_cosine",
         "n_types",
         "self_similarity",
@@ -125,6 +188,8 @@ def geometry_columns(spectrum_k: int) -> list[str]:
         "sample_batches",
         *[f"{metric}_{moment}" for metric in BATCH_METRICS for moment in ("mean", "std")],
         *PARTITION_COLUMNS,
+        *ETHAYARAJH_COLUMNS,
+        SUMS_COLUMN,
     ]
 
 
@@ -232,6 +297,54 @@ def twonn_metrics(blocks: list[np.ndarray], layer: int, seed: int) -> dict:
     return row
 
 
+ETHAYARAJH_MIN_COUNT = 5  # his index_sentence(min_count=5): words with fewer occurrences are left out
+ETHAYARAJH_COLUMNS = [
+    "ethayarajh_n_words",
+    "ethayarajh_self_similarity",
+    "ethayarajh_intra_sentence_similarity",
+    "ethayarajh_anisotropy_baseline",
+    "ethayarajh_self_similarity_adjusted",
+    "ethayarajh_intra_sentence_similarity_adjusted",
+]
+
+
+def is_punctuation(token: str, marker: str | None) -> bool:
+    """spaCy's ``is_punct`` (every character in a Unicode P* category), which Ethayarajh's index applies to each
+    word, here on the token with the tokenizer's word-boundary ``marker`` stripped (his GPT-2 words carry none)."""
+    return all(unicodedata.category(char).startswith("P") for char in type_key(token, marker))
+
+
+def ethayarajh_words(words: LayerWords, marker: str | None) -> np.ndarray:
+    """Which words his self-similarity averages over: n_w ≥ ETHAYARAJH_MIN_COUNT, not punctuation."""
+    punctuation = np.fromiter((is_punctuation(t, marker) for t in words.tokens), dtype=bool, count=len(words.tokens))
+    return (words.count >= ETHAYARAJH_MIN_COUNT) & ~punctuation
+
+
+def anisotropy_baseline(sentences: LayerSentences) -> float:
+    """Mean over ordered pairs of distinct contexts of ū_s · ū_t, from Σ ū_s and Σ ‖ū_s‖²."""
+    s = sentences.n_contexts
+    total = sentences.sum_mean_unit
+    return float((total @ total - sentences.sum_mean_unit_sq) / (s * (s - 1))) if s > 1 else np.nan
+
+
+def ethayarajh_metrics(words: LayerWords, sentences: LayerSentences, marker: str | None) -> dict:
+    """Ethayarajh's self-similarity, intra-sentence similarity and anisotropy baseline of one layer, with the
+    two similarities less the baseline (see the module docstring); ``marker``: the tokenizer's word-boundary
+    marker (the sums' ``type_marker``)."""
+    keep = ethayarajh_words(words, marker)
+    self_sim = float(np.mean(self_similarity(words.count[keep], words.sum_unit[keep]))) if keep.any() else np.nan
+    intra = sentences.intra_sum / sentences.n_contexts if sentences.n_contexts else np.nan
+    baseline = anisotropy_baseline(sentences)
+    return {
+        "ethayarajh_n_words": int(keep.sum()),
+        "ethayarajh_self_similarity": self_sim,
+        "ethayarajh_intra_sentence_similarity": float(intra),
+        "ethayarajh_anisotropy_baseline": baseline,
+        "ethayarajh_self_similarity_adjusted": self_sim - baseline,
+        "ethayarajh_intra_sentence_similarity_adjusted": float(intra) - baseline,
+    }
+
+
 def geometry_table(
     stats_path,
     moments_path,
@@ -242,14 +355,19 @@ def geometry_table(
     max_log10_n: float,
     batch_size: int | None = None,
     batches: int = 1,
+    words_path=None,
+    sentences_path=None,
 ) -> pd.DataFrame:
     """geometry.csv: one row per layer; the metrics of sums not accumulated are NaN; the last column names the
     sums (:mod:`ctxvar.stats.provenance`).
 
-    ``moments_path`` / ``sample_path`` may be None (geometry.covariance / twonn off); the sample is cut into
-    ``batches`` batches of ``batch_size`` points (geometry.batches, geometry.sample_size; None: one batch).
+    ``moments_path`` / ``sample_path`` / ``words_path`` and ``sentences_path`` may be None
+    (geometry.covariance / twonn / ethayarajh off); the sample is cut into ``batches`` batches of ``batch_size``
+    points (geometry.batches, geometry.sample_size; None: one batch).
     """
     stats = SumsFile(stats_path)
+    words = WordsFile(words_path) if words_path is not None else None
+    sentences = SentencesFile(sentences_path) if sentences_path is not None else None
     final_norm = stats.metadata.get("final_norm", False)
     rows = []
     for layer in range(stats.n_layers):
@@ -263,10 +381,15 @@ def geometry_table(
         if moments_path is not None:
             n, sum_, outer = read_moments(moments_path, layer)
             row.update(spectrum_metrics(covariance(n, sum_, outer), spectrum_k))
+            row.update(rank_metrics(n, sum_, outer))
         if stats.has_unit:
             row.update(cosine_metrics(sums, min_log10_n, max_log10_n))
         if sample_path is not None:
             row.update(sample_metrics(sample_path, layer, seed, batch_size, batches))
+        if words is not None and sentences is not None:
+            row.update(
+                ethayarajh_metrics(words.layer(layer), sentences.layer(layer), stats.metadata.get("type_marker"))
+            )
         rows.append(row)
     table = pd.DataFrame(rows, columns=geometry_columns(spectrum_k))
     return table.assign(**{SUMS_COLUMN: stats.metadata.get(SUMS_COLUMN, "")})

@@ -50,6 +50,7 @@ COLUMNS = [
     "slope_logV",
     "intercept_logV",
     "r2_logV",
+    SUMS_COLUMN,
 ]
 
 log = logging.getLogger(__name__)

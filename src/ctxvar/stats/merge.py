@@ -8,7 +8,8 @@ A merge adds sums files that each cover one shard (a partial) or a run of shards
 Memory: one layer of the merged sums (U · (d + 2) · 8 bytes, U = distinct types
 over all shards, twice the d term with Σ x/‖x‖) plus one shard's layer at a
 time; it does not grow with the number of shards or layers. Moments add d × d
-per layer; samples hold shards × B · k points of one layer (B = geometry.batches).
+per layer; samples hold shards × B · k points of one layer (B = geometry.batches); words (geometry.ethayarajh)
+hold one layer of every shard's W_shard · d at once, plus the merged W · d.
 
 I/O: a merge reads each input file once (its footer, then every row group) and
 writes each output once. :func:`merge_job` measures the bytes it reads and adds
@@ -31,6 +32,7 @@ from ctxvar.io import PARQUET_READS, read_metadata, tagged_schema
 from ctxvar.stats.finalize import combine_into, finalize
 from ctxvar.stats.geometry import self_similarity
 from ctxvar.stats.sums import LayerSums, LayerWriter, MomentsFile, SumsFile, moments_schema, moments_table, sums_schema
+from ctxvar.stats.word_files import SentencesFile, WordsFile, add_words, sentences_schema, words_schema
 
 log = logging.getLogger(__name__)
 
@@ -249,6 +251,28 @@ def merge_moments(paths, out_path, metadata: dict) -> None:
             writer.write(moments_table(layer, n, sum_, outer, schema))
 
 
+def merge_words(paths, out_path, metadata: dict) -> None:
+    """Add the shards' n_w and Σu per (layer, raw token id), in shard order, over the union of their ids."""
+    files = in_shard_order([WordsFile(path) for path in paths], metadata)
+    schema = words_schema(metadata["d"], metadata)
+    with LayerWriter(out_path, schema) as writer:
+        for layer in range(metadata["n_layers"]):
+            writer.write(add_words([file.layer(layer) for file in files]).to_table(schema))
+
+
+def merge_sentences(paths, out_path, metadata: dict) -> None:
+    """Add the shards' sentence sums per layer, in shard order."""
+    files = in_shard_order([SentencesFile(path) for path in paths], metadata)
+    schema = sentences_schema(metadata)
+    with LayerWriter(out_path, schema) as writer:
+        for layer in range(metadata["n_layers"]):
+            parts = [file.layer(layer) for file in files]
+            total = parts[0]
+            for part in parts[1:]:
+                total = total + part
+            writer.write(total.to_table(schema))
+
+
 def merge_sample_partials(paths, out_path, metadata: dict) -> None:
     """The bottom-m sample over all shards: m = the metadata's geometry.sample_size, the job's B · k points
     (geometry.batches × geometry.sample_size)."""
@@ -292,8 +316,8 @@ def run_io(record: dict, outputs) -> dict:
 
 
 def merge_job(inputs: dict, outputs: dict, config_hash: str | None = None, before: dict | None = None):
-    """A merge job: add ``inputs['partials']`` (and ``moments``, ``sample`` if given) into ``outputs['stats']``
-    (and ``tokens``, ``moments``, ``sample`` if given). Returns ``(metadata, io)``: the merged metadata and the
+    """A merge job: add ``inputs['partials']`` (and ``moments``, ``sample``, ``words``, ``sentences`` if given) into
+    ``outputs['stats']`` (and ``tokens`` and those, if given). Returns ``(metadata, io)``: the merged metadata and the
     record of :func:`io_record` with this job's reads added to ``before``."""
     reads, opened = PARQUET_READS.bytes, PARQUET_READS.files
     run = merge_partials(inputs["partials"], outputs["stats"], outputs.get("tokens"), config_hash)
@@ -301,9 +325,13 @@ def merge_job(inputs: dict, outputs: dict, config_hash: str | None = None, befor
         merge_moments(inputs["moments"], outputs["moments"], run)
     if "sample" in outputs:
         merge_sample_partials(inputs["sample"], outputs["sample"], run)
+    if "words" in outputs:
+        merge_words(inputs["words"], outputs["words"], run)
+    if "sentences" in outputs:
+        merge_sentences(inputs["sentences"], outputs["sentences"], run)
     read, files = PARQUET_READS.bytes - reads, PARQUET_READS.files - opened
     read_inputs = [
         *inputs["partials"],
-        *(path for name in ("moments", "sample") if name in outputs for path in inputs[name]),
+        *(path for name in ("moments", "sample", "words", "sentences") if name in outputs for path in inputs[name]),
     ]
     return run, io_record(read_inputs, read, files, before)
