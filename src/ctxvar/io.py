@@ -179,51 +179,67 @@ def vector_rows(column: pa.ChunkedArray | pa.Array, dtype: str = "<f8") -> np.nd
 def value_digest(column: pa.Array | pa.ChunkedArray) -> str:
     """The xxh3-128 digest (hex) of a column's values, the same whatever its chunks, slices or Parquet encoding:
 
-        xxh3_128(xxh3_128(V) ‖ xxh3_128(L) ‖ xxh3_128(P))
+        xxh3_128(xxh3_128(V₀) ‖ xxh3_128(L₀) ‖ xxh3_128(P₀) ‖ xxh3_128(V₁) ‖ …)
 
-    over the column's non-null values in row order: V, their bytes (a fixed-width type: each value's bytes as
-    Arrow holds them, little-endian; a boolean: one byte 0 or 1; a string or binary: the values' bytes end to
-    end), L, each string or binary value's length as int64 (empty for other types), P, the row indices of the
-    nulls as int64 (empty without nulls). A dictionary column is digested as its decoded values."""
-    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-    values, lengths, nulls = xxhash.xxh3_128(), xxhash.xxh3_128(), xxhash.xxh3_128()
-    row = 0
-    for chunk in chunks:
-        if pa.types.is_dictionary(chunk.type):
-            chunk = chunk.dictionary_decode()
-        if chunk.null_count:
-            where = np.flatnonzero(chunk.is_null().to_numpy(zero_copy_only=False))
-            nulls.update((where + row).astype("<i8"))
-            row += len(chunk)
-            chunk = chunk.drop_null()
-        else:
-            row += len(chunk)
-        _digest_values(chunk, values, lengths)
-    return xxhash.xxh3_128(values.digest() + lengths.digest() + nulls.digest()).hexdigest()
+    over the column's non-null values in row order. V₀: their bytes (a fixed-width type: each value's bytes as
+    Arrow holds them, little-endian; a boolean: one byte, 0 or 1; a string or binary: the values' bytes end to
+    end); L₀: each string, binary or variable-size list value's length as int64; P₀: the row index of each null
+    as int64. A list's items are a column of their own at the next nesting depth (V₁, L₁, P₁, …). A dictionary
+    column is digested as its decoded values."""
+    digest = _ValueDigest()
+    for chunk in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
+        digest.add(chunk)
+    return digest.hexdigest()
 
 
 _OFFSET_TYPES = {pa.string(): "<i4", pa.binary(): "<i4", pa.large_string(): "<i8", pa.large_binary(): "<i8"}
 
 
-def _digest_values(chunk: pa.Array, values, lengths) -> None:
-    """Feed one chunk without nulls to the digests of :func:`value_digest`."""
-    kind = chunk.type
-    if len(chunk) == 0 or pa.types.is_null(kind):
-        return
-    if pa.types.is_boolean(kind):
-        values.update(chunk.to_numpy(zero_copy_only=False).view(np.uint8))
-    elif kind in _OFFSET_TYPES:
-        offset_type = np.dtype(_OFFSET_TYPES[kind])
-        _, offset_buffer, data = chunk.buffers()
-        offsets = np.frombuffer(offset_buffer, offset_type, len(chunk) + 1, chunk.offset * offset_type.itemsize)
-        lengths.update(np.diff(offsets).astype("<i8"))
-        if data is not None and offsets[-1] > offsets[0]:
-            values.update(memoryview(data)[offsets[0] : offsets[-1]])
-    elif _fixed_width(kind):
-        width = kind.byte_width
-        values.update(memoryview(chunk.buffers()[1])[chunk.offset * width : (chunk.offset + len(chunk)) * width])
-    else:
-        raise TypeError(f"no value digest for a column of type {kind}")
+class _ValueDigest:
+    """The running hashes V, L, P of :func:`value_digest` at each nesting depth, fed chunk by chunk."""
+
+    def __init__(self):
+        self.levels: list[tuple] = []  # per depth: (V, L, P) hashes
+        self.rows: list[int] = []  # per depth: values seen so far
+
+    def hexdigest(self) -> str:
+        return xxhash.xxh3_128(b"".join(part.digest() for level in self.levels for part in level)).hexdigest()
+
+    def add(self, chunk: pa.Array, depth: int = 0) -> None:
+        if depth == len(self.levels):
+            self.levels.append((xxhash.xxh3_128(), xxhash.xxh3_128(), xxhash.xxh3_128()))
+            self.rows.append(0)
+        if pa.types.is_dictionary(chunk.type):
+            chunk = chunk.dictionary_decode()
+        start, self.rows[depth] = self.rows[depth], self.rows[depth] + len(chunk)
+        if chunk.null_count:
+            rows = start + np.flatnonzero(chunk.is_null().to_numpy(zero_copy_only=False))
+            self.levels[depth][2].update(rows.astype("<i8"))
+            chunk = chunk.drop_null()
+        if len(chunk):
+            self._add_values(chunk, depth)
+
+    def _add_values(self, chunk: pa.Array, depth: int) -> None:
+        """A chunk without nulls."""
+        kind, (values, lengths, _) = chunk.type, self.levels[depth]
+        if pa.types.is_boolean(kind):
+            values.update(chunk.to_numpy(zero_copy_only=False).view(np.uint8))
+        elif kind in _OFFSET_TYPES:
+            offset_type = np.dtype(_OFFSET_TYPES[kind])
+            _, offset_buffer, data = chunk.buffers()
+            offsets = np.frombuffer(offset_buffer, offset_type, len(chunk) + 1, chunk.offset * offset_type.itemsize)
+            lengths.update(np.diff(offsets).astype("<i8"))
+            if data is not None and offsets[-1] > offsets[0]:
+                values.update(memoryview(data)[offsets[0] : offsets[-1]])
+        elif _fixed_width(kind):
+            width = kind.byte_width
+            values.update(memoryview(chunk.buffers()[1])[chunk.offset * width : (chunk.offset + len(chunk)) * width])
+        elif pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+            if not pa.types.is_fixed_size_list(kind):
+                lengths.update(chunk.value_lengths().to_numpy().astype("<i8"))
+            self.add(chunk.flatten(), depth + 1)
+        elif not pa.types.is_null(kind):
+            raise TypeError(f"no value digest for a column of type {kind}")
 
 
 def _fixed_width(kind: pa.DataType) -> bool:
@@ -265,7 +281,10 @@ class ParquetOutput:
         return self
 
     def __exit__(self, *exc):
-        self.close()
+        if exc[0] is None:
+            self.close()
+        else:  # the file is abandoned: no digests, no check
+            self._writer.close()
         return False
 
 
@@ -389,7 +408,7 @@ class ParquetInput:
         start = 0
         for index in range(self.num_row_groups):
             rows = self.row_group_rows(index)
-            self._verify(table.slice(start, rows), index, f" (row group {index})")
+            self._verify(table.slice(start, rows), index, "", f"row group {index}, ")
             start += rows
         return table
 
@@ -408,14 +427,15 @@ class ParquetInput:
         except (OSError, ValueError, pa.ArrowException) as error:
             raise IntegrityError(f"{self.path}{where}: cannot be read ({first_line(error)}); {REMEDY}") from error
 
-    def _verify(self, table: pa.Table, index: int, where: str) -> None:
-        """Each column of ``table`` (row group ``index``, read) against its digest in the footer."""
+    def _verify(self, table: pa.Table, index: int, where: str, which: str = "") -> None:
+        """Each column of ``table`` (row group ``index``, read) against its digest in the footer; ``where`` and
+        ``which`` place it in the error line."""
         if self._digests is None:
             return  # written before value digests: its pages' CRCs were checked as they were read
         for name, column in zip(table.column_names, table.columns):
             if value_digest(column) != self._digests[index][self.schema.get_field_index(name)]:
                 raise IntegrityError(
-                    f"{self.path}{where}: cannot be read (column {name!r} does not match its value digest: the "
+                    f"{self.path}{where}: cannot be read ({which}column {name!r} does not match its value digest: the "
                     f"file is corrupt); {REMEDY}"
                 )
 

@@ -176,7 +176,10 @@ class LayerWriter:
 
     def __exit__(self, *exc):
         try:
-            self._writer.close()
+            if exc[0] is None:
+                self._writer.close()
+            else:
+                self._writer.__exit__(*exc)
         except BaseException as error:  # the temporary file goes, not onto the path
             self._atomic.__exit__(type(error), error, error.__traceback__)
             raise
