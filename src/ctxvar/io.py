@@ -10,13 +10,14 @@ Integrity:
   into the footer's key-value metadata (:data:`VALUE_DIGESTS_KEY`) when the file is closed, and
   checked for every column of every row group :class:`ParquetInput` reads. A changed byte in a
   value, in a page header (an encoding, a size) or in a digest reads as a mismatch, or as a page
-  Arrow cannot decode. Parquet's own page CRC-32 is not written: it does not cover page headers
-  and cost half of a write. The footer carries the SHA-256 of the file's ctxvar metadata, of its
-  column names and types, of its layout name, if any (:data:`LAYOUT_KEY`), and of the kind of
-  value digest it carries (:data:`VALUES_KEY`), verified when the file is opened: a footer without
-  its digests is refused. Files whose columns have a fixed layout (sums, moments, samples) name it;
-  a reader refuses any other layout. Files written before value digests (a CRC-32 on every page
-  and no :data:`VALUES_KEY`) are still read, their page CRCs verified as they are read.
+  Arrow cannot decode. Parquet's own page CRC-32 is not written: it does not cover page headers,
+  and the digests cost less (docs/performance.md). The footer carries the SHA-256 of the file's
+  ctxvar metadata, of its column names and types, of its layout name, if any (:data:`LAYOUT_KEY`),
+  and of the kind of value digest it carries (:data:`VALUES_KEY`), verified when the file is
+  opened: a footer without its digests is refused. Files whose columns have a fixed layout (sums,
+  moments, samples) name it; a reader refuses any other layout. Files written before value
+  digests (a CRC-32 on every page and no :data:`VALUES_KEY`) are still read, their page CRCs
+  verified as they are read.
 - **CSV, JSON, text**: a ``<file>.sha256`` beside the file, in ``sha256sum`` format
   (``sha256sum -c layers.csv.sha256`` checks it by hand), verified by :func:`read_csv`
   and :func:`read_json`.
