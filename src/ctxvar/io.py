@@ -30,6 +30,7 @@ naming the file and the remedy (delete it and re-run: Snakemake rebuilds it).
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import glob
 import hashlib
@@ -250,6 +251,9 @@ def _fixed_width(kind: pa.DataType) -> bool:
         return False
 
 
+_DIGEST_THREAD = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxvar-digest")
+
+
 class ParquetOutput:
     """A Parquet file being written: each :meth:`write_table` is one row group, whose columns' :func:`value_digest`
     are stored in the footer (:data:`VALUE_DIGESTS_KEY`) on :meth:`close`; no page CRC
@@ -264,9 +268,11 @@ class ParquetOutput:
         self._rows: list[int] = []
 
     def write_table(self, table: pa.Table) -> None:
-        """``table`` as the file's next row group."""
+        """``table`` as the file's next row group; its digests are computed on another thread while Arrow writes
+        it (both release the GIL)."""
+        digests = _DIGEST_THREAD.submit(lambda: [value_digest(column) for column in table.columns])
         self._writer.write_table(table, row_group_size=max(1, table.num_rows))
-        self._digests.append([value_digest(column) for column in table.columns])
+        self._digests.append(digests.result())
         self._rows.append(table.num_rows)
 
     def close(self) -> None:
