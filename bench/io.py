@@ -1,6 +1,6 @@
-"""Sums files on disk: writing and verified reading of a partial, in ctxvar's layout, in the layout before it and
-as raw numpy, on the same arrays, the same file system and in the same run; then the paper run on one H100 at
-those rates. Writes io.md and io.csv.
+"""Sums files on disk: writing and verified reading of a partial, in ctxvar's layout with its value digests, in the
+same layout with Parquet's page CRC-32 instead, in the layout before it and as raw numpy, on the same arrays, the
+same file system and in the same run; then the paper run on one H100 at those rates. Writes io.md and io.csv.
 
     python bench/io.py                 # a bert-base-sized partial and a 7B layer group, 3 rounds: ≈ 15 min
     python bench/io.py --quick         # small shapes, one round (the bench test tier runs it)
@@ -11,7 +11,9 @@ holding the same arrays (built once: only the files change). Types seen once (a 
 have sums that are float32 values, as in a real partial, so compression finds what it would find there.
 
 - ``ctxvar``: :func:`ctxvar.stats.sums.write_sums`, then :class:`ctxvar.stats.sums.SumsFile` reading every layer
-  into numpy, each page's CRC-32 verified and every byte read counted.
+  into numpy, each column chunk's value digest (xxh3-128, in the footer) verified and every byte read counted.
+- ``page CRC``: the same layout written without value digests, a CRC-32 on every page instead (as ctxvar wrote it
+  before value digests), read by the same :class:`~ctxvar.stats.sums.SumsFile`, which verifies each page's CRC.
 - ``layout 1``: the layout and the code before layout 2, kept here as the reference: vectors as
   ``fixed_size_list<float64>[d]``, nullable columns, snappy, min/max statistics, page checksums written and
   verified, the same row groups.
@@ -35,8 +37,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ctxvar.io import PARQUET_READS, atomic_path, parquet_writer, tagged_schema, use_system_allocator
-from ctxvar.stats.sums import LayerSums, SumsFile, write_sums
+from ctxvar.io import PARQUET_READS, VECTOR_WRITE_OPTIONS, atomic_path, tagged_schema, use_system_allocator
+from ctxvar.stats.sums import LayerSums, SumsFile, sums_schema, write_sums
 
 SHAPES = {
     "bert-base partial": {"types": 20_000, "layers": 13, "d": 768},  # one of the paper's 8 shards, default geometry
@@ -46,7 +48,7 @@ QUICK_SHAPES = {
     "bert-base partial": {"types": 2_000, "layers": 3, "d": 768},
     "7B layer group": {"types": 500, "layers": 2, "d": 4096},
 }
-VARIANTS = ("layout 1", "ctxvar", "numpy")
+VARIANTS = ("layout 1", "page CRC", "ctxvar", "numpy")
 METADATA = {"model_id": "bench", "shard": 0}
 
 
@@ -81,7 +83,10 @@ def write_layout1(path, sums: LayerSums, n_layers: int) -> None:
     fields = [("layer", pa.int16()), ("token", pa.string()), ("n", pa.int64()), ("sum_sq", pa.float64())]
     fields += [("sum", pa.list_(pa.float64(), d)), ("sum_unit", pa.list_(pa.float64(), d))]
     schema = tagged_schema(pa.schema(fields), METADATA)
-    with atomic_path(path) as tmp, parquet_writer(tmp, schema, use_dictionary=False) as writer:
+    with (
+        atomic_path(path) as tmp,
+        pq.ParquetWriter(tmp, schema, write_page_checksum=True, use_dictionary=False) as writer,
+    ):
         for layer in range(n_layers):
             columns = [
                 pa.array(np.full(len(sums.types), layer, dtype=np.int16)),
@@ -129,6 +134,19 @@ def write_ctxvar(path, sums: LayerSums, n_layers: int) -> None:
     write_sums(path, layers, sums.sum.shape[1], {**METADATA, "n_layers": n_layers}, unit=True)
 
 
+def write_page_crc(path, sums: LayerSums, n_layers: int) -> None:
+    """ctxvar's sums layout as it was written before value digests: the same columns and options, one row group
+    per layer, a CRC-32 on every page, no digests in the footer."""
+    schema = sums_schema(sums.sum.shape[1], {**METADATA, "n_layers": n_layers}, unit=True)
+    with (
+        atomic_path(path) as tmp,
+        pq.ParquetWriter(tmp, schema, write_page_checksum=True, **VECTOR_WRITE_OPTIONS) as writer,
+    ):
+        for layer in range(n_layers):
+            table = LayerSums(layer, sums.types, sums.count, sums.sum, sums.sum_sq, sums.sum_unit).to_table(schema)
+            writer.write_table(table, row_group_size=max(1, table.num_rows))
+
+
 def read_ctxvar(path) -> list[LayerSums]:
     sums = SumsFile(path)
     return [sums.layer(layer) for layer in range(sums.n_layers)]
@@ -169,7 +187,9 @@ def same_numbers(read, sums: LayerSums) -> bool:
 def measure(variant: str, shape: dict, sums: LayerSums, folder: Path, check: bool) -> list[dict]:
     """Write then read one file of ``shape`` with ``variant``; two rows (write, read)."""
     path = folder / f"io-bench-{variant.replace(' ', '')}.{'npy' if variant == 'numpy' else 'parquet'}"
-    write = {"layout 1": write_layout1, "ctxvar": write_ctxvar, "numpy": write_numpy}[variant]
+    write = {"layout 1": write_layout1, "page CRC": write_page_crc, "ctxvar": write_ctxvar, "numpy": write_numpy}[
+        variant
+    ]
     start = time.perf_counter()
     write(path, sums, shape["layers"])
     written = time.perf_counter() - start
@@ -285,13 +305,14 @@ def projections(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def summary(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per shape, variant and operation: median and range of GB/s over rounds; ratios to layout 1 and to numpy,
-    taken within each round."""
+    """Per shape, variant and operation: median and range of GB/s over rounds; ratios to layout 1, to the page-CRC
+    variant and to numpy, taken within each round."""
     keyed = rows.set_index(["round", "shape", "op", "variant"])["gb_per_s"]
     out = []
     for (shape, op, variant), group in rows.groupby(["shape", "op", "variant"], sort=False):
         rounds = group["round"]
         to_layout1 = [keyed[r, shape, op, variant] / keyed[r, shape, op, "layout 1"] for r in rounds]
+        to_crc = [keyed[r, shape, op, variant] / keyed[r, shape, op, "page CRC"] for r in rounds]
         to_numpy = [keyed[r, shape, op, variant] / keyed[r, shape, op, "numpy"] for r in rounds]
         out.append(
             {
@@ -302,6 +323,8 @@ def summary(rows: pd.DataFrame) -> pd.DataFrame:
                 "GB/s range": f"{group['gb_per_s'].min():.3g}–{group['gb_per_s'].max():.3g}",
                 "× layout 1 (median)": np.median(to_layout1),
                 "× layout 1 range": f"{min(to_layout1):.3g}–{max(to_layout1):.3g}",
+                "× page CRC (median)": np.median(to_crc),
+                "× page CRC range": f"{min(to_crc):.3g}–{max(to_crc):.3g}",
                 "× numpy (median)": np.median(to_numpy),
                 "file MB": group["file_bytes"].median() / 1e6,
             }

@@ -197,14 +197,15 @@ def test_the_bare_forward_warms_up_and_runs_without_a_weight_hash_beside_it(tmp_
 
 
 def test_io_benchmark_writes_and_reads_every_shape_in_every_layout(tmp_path):
-    """bench/io.py --quick: each shape written and read back by ctxvar, by the layout before it and by numpy, the
-    same numbers coming back; ctxvar's reader counts at least the file's bytes; the paper projected at the rates."""
+    """bench/io.py --quick: each shape written and read back by ctxvar, by its layout with page CRCs, by the layout
+    before it and by numpy, the same numbers coming back; ctxvar's reader counts at least the file's bytes; the paper
+    projected at the rates."""
     run_bench("io.py", tmp_path, "--quick", "--dir", str(tmp_path))
     rows = pd.read_csv(tmp_path / "io.csv")
     assert set(zip(rows["shape"], rows["variant"], rows["op"])) == {
         (shape, variant, op)
         for shape in ("bert-base partial", "7B layer group")
-        for variant in ("layout 1", "ctxvar", "numpy")
+        for variant in ("layout 1", "page CRC", "ctxvar", "numpy")
         for op in ("write", "read")
     }
     assert rows["read_back_equal"].all() and (rows["gb_per_s"] > 0).all()

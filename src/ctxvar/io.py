@@ -5,12 +5,19 @@ renamed, so a killed job never leaves a file that looks complete.
 
 Integrity:
 
-- **Parquet**: every data and dictionary page carries a CRC-32 (``write_page_checksum``),
-  verified on every read (``page_checksum_verification``). The footer, which page
-  checksums do not cover, carries the SHA-256 of the file's ctxvar metadata, of its
-  column names and types and of its layout name, if any (:data:`INTEGRITY_KEY`),
-  verified when the file is opened. Files whose columns have a fixed layout (sums,
-  moments, samples) name it (:data:`LAYOUT_KEY`); a reader refuses any other layout.
+- **Parquet**: every column chunk's values carry an xxh3-128 digest (:func:`value_digest`: the
+  decoded values, whatever their pages, encodings or chunks), written by :class:`ParquetOutput`
+  into the footer's key-value metadata (:data:`VALUE_DIGESTS_KEY`) when the file is closed, and
+  checked for every column of every row group :class:`ParquetInput` reads. A changed byte in a
+  value, in a page header (an encoding, a size) or in a digest reads as a mismatch, or as a page
+  Arrow cannot decode. Parquet's own page CRC-32 is not written: it does not cover page headers,
+  and the digests cost less (docs/performance.md). The footer carries the SHA-256 of the file's
+  ctxvar metadata, of its column names and types, of its layout name, if any (:data:`LAYOUT_KEY`),
+  and of the kind of value digest it carries (:data:`VALUES_KEY`), verified when the file is
+  opened: a footer without its digests is refused. Files whose columns have a fixed layout (sums,
+  moments, samples) name it; a reader refuses any other layout. Files written before value
+  digests (a CRC-32 on every page and no :data:`VALUES_KEY`) are still read, their page CRCs
+  verified as they are read.
 - **CSV, JSON, text**: a ``<file>.sha256`` beside the file, in ``sha256sum`` format
   (``sha256sum -c layers.csv.sha256`` checks it by hand), verified by :func:`read_csv`
   and :func:`read_json`.
@@ -23,6 +30,7 @@ naming the file and the remedy (delete it and re-run: Snakemake rebuilds it).
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import glob
 import hashlib
@@ -39,12 +47,16 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import xxhash
 
 from ctxvar.errors import IntegrityError, first_line
 
 METADATA_KEY = b"ctxvar"
-INTEGRITY_KEY = b"ctxvar.sha256"  # SHA-256 of METADATA_KEY's JSON, the columns' names and types, and LAYOUT_KEY
+INTEGRITY_KEY = b"ctxvar.sha256"  # SHA-256 of METADATA_KEY's JSON, the columns' names and types, LAYOUT_KEY, VALUES_KEY
 LAYOUT_KEY = b"ctxvar.layout"  # the name and version of a file's column layout, e.g. "ctxvar sums 2"
+VALUES_KEY = b"ctxvar.values"  # the kind of VALUE_DIGESTS_KEY the file carries: VALUE_DIGEST_KIND
+VALUE_DIGEST_KIND = "xxh3_128 1"  # value_digest's definition, version 1
+VALUE_DIGESTS_KEY = b"ctxvar.values.xxh3_128"  # JSON [[hex digest per column] per row group], added on closing
 CHECKSUM_SUFFIX = ".sha256"
 MANIFEST = "SHA256SUMS"
 REMEDY = "delete it and re-run (Snakemake rebuilds it)"
@@ -89,7 +101,8 @@ def _umask() -> int:
 
 # --- Parquet ---------------------------------------------------------------------------------------------------
 
-PARQUET_WRITE_OPTIONS = {"write_page_checksum": True}
+PARQUET_WRITE_OPTIONS = {"write_page_checksum": False}  # the value digests cover the pages, headers included
+ROW_GROUP_ROWS = 1 << 20  # write_table's rows per row group (Arrow's default)
 # Files of float vectors (sums, moments, samples): plain pages, no dictionary, no compression (snappy saved 11 %
 # of a bert-base partial's bytes and halved the write speed), no min/max statistics (which cost more than
 # writing the values), and 64 rows per write batch: the writer checks the page size only between batches, so its
@@ -104,16 +117,31 @@ VECTOR_WRITE_OPTIONS = {
 
 def tagged_schema(schema: pa.Schema, metadata: dict | None = None, layout: str | None = None) -> pa.Schema:
     """``schema`` carrying ``metadata`` (JSON), the ``layout`` name if given, and the footer checksum that
-    :class:`ParquetInput` verifies."""
+    :class:`ParquetInput` verifies (:class:`ParquetOutput` adds the kind of value digest to both)."""
     text = json.dumps(metadata or {}, sort_keys=True)
     tags = {METADATA_KEY: text, INTEGRITY_KEY: _footer_digest(schema, text.encode(), layout)}
     return schema.with_metadata({**tags, **({LAYOUT_KEY: layout} if layout is not None else {})})
 
 
-def _footer_digest(schema: pa.Schema, metadata_json: bytes, layout: str | None = None) -> str:
+def _with_value_digests(schema: pa.Schema) -> pa.Schema:
+    """A :func:`tagged_schema` that also says the file carries value digests, its footer checksum covering that."""
+    raw = schema.metadata or {}
+    if METADATA_KEY not in raw:
+        raise ValueError("a ctxvar Parquet file needs a schema from tagged_schema")
+    layout = raw[LAYOUT_KEY].decode() if LAYOUT_KEY in raw else None
+    digest = _footer_digest(schema.remove_metadata(), raw[METADATA_KEY], layout, VALUE_DIGEST_KIND)
+    return schema.with_metadata({**raw, VALUES_KEY: VALUE_DIGEST_KIND, INTEGRITY_KEY: digest})
+
+
+def _footer_digest(
+    schema: pa.Schema, metadata_json: bytes, layout: str | None = None, values: str | None = None
+) -> str:
+    """SHA-256 of the metadata JSON, the columns' names and types, the layout and the kind of value digest (the
+    last two when given: without ``values``, the digest of files written before value digests)."""
     columns = json.dumps([[field.name, _type_name(field.type)] for field in schema])
     named = b"" if layout is None else b"\0" + layout.encode()
-    return hashlib.sha256(metadata_json + b"\0" + columns.encode() + named).hexdigest()
+    digested = b"" if values is None else b"\0values\0" + values.encode()
+    return hashlib.sha256(metadata_json + b"\0" + columns.encode() + named + digested).hexdigest()
 
 
 def _type_name(kind: pa.DataType) -> str:
@@ -150,16 +178,135 @@ def vector_rows(column: pa.ChunkedArray | pa.Array, dtype: str = "<f8") -> np.nd
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def parquet_writer(path, schema: pa.Schema, **options) -> pq.ParquetWriter:
-    """A ParquetWriter with page checksums; ``schema`` should come from :func:`tagged_schema`."""
-    return pq.ParquetWriter(path, schema, **PARQUET_WRITE_OPTIONS, **options)
+def value_digest(column: pa.Array | pa.ChunkedArray) -> str:
+    """The xxh3-128 digest (hex) of a column's values, the same whatever its chunks, slices or Parquet encoding:
+
+        xxh3_128(xxh3_128(V₀) ‖ xxh3_128(L₀) ‖ xxh3_128(P₀) ‖ xxh3_128(V₁) ‖ …)
+
+    over the column's non-null values in row order. V₀: their bytes (a fixed-width type: each value's bytes as
+    Arrow holds them, little-endian; a boolean: one byte, 0 or 1; a string or binary: the values' bytes end to
+    end); L₀: each string, binary or variable-size list value's length as int64; P₀: the row index of each null
+    as int64. A list's items are a column of their own at the next nesting depth (V₁, L₁, P₁, …). A dictionary
+    column is digested as its decoded values."""
+    digest = _ValueDigest()
+    for chunk in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
+        digest.add(chunk)
+    return digest.hexdigest()
+
+
+_OFFSET_TYPES = {pa.string(): "<i4", pa.binary(): "<i4", pa.large_string(): "<i8", pa.large_binary(): "<i8"}
+
+
+class _ValueDigest:
+    """The running hashes V, L, P of :func:`value_digest` at each nesting depth, fed chunk by chunk."""
+
+    def __init__(self):
+        self.levels: list[tuple] = []  # per depth: (V, L, P) hashes
+        self.rows: list[int] = []  # per depth: values seen so far
+
+    def hexdigest(self) -> str:
+        return xxhash.xxh3_128(b"".join(part.digest() for level in self.levels for part in level)).hexdigest()
+
+    def add(self, chunk: pa.Array, depth: int = 0) -> None:
+        if depth == len(self.levels):
+            self.levels.append((xxhash.xxh3_128(), xxhash.xxh3_128(), xxhash.xxh3_128()))
+            self.rows.append(0)
+        if pa.types.is_dictionary(chunk.type):
+            chunk = chunk.dictionary_decode()
+        start, self.rows[depth] = self.rows[depth], self.rows[depth] + len(chunk)
+        if chunk.null_count:
+            rows = start + np.flatnonzero(chunk.is_null().to_numpy(zero_copy_only=False))
+            self.levels[depth][2].update(rows.astype("<i8"))
+            chunk = chunk.drop_null()
+        if len(chunk):
+            self._add_values(chunk, depth)
+
+    def _add_values(self, chunk: pa.Array, depth: int) -> None:
+        """A chunk without nulls."""
+        kind, (values, lengths, _) = chunk.type, self.levels[depth]
+        if pa.types.is_boolean(kind):
+            values.update(chunk.to_numpy(zero_copy_only=False).view(np.uint8))
+        elif kind in _OFFSET_TYPES:
+            offset_type = np.dtype(_OFFSET_TYPES[kind])
+            _, offset_buffer, data = chunk.buffers()
+            offsets = np.frombuffer(offset_buffer, offset_type, len(chunk) + 1, chunk.offset * offset_type.itemsize)
+            lengths.update(np.diff(offsets).astype("<i8"))
+            if data is not None and offsets[-1] > offsets[0]:
+                values.update(memoryview(data)[offsets[0] : offsets[-1]])
+        elif _fixed_width(kind):
+            width = kind.byte_width
+            values.update(memoryview(chunk.buffers()[1])[chunk.offset * width : (chunk.offset + len(chunk)) * width])
+        elif pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+            if not pa.types.is_fixed_size_list(kind):
+                lengths.update(chunk.value_lengths().to_numpy().astype("<i8"))
+            self.add(chunk.flatten(), depth + 1)
+        elif not pa.types.is_null(kind):
+            raise TypeError(f"no value digest for a column of type {kind}")
+
+
+def _fixed_width(kind: pa.DataType) -> bool:
+    try:
+        return kind.bit_width % 8 == 0 and kind.num_buffers == 2
+    except ValueError:
+        return False
+
+
+_DIGEST_THREAD = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxvar-digest")
+
+
+class ParquetOutput:
+    """A Parquet file being written: each :meth:`write_table` is one row group, whose columns' :func:`value_digest`
+    are stored in the footer (:data:`VALUE_DIGESTS_KEY`) on :meth:`close`; no page CRC
+    (:data:`PARQUET_WRITE_OPTIONS`). ``schema`` should come from :func:`tagged_schema`; ``options`` go to
+    ``pyarrow.parquet.ParquetWriter``."""
+
+    def __init__(self, path, schema: pa.Schema, **options):
+        self.path = path
+        self.schema = _with_value_digests(schema)
+        self._writer = pq.ParquetWriter(path, self.schema, **{**PARQUET_WRITE_OPTIONS, **options})
+        self._digests: list[list[str]] = []
+        self._rows: list[int] = []
+
+    def write_table(self, table: pa.Table) -> None:
+        """``table`` as the file's next row group; its digests are computed on another thread while Arrow writes
+        it (both release the GIL)."""
+        digests = _DIGEST_THREAD.submit(lambda: [value_digest(column) for column in table.columns])
+        self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+        self._digests.append(digests.result())
+        self._rows.append(table.num_rows)
+
+    def close(self) -> None:
+        if self._writer.is_open:
+            self._writer.add_key_value_metadata({VALUE_DIGESTS_KEY: json.dumps(self._digests)})
+            self._writer.close()
+            written = self._writer.writer.metadata
+            rows = [written.row_group(i).num_rows for i in range(written.num_row_groups)]
+            if rows != self._rows:
+                raise RuntimeError(f"{self.path}: wrote row groups of {rows} rows for tables of {self._rows}")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if exc[0] is None:
+            self.close()
+        else:  # the file is abandoned: no digests, no check
+            self._writer.close()
+        return False
+
+
+def parquet_writer(path, schema: pa.Schema, **options) -> ParquetOutput:
+    """A :class:`ParquetOutput`: one row group per table written, value digests in the footer."""
+    return ParquetOutput(path, schema, **options)
 
 
 def write_table(table: pa.Table, path, metadata: dict | None = None, **options) -> None:
-    """Write a Parquet file atomically, with page checksums and ``metadata`` stored as JSON in its schema."""
-    table = table.replace_schema_metadata(tagged_schema(table.schema, metadata).metadata)
-    with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, **PARQUET_WRITE_OPTIONS, **options)
+    """Write a Parquet file atomically, in row groups of :data:`ROW_GROUP_ROWS` rows with their value digests, and
+    ``metadata`` stored as JSON in its schema."""
+    schema = tagged_schema(table.schema.remove_metadata(), metadata)
+    with atomic_path(path) as tmp, ParquetOutput(tmp, schema, **options) as writer:
+        for start in range(0, max(1, table.num_rows), ROW_GROUP_ROWS):
+            writer.write_table(table.slice(start, ROW_GROUP_ROWS))
 
 
 class ReadCounter:
@@ -198,7 +345,8 @@ class _CountedFile(io.FileIO):
 class ParquetInput:
     """A Parquet file written by :func:`write_table` or :func:`parquet_writer`, verified as it is read.
 
-    The footer checksum is checked on opening, each page's CRC as it is read; any
+    The footer checksum is checked on opening; the value digest of every column chunk
+    as it is read (or, in a file written before value digests, each page's CRC); any
     failure is an :class:`IntegrityError` naming the file. With ``layout``, a file of
     any other layout (or of none: an older ctxvar's) is refused. No pre-buffering: it
     would keep each open file's last row group cached (memory O(shards) in a merge).
@@ -227,8 +375,9 @@ class ParquetInput:
                 f"ctxvar, or its footer is damaged); {REMEDY}"
             )
         self.layout = raw[LAYOUT_KEY].decode(errors="replace") if LAYOUT_KEY in raw else None
+        values = raw[VALUES_KEY].decode(errors="replace") if VALUES_KEY in raw else None
         if raw[INTEGRITY_KEY].decode(errors="replace") != _footer_digest(
-            self.schema.remove_metadata(), raw[METADATA_KEY], self.layout
+            self.schema.remove_metadata(), raw[METADATA_KEY], self.layout, values
         ):
             raise IntegrityError(f"{self.path}: footer checksum mismatch (the file is corrupt); {REMEDY}")
         if layout is not None and self.layout != layout:
@@ -241,14 +390,40 @@ class ParquetInput:
         self.metadata = json.loads(raw[METADATA_KEY])
         self.num_row_groups = self._file.num_row_groups
         self.num_rows = self._file.metadata.num_rows
+        self._digests = None if values is None else self._value_digests(values)
+
+    def _value_digests(self, kind: str) -> list[list[str]]:
+        """The footer's value digests: one per column (in schema order) per row group."""
+        if kind != VALUE_DIGEST_KIND:
+            raise IntegrityError(
+                f"{self.path}: carries value digests of kind {kind!r}, not {VALUE_DIGEST_KIND!r} (written by "
+                f"another ctxvar version); {REMEDY}"
+            )
+        text = (self._file.metadata.metadata or {}).get(VALUE_DIGESTS_KEY)
+        if text is None:
+            raise IntegrityError(f"{self.path}: its footer lacks its value digests (the file is corrupt); {REMEDY}")
+        try:
+            digests = json.loads(text)
+        except ValueError:
+            digests = None
+        if _table_shape(digests) != [len(self.schema)] * self.num_row_groups:
+            raise IntegrityError(f"{self.path}: its footer's value digests are damaged (the file is corrupt); {REMEDY}")
+        return digests
 
     def read(self, columns: list[str] | None = None) -> pa.Table:
-        return self._checked(lambda: self._file.read(columns=columns, use_threads=False), "")
+        table = self._checked(lambda: self._file.read(columns=columns, use_threads=False), "")
+        start = 0
+        for index in range(self.num_row_groups):
+            rows = self.row_group_rows(index)
+            self._verify(table.slice(start, rows), index, "", f"row group {index}, ")
+            start += rows
+        return table
 
     def row_group(self, index: int, columns: list[str] | None = None, what: str = "row group") -> pa.Table:
-        return self._checked(
-            lambda: self._file.read_row_group(index, columns=columns, use_threads=False), f" ({what} {index})"
-        )
+        where = f" ({what} {index})"
+        table = self._checked(lambda: self._file.read_row_group(index, columns=columns, use_threads=False), where)
+        self._verify(table, index, where)
+        return table
 
     def row_group_rows(self, index: int) -> int:
         return self._file.metadata.row_group(index).num_rows
@@ -258,6 +433,25 @@ class ParquetInput:
             return read()
         except (OSError, ValueError, pa.ArrowException) as error:
             raise IntegrityError(f"{self.path}{where}: cannot be read ({first_line(error)}); {REMEDY}") from error
+
+    def _verify(self, table: pa.Table, index: int, where: str, which: str = "") -> None:
+        """Each column of ``table`` (row group ``index``, read) against its digest in the footer; ``where`` and
+        ``which`` place it in the error line."""
+        if self._digests is None:
+            return  # written before value digests: its pages' CRCs were checked as they were read
+        for name, column in zip(table.column_names, table.columns):
+            if value_digest(column) != self._digests[index][self.schema.get_field_index(name)]:
+                raise IntegrityError(
+                    f"{self.path}{where}: cannot be read ({which}column {name!r} does not match its value digest: the "
+                    f"file is corrupt); {REMEDY}"
+                )
+
+
+def _table_shape(rows) -> list[int] | None:
+    """The lengths of a list of lists (None for anything else)."""
+    if not isinstance(rows, list) or not all(isinstance(row, list) for row in rows):
+        return None
+    return [len(row) for row in rows]
 
 
 def read_table(path, columns: list[str] | None = None) -> pa.Table:

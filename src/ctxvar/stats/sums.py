@@ -21,9 +21,10 @@ layer i, with d rows, row j for dimension j:
 A vector is one fixed-size binary value rather than a list of d numbers: Parquet
 stores a list with a repetition and a definition level per number, which its
 reader decodes one number at a time (a bert-base partial read back 5× slower).
-Pages are plain, uncompressed, without dictionary or statistics, and each carries
-its CRC-32 (see :mod:`ctxvar.io`). The footer names the layout: a reader refuses a
-file of any other (an older ctxvar's sums among them) with a line that says to re-run.
+Pages are plain, uncompressed, without dictionary or statistics; the footer holds
+the value digest of every column of every layer, checked as it is read (see
+:mod:`ctxvar.io`). The footer names the layout: a reader refuses a file of any other
+(an older ctxvar's sums among them) with a line that says to re-run.
 
 Partials (one per model × shard) and the merged files share these layouts, so
 merging is adding files. The JSON metadata describes the model and the run.
@@ -148,8 +149,9 @@ class LayerSums:
 
 
 class LayerWriter:
-    """Write one table per layer, in layer order, one row group each, atomically, with the options of
-    :data:`ctxvar.io.VECTOR_WRITE_OPTIONS`. ``bytes_written``: the file's size once complete.
+    """Write one table per layer, in layer order, one row group each with its value digests
+    (:class:`ctxvar.io.ParquetOutput`), atomically, with the options of :data:`ctxvar.io.VECTOR_WRITE_OPTIONS`.
+    ``bytes_written``: the file's size once complete.
 
     >>> with LayerWriter(path, schema) as writer:
     ...     for table in tables: writer.write(table)
@@ -169,11 +171,18 @@ class LayerWriter:
 
     def write(self, table: pa.Table) -> None:
         assert table.num_rows == 0 or table.column("layer")[0].as_py() == self._next_layer
-        self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+        self._writer.write_table(table)
         self._next_layer += 1
 
     def __exit__(self, *exc):
-        self._writer.close()
+        try:
+            if exc[0] is None:
+                self._writer.close()
+            else:
+                self._writer.__exit__(*exc)
+        except BaseException as error:  # the temporary file goes, not onto the path
+            self._atomic.__exit__(type(error), error, error.__traceback__)
+            raise
         suppress = self._atomic.__exit__(*exc)
         if exc[0] is None:
             self.bytes_written = os.path.getsize(self.path)
