@@ -363,11 +363,8 @@ def check_config(config: dict) -> None:
             raise ConfigError(missing_model_directory(entry))
         if entry.get("init", "pretrained") == "pretrained" and local_with_revision(entry):
             raise ConfigError(local_with_revision(entry))
-        if entry.get("init") == "archive" and not {"archive", "sha256"} <= set(entry):
-            raise ConfigError(
-                f"models[]: entry {entry.get('id')!r} has init: archive and needs 'archive' (the .zip) and 'sha256' "
-                "(the digest of at least its weights file)"
-            )
+        if entry.get("init") == "archive":
+            check_archive_entry(entry)
         if entry.get("init") == "random" and not entry.get("arch"):
             raise ConfigError(
                 f"models[]: entry {entry.get('id')!r} has init: random and needs 'arch' (bert | roberta | gpt2)"
@@ -382,8 +379,31 @@ def check_config(config: dict) -> None:
 
 INIT_ONLY_KEYS = {
     "gaussian": {"mean_scale", "noise_scale", "offset", "layer_norm"},
-    "archive": {"package", "archive", "sha256"},
+    "archive": {"package", "archive", "gguf", "sha256"},
 }
+
+
+def check_archive_entry(entry: dict) -> None:
+    """An ``init: archive`` entry names one file, ``archive`` (a zip) or ``gguf``, and ``sha256``; for a GGUF
+    file, ``sha256`` lists the file itself by its name."""
+    files = [key for key in ("archive", "gguf") if key in entry]
+    if len(files) > 1:
+        raise ConfigError(
+            f"models[]: entry {entry.get('id')!r} sets both archive and gguf; an init: archive entry reads one file"
+        )
+    if not files or "sha256" not in entry:
+        raise ConfigError(
+            f"models[]: entry {entry.get('id')!r} has init: archive and needs 'archive' (the .zip) and 'sha256' "
+            "(the digest of at least its weights file), or 'gguf' (a GGUF checkpoint) in place of 'archive'"
+        )
+    if files == ["gguf"]:
+        name = os.path.basename(entry["gguf"])
+        if name not in entry["sha256"]:
+            raise ConfigError(
+                f"models[]: entry {entry.get('id')!r}: sha256 must list the GGUF file itself, {name}: <its SHA-256>"
+            )
+
+
 BUILT_IN_RUN = ("random", "gaussian", "archive")
 
 

