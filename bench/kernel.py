@@ -61,6 +61,16 @@ DEFAULT_GEOMETRY = GeometryOptions(covariance=True, cosine=True, sample_size=409
 def hidden_states(tokens: int, layers: int, d: int, vocabulary: int, seed: int = 0):
     """``(X, type_index, lengths)``: X (layers, tokens, d) float32 with a per-type mean plus noise, the type of
     each token drawn from a Zipf law over ``vocabulary``, and sentence lengths (log-normal) that cover them."""
+    type_index, lengths = zipf_tokens(tokens, vocabulary, seed)
+    X = torch.empty(layers, tokens, d)
+    for layer, states in enumerate(layer_states(type_index, layers, d, seed)):
+        X[layer] = states
+    return X, type_index, lengths
+
+
+def zipf_tokens(tokens: int, vocabulary: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``(type_index, lengths)`` of :func:`hidden_states`: each token's type (0 … U − 1, the types drawn from
+    the Zipf law renumbered in order), and sentence lengths that sum to ``tokens``."""
     rng = np.random.default_rng(seed)
     ranks = np.arange(1, vocabulary + 1, dtype=np.float64) ** -ZIPF_EXPONENT
     drawn = rng.choice(vocabulary, size=tokens, p=ranks / ranks.sum())
@@ -68,13 +78,17 @@ def hidden_states(tokens: int, layers: int, d: int, vocabulary: int, seed: int =
     lengths = np.clip(rng.lognormal(np.log(MEAN_SENTENCE_TOKENS), 0.5, tokens // 4).astype(np.int64), 3, 512)
     lengths = lengths[: np.searchsorted(np.cumsum(lengths), tokens) + 1]
     lengths[-1] -= lengths.sum() - tokens
+    return type_index, lengths[lengths > 0]
+
+
+def layer_states(type_index: np.ndarray, layers: int, d: int, seed: int = 0):
+    """The layers of :func:`hidden_states`' X, one (tokens, d) float32 tensor at a time: per layer, a mean per
+    type (N(0, 4) entries) plus N(0, 1) noise per token."""
     generator = torch.Generator().manual_seed(seed)
-    X = torch.empty(layers, tokens, d)
     index = torch.from_numpy(type_index)
-    for layer in range(layers):
-        means = torch.randn(len(used), d, generator=generator) * 2
-        X[layer] = means[index] + torch.randn(tokens, d, generator=generator)
-    return X, type_index, lengths[lengths > 0]
+    for _ in range(layers):
+        means = torch.randn(int(type_index.max()) + 1, d, generator=generator) * 2
+        yield means[index] + torch.randn(len(type_index), d, generator=generator)
 
 
 def ctxvar_kernel(
