@@ -16,7 +16,7 @@ from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.extract import ExtractionSettings, extract_shard
 from ctxvar.io import write_table
 from ctxvar.stats.layers import layers_table
-from ctxvar.stats.merge import merge_partials, merge_sample_partials
+from ctxvar.stats.merge import merge_job, merge_partials, merge_sample_partials
 
 TEST_DEVICE = os.environ.get("CTXVAR_TEST_DEVICE", "cpu")
 
@@ -55,3 +55,41 @@ def run_pipeline(tmp, model_dir, texts, n_shards, model_id, batch_tokens=512, sa
     if sample_size:
         merge_sample_partials(samples, tmp / "sample.parquet", run)
     return pd.read_parquet(tmp / "tokens.parquet"), layers_table(tmp / "stats.parquet", 1, 5), tmp / "stats.parquet"
+
+
+def run_geometry_pipeline(tmp, model_dir, texts, n_shards: int, options: GeometryOptions) -> dict:
+    """Shard, extract every sum ``options`` asks for and merge them as the workflow's jobs do; return the merged
+    files by name (``stats``, ``tokens`` and those of ``moments``, ``sample``, ``words``, ``sentences`` asked for)."""
+    write_table(pa.table({"sentence_id": np.arange(len(texts)), "text": texts}), tmp / "sentences.parquet")
+    shards = [tmp / f"shard{i}.parquet" for i in range(n_shards)]
+    split_corpus(tmp / "sentences.parquet", shards, {"id": "tiny"}, str(model_dir), batch_tokens=512)
+    kinds = [
+        name
+        for name, wanted in (
+            ("moments", options.covariance),
+            ("sample", options.sample_size),
+            ("words", options.ethayarajh),
+            ("sentences", options.ethayarajh),
+        )
+        if wanted
+    ]
+    inputs = {name: [] for name in ("partials", *kinds)}
+    for i, shard in enumerate(shards):
+        settings = ExtractionSettings(
+            model={"id": "tiny"},
+            source=str(model_dir),
+            device=TEST_DEVICE,
+            batch_tokens=512,
+            shard=i,
+            progress=False,
+            config_hash="test",
+            geometry=options,
+        )
+        paths = {name: tmp / f"{'sums' if name == 'partials' else name}{i}.parquet" for name in inputs}
+        words = (paths["words"], paths["sentences"]) if options.ethayarajh else None
+        extract_shard(shard, paths["partials"], settings, paths.get("moments"), paths.get("sample"), words)
+        for name in inputs:
+            inputs[name].append(paths[name])
+    outputs = {name: tmp / f"{name}.parquet" for name in ("stats", "tokens", *kinds)}
+    merge_job(inputs, outputs)
+    return outputs

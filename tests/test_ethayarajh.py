@@ -5,22 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from ctxvar.corpus.shards import split_corpus
 from ctxvar.extraction.accumulator import GeometryOptions
-from ctxvar.extraction.extract import ExtractionSettings, extract_shard
 from ctxvar.extraction.tokens import boundary_tokens, type_key
-from ctxvar.io import write_table
 from ctxvar.stats.geometry import ETHAYARAJH_COLUMNS, geometry_table
-from ctxvar.stats.merge import merge_job
 from ctxvar.stats.word_files import SentencesFile, WordsFile
 
 from ethayarajh_reference import anisotropy_baseline, intra_sentence_similarity, self_similarity
-from pipeline_runs import TEST_DEVICE
+from pipeline_runs import run_geometry_pipeline
 
 pytestmark = pytest.mark.integration
 
@@ -30,27 +25,8 @@ COSINE = {"bert": True, "gpt2": False}  # both ways of making the unit rows: wit
 
 def run_ethayarajh(tmp, model_dir, texts, n_shards, cosine):
     """Shard, extract the sums, merge them as the workflow does; return (geometry table, merged files)."""
-    write_table(pa.table({"sentence_id": np.arange(len(texts)), "text": texts}), tmp / "sentences.parquet")
-    shards = [tmp / f"shard{i}.parquet" for i in range(n_shards)]
-    split_corpus(tmp / "sentences.parquet", shards, {"id": "tiny"}, str(model_dir), batch_tokens=512)
-    inputs = {"partials": [], "words": [], "sentences": []}
-    for i, shard in enumerate(shards):
-        settings = ExtractionSettings(
-            model={"id": "tiny"},
-            source=model_dir,
-            device=TEST_DEVICE,
-            batch_tokens=512,
-            shard=i,
-            progress=False,
-            config_hash="test",
-            geometry=GeometryOptions(cosine=cosine, ethayarajh=True),
-        )
-        paths = {name: tmp / f"{name}{i}.parquet" for name in inputs}
-        extract_shard(shard, paths["partials"], settings, words_paths=(paths["words"], paths["sentences"]))
-        for name in inputs:
-            inputs[name].append(paths[name])
-    outputs = {name: tmp / f"{name}.parquet" for name in ("stats", "tokens", "words", "sentences")}
-    merge_job(inputs, outputs)
+    options = GeometryOptions(cosine=cosine, ethayarajh=True)
+    outputs = run_geometry_pipeline(tmp, model_dir, texts, n_shards, options)
     table = geometry_table(
         outputs["stats"], None, None, 3, 0, 1, 5, words_path=outputs["words"], sentences_path=outputs["sentences"]
     )

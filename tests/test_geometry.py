@@ -9,23 +9,20 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import skdim
 
-from ctxvar.corpus.shards import split_corpus
 from ctxvar.errors import StatisticsError
 from ctxvar.extraction.accumulator import GeometryOptions
-from ctxvar.extraction.extract import ExtractionSettings, extract_shard
 from ctxvar.extraction.position_sample import points, token_keys
-from ctxvar.io import FOOTER_READ_BYTES, write_table
+from ctxvar.io import FOOTER_READ_BYTES
 from ctxvar.stats.geometry import geometry_table
 from ctxvar.stats.merge import merge_job, merge_moments, merge_partials, merge_sample_partials, run_io
 from ctxvar.stats.twonn import distinct_points
 
 from effective_rank_reference import rankme, roy_vetterli_effective_rank
-from pipeline_runs import TEST_DEVICE
+from pipeline_runs import run_geometry_pipeline
 
 pytestmark = pytest.mark.integration
 
@@ -41,30 +38,9 @@ SINGULAR_VALUE_RTOL = 1e-4
 
 def run_geometry(tmp, model_dir, texts, n_shards):
     """Shard, extract with every geometry sum, merge; return (geometry table, merged sample path)."""
-    write_table(pa.table({"sentence_id": np.arange(len(texts)), "text": texts}), tmp / "sentences.parquet")
-    shards = [tmp / f"shard{i}.parquet" for i in range(n_shards)]
-    split_corpus(tmp / "sentences.parquet", shards, {"id": "tiny"}, str(model_dir), batch_tokens=512)
-    files = {"sums": [], "moments": [], "sample": []}
-    for i, shard in enumerate(shards):
-        settings = ExtractionSettings(
-            model={"id": "tiny"},
-            source=model_dir,
-            device=TEST_DEVICE,
-            batch_tokens=512,
-            shard=i,
-            progress=False,
-            config_hash="test",
-            geometry=OPTIONS,
-        )
-        paths = {name: tmp / f"{name}{i}.parquet" for name in files}
-        extract_shard(shard, paths["sums"], settings, paths["moments"], paths["sample"])
-        for name in files:
-            files[name].append(paths[name])
-    run = merge_partials(files["sums"], tmp / "stats.parquet", tmp / "tokens.parquet")
-    merge_moments(files["moments"], tmp / "moments.parquet", run)
-    merge_sample_partials(files["sample"], tmp / "sample.parquet", run)
-    table = geometry_table(tmp / "stats.parquet", tmp / "moments.parquet", tmp / "sample.parquet", SPECTRUM_K, 0, 1, 5)
-    return table, tmp / "sample.parquet"
+    merged = run_geometry_pipeline(tmp, model_dir, texts, n_shards, OPTIONS)
+    table = geometry_table(merged["stats"], merged["moments"], merged["sample"], SPECTRUM_K, 0, 1, 5)
+    return table, merged["sample"]
 
 
 @pytest.fixture(scope="module", params=["bert", "gpt2"])

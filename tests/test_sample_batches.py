@@ -11,25 +11,20 @@ and against a sharded run.
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import skdim
 import torch
 
 from ctxvar.config import extraction_config_hash, extraction_geometry
-from ctxvar.corpus.shards import split_corpus
 from ctxvar.disk import sums_bytes
 from ctxvar.extraction.accumulator import GeometryOptions, state_bytes
-from ctxvar.extraction.extract import ExtractionSettings, extract_shard
 from ctxvar.extraction.position_sample import points, token_keys
-from ctxvar.io import write_table
 from ctxvar.resources import ModelShape
 from ctxvar.stats.geometry import batch_anisotropy, batch_twonn, geometry_columns, geometry_table, sample_batches
-from ctxvar.stats.merge import merge_moments, merge_partials, merge_sample_partials
 from ctxvar.stats.twonn import distinct_points
 
-from pipeline_runs import TEST_DEVICE
+from pipeline_runs import run_geometry_pipeline
 
 RTOL = 1e-6
 BATCH = 300  # k, points per batch in the pipeline runs
@@ -143,32 +138,11 @@ def test_batches_multiply_the_sample_s_memory_disk_and_enter_the_hash_above_one(
 def run_batches(tmp, model_dir, texts, n_shards: int, batches: int):
     """Shard, extract with every geometry sum and a sample of ``batches`` × BATCH points, merge; return
     (geometry table, merged sample path)."""
-    write_table(pa.table({"sentence_id": np.arange(len(texts)), "text": texts}), tmp / "sentences.parquet")
-    shards = [tmp / f"shard{i}.parquet" for i in range(n_shards)]
-    split_corpus(tmp / "sentences.parquet", shards, {"id": "tiny"}, str(model_dir), batch_tokens=512)
     options = GeometryOptions(covariance=True, cosine=True, sample_size=batches * BATCH)
-    files = {"sums": [], "moments": [], "sample": []}
-    for i, shard in enumerate(shards):
-        settings = ExtractionSettings(
-            model={"id": "tiny"},
-            source=model_dir,
-            device=TEST_DEVICE,
-            batch_tokens=512,
-            shard=i,
-            progress=False,
-            config_hash="test",
-            geometry=options,
-        )
-        paths = {name: tmp / f"{name}{i}.parquet" for name in files}
-        extract_shard(shard, paths["sums"], settings, paths["moments"], paths["sample"])
-        for name in files:
-            files[name].append(paths[name])
-    run = merge_partials(files["sums"], tmp / "stats.parquet", tmp / "tokens.parquet")
-    merge_moments(files["moments"], tmp / "moments.parquet", run)
-    merge_sample_partials(files["sample"], tmp / "sample.parquet", run)
-    paths = (tmp / "stats.parquet", tmp / "moments.parquet", tmp / "sample.parquet")
+    merged = run_geometry_pipeline(tmp, model_dir, texts, n_shards, options)
+    paths = (merged["stats"], merged["moments"], merged["sample"])
     table = geometry_table(*paths, SPECTRUM_K, 0, 1, 5, batch_size=BATCH, batches=batches)
-    return table, tmp / "sample.parquet"
+    return table, merged["sample"]
 
 
 @pytest.fixture(scope="module", params=["bert", "gpt2"])
