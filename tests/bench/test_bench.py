@@ -13,8 +13,6 @@ from ctxvar.extraction.batching import BATCH_TOKENS
 
 from workflow_runs import REPO
 
-pytestmark = pytest.mark.bench
-
 
 def run_bench(script: str, out, *options: str) -> None:
     """``python bench/<script> <options> --out <out>``, which must succeed."""

@@ -26,8 +26,6 @@ from ctxvar.stats.twonn import distinct_points
 
 from pipeline_runs import TEST_DEVICE
 
-pytestmark = pytest.mark.integration
-
 OPTIONS = GeometryOptions(covariance=True, cosine=True, sample_size=600)
 SPECTRUM_K = 5
 RTOL = 1e-6

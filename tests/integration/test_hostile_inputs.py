@@ -61,9 +61,7 @@ from ctxvar.stats.sums import (
 from pipeline_runs import TEST_DEVICE
 from test_guards import extract, shard_of
 
-pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 DEMO = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
 

@@ -17,8 +17,6 @@ from ctxvar.models.archive import archive_path
 
 from workflow_runs import REPO, end_of_run, snakemake
 
-pytestmark = pytest.mark.real_model
-
 MINILM = "all-MiniLM-L6-v2"
 README = " ".join((REPO / "README.md").read_text().split())  # one line: quoted sentences wrap anywhere
 FIGURES_DOC = " ".join((REPO / "docs" / "figures.md").read_text().split())

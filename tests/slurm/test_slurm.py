@@ -16,13 +16,10 @@ import pytest
 from workflow_runs import DEMO, REPO, snakemake
 
 CAN_RUN = os.geteuid() == 0 and all(shutil.which(d) for d in ("munged", "slurmctld", "slurmd"))
-pytestmark = [
-    pytest.mark.slurm,
-    pytest.mark.skipif(
-        not CAN_RUN,
-        reason="the SLURM tier needs root and Debian's slurm-wlm and munge (apt-get install -y slurm-wlm munge)",
-    ),
-]
+pytestmark = pytest.mark.skipif(
+    not CAN_RUN,
+    reason="the SLURM tier needs root and Debian's slurm-wlm and munge (apt-get install -y slurm-wlm munge)",
+)
 CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"
 DAEMONS = ("munged", "slurmctld", "slurmd")
 

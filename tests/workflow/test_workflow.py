@@ -26,8 +26,6 @@ from ctxvar.stats.layers import COLUMNS
 from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
 from workflow_runs import DEMO, REPO, end_of_run, scheduled_jobs, snakemake, snakemake_command
 
-pytestmark = pytest.mark.workflow
-
 
 def test_paper_config_dry_run_fans_out_models_times_shards(tmp_path):
     jobs = scheduled_jobs(snakemake(tmp_path, REPO / "config.yaml", "-n"))
