@@ -123,10 +123,10 @@ def oracle(oracles, arch):
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory):
     """``(workdir, finished process)`` of a local run of config/demo.yaml (read-only), its output kept."""
-    from workflow_runs import REPO, snakemake
+    from workflow_runs import REPO, timed_run
 
     workdir = tmp_path_factory.mktemp("demo")
-    run = snakemake(workdir, REPO / "config" / "demo.yaml")
+    run = timed_run(workdir, REPO / "config" / "demo.yaml")
     assert run.returncode == 0, run.stderr[-3000:]
     return workdir, run
 
@@ -138,13 +138,19 @@ def demo(demo_run):
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Print what tests measured with ``record_property`` (the real-model tier's agreement with brute force)."""
+    """Print what tests measured with ``record_property`` (the real-model tier's agreement with brute force) and
+    how long the runs of shipped configs took (:data:`workflow_runs.RUN_SECONDS`), each on this machine."""
+    from workflow_runs import RUN_SECONDS
+
     measured = [
         (report.nodeid.split("::")[-1], name, value)
         for report in terminalreporter.stats.get("passed", [])
         for name, value in report.user_properties
     ]
-    if measured:
+    if measured or RUN_SECONDS:
         terminalreporter.section("measured")
         for test, name, value in measured:
             terminalreporter.write_line(f"{name} = {value:.3g}  ({test})")
+        for config, seconds in RUN_SECONDS.items():
+            minutes, rest = divmod(round(seconds), 60)
+            terminalreporter.write_line(f"snakemake --cores 2 --configfile {config}: {minutes} min {rest} s")

@@ -277,7 +277,7 @@ def test_compare_runs_finds_layout_1_and_2_of_the_same_sums_equal_and_one_ulp_ap
 
 
 def test_compare_runs_says_ok_only_for_arrays_that_agree(tmp_path):
-    """The hostile review's false OKs: infinities hiding a difference, other integer types, nulls against NaN,
+    """No false OK: infinities hiding a difference, other integer types, nulls against NaN,
     vectors of another width, nothing compared; and a damaged file is a failure, not a traceback."""
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -137,6 +137,9 @@ def test_the_readme_quotes_the_demos_corpus_and_job_count(demo_run):
     assert int(sentences.replace(",", "")) == counts["rows_in_source"]
     ((jobs, shards),) = re.findall(r"(\d+) jobs over (\d+) shards", readme)
     assert f"{jobs} of {jobs} steps (100%) done" in run.stderr and int(shards) == DEMO["shards"]
+    (megabytes,) = re.findall(r"`results/demo/` \((\d+) MB at the end\)", readme)
+    size = sum(path.stat().st_size for path in (workdir / "results" / "demo").rglob("*") if path.is_file())
+    assert abs(size / 1e6 - int(megabytes)) <= 0.1 * int(megabytes), f"results/demo/ holds {size / 1e6:.0f} MB"
 
 
 def test_every_model_output_records_its_provenance(demo):
