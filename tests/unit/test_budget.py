@@ -44,25 +44,22 @@ LLAMA_2_7B = SimpleNamespace(hidden_size=4096, intermediate_size=11008, num_atte
 
 @pytest.fixture(scope="module")
 def loop_peaks() -> dict[str, dict]:
-    """tests/forward_peak.py on each proxy in a fresh process of its own (side by side): 2 batches of 64 rows × 64
-    tokens each."""
-    script = str(Path(__file__).resolve().parents[1] / "forward_peak.py")
-    processes = {
-        proxy: subprocess.Popen(
-            [sys.executable, script, json.dumps([spec]), "64", "64", "2"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"},
-        )
-        for proxy, spec in PROXIES.items()
-    }
-    peaks = {}
-    for proxy, process in processes.items():
-        stdout, stderr = process.communicate()
-        assert process.returncode == 0, stderr[-3000:]
-        (peaks[proxy],) = json.loads(stdout.splitlines()[-1])
-    return peaks
+    """tests/forward_peak.py on every proxy, in one fresh process: 2 batches of 64 rows × 64 tokens each."""
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).resolve().parents[1] / "forward_peak.py"),
+            json.dumps(list(PROXIES.values())),
+            "64",
+            "64",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"},
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return dict(zip(PROXIES, json.loads(run.stdout.splitlines()[-1])))
 
 
 @pytest.mark.integration
