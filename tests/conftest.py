@@ -1,4 +1,9 @@
-"""Shared, session-scoped, read-only fixtures: a synthetic corpus and tiny random-init models.
+"""Shared, session-scoped, read-only fixtures: a synthetic corpus, tiny random-init models, the demo's run; and
+each test's tier marker, from the folder it is in.
+
+Every test lives in one tier's folder, and the folder gives its marker (``-m workflow`` etc.): ``unit`` (none),
+``integration``, ``workflow``, ``real_model``, ``slurm``, ``bench``. The fast tier, ``python -m pytest``, is the
+unit and integration folders. A file in ``unit`` may still mark single tests ``integration`` itself.
 
 The models' LayerNorm γ and β are randomised (see ctxvar.random_models), so Q
 varies across types and a wrong statistic cannot pass by accident.
@@ -8,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +21,28 @@ from ctxvar.corpus.sentences import synthetic_sentences
 from ctxvar.models.random_init import build_random_model
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+TESTS = Path(__file__).resolve().parent
+TIER_MARKERS = {
+    "unit": None,
+    "integration": "integration",
+    "workflow": "workflow",
+    "real_model": "real_model",
+    "slurm": "slurm",
+    "bench": "bench",
+}  # folder → marker
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(items):
+    """Give each test its folder's tier marker; a test file outside the tier folders is an error."""
+    for item in items:
+        folder = Path(item.path).resolve().relative_to(TESTS).parts[0]
+        if folder not in TIER_MARKERS:
+            raise pytest.UsageError(f"{item.path}: a test file belongs in one of tests/{{{','.join(TIER_MARKERS)}}}/")
+        if TIER_MARKERS[folder]:
+            item.add_marker(TIER_MARKERS[folder])
+
 
 SYNTHETIC = {"n_sentences": 300, "vocab_size": 300, "zipf_exponent": 1.1, "mean_words": 10}
 
@@ -95,10 +123,10 @@ def oracle(oracles, arch):
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory):
     """``(workdir, finished process)`` of a local run of config/demo.yaml (read-only), its output kept."""
-    from workflow_runs import REPO, snakemake
+    from workflow_runs import REPO, timed_run
 
     workdir = tmp_path_factory.mktemp("demo")
-    run = snakemake(workdir, REPO / "config" / "demo.yaml")
+    run = timed_run(workdir, REPO / "config" / "demo.yaml")
     assert run.returncode == 0, run.stderr[-3000:]
     return workdir, run
 
@@ -110,13 +138,19 @@ def demo(demo_run):
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Print what tests measured with ``record_property`` (the real-model tier's agreement with brute force)."""
+    """Print what tests measured with ``record_property`` (the real-model tier's agreement with brute force) and
+    how long the runs of shipped configs took (:data:`workflow_runs.RUN_SECONDS`), each on this machine."""
+    from workflow_runs import RUN_SECONDS
+
     measured = [
         (report.nodeid.split("::")[-1], name, value)
         for report in terminalreporter.stats.get("passed", [])
         for name, value in report.user_properties
     ]
-    if measured:
+    if measured or RUN_SECONDS:
         terminalreporter.section("measured")
         for test, name, value in measured:
             terminalreporter.write_line(f"{name} = {value:.3g}  ({test})")
+        for config, seconds in RUN_SECONDS.items():
+            minutes, rest = divmod(round(seconds), 60)
+            terminalreporter.write_line(f"snakemake --cores 2 --configfile {config}: {minutes} min {rest} s")

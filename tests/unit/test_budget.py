@@ -48,7 +48,7 @@ def loop_peaks() -> dict[str, dict]:
     run = subprocess.run(
         [
             sys.executable,
-            str(Path(__file__).with_name("forward_peak.py")),
+            str(Path(__file__).resolve().parents[1] / "forward_peak.py"),
             json.dumps(list(PROXIES.values())),
             "64",
             "64",

@@ -34,8 +34,6 @@ from oracle import assert_tokens_match, brute_force_tokens
 from pipeline_runs import TEST_DEVICE, assert_sums_equal, run_pipeline
 from workflow_runs import DEMO
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture(scope="module", params=["bert", "roberta", "gpt2"])
 def arch(request):

@@ -10,9 +10,6 @@ import sys
 import pytest
 import yaml
 
-from ctxvar.config import check_study_named
-from ctxvar.errors import ConfigError
-
 from workflow_runs import REPO, scheduled_jobs
 
 PAPER = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -20,25 +17,6 @@ STUDY = {  # names what it studies and nothing else
     "corpus": {"source": "synthetic"},
     "models": [{"id": "tiny", "init": "random", "arch": "bert", "hidden_size": 32, "num_layers": 2}],
 }
-
-
-def test_a_study_without_models_or_corpus_is_refused_naming_what_it_would_have_inherited(tmp_path, monkeypatch):
-    """Outside the project folder (no config.yaml here), the suggested command names the workflow's config.yaml
-    by its absolute path: a bare config.yaml raised FileNotFoundError there."""
-    monkeypatch.chdir(tmp_path)
-    with pytest.raises(ConfigError) as error:
-        check_study_named({"run": "x", "corpus": {"source": "synthetic"}}, ["studies/x.yaml"], REPO)
-    message = str(error.value)
-    assert message.startswith("studies/x.yaml has no models: section") and "\n" not in message
-    assert "the paper's six Hub models on BookCorpus" in message
-    assert message.endswith(f"--configfile {REPO / 'config.yaml'} {tmp_path / 'studies' / 'x.yaml'}")
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(PAPER))  # a project folder: its own config.yaml
-    with pytest.raises(ConfigError, match=f"--configfile {tmp_path / 'config.yaml'} {tmp_path / 'a.yaml'} "):
-        check_study_named({}, ["a.yaml", "b.yaml"], REPO)
-    with pytest.raises(ConfigError, match="has no corpus: and models: section"):
-        check_study_named({}, ["a.yaml", "b.yaml"], REPO)
-    check_study_named(STUDY, ["studies/x.yaml"], REPO)
-    check_study_named({}, [], REPO)  # config.yaml itself: the schema requires both
 
 
 @pytest.fixture
@@ -61,7 +39,6 @@ def dry_run(workdir, *configfiles: str, env: dict | None = None) -> subprocess.C
     return subprocess.run(command, capture_output=True, text=True, cwd=workdir, env={**os.environ, **(env or {})})
 
 
-@pytest.mark.workflow
 def test_without_configfile_the_run_is_config_yaml(workdir):
     run = dry_run(workdir)
     jobs = scheduled_jobs(run)
@@ -69,7 +46,6 @@ def test_without_configfile_the_run_is_config_yaml(workdir):
     assert "results/paper/bert-base-uncased/tokens.parquet" in run.stdout
 
 
-@pytest.mark.workflow
 def test_a_configfile_stands_on_its_own(workdir):
     (workdir / "studies" / "my_study.yaml").write_text(yaml.safe_dump(STUDY))
     run = dry_run(workdir, "studies/my_study.yaml")
@@ -80,7 +56,6 @@ def test_a_configfile_stands_on_its_own(workdir):
     assert "bert-base-uncased" not in run.stdout + run.stderr
 
 
-@pytest.mark.workflow
 def test_a_configfile_without_models_fails_at_start_up_with_one_line(workdir):
     (workdir / "studies" / "corpus_only.yaml").write_text(yaml.safe_dump({"corpus": STUDY["corpus"]}))
     run = dry_run(workdir, "studies/corpus_only.yaml")
@@ -109,7 +84,6 @@ def hiding(tmp_path, module: str) -> dict:
     return {"PYTHONPATH": os.pathsep.join(filter(None, [str(hidden), os.environ.get("PYTHONPATH")]))}
 
 
-@pytest.mark.workflow
 def test_snakemake_in_a_python_without_ctxvar_fails_at_start_up_with_one_line(workdir, tmp_path):
     """As when Snakemake comes from another environment than the one ctxvar was installed in; a missing dependency
     of ctxvar is named as itself, not as ctxvar missing."""
@@ -128,7 +102,6 @@ def test_snakemake_in_a_python_without_ctxvar_fails_at_start_up_with_one_line(wo
     assert "No module named 'pyarrow'" in run.stdout and "ctxvar is not installed" not in run.stdout + run.stderr
 
 
-@pytest.mark.workflow
 def test_the_suggested_command_runs_from_outside_the_project_folder(tmp_path):
     """From a folder without config.yaml, the suggestion extends the workflow's own config.yaml, and runs."""
     study = tmp_path / "studies" / "corpus_only.yaml"
@@ -146,7 +119,6 @@ def test_the_suggested_command_runs_from_outside_the_project_folder(tmp_path):
     assert "results/paper/bert-base-uncased/tokens.parquet" in again.stdout
 
 
-@pytest.mark.workflow
 def test_naming_config_yaml_first_extends_it_but_never_takes_its_run(workdir):
     (workdir / "studies" / "one_model.yaml").write_text(yaml.safe_dump({"models": [{"name": "gpt2"}]}))
     run = dry_run(workdir, "config.yaml", "studies/one_model.yaml")

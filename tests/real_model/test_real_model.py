@@ -29,9 +29,7 @@ from ctxvar.stats.layers import frequency_filter, ols
 from oracle import brute_force_embeddings, brute_force_tokens
 from pipeline_runs import run_pipeline
 
-pytestmark = pytest.mark.real_model
-
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MINILM = "all-MiniLM-L6-v2"
 # Words WordPiece splits into many pieces, characters outside the vocabulary ([UNK]), accents and digits.
 HARD_SENTENCES = [

@@ -24,8 +24,6 @@ from ctxvar.stats.twonn import distinct_points
 from effective_rank_reference import rankme, roy_vetterli_effective_rank
 from pipeline_runs import run_geometry_pipeline
 
-pytestmark = pytest.mark.integration
-
 OPTIONS = GeometryOptions(covariance=True, cosine=True, sample_size=600)
 SPECTRUM_K = 5
 RTOL = 1e-6

@@ -26,8 +26,6 @@ from ctxvar.models.files import directory_fingerprint
 
 from pipeline_runs import TEST_DEVICE, run_pipeline
 
-pytestmark = pytest.mark.integration
-
 CPU = torch.device("cpu")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")  # what save_pretrained writes for the tiny models
 

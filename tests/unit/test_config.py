@@ -85,7 +85,7 @@ def test_the_configuration_reference_is_generated_from_the_schema():
 
     from ctxvar.config_reference import REFERENCE, SCHEMA, markdown
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     assert (root / REFERENCE).read_text() == markdown(yaml.safe_load((root / SCHEMA).read_text()))
 
 
@@ -95,7 +95,7 @@ def test_required_keys_have_no_default_and_the_reference_says_required():
 
     from ctxvar.config_reference import SCHEMA, markdown
 
-    schema = yaml.safe_load((Path(__file__).resolve().parents[1] / SCHEMA).read_text())
+    schema = yaml.safe_load((Path(__file__).resolve().parents[2] / SCHEMA).read_text())
     reference = markdown(schema)
     for key, spec in (("corpus", schema), ("corpus.source", schema["properties"]["corpus"])):
         name = key.rsplit(".", 1)[-1]

@@ -10,7 +10,7 @@ import pytest
 import tomllib
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CONDA_NAME = {
     "torch": "pytorch",
     "yaml": "pyyaml",

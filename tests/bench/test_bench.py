@@ -8,12 +8,11 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from ctxvar.extraction.batching import BATCH_TOKENS
 
-from workflow_runs import REPO
-
-pytestmark = pytest.mark.bench
+from workflow_runs import DEMO, REPO
 
 
 def run_bench(script: str, out, *options: str) -> None:
@@ -70,15 +69,18 @@ def test_quick_kernel_benchmark_compares_approaches_that_agree(tmp_path):
 
 
 def test_disk_benchmark_measures_the_peak_against_the_merged_sums(tmp_path):
-    run_bench("disk.py", tmp_path, "--shards", "3", "--repeats", "1")
+    """bench/disk.py on the demo's smallest shape: its corpus and first model alone (d = 64), 3 shards."""
+    config = tmp_path / "one-model.yaml"
+    config.write_text(yaml.safe_dump({**DEMO, "models": DEMO["models"][:1]}))
+    run_bench("disk.py", tmp_path, "--config", str(config), "--shards", "3", "--repeats", "1")
     runs, models = pd.read_csv(tmp_path / "disk.csv"), pd.read_csv(tmp_path / "disk_models.csv")
-    assert set(models["model"]) == {"all-MiniLM-L6-v2", "gaussian-null"}
+    assert set(models["model"]) == {DEMO["models"][0]["id"]}
     assert list(runs["incremental_merge"]) == [True, False]
     # the partials exist before their merge, so the peak holds more than the merged sums
     assert (runs["peak_bytes"] > runs["merged_bytes"]).all() and (runs["partials_bytes_at_peak"] > 0).all()
     assert runs["merged_bytes"].nunique() == 1  # the same sums either way
     assert runs.loc[1, "running_bytes_at_peak"] == 0  # no running merge without incremental_merge
-    assert (models["stats_bytes_per_type_layer"] > 8 * 384).all()  # Σx alone is d float64 per (type, layer)
+    assert (models["stats_bytes_per_type_layer"] > 8 * DEMO["models"][0]["hidden_size"]).all()  # Σx: d float64
 
 
 @pytest.fixture(scope="module", params=["bert", "gpt2"])
@@ -276,7 +278,7 @@ def test_compare_runs_finds_layout_1_and_2_of_the_same_sums_equal_and_one_ulp_ap
 
 
 def test_compare_runs_says_ok_only_for_arrays_that_agree(tmp_path):
-    """The hostile review's false OKs: infinities hiding a difference, other integer types, nulls against NaN,
+    """No false OK: infinities hiding a difference, other integer types, nulls against NaN,
     vectors of another width, nothing compared; and a damaged file is a failure, not a traceback."""
     import pyarrow as pa
     import pyarrow.parquet as pq

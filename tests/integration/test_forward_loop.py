@@ -17,7 +17,6 @@ from ctxvar.models import loading as models
 from pipeline_runs import TEST_DEVICE
 from test_guards import shard_of
 
-pytestmark = pytest.mark.integration
 HASH_PATIENCE_S = 30  # how long the held-back hash waits for a forward pass before it gives up: a deadlock's bound
 
 

@@ -16,9 +16,7 @@ import ctxvar
 from ctxvar.errors import CtxvarError, IntegrityError
 from ctxvar.io import read_csv, write_csv
 
-pytestmark = pytest.mark.workflow
-
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_load_results_returns_what_the_files_hold(demo):

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "ctxvar"
+PACKAGE = Path(__file__).resolve().parents[2] / "src" / "ctxvar"
 DAG_BUILD_IMPORTS = [
     "ctxvar.config",
     "ctxvar.disk",

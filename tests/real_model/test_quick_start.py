@@ -15,9 +15,7 @@ from ctxvar.config import load_config_file, models_by_id
 from ctxvar.errors import ModelLoadError
 from ctxvar.models.archive import archive_path
 
-from workflow_runs import REPO, end_of_run, snakemake
-
-pytestmark = pytest.mark.real_model
+from workflow_runs import REPO, end_of_run, timed_run
 
 MINILM = "all-MiniLM-L6-v2"
 README = " ".join((REPO / "README.md").read_text().split())  # one line: quoted sentences wrap anywhere
@@ -33,7 +31,7 @@ def quick_start(tmp_path_factory):
     except ModelLoadError as error:
         pytest.skip(f"{error} (CI installs it with the test extra)")
     workdir = tmp_path_factory.mktemp("quick-start")
-    run = snakemake(workdir, REPO / "config" / "minilm.yaml")
+    run = timed_run(workdir, REPO / "config" / "minilm.yaml")
     assert run.returncode == 0, run.stderr[-3000:]
     return workdir / "results" / "minilm", run
 

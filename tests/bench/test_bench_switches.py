@@ -6,11 +6,8 @@ import subprocess
 import sys
 
 import pandas as pd
-import pytest
 
 from workflow_runs import REPO
-
-pytestmark = pytest.mark.bench
 
 
 def test_quick_switches_benchmark_measures_every_switch(tmp_path):

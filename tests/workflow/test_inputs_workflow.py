@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import os
 
-import pytest
 import yaml
 
 from workflow_runs import scheduled_jobs, snakemake
-
-pytestmark = pytest.mark.workflow
 
 
 def study(folder, corpus) -> str:

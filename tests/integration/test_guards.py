@@ -31,8 +31,6 @@ from ctxvar.stats.sums import SUMS_LAYOUT
 from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
 from pipeline_runs import TEST_DEVICE
 
-pytestmark = pytest.mark.integration
-
 
 def shard_of(tmp_path, texts, name="shard.parquet"):
     """One shard of ``texts`` in one chunk (extraction batches over all of it), for any model, damaged ones too."""

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from ctxvar.stats.geometry import geometry_columns
-
-pytestmark = pytest.mark.workflow
 
 CHECKPOINTS = ["trained-gpt2@step0", "trained-gpt2@step100", "trained-gpt2@step400"]
 MODELS = ["tiny-bert", "tiny-roberta", "tiny-gpt2", "gaussian-null", *CHECKPOINTS]

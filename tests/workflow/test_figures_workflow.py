@@ -10,7 +10,6 @@ import matplotlib.image
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
-import pytest
 
 from ctxvar.figures.catalogue import (
     GEOMETRY_MODEL_FIGURES,
@@ -22,8 +21,6 @@ from ctxvar.figures.catalogue import (
 from ctxvar.figures.plotting import grid_layers, middle_layer
 
 from workflow_runs import DEMO, end_of_run, snakemake
-
-pytestmark = pytest.mark.workflow
 
 MODELS = ["tiny-bert", "tiny-roberta", "tiny-gpt2"]  # the random-init models with 5 hidden states
 ALL_MODELS = [*MODELS, "gaussian-null", "trained-gpt2@step0", "trained-gpt2@step100", "trained-gpt2@step400"]
