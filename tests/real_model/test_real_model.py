@@ -27,7 +27,7 @@ from ctxvar.stats.finalize import finalize
 from ctxvar.stats.layers import frequency_filter, ols
 
 from oracle import brute_force_embeddings, brute_force_tokens
-from pipeline_runs import run_pipeline
+from pipeline_runs import TEST_DEVICE, run_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 MINILM = "all-MiniLM-L6-v2"
@@ -122,6 +122,10 @@ def test_batched_pipeline_matches_batch_one_brute_force(pipeline, oracle, record
         record_property(f"batching_max_relative_error_{column}", error)
     assert max(errors.values()) <= BATCHING_TOLERANCE, errors
     assert max(errors.values()) > 0, "batched float32 passes should differ from batch 1 by rounding"
+    if TEST_DEVICE == "cpu":  # the README quotes the CPU's figure, to two digits
+        mantissa, exponent = f"{max(errors.values()):.1e}".split("e")
+        quoted = f"{mantissa}·10{''.join('⁻⁰¹²³⁴⁵⁶⁷⁸⁹'['-0123456789'.index(c)] for c in str(int(exponent)))} of Q"
+        assert quoted in (REPO / "README.md").read_text(), f"README should quote {quoted}"
 
 
 def test_accumulation_of_the_same_hidden_states_is_exact(oracle, record_property):

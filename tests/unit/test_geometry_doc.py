@@ -1,0 +1,13 @@
+"""docs/geometry.md documents every geometry.csv column (the manual lists what the code writes)."""
+
+from __future__ import annotations
+
+from ctxvar.stats.geometry import geometry_columns
+from workflow_runs import REPO
+
+
+def test_every_geometry_column_is_in_the_geometry_doc():
+    text = (REPO / "docs" / "geometry.md").read_text()
+    columns = [c for c in geometry_columns(1) if not c.startswith("explained_")]
+    assert "`explained_1` … `explained_k`" in text
+    assert [c for c in columns if f"`{c}`" not in text] == []
