@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ctxvar.stats.geometry import geometry_columns
+
 from workflow_runs import REPO
 
 
