@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import glob
 import json
 import logging
 import os
@@ -71,12 +72,12 @@ def load_source(corpus: dict):
                 features=datasets.Features({corpus["text_column"]: datasets.Value("string")}),
             )
         elif source == "parquet":
-            dataset = datasets.load_dataset("parquet", data_files=corpus_paths(corpus), split="train")
+            dataset = datasets.load_dataset("parquet", data_files=literal_files(corpus_paths(corpus)), split="train")
         else:
             with as_utf8(corpus_paths(corpus)) as paths:
                 # Undecodable bytes become U+FFFD; sample_sentences drops and counts such rows.
                 dataset = datasets.load_dataset(
-                    LOCAL_BUILDERS[source], data_files=paths, split="train", encoding_errors="replace"
+                    LOCAL_BUILDERS[source], data_files=literal_files(paths), split="train", encoding_errors="replace"
                 )
     except CorpusError:
         raise
@@ -98,6 +99,12 @@ def load_source(corpus: dict):
             f"corpus.text_column: column {corpus['text_column']!r} not found; available: {dataset.column_names}"
         )
     return dataset
+
+
+def literal_files(paths: list[str]) -> list[str]:
+    """``paths`` as ``datasets`` data_files that match those files only: it reads data_files as glob patterns,
+    so ``corpus [v2].txt`` would otherwise read ``corpus v.txt``."""
+    return [glob.escape(path) for path in paths]
 
 
 def first_bad_json_line(paths: list[str]) -> str | None:
