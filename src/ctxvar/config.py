@@ -385,8 +385,15 @@ INIT_ONLY_KEYS = {
 
 def check_archive_entry(entry: dict) -> None:
     """An ``init: archive`` entry names one file, ``archive`` (a zip) or ``gguf``, and ``sha256``; for a GGUF
-    file, ``sha256`` lists the file itself by its name."""
+    file, ``sha256`` lists the file itself by its name. That file holds one version, so no ``revision(s)``."""
     files = [key for key in ("archive", "gguf") if key in entry]
+    asked = [key for key in ("revision", "revisions") if entry.get(key)]
+    if asked:
+        raise ConfigError(
+            f"models[]: entry {entry.get('id')!r}: its {files[0] if files else 'archive'} holds one version of the "
+            f"model, so {' and '.join(asked)} cannot choose one; remove {' and '.join(asked)}, or list one archive "
+            "per checkpoint (each with its own id)"
+        )
     if len(files) > 1:
         raise ConfigError(
             f"models[]: entry {entry.get('id')!r} sets both archive and gguf; an init: archive entry reads one file"
