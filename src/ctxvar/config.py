@@ -208,6 +208,19 @@ TYPE_WORDS = {
 }
 
 
+def quoted_scalar(instance, kinds: list[str]) -> bool:
+    """Whether ``instance`` is text that YAML would read as one of ``kinds`` (integer, number, boolean) unquoted."""
+    if not isinstance(instance, str) or not {"integer", "number", "boolean"} & set(kinds):
+        return False
+    try:
+        value = yaml.safe_load(instance)
+    except yaml.YAMLError:
+        return False
+    return (isinstance(value, bool) and "boolean" in kinds) or (
+        isinstance(value, (int, float)) and not isinstance(value, bool) and bool({"integer", "number"} & set(kinds))
+    )
+
+
 def check_schema(config: dict, schema_path=None) -> None:
     """Raise :class:`ConfigError` naming the key and what is allowed, for the most relevant schema violation;
     ``schema_path`` defaults to the package's schema, :data:`SCHEMA`, loaded once at import."""
@@ -226,6 +239,11 @@ def check_schema(config: dict, schema_path=None) -> None:
     elif error.validator == "type":
         kinds = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
         message = f"{error.instance!r} is not {' or '.join(TYPE_WORDS.get(k, k) for k in kinds)}"
+        if quoted_scalar(error.instance, kinds):
+            message += (
+                " but text; Snakemake passes values inside a --config mapping (--config geometry='{batches: 8}') "
+                "as text: set this key in a config file, or write it unquoted there"
+            )
     elif error.validator == "pattern":
         message = (
             f"{error.instance!r} is not usable here; use letters, digits and . _ + @ = - "
