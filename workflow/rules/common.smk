@@ -250,6 +250,12 @@ def extraction_size(wildcards, input):
 
 
 def extraction_mem_mb(wildcards, input, attempt):
+    """An extraction job's host memory, with the geometry sums config asks for."""
+    return estimates.extraction_mem_mb(*extraction_size(wildcards, input), attempt, GEOMETRY)
+
+
+def pca_points_mem_mb(wildcards, input, attempt):
+    """A PCA-points job's host memory: an extraction's, without geometry sums."""
     return estimates.extraction_mem_mb(*extraction_size(wildcards, input), attempt)
 
 
