@@ -130,6 +130,27 @@ def first_bad_json_line(paths: list[str]) -> str | None:
     return None
 
 
+JSON_TYPE_NAMES = {int: "a number", float: "a number", bool: "true or false", list: "a list", dict: "an object"}
+
+
+def first_non_text_json_line(paths: list[str], column: str) -> str | None:
+    """Where the first row of the JSON Lines files ``paths`` whose ``column`` holds something other than a string
+    (or null) is, and what it holds; None if there is none (``datasets`` reads a column of mixed kinds as JSON)."""
+    for path in paths:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, 1):
+                try:
+                    value = json.loads(line).get(column) if line.strip() else None
+                except (ValueError, AttributeError):
+                    continue
+                if value is not None and not isinstance(value, str):
+                    return (
+                        f"corpus.path: {path} line {number}: {column!r} is {JSON_TYPE_NAMES[type(value)]} "
+                        f"({json.dumps(value)[:40]}), not text; each row's {column} must be a string"
+                    )
+    return None
+
+
 ROWS_READ_LIMIT = 1 << 26  # characters source_rows_at_most reads at start-up before it gives up (64 M)
 
 
@@ -295,6 +316,10 @@ def sample_sentences(corpus: dict) -> tuple[pa.Table, dict]:
     column = dataset.flatten_indices().data.column(corpus["text_column"])  # memory-mapped Arrow
     texts = column.take(pa.array(indices, type=pa.int64())).combine_chunks()
     if not pa.types.is_string(texts.type) and not pa.types.is_large_string(texts.type):
+        if corpus["source"] == "jsonl" and (
+            line := first_non_text_json_line(corpus_paths(corpus), corpus["text_column"])
+        ):
+            raise CorpusError(line)
         raise CorpusError(f"corpus.text_column: column {corpus['text_column']!r} holds {texts.type}, not text")
     texts = texts.cast(pa.string())
     had_mark = _matches(texts, BYTE_ORDER_MARK)
