@@ -240,9 +240,10 @@ def check_schema(config: dict, schema_path=None) -> None:
         kinds = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
         message = f"{error.instance!r} is not {' or '.join(TYPE_WORDS.get(k, k) for k in kinds)}"
         if quoted_scalar(error.instance, kinds):
-            message += (
-                " but text; Snakemake passes values inside a --config mapping (--config geometry='{batches: 8}') "
-                "as text: set this key in a config file, or write it unquoted there"
+            message = (
+                f"{error.instance!r} is text, not {' or '.join(TYPE_WORDS.get(k, k) for k in kinds)}: Snakemake "
+                "passes values inside a --config mapping (--config geometry='{batches: 8}') as text; set this key "
+                "in a config file, unquoted"
             )
     elif error.validator == "pattern":
         message = (
