@@ -240,10 +240,9 @@ def check_schema(config: dict, schema_path=None) -> None:
         kinds = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
         message = f"{error.instance!r} is not {' or '.join(TYPE_WORDS.get(k, k) for k in kinds)}"
         if quoted_scalar(error.instance, kinds):
-            message = (
-                f"{error.instance!r} is text, not {' or '.join(TYPE_WORDS.get(k, k) for k in kinds)}: Snakemake "
-                "passes values inside a --config mapping (--config geometry='{batches: 8}') as text; set this key "
-                "in a config file, unquoted"
+            message += (
+                " but text (quoted in a config file, or inside a --config mapping such as --config "
+                "geometry='{batches: 8}', whose values Snakemake passes as text): set it in a config file, unquoted"
             )
     elif error.validator == "pattern":
         message = (

@@ -23,7 +23,7 @@ def test_a_quoted_number_or_boolean_names_the_cause(key, text):
     with pytest.raises(ConfigError) as error:
         check_schema(config)
     message = str(error.value)
-    assert message.startswith(f"geometry.{key}: {text!r} is text, not ")
+    assert message.startswith(f"geometry.{key}: {text!r} is not ") and " but text (" in message
     assert "--config" in message and "\n" not in message
 
 
