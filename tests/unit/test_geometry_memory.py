@@ -1,7 +1,7 @@
 """An extraction job's memory request counts the geometry sums it holds: the sample grows with
 geometry.batches (4 · L · B · k · d bytes), and Σ x/‖x‖ per type (cosine) and per raw token id (ethayarajh)
-each match the core sums. Left out, a job with geometry.batches: 64 asked for a fifth of what it holds and
-was killed by the scheduler."""
+each match the core sums. Left out, the request of a job with geometry.batches: 64 fell far short of the
+sample alone, which a cluster's memory limit enforces."""
 
 from __future__ import annotations
 
