@@ -208,6 +208,19 @@ TYPE_WORDS = {
 }
 
 
+def quoted_scalar(instance, kinds: list[str]) -> bool:
+    """Whether ``instance`` is text that YAML would read as one of ``kinds`` (integer, number, boolean) unquoted."""
+    if not isinstance(instance, str) or not {"integer", "number", "boolean"} & set(kinds):
+        return False
+    try:
+        value = yaml.safe_load(instance)
+    except yaml.YAMLError:
+        return False
+    return (isinstance(value, bool) and "boolean" in kinds) or (
+        isinstance(value, (int, float)) and not isinstance(value, bool) and bool({"integer", "number"} & set(kinds))
+    )
+
+
 def check_schema(config: dict, schema_path=None) -> None:
     """Raise :class:`ConfigError` naming the key and what is allowed, for the most relevant schema violation;
     ``schema_path`` defaults to the package's schema, :data:`SCHEMA`, loaded once at import."""
@@ -226,6 +239,11 @@ def check_schema(config: dict, schema_path=None) -> None:
     elif error.validator == "type":
         kinds = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
         message = f"{error.instance!r} is not {' or '.join(TYPE_WORDS.get(k, k) for k in kinds)}"
+        if quoted_scalar(error.instance, kinds):
+            message += (
+                " but text (quoted in a config file, or inside a --config mapping such as --config "
+                "geometry='{batches: 8}', whose values Snakemake passes as text): set it in a config file, unquoted"
+            )
     elif error.validator == "pattern":
         message = (
             f"{error.instance!r} is not usable here; use letters, digits and . _ + @ = - "
@@ -385,8 +403,15 @@ INIT_ONLY_KEYS = {
 
 def check_archive_entry(entry: dict) -> None:
     """An ``init: archive`` entry names one file, ``archive`` (a zip) or ``gguf``, and ``sha256``; for a GGUF
-    file, ``sha256`` lists the file itself by its name."""
+    file, ``sha256`` lists the file itself by its name. That file holds one version, so no ``revision(s)``."""
     files = [key for key in ("archive", "gguf") if key in entry]
+    asked = [key for key in ("revision", "revisions") if entry.get(key)]
+    if asked:
+        raise ConfigError(
+            f"models[]: entry {entry.get('id')!r}: its {files[0] if files else 'archive'} holds one version of the "
+            f"model, so {' and '.join(asked)} cannot choose one; remove {' and '.join(asked)}, or list one archive "
+            "per checkpoint (each with its own id)"
+        )
     if len(files) > 1:
         raise ConfigError(
             f"models[]: entry {entry.get('id')!r} sets both archive and gguf; an init: archive entry reads one file"

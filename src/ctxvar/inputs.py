@@ -5,7 +5,8 @@ its whole archive, or the commit its Hub revision names now. The corpus gets the
 files, the Python whose documentation it is, or its Hub dataset's commit. Both enter the parameters of the
 jobs that read them and the hash the sums carry (:func:`ctxvar.config.extraction_config_hash`), so a change
 re-runs exactly the jobs downstream of it; extraction loads the Hub commit resolved here, so every shard of a
-run reads the same files even when the Hub's branch moves meanwhile.
+local run reads the same files even when the Hub's branch moves meanwhile (a cluster job starts Snakemake anew
+and resolves it again; partials of two commits do not merge).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 
 from ctxvar.config import built_in_run, corpus_paths, revision_of
 from ctxvar.errors import CtxvarError
+from ctxvar.io import read_json, write_json
 from ctxvar.models import hub
 from ctxvar.models.archive import archive_path
 from ctxvar.models.files import directory_fingerprint, file_fingerprint
@@ -25,16 +27,39 @@ def local_model_directory(name: str) -> str:
     return os.path.realpath(os.path.expanduser(name))
 
 
-def model_inputs(entry: dict) -> dict:
+def archive_record(model_folder) -> str:
+    """The file beside an unpacked ``init: archive`` model's folder that keeps its archive's fingerprint."""
+    return f"{os.fspath(model_folder).rstrip(os.sep)}.archive.json"
+
+
+def record_archive_inputs(entry: dict, model_folder) -> None:
+    """Keep the fingerprint the entry's archive had when ``model_folder`` was unpacked from it
+    (:func:`archive_record`), for starts after the archive is gone."""
+    write_json({"archive": (entry.get("inputs") or {}).get("archive")}, archive_record(model_folder))
+
+
+def recorded_archive(model_folder) -> str | None:
+    """The archive fingerprint :func:`record_archive_inputs` kept for ``model_folder``; None without one."""
+    try:
+        return read_json(archive_record(model_folder)).get("archive")
+    except (CtxvarError, OSError, ValueError, AttributeError):
+        return None
+
+
+def model_inputs(entry: dict, run_folder=None) -> dict:
     """What identifies the files the entry's model is read from: ``{"files": …}`` for a local directory,
     ``{"archive": …}`` for an ``init: archive`` zip (the whole file, not only the members ``sha256`` lists),
-    ``{"commit": …}`` for a Hub id whose revision resolves; ``{}`` for models built from the config alone."""
+    ``{"commit": …}`` for a Hub id whose revision resolves; ``{}`` for models built from the config alone.
+
+    An archive gone since it was unpacked into ``run_folder/models/{id}`` keeps the fingerprint it had then
+    (:func:`recorded_archive`): the unpacked folder's own checksums still hold, and nothing re-runs."""
     init = entry.get("init", "pretrained")
     if init == "archive":
         try:
             return {"archive": file_fingerprint(str(archive_path(entry)))}
-        except CtxvarError:  # gone since it was unpacked: the unpacked folder's own checksums still hold
-            return {"archive": None}
+        except CtxvarError:
+            folder = os.path.join(run_folder, "models", entry["id"]) if run_folder is not None else None
+            return {"archive": recorded_archive(folder) if folder and os.path.isdir(folder) else None}
     if built_in_run(entry):
         return {}
     fingerprint = directory_fingerprint(local_model_directory(entry["name"]))
@@ -43,9 +68,10 @@ def model_inputs(entry: dict) -> dict:
     return {"commit": hub.resolved_commit(entry["name"], revision_of(entry))}
 
 
-def with_inputs(models: dict[str, dict]) -> dict[str, dict]:
-    """``models`` (id → entry), each entry with its :func:`model_inputs` under ``inputs`` where it has any."""
-    resolved = {mid: (entry, model_inputs(entry)) for mid, entry in models.items()}
+def with_inputs(models: dict[str, dict], run_folder=None) -> dict[str, dict]:
+    """``models`` (id → entry), each entry with its :func:`model_inputs` under ``inputs`` where it has any
+    (``run_folder``: where archives are unpacked, for those gone since)."""
+    resolved = {mid: (entry, model_inputs(entry, run_folder)) for mid, entry in models.items()}
     return {mid: {**entry, "inputs": inputs} if inputs else entry for mid, (entry, inputs) in resolved.items()}
 
 

@@ -187,9 +187,11 @@ def value_digest(column: pa.Array | pa.ChunkedArray) -> str:
     Arrow holds them, little-endian; a boolean: one byte, 0 or 1; a string or binary: the values' bytes end to
     end); L₀: each string, binary or variable-size list value's length as int64; P₀: the row index of each null
     as int64. A list's items are a column of their own at the next nesting depth (V₁, L₁, P₁, …). A dictionary
-    column is digested as its decoded values."""
+    column is digested as its decoded values. A column in no chunks is digested as one empty chunk, as Parquet
+    reads it back."""
     digest = _ValueDigest()
-    for chunk in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    for chunk in chunks or [pa.nulls(0, column.type)]:
         digest.add(chunk)
     return digest.hexdigest()
 

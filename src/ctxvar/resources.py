@@ -75,12 +75,27 @@ def known_model_shape(entry: dict, source: str) -> ModelShape | None:
         return None
 
 
-def extraction_mem_mb(tokens: int, shape: ModelShape, attempt: int = 1) -> int:
+def extraction_mem_mb(tokens: int, shape: ModelShape, attempt: int = 1, geometry: dict | None = None) -> int:
     """Host memory: baseline + fp32 weights + token arrays + the host copy of the sums
-    (8 · U · L · (d + 1) bytes, U ≤ min(vocabulary, tokens)), ×1.5, doubled on each retry."""
+    (8 · U · L · (d + 1) bytes, U ≤ min(vocabulary, tokens)) and of the geometry sums ``geometry`` asks for
+    (:func:`geometry_host_bytes`), ×1.5, doubled on each retry."""
     types = min(shape.vocab_size, tokens)
     total = 4 * shape.parameters + 32 * tokens + 8 * types * shape.n_layers * (shape.d + 1)
+    total += geometry_host_bytes(tokens, shape, geometry) if geometry else 0
     return int((HOST_BASELINE_MB + 1.5 * total / 2**20) * 2 ** (attempt - 1))
+
+
+def geometry_host_bytes(tokens: int, shape: ModelShape, geometry: dict) -> int:
+    """The host copy of the geometry sums: Σ x/‖x‖ per type (``cosine``) and per raw token id (``ethayarajh``),
+    8 · U · L · d bytes each (U ≤ min(vocabulary, tokens)); Σxxᵀ, 8 · L · d² (``covariance``); the sample,
+    4 · L · min(B · k, tokens) · d (``twonn``, B = ``batches``, k = ``sample_size``)."""
+    per_type = 8 * min(shape.vocab_size, tokens) * shape.n_layers * shape.d
+    total = per_type * (bool(geometry.get("cosine")) + bool(geometry.get("ethayarajh")))
+    total += 8 * shape.n_layers * shape.d**2 if geometry.get("covariance") else 0
+    if geometry.get("twonn"):
+        points = min(geometry.get("sample_size", 0) * geometry.get("batches", 1), tokens)
+        total += 4 * shape.n_layers * points * shape.d
+    return total
 
 
 def embedding_matrices_mem_mb(shape: ModelShape, attempt: int = 1) -> int:

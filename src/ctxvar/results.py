@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ctxvar.errors import CtxvarError
+from ctxvar.errors import CtxvarError, StatisticsError
 from ctxvar.io import read_csv, read_json, read_metadata, read_table
-from ctxvar.stats.provenance import SUMS_COLUMN, check_same_sums, table_sums
+from ctxvar.stats.provenance import FINISH, SUMS_COLUMN, check_same_sums, table_sums
+from ctxvar.stats.summary import is_stack_of
 
 SUMMARY = "summary"  # results/{run}/summary/: the per-layer, geometry and model tables of every model
 
@@ -73,7 +74,19 @@ def load_results(folder="results", run: str | None = None) -> Results:
         corpus=read_json(folder / "corpus" / "counts.json"),
     )
     check_one_origin(results)
+    check_summary_current(results.folder, names)
     return results
+
+
+def check_summary_current(folder: Path, models: list[str]) -> None:
+    """Refuse summary tables that are not the models' tables as they are now (a per-model table re-made by a run
+    with a target or ``--until`` that left the summary out), naming the first."""
+    for name in ("layers.csv", "geometry.csv"):
+        if not is_stack_of(folder / SUMMARY / name, {model: folder / model / name for model in models}):
+            raise StatisticsError(
+                f"{folder / SUMMARY / name} is not the models' {name} as they are now (one was re-made or removed "
+                f"since); {FINISH}"
+            )
 
 
 def check_one_origin(results: Results) -> None:

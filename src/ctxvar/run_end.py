@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ctxvar.errors import CtxvarError
 from ctxvar.io import read_csv, read_json
+from ctxvar.stats.summary import is_stack_of
 
 BANNER_WIDTH = 78
 SUMMARY_TABLES = ("layers.csv", "geometry.csv", "models.csv")  # results/{run}/summary/, one row per model or layer
@@ -43,15 +44,21 @@ class Paths:
 
 
 def outdated_outputs(final_outputs: list[str], sums: dict[str, str], run_folder) -> list[str]:
-    """The run's outputs that are not current: the final outputs not made, and each model's ``run.json``,
+    """The run's outputs that are not current: the final outputs not made, each model's ``run.json``,
     ``layers.csv`` and ``geometry.csv`` made from other sums than ``sums`` (model → the config hash the
-    config gives now) or unreadable."""
+    config gives now) or unreadable, and a summary table that is not those models' tables as they are now
+    (a per-model table re-made by a run with a target or ``--until`` that left the summary out)."""
     outdated = [path for path in final_outputs if not os.path.exists(path)]
     for model, expected in sums.items():
         for name in ("run.json", "layers.csv", "geometry.csv"):
             path = os.path.join(run_folder, model, name)
             if os.path.exists(path) and path not in outdated and made_from(path) != {expected}:
                 outdated.append(path)
+    for name in ("layers.csv", "geometry.csv"):  # the summary stacks the models' tables as they are now
+        path = os.path.join(run_folder, "summary", name)
+        tables = {model: os.path.join(run_folder, model, name) for model in sums}
+        if path in final_outputs and path not in outdated and not is_stack_of(path, tables):
+            outdated.append(path)
     return outdated
 
 
@@ -83,8 +90,8 @@ def success_message(
         more = f" and {len(outdated) - MAX_OUTDATED_SHOWN} more" if len(outdated) > MAX_OUTDATED_SHOWN else ""
         named = ", ".join(shown(path) for path in outdated[:MAX_OUTDATED_SHOWN])
         lines.append(
-            f"  outdated    {named}{more} (not made, or made from other sums): run the same command without "
-            "--until or a target to finish the run"
+            f"  outdated    {named}{more} (not made, made from other sums, or a summary of older tables): run the "
+            "same command without --until or a target to finish the run"
         )
     tables = [name for name in SUMMARY_TABLES if (folder / "summary" / name).is_file()]
     if tables:

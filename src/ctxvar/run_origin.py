@@ -22,13 +22,22 @@ def config_identity(config_files: list[str], default_config: str) -> list[str]:
 
 
 def recorded_origin(run_folder) -> list[str] | None:
-    """The config files recorded in ``run_folder``; None when nothing is recorded (or the record is unreadable)."""
+    """The config files recorded in ``run_folder``; None when nothing is recorded. A record that cannot be read
+    raises :class:`ConfigError`: read as none, it would let any config take the folder over unannounced."""
     path = os.path.join(run_folder, ORIGIN_FILE)
-    try:
-        files = read_json(path).get("config_files") if os.path.isfile(path) else None
-    except (CtxvarError, OSError, ValueError, AttributeError):
+    if not os.path.lexists(path):
         return None
-    return files if isinstance(files, list) else None
+    try:
+        files = read_json(path).get("config_files")
+    except (CtxvarError, OSError, ValueError, AttributeError) as error:
+        files = error
+    if isinstance(files, list) and all(isinstance(file, str) for file in files):
+        return files
+    raise ConfigError(
+        f"{path}: the record of which config files {run_folder} belongs to cannot be read (damaged or edited); "
+        f"delete it and its {os.path.basename(path)}.sha256 if the folder is this config's: the next run records "
+        "this config's files"
+    )
 
 
 def check_run_origin(run_folder, files: list[str], named_on_purpose: bool) -> str | None:

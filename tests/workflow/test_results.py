@@ -40,12 +40,17 @@ def test_load_results_returns_what_the_files_hold(demo):
 
 
 def test_load_results_reads_rather_than_recomputes(demo, tmp_path):
-    """A value changed in layers.csv (with a valid checksum) comes back as changed: nothing is derived again."""
+    """A value changed in layers.csv (with a valid checksum; in the model's table and the summary that stacks it)
+    comes back as changed: nothing is derived again."""
     copy = tmp_path / "results" / "demo"
     shutil.copytree(demo / "results" / "demo", copy, ignore=shutil.ignore_patterns("figures", "pca", "*.sample*"))
     layers = read_csv(copy / "summary" / "layers.csv")
     layers.loc[0, "slope_VM"] = 12345.0
     write_csv(layers, copy / "summary" / "layers.csv")
+    model = layers.loc[0, "model"]
+    own = read_csv(copy / model / "layers.csv")
+    own.loc[0, "slope_VM"] = 12345.0
+    write_csv(own, copy / model / "layers.csv")
     assert ctxvar.load_results(copy).layers.loc[0, "slope_VM"] == 12345.0
 
 

@@ -77,7 +77,7 @@ try:  # the whole config contract, before any job: one line and exit status 1 fo
     SHARED_RUN = check_run_origin(
         f"results/{RUN}", RUN_CONFIG, run_named_on_purpose(CLI_CONFIGS, workflow.config_settings.overwrite_config or {})
     )
-    MODELS = with_inputs(models_by_id(config))  # each with what identifies its files now (ctxvar.inputs)
+    MODELS = with_inputs(models_by_id(config), f"results/{RUN}")  # with what identifies their files (ctxvar.inputs)
     CORPUS = {**config["corpus"], "inputs": corpus_inputs(config["corpus"])}
     check_archives(MODELS, f"results/{RUN}")  # a package or zip to unpack a model from is there
     check_free_space(config, f"results/{RUN}")  # once the corpus is sampled; extraction jobs check again as they start
@@ -250,6 +250,12 @@ def extraction_size(wildcards, input):
 
 
 def extraction_mem_mb(wildcards, input, attempt):
+    """An extraction job's host memory, with the geometry sums config asks for."""
+    return estimates.extraction_mem_mb(*extraction_size(wildcards, input), attempt, GEOMETRY)
+
+
+def pca_points_mem_mb(wildcards, input, attempt):
+    """A PCA-points job's host memory: an extraction's, without geometry sums."""
     return estimates.extraction_mem_mb(*extraction_size(wildcards, input), attempt)
 
 

@@ -37,7 +37,7 @@ rule collect_pca_points:
     threads: 1
     resources:
         gpu=extraction_gpus(),
-        mem_mb=extraction_mem_mb,
+        mem_mb=pca_points_mem_mb,
         runtime=extraction_runtime,
         batch_tokens=BATCH_TOKENS,
     params:

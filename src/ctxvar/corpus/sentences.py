@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import glob
 import json
 import logging
 import os
@@ -71,12 +72,12 @@ def load_source(corpus: dict):
                 features=datasets.Features({corpus["text_column"]: datasets.Value("string")}),
             )
         elif source == "parquet":
-            dataset = datasets.load_dataset("parquet", data_files=corpus_paths(corpus), split="train")
+            dataset = datasets.load_dataset("parquet", data_files=literal_files(corpus_paths(corpus)), split="train")
         else:
             with as_utf8(corpus_paths(corpus)) as paths:
                 # Undecodable bytes become U+FFFD; sample_sentences drops and counts such rows.
                 dataset = datasets.load_dataset(
-                    LOCAL_BUILDERS[source], data_files=paths, split="train", encoding_errors="replace"
+                    LOCAL_BUILDERS[source], data_files=literal_files(paths), split="train", encoding_errors="replace"
                 )
     except CorpusError:
         raise
@@ -100,6 +101,12 @@ def load_source(corpus: dict):
     return dataset
 
 
+def literal_files(paths: list[str]) -> list[str]:
+    """``paths`` as ``datasets`` data_files that match those files only: it reads data_files as glob patterns,
+    so ``corpus [v2].txt`` would otherwise read ``corpus v.txt``."""
+    return [glob.escape(path) for path in paths]
+
+
 def first_bad_json_line(paths: list[str]) -> str | None:
     """Where the first line of the JSON Lines files ``paths`` that is not one JSON object is, and why; None if
     every non-blank line is one."""
@@ -119,6 +126,27 @@ def first_bad_json_line(paths: list[str]) -> str | None:
                     return (
                         f"corpus.path: {path} line {number} is a JSON {type(row).__name__}, not an object; each line "
                         'must be one JSON object such as {"text": "…"}'
+                    )
+    return None
+
+
+JSON_TYPE_NAMES = {int: "a number", float: "a number", bool: "true or false", list: "a list", dict: "an object"}
+
+
+def first_non_text_json_line(paths: list[str], column: str) -> str | None:
+    """Where the first row of the JSON Lines files ``paths`` whose ``column`` holds something other than a string
+    (or null) is, and what it holds; None if there is none (``datasets`` reads a column of mixed kinds as JSON)."""
+    for path in paths:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, 1):
+                try:
+                    value = json.loads(line).get(column) if line.strip() else None
+                except (ValueError, AttributeError):
+                    continue
+                if value is not None and not isinstance(value, str):
+                    return (
+                        f"corpus.path: {path} line {number}: {column!r} is {JSON_TYPE_NAMES[type(value)]} "
+                        f"({json.dumps(value)[:40]}), not text; each row's {column} must be a string"
                     )
     return None
 
@@ -288,6 +316,10 @@ def sample_sentences(corpus: dict) -> tuple[pa.Table, dict]:
     column = dataset.flatten_indices().data.column(corpus["text_column"])  # memory-mapped Arrow
     texts = column.take(pa.array(indices, type=pa.int64())).combine_chunks()
     if not pa.types.is_string(texts.type) and not pa.types.is_large_string(texts.type):
+        if corpus["source"] == "jsonl" and (
+            line := first_non_text_json_line(corpus_paths(corpus), corpus["text_column"])
+        ):
+            raise CorpusError(line)
         raise CorpusError(f"corpus.text_column: column {corpus['text_column']!r} holds {texts.type}, not text")
     texts = texts.cast(pa.string())
     had_mark = _matches(texts, BYTE_ORDER_MARK)

@@ -116,8 +116,8 @@ def split_corpus(sentences_path, shard_paths: list, entry: dict, source: str, ba
 
 def fewer_sentences_warning(n_sentences: int | None, n_shards: int, at_most: bool = False) -> str | None:
     """What happens to the shards when the corpus has fewer sentences than shards (at most ``n_sentences``
-    with ``at_most``), or None; None also when the count is unknown."""
-    if n_sentences is None or n_sentences >= n_shards:
+    with ``at_most``), or None; None also when the count is unknown or 0 (sampling stops with its own line)."""
+    if not n_sentences or n_sentences >= n_shards:
         return None
     count, empty = (f"at most {n_sentences}", "at least ") if at_most else (str(n_sentences), "")
     return (

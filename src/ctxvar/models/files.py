@@ -33,14 +33,25 @@ def file_fingerprint(path: str) -> str | None:
 
 def directory_fingerprint(directory: str) -> str | None:
     """SHA-256 over ``relative path, size, mtime_ns, ctime_ns`` of every file under ``directory`` (hidden ones
-    such as ``.git`` aside; links followed), sorted by path; None if ``directory`` is not a directory.
+    such as ``.git`` aside; links followed, each folder entered once, so that a link to a folder above it
+    ends rather than loops), sorted by path; None if ``directory`` is not a directory.
     See :func:`file_fingerprint` for why metadata rather than contents."""
     if not os.path.isdir(directory):
         return None
-    entries = []
+    entries, entered = [], {os.path.realpath(directory)}
     for root, folders, files in os.walk(directory, followlinks=True):
-        folders[:] = sorted(f for f in folders if not f.startswith("."))
+        shown = (f for f in sorted(folders) if not f.startswith("."))
+        folders[:] = [f for f in shown if first_visit(os.path.join(root, f), entered)]
         for name in sorted(f for f in files if not f.startswith(".")):
             path = os.path.join(root, name)
             entries.append(_stat_entry(path, os.path.relpath(path, directory)))
     return hashlib.sha256("\n".join(sorted(entries)).encode()).hexdigest()
+
+
+def first_visit(folder: str, entered: set[str]) -> bool:
+    """Whether ``folder`` (links resolved) is not in ``entered`` yet; adds it."""
+    real = os.path.realpath(folder)
+    if real in entered:
+        return False
+    entered.add(real)
+    return True

@@ -73,20 +73,41 @@ def cached_commit(repo_id: str, revision: str = "main", repo_type: str = "model"
     itself if it is a full commit hash; None if the cache has no such ref."""
     if COMMIT.fullmatch(revision):
         return revision
-    from huggingface_hub import constants
-
-    folder = f"{repo_type}s--{repo_id.replace('/', '--')}"
     try:
-        with open(os.path.join(constants.HF_HUB_CACHE, folder, "refs", revision), encoding="utf-8") as handle:
+        with open(cached_ref(repo_id, revision, repo_type), encoding="utf-8") as handle:
             commit = handle.read().strip()
     except (OSError, ValueError):
         return None
     return commit if COMMIT.fullmatch(commit) else None
 
 
+def cached_ref(repo_id: str, revision: str, repo_type: str = "model") -> str:
+    """The HF cache's file that names the commit of ``revision`` of ``repo_id`` (``refs/<revision>``)."""
+    from huggingface_hub import constants
+
+    return os.path.join(constants.HF_HUB_CACHE, f"{repo_type}s--{repo_id.replace('/', '--')}", "refs", revision)
+
+
+def remember_commit(repo_id: str, revision: str, repo_type: str, commit: str) -> None:
+    """Write ``commit`` as ``refs/<revision>`` in the HF cache, as huggingface_hub does when it downloads by a
+    branch or tag. ctxvar downloads by the commit itself, which records no ref, so without this an offline
+    start could not tell which commit the revision named (:func:`cached_commit`). A cache that cannot be
+    written (read-only, shared) is left as it is."""
+    if COMMIT.fullmatch(revision) or ".." in revision.split("/"):
+        return
+    path = cached_ref(repo_id, revision, repo_type)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(commit)
+    except OSError:
+        pass
+
+
 def resolved_commit(repo_id: str, revision: str = "main", repo_type: str = "model") -> str | None:
-    """The commit ``revision`` of ``repo_id`` names now: asked of the Hub when it can be reached, else read from
-    the HF cache (:func:`cached_commit`); None when neither knows it (the job that loads it then says why)."""
+    """The commit ``revision`` of ``repo_id`` names now: asked of the Hub when it can be reached (and kept in the
+    HF cache's refs, :func:`remember_commit`), else read from the HF cache (:func:`cached_commit`); None when
+    neither knows it (the job that loads it then says why)."""
     if COMMIT.fullmatch(revision) or unavailable_reason() is not None:
         return cached_commit(repo_id, revision, repo_type)
     from huggingface_hub import HfApi
@@ -95,4 +116,8 @@ def resolved_commit(repo_id: str, revision: str = "main", repo_type: str = "mode
         info = HfApi().repo_info(repo_id, revision=revision, repo_type=repo_type, timeout=10)
     except Exception:  # not found, gated, a network error: loading names the cause
         return cached_commit(repo_id, revision, repo_type)
-    return info.sha if isinstance(info.sha, str) and COMMIT.fullmatch(info.sha) else None
+    if not (isinstance(info.sha, str) and COMMIT.fullmatch(info.sha)):
+        return None
+    if cached_commit(repo_id, revision, repo_type) != info.sha:
+        remember_commit(repo_id, revision, repo_type, info.sha)
+    return info.sha

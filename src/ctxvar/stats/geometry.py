@@ -84,6 +84,10 @@ MIN_TWONN_POINTS = 3
 BATCH_METRICS = ("anisotropy_batch", "twonn_batch", "twonn_razzhigaev")
 
 
+class ZeroSpreadError(StatisticsError):
+    """A layer's covariance has zero trace: its embeddings are all identical."""
+
+
 def covariance(n: int, sum_: np.ndarray, sum_outer: np.ndarray) -> np.ndarray:
     """C = Σxxᵀ/N − μμᵀ, symmetrised."""
     mean = sum_ / n
@@ -97,7 +101,7 @@ def spectrum_metrics(c: np.ndarray, spectrum_k: int) -> dict:
     eigenvalues = np.clip(np.linalg.eigvalsh(c)[::-1], 0.0, None)  # rounding can give tiny negatives
     trace = eigenvalues.sum()
     if trace <= 0:
-        raise StatisticsError(
+        raise ZeroSpreadError(
             "covariance has zero trace (every embedding identical); the isotropy metrics are undefined"
         )
     p = eigenvalues / trace
@@ -141,7 +145,7 @@ def rank_metrics(n: int, sum_: np.ndarray, sum_outer: np.ndarray) -> dict:
     """
     lam = sorted_eigenvalues(covariance(n, sum_, sum_outer))
     if lam.sum() <= 0:
-        raise StatisticsError(
+        raise ZeroSpreadError(
             "covariance has zero trace (every embedding identical); the effective ranks are undefined"
         )
     sigma = np.sqrt(lam)
@@ -151,6 +155,18 @@ def rank_metrics(n: int, sum_: np.ndarray, sum_outer: np.ndarray) -> dict:
         "effective_rank_covariance": spectral_entropy_rank(lam / lam.sum()),
         "rankme": spectral_entropy_rank(s / s.sum() + RANKME_EPSILON),
     }
+
+
+def covariance_metrics(n: int, sum_: np.ndarray, sum_outer: np.ndarray, spectrum_k: int, layer: int) -> dict:
+    """:func:`spectrum_metrics` and :func:`rank_metrics` of one layer; all NaN, with a warning naming the layer,
+    where its embeddings are all identical (zero trace: a LayerNorm of zero gain), as they are undefined there."""
+    try:
+        return {**spectrum_metrics(covariance(n, sum_, sum_outer), spectrum_k), **rank_metrics(n, sum_, sum_outer)}
+    except ZeroSpreadError:
+        log.warning("layer %d: every embedding is identical (zero covariance); its isotropy metrics are NaN", layer)
+        spectrum = ["anisotropy", *(f"explained_{k}" for k in range(1, spectrum_k + 1))]
+        ranks = ["effective_rank", "effective_rank_covariance", "rankme"]
+        return dict.fromkeys([*spectrum, "participation_ratio", "isoscore", *ranks], np.nan)
 
 
 def mean_cosine(n: int, sum_unit: np.ndarray) -> float:
@@ -379,9 +395,7 @@ def geometry_table(
             "n": int(sums.count.sum()),
         }
         if moments_path is not None:
-            n, sum_, outer = read_moments(moments_path, layer)
-            row.update(spectrum_metrics(covariance(n, sum_, outer), spectrum_k))
-            row.update(rank_metrics(n, sum_, outer))
+            row.update(covariance_metrics(*read_moments(moments_path, layer), spectrum_k, layer))
         if stats.has_unit:
             row.update(cosine_metrics(sums, min_log10_n, max_log10_n))
         if sample_path is not None:

@@ -6,6 +6,7 @@ import logging
 
 import pandas as pd
 
+from ctxvar.errors import CtxvarError
 from ctxvar.io import read_csv, read_json
 from ctxvar.stats.provenance import SUMS_COLUMN, check_same_sums, table_sums
 
@@ -36,6 +37,16 @@ def stack_layers(layer_csvs: dict[str, str]) -> pd.DataFrame:
     frames = [read_csv(path).assign(model=model) for model, path in layer_csvs.items()]
     table = pd.concat(frames, ignore_index=True)
     return table[["model", *[c for c in table.columns if c != "model"]]]
+
+
+def is_stack_of(path, tables: dict[str, str]) -> bool:
+    """Whether the summary table ``path`` holds ``tables`` ({model id: its per-model CSV}) as :func:`stack_layers`
+    stacks them now; False when it does not (a per-model table re-made since, a model added or removed) or when
+    any of them cannot be read."""
+    try:
+        return read_csv(path).equals(stack_layers(tables))
+    except (CtxvarError, OSError, ValueError, KeyError):
+        return False
 
 
 def summary_tables(
