@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ctxvar.errors import CtxvarError
 from ctxvar.io import read_csv, read_json
+from ctxvar.stats.provenance import SUMS_COLUMN
 from ctxvar.stats.summary import is_stack_of
 
 BANNER_WIDTH = 78
@@ -66,8 +67,8 @@ def made_from(path) -> set[str]:
     """The sums a ``run.json`` or per-model table names (``config_hash``); empty when unreadable or unnamed."""
     try:
         if path.endswith(".json"):
-            return {read_json(path).get("config_hash") or ""}
-        return set(read_csv(path, usecols=["config_hash"], keep_default_na=False)["config_hash"].astype(str))
+            return {read_json(path).get(SUMS_COLUMN) or ""}
+        return set(read_csv(path, usecols=[SUMS_COLUMN], keep_default_na=False)[SUMS_COLUMN].astype(str))
     except (CtxvarError, OSError, ValueError, KeyError):
         return set()
 
