@@ -65,9 +65,8 @@ def layer_arrays(types: int, d: int, seed: int = 0) -> LayerSums:
         return rows
 
     sum_ = vectors()
-    return LayerSums(
-        0, np.array([f"t{i:06d}" for i in range(types)], dtype=object), count, sum_, (sum_**2).sum(1), vectors()
-    )
+    types_ = np.array([f"t{i:06d}" for i in range(types)], dtype=object)
+    return LayerSums.of(0, types_, count, sum=sum_, sum_sq=(sum_**2).sum(1), sum_unit=vectors())
 
 
 def payload_bytes(shape: dict) -> int:
@@ -112,13 +111,13 @@ def read_layout1(path) -> list[LayerSums]:
     for layer in range(source.num_row_groups):
         table = source.read_row_group(layer)
         layers.append(
-            LayerSums(
+            LayerSums.of(
                 layer,
                 table.column("token").to_numpy(zero_copy_only=False),
                 table.column("n").to_numpy(),
-                matrix(table.column("sum")),
-                table.column("sum_sq").to_numpy(),
-                matrix(table.column("sum_unit")),
+                sum=matrix(table.column("sum")),
+                sum_sq=table.column("sum_sq").to_numpy(),
+                sum_unit=matrix(table.column("sum_unit")),
             )
         )
     return layers
@@ -128,22 +127,20 @@ def read_layout1(path) -> list[LayerSums]:
 
 
 def write_ctxvar(path, sums: LayerSums, n_layers: int) -> None:
-    layers = (
-        LayerSums(layer, sums.types, sums.count, sums.sum, sums.sum_sq, sums.sum_unit) for layer in range(n_layers)
-    )
-    write_sums(path, layers, sums.sum.shape[1], {**METADATA, "n_layers": n_layers}, unit=True)
+    layers = (LayerSums(layer, sums.types, sums.count, sums.sums) for layer in range(n_layers))
+    write_sums(path, layers, sums.sum.shape[1], {**METADATA, "n_layers": n_layers})
 
 
 def write_page_crc(path, sums: LayerSums, n_layers: int) -> None:
     """ctxvar's sums layout as it was written before value digests: the same columns and options, one row group
     per layer, a CRC-32 on every page, no digests in the footer."""
-    schema = sums_schema(sums.sum.shape[1], {**METADATA, "n_layers": n_layers}, unit=True)
+    schema = sums_schema(sums.sum.shape[1], {**METADATA, "n_layers": n_layers}, sums.sums)
     with (
         atomic_path(path) as tmp,
         pq.ParquetWriter(tmp, schema, write_page_checksum=True, **VECTOR_WRITE_OPTIONS) as writer,
     ):
         for layer in range(n_layers):
-            table = LayerSums(layer, sums.types, sums.count, sums.sum, sums.sum_sq, sums.sum_unit).to_table(schema)
+            table = LayerSums(layer, sums.types, sums.count, sums.sums).to_table(schema)
             writer.write_table(table, row_group_size=max(1, table.num_rows))
 
 

@@ -31,7 +31,9 @@ def synthetic_partials(
         def layers():
             for layer in range(n_layers):
                 total = rng.normal(size=(types_per_shard, d)) * count[:, None]
-                yield LayerSums(layer, types, count, total, np.einsum("ud,ud->u", total, total) / count + count)
+                yield LayerSums.of(
+                    layer, types, count, sum=total, sum_sq=np.einsum("ud,ud->u", total, total) / count + count
+                )
 
         metadata = {
             "model_id": "bench",

@@ -164,7 +164,7 @@ def write_partial(sums: EmbeddingSums, shard: Shard, options: GeometryOptions, f
     points = sums.sample.to_numpy() if sums.sample is not None else None
     words = sums.words.to_numpy(lambda tensor: tensor.cpu().numpy()) if sums.words is not None else None
     schemas = {
-        "sums": sums_schema(d, metadata, options.cosine),
+        "sums": sums_schema(d, metadata, [item.name for item in sums.types.declared]),
         "moments": moments_schema(d, metadata) if outer is not None else None,
         "sample": sample_schema(d, metadata) if points is not None else None,
         "words": words_schema(d, metadata) if words is not None else None,
@@ -177,8 +177,9 @@ def write_partial(sums: EmbeddingSums, shard: Shard, options: GeometryOptions, f
             if schema is not None
         }
         for i in range(len(sums.layers)):
-            unit = types["sum_unit"][i] if "sum_unit" in types else None
-            layer = LayerSums(i, shard.types, types["count"], types["sum"][i], types["sum_sq"][i], unit)
+            layer = LayerSums(
+                i, shard.types, types["count"], {item.name: types[item.name][i] for item in sums.types.declared}
+            )
             files["sums"].write(layer.to_table(files["sums"].schema))
             if outer is not None:
                 total = layer.sum.sum(axis=0)

@@ -453,12 +453,16 @@ def checkpoint_families(models: dict[str, dict]) -> dict[str, list[str]]:
     return {family: sorted(ids, key=lambda m: models[m]["step"]) for family, ids in families.items()}
 
 
+ANALYSIS_ONLY_GEOMETRY = ("spectrum_k", "batches")  # geometry keys that leave the partial sums as they are
+# (batches enters below only when above 1); every other key, a new sum's switch among them, enters the hash
+
+
 def extraction_geometry(config: dict) -> dict:
     """The geometry settings that change what extraction accumulates (not spectrum_k, an analysis choice).
     ``batches`` only when above 1: one batch is the sample accumulated before the key existed, so such
     runs keep their extraction hash and partials."""
     geometry = config["geometry"]
-    chosen = {key: geometry[key] for key in ("covariance", "cosine", "twonn", "sample_size", "seed", "ethayarajh")}
+    chosen = {key: value for key, value in geometry.items() if key not in ANALYSIS_ONLY_GEOMETRY}
     return chosen | ({"batches": geometry["batches"]} if geometry.get("batches", 1) > 1 else {})
 
 

@@ -10,14 +10,15 @@ merged as they land, which only lowers the peak: a running merge of shards
 with L hidden states of width d and a vocabulary of V entries, the shard holds
 U ≤ min(V, N) types and
 
-    partial sums      U · L · (8 · (d + 2) + 24)     (+ U · L · 8d with geometry.cosine)
+    partial sums      U · L · (8 · (w + 1) + 24)     w = the kept declared sums' widths: d + 1, + d with
+                                                     geometry.cosine (ctxvar.stats.declarations)
     moments           L · d · (8d + 18)              (geometry.covariance)
     sample            L · min(B · k, N) · (4d + 48)  (geometry.twonn; B = geometry.batches)
     words             W · L · (8d + 32)              (geometry.ethayarajh; W ≤ min(V, N) raw token ids)
     sentences         L · d · 34                     (geometry.ethayarajh)
 
 The merged files are the same with N the whole corpus, plus tokens.parquet
-(U · L · 64 bytes).
+(U · L · (32 + 8 · c) bytes for the c columns of the kept sums: 64 with geometry.cosine).
 """
 
 from __future__ import annotations
@@ -30,19 +31,19 @@ import shutil
 from ctxvar.config import model_source, models_by_id
 from ctxvar.errors import DiskSpaceError, size_text
 from ctxvar.resources import ModelShape, known_model_shape, shard_tokens
+from ctxvar.stats.declarations import kept_sums, token_columns
 
 log = logging.getLogger(__name__)
 
 ROW_OVERHEAD = 24  # token string, layer and n per row, roughly
-TOKEN_TABLE_ROW = 64  # tokens.parquet: layer, token, n, Q, M, V, self-similarity
+TOKEN_TABLE_KEYS = 32  # tokens.parquet: layer, token and n per row, roughly; then 8 bytes per declared column
 
 
 def sums_bytes(tokens: int, shape: ModelShape, geometry: dict) -> int:
     """Upper bound of one sums file set (sums, moments, sample) over ``tokens`` tokens."""
     types = min(shape.vocab_size, tokens)
-    total = types * shape.n_layers * (8 * (shape.d + 2) + ROW_OVERHEAD)
-    if geometry["cosine"]:
-        total += types * shape.n_layers * 8 * shape.d
+    width = sum(item.width(shape.d) for item in kept_sums(geometry))
+    total = types * shape.n_layers * (8 * (width + 1) + ROW_OVERHEAD)
     if geometry["covariance"]:
         total += shape.n_layers * shape.d * (8 * shape.d + 18)  # d rows per layer: Σxxᵀ's row, Σx's entry, N, layer
     if geometry["twonn"]:
@@ -51,6 +52,11 @@ def sums_bytes(tokens: int, shape: ModelShape, geometry: dict) -> int:
     if geometry["ethayarajh"]:
         total += words_files_bytes(min(shape.vocab_size, tokens), shape)
     return total
+
+
+def token_table_row(geometry: dict) -> int:
+    """Bytes per (layer, type) row of tokens.parquet: its keys and the kept sums' float64 columns."""
+    return TOKEN_TABLE_KEYS + 8 * len(token_columns(kept_sums(geometry)))
 
 
 def words_files_bytes(words: int, shape: ModelShape) -> int:
@@ -83,7 +89,7 @@ def planned_bytes(config: dict, run_folder) -> tuple[int, int] | None:
             )
         )
         merged += sums_bytes(sum(tokens), shape, config["geometry"])
-        merged += min(shape.vocab_size, sum(tokens)) * shape.n_layers * TOKEN_TABLE_ROW
+        merged += min(shape.vocab_size, sum(tokens)) * shape.n_layers * token_table_row(config["geometry"])
     return merged + max(partials, default=0), merged + sum(partials)
 
 

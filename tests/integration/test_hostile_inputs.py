@@ -286,8 +286,11 @@ def test_sums_moments_and_sample_files_hold_vectors_as_fixed_size_binary_read_ba
         points = [rows.astype(np.float32) for rows in by_layer[::-1]]
     metadata = {"n_layers": 2, "shard": 0}
     types = np.array(["a", "b", "c"], object)
-    layers = [LayerSums(i, types, np.arange(1, 4), rows, rows[:, 0], rows[::-1]) for i, rows in enumerate(by_layer)]
-    write_sums(tmp_path / "s.parquet", layers, 10, metadata, unit=True)
+    layers = [
+        LayerSums.of(i, types, np.arange(1, 4), sum=rows, sum_sq=rows[:, 0], sum_unit=rows[::-1])
+        for i, rows in enumerate(by_layer)
+    ]
+    write_sums(tmp_path / "s.parquet", layers, 10, metadata)
     with_moments = moments_schema(10, metadata)
     with LayerWriter(tmp_path / "m.parquet", with_moments) as writer:
         for i, rows in enumerate(by_layer):
@@ -784,8 +787,11 @@ def test_processes_that_read_sums_exit_cleanly(tmp_path):
 
     rng = np.random.default_rng(0)
     types, vectors = np.array([f"t{i}" for i in range(3000)], dtype=object), rng.standard_normal((3000, 256))
-    layers = (LayerSums(i, types, np.ones(3000, np.int64), vectors, (vectors**2).sum(1), vectors) for i in range(3))
-    write_sums(tmp_path / "s.parquet", layers, 256, {"n_layers": 3}, unit=True)
+    layers = (
+        LayerSums.of(i, types, np.ones(3000, np.int64), sum=vectors, sum_sq=(vectors**2).sum(1), sum_unit=vectors)
+        for i in range(3)
+    )
+    write_sums(tmp_path / "s.parquet", layers, 256, {"n_layers": 3})
     read = (
         f"from ctxvar.stats.sums import SumsFile; f = SumsFile({str(tmp_path / 's.parquet')!r}); f.layer(0); f.layer(2)"
     )

@@ -21,7 +21,8 @@ from ctxvar.jobs import job_log
 from ctxvar.models import loading as models
 from ctxvar.models.gaussian_null import GaussianNullConfig, GaussianNullModel, occurrence_noise
 from ctxvar.models.gaussian_null import splitmix64 as torch_splitmix64
-from ctxvar.stats.geometry import covariance, mean_cosine, rank_metrics, self_similarity, spectrum_metrics
+from ctxvar.stats.finalize import self_similarity
+from ctxvar.stats.geometry import covariance, mean_cosine, rank_metrics, spectrum_metrics
 from ctxvar.stats.summary import models_table
 from ctxvar.stats.twonn import gaussian_twonn, twonn_dimension
 
@@ -191,9 +192,7 @@ def test_geometry_state_is_what_the_memory_model_says():
     )
     tensors = [
         sums.types.count,
-        sums.types.sum,
-        sums.types.sum_sq,
-        sums.types.sum_unit,
+        *sums.types.sums.values(),
         sums.moments.outer,
         sums.sample.points,
     ]

@@ -40,6 +40,7 @@ from ctxvar.stats.sums import (
 REMEDY = "delete it and re-run (Snakemake rebuilds it)"
 N_LAYERS, D = 3, 4
 METADATA = {"n_layers": N_LAYERS, "shard": 0}
+UNIT_SUMS = ("sum_sq", "sum", "sum_unit")  # the sums of a run with geometry.cosine
 
 
 def one_line(error: pytest.ExceptionInfo) -> str:
@@ -53,8 +54,13 @@ def sums_layers(n_types: int = 50, seed: int = 0) -> list[LayerSums]:
     types = np.array([f"t{i:03d}" for i in range(n_types)], object)
     count = rng.integers(1, 100, n_types)
     return [
-        LayerSums(
-            layer, types, count, rng.normal(size=(n_types, D)), rng.random(n_types), rng.normal(size=(n_types, D))
+        LayerSums.of(
+            layer,
+            types,
+            count,
+            sum=rng.normal(size=(n_types, D)),
+            sum_sq=rng.random(n_types),
+            sum_unit=rng.normal(size=(n_types, D)),
         )
         for layer in range(N_LAYERS)
     ]
@@ -63,7 +69,7 @@ def sums_layers(n_types: int = 50, seed: int = 0) -> list[LayerSums]:
 @pytest.fixture
 def sums_path(tmp_path) -> Path:
     path = tmp_path / "partial.parquet"
-    write_sums(path, sums_layers(), D, METADATA, unit=True)
+    write_sums(path, sums_layers(), D, METADATA)
     return path
 
 
@@ -263,7 +269,7 @@ def test_damaged_digests_are_refused_on_opening(sums_path):
 def test_a_footer_without_its_digests_is_refused(tmp_path):
     """A file that says it carries value digests (its footer checksum covering that) but lacks them."""
     path = tmp_path / "no-digests.parquet"
-    schema = _with_value_digests(sums_schema(D, METADATA, unit=True))
+    schema = _with_value_digests(sums_schema(D, METADATA, UNIT_SUMS))
     with pq.ParquetWriter(path, schema, **VECTOR_WRITE_OPTIONS) as writer:
         for layer in sums_layers():
             writer.write_table(layer.to_table(schema), row_group_size=50)
@@ -275,7 +281,7 @@ def test_a_footer_without_its_digests_is_refused(tmp_path):
 def test_removing_the_mark_of_value_digests_breaks_the_footer_checksum(tmp_path):
     """Without the mark a file would read as one written before value digests; the footer checksum covers it."""
     path = tmp_path / "unmarked.parquet"
-    marked = _with_value_digests(sums_schema(D, METADATA, unit=True))
+    marked = _with_value_digests(sums_schema(D, METADATA, UNIT_SUMS))
     unmarked = marked.with_metadata({k: v for k, v in marked.metadata.items() if k != VALUES_KEY})
     assert unmarked.metadata[INTEGRITY_KEY] == marked.metadata[INTEGRITY_KEY]
     with pq.ParquetWriter(path, unmarked, **VECTOR_WRITE_OPTIONS) as writer:
@@ -290,17 +296,10 @@ def test_every_byte_of_a_sums_file_is_covered(tmp_path):
     """Flipping any single byte of a small sums file either fails the read or leaves every value unchanged."""
     path = tmp_path / "s.parquet"
     layers = [
-        LayerSums(
-            i,
-            layer.types[:3],
-            *(a[:3] for a in layer.additive()[:1]),
-            layer.sum[:3],
-            layer.sum_sq[:3],
-            layer.sum_unit[:3],
-        )
+        LayerSums(i, layer.types[:3], layer.count[:3], {name: values[:3] for name, values in layer.sums.items()})
         for i, layer in enumerate(sums_layers())
     ][:2]
-    write_sums(path, layers, D, {**METADATA, "n_layers": 2}, unit=True)
+    write_sums(path, layers, D, {**METADATA, "n_layers": 2})
     original = path.read_bytes()
     for position in range(len(original)):
         damaged = bytearray(original)
@@ -375,7 +374,7 @@ def test_a_whole_file_read_and_a_row_group_read_check_the_same_digests(tmp_path,
 
 def write_page_crc_only(path: Path, layers: list[LayerSums]) -> None:
     """A sums file as ctxvar wrote it before value digests: a CRC-32 on every page, no digests in the footer."""
-    schema = sums_schema(D, METADATA, unit=True)
+    schema = sums_schema(D, METADATA, UNIT_SUMS)
     with pq.ParquetWriter(path, schema, write_page_checksum=True, **VECTOR_WRITE_OPTIONS) as writer:
         for layer in layers:
             writer.write_table(layer.to_table(schema), row_group_size=max(1, len(layer.types)))

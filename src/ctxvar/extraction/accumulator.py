@@ -1,6 +1,7 @@
 """Accumulate sums of hidden states on the device, in float64, for the layers of one pass.
 
-Per (layer, type t), always: n_t, Σx, Σ‖x‖²; with ``cosine``: Σ x/‖x‖.
+Per (layer, type t): n_t and the sums of :data:`ctxvar.stats.declarations.TYPE_SUMS` the geometry keeps
+(Σ‖x‖², Σx; with ``cosine``, Σ x/‖x‖).
 Per layer, with ``covariance``: Σxxᵀ (d × d). With ``sample_size`` m > 0: the
 hidden states of the shard's m sampled token positions, m = B · k for geometry.batches B
 of geometry.sample_size k (see :mod:`ctxvar.extraction.position_sample`).
@@ -10,8 +11,7 @@ sentence sums (see :mod:`ctxvar.extraction.word_sums`).
 Memory on the device, in bytes, for L layers (embedding output included), U
 distinct types in the shard, width d and a batch of N real tokens:
 
-    state:   8 · U · (L · (d + 1) + 1)        n, Σx, Σ‖x‖²
-           + 8 · U · L · d                    Σ x/‖x‖       (cosine)
+    state:   8 · U · (L · w + 1)              n and the declared sums: w = Σ widths (d + 1; + d with cosine)
            + 8 · L · d²                       Σxxᵀ          (covariance)
            + 4 · L · B · k · d                sampled points (float32), B = geometry.batches
            + 8 · (W + 1) · (L · d + 1)        Σ x/‖x‖ per raw id (ethayarajh; W raw ids)
@@ -19,7 +19,7 @@ distinct types in the shard, width d and a batch of N real tokens:
     batch:   N · d · 4                        one layer's gather (forward dtype, ≤ fp32); C · d · 4 without
                                               covariance, which alone needs a layer's whole batch at once
            + C · d · 8                        a chunk of C of its rows as float64
-           + C · d · 8                        their unit rows              (cosine)
+           + C · d · 8                        their unit rows              (a declared sum reads them: cosine)
            + 4 · d · ⌈d/4⌉                    a block row of one layer's fp32 Gram matrix (covariance)
            + 16 · N · d + 24 · N              per-sentence Σx, Σu and indices (ethayarajh)
            + 8 · N · d                        unit rows (ethayarajh without cosine)
@@ -49,6 +49,7 @@ import torch
 from ctxvar.errors import StatisticsError
 from ctxvar.extraction.batching import to_device
 from ctxvar.extraction.word_sums import WordSums, word_batch_bytes, word_sums_bytes
+from ctxvar.stats.declarations import TypeSum, kept_sums
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def state_bytes(
     """Device bytes of the sums of ``n_layers`` layers (the state of the module docstring), the sample's
     ``options.sample_size`` = B · k float32 points per layer included. ``n_words``: raw token ids W
     (ethayarajh), at most the types times the markers merged; None: U, exact without marker merging."""
-    per_type = n_layers * (d + 1) + 1 + (n_layers * d if options.cosine else 0)
+    per_type = n_layers * sum(item.width(d) for item in kept_sums(options)) + 1
     per_layer = (d * d if options.covariance else 0) + options.sample_size * d / 2
     words = word_sums_bytes(n_layers, n_types if n_words is None else n_words, d) if options.ethayarajh else 0
     return int(8 * (n_types * per_type + n_layers * per_layer) + words)
@@ -87,10 +88,11 @@ def batch_bytes(n_layers: int, n_tokens: int, d: int, options: GeometryOptions =
     """Device memory for one batch's rows beyond the state, whatever the number of layers (one at a time); an
     upper bound on a CPU, where the float64 rows (and, without covariance, the gathered rows) are chunks of
     CPU_CHUNK_ROWS."""
+    unit_rows = any(item.unit_rows for item in kept_sums(options))
     return (
-        n_tokens * d * (8 * (2 if options.cosine else 1) + 4)
+        n_tokens * d * (8 * (2 if unit_rows else 1) + 4)
         + (4 * d * gram_block(d) if options.covariance else 0)
-        + (word_batch_bytes(n_tokens, d, options.cosine) if options.ethayarajh else 0)
+        + (word_batch_bytes(n_tokens, d, unit_rows) if options.ethayarajh else 0)
     )
 
 
@@ -190,7 +192,7 @@ class EmbeddingSums:
     ):
         self.layers, self.n_hidden, self.d = list(layers), n_hidden, d
         n_layers = len(self.layers)
-        self.types = TypeSums(n_layers, n_types, d, device, options.cosine)
+        self.types = TypeSums(n_layers, n_types, d, device, kept_sums(options))
         self.words = WordSums(n_layers, n_words, d, device) if options.ethayarajh else None
         self.moments = SecondMoments(n_layers, d, device) if options.covariance else None
         self.sample = PointSample(n_layers, d, device, sample_tokens) if sample_tokens is not None else None
@@ -230,7 +232,7 @@ class EmbeddingSums:
                 rows = points[chunk] if points is not None else self._gather_rows(states, positions[chunk])
                 added = self.types.add(i, rows, type_index[chunk])
                 if self.words is not None:
-                    self.words.add(i, chunk, *added)
+                    self.words.add(i, chunk, added.rows, added.unit)
             if self.words is not None:
                 self.words.end_layer(i)
             if self.sample is not None and sample_hits is not None:
@@ -255,19 +257,48 @@ class EmbeddingSums:
         )
 
 
-class TypeSums:
-    """n_t, Σx, Σ‖x‖² and (with ``cosine``) Σ x/‖x‖ per (layer i, type t), at flat row i · U + t.
+class RowChunk:
+    """A chunk's float64 rows and what declared sums read of them, each made once, on first use: ``sq_norm``
+    (C,) = ‖x‖², ``unit`` (C, d) = x/‖x‖ (0 for a zero vector, never seen in practice), in ``unit_buffer``."""
 
-    Each layer's rows are added with one ``index_add_`` into that layer's block of
-    rows, in token order. A zero vector (never seen in practice) adds 0 to Σ x/‖x‖.
+    def __init__(self, rows: torch.Tensor, unit_buffer):
+        self.rows = rows
+        self._unit_buffer = unit_buffer  # () -> a (≥ C, d) float64 buffer
+        self._sq_norm: torch.Tensor | None = None
+        self._unit: torch.Tensor | None = None
+
+    @property
+    def sq_norm(self) -> torch.Tensor:
+        if self._sq_norm is None:
+            self._sq_norm = torch.linalg.vecdot(self.rows, self.rows)
+        return self._sq_norm
+
+    @property
+    def unit(self) -> torch.Tensor:
+        if self._unit is None:
+            inverse_norm = torch.where(self.sq_norm > 0, self.sq_norm.rsqrt(), 0.0)
+            self._unit = torch.mul(self.rows, inverse_norm[:, None], out=self._unit_buffer()[: self.rows.shape[0]])
+        return self._unit
+
+
+class TypeSums:
+    """n_t and the declared sums ``sums`` (:mod:`ctxvar.stats.declarations`) per (layer i, type t), at flat row
+    i · U + t.
+
+    Each sum's per-token values of a layer's rows are added with one ``index_add_`` into that layer's block of
+    rows, in token order.
     """
 
-    def __init__(self, n_layers: int, n_types: int, d: int, device: torch.device, cosine: bool = False):
+    def __init__(self, n_layers: int, n_types: int, d: int, device: torch.device, sums: Sequence[TypeSum] = ()):
         self.n_layers, self.n_types, self.d = n_layers, n_types, d
+        self.declared = tuple(sums)
         self.count = torch.zeros(n_types, dtype=torch.int64, device=device)  # (U,)
-        self.sum = torch.zeros(n_layers * n_types, d, dtype=torch.float64, device=device)  # (L·U, d)
-        self.sum_sq = torch.zeros(n_layers * n_types, dtype=torch.float64, device=device)  # (L·U,)
-        self.sum_unit = torch.zeros(n_layers * n_types, d, dtype=torch.float64, device=device) if cosine else None
+        self.sums = {  # (L·U, d) or (L·U,) each
+            item.name: torch.zeros(
+                (n_layers * n_types, d) if item.vector else n_layers * n_types, dtype=torch.float64, device=device
+            )
+            for item in self.declared
+        }
         self._rows: torch.Tensor | None = None  # reused float64 rows and x/‖x‖ rows, grown to the largest chunk
         self._unit: torch.Tensor | None = None
 
@@ -275,40 +306,36 @@ class TypeSums:
         """Add one batch's occurrences to n_t (once per batch, whatever the number of layers)."""
         self.count.index_add_(0, type_index, torch.ones_like(type_index))
 
-    def add(self, layer: int, points: torch.Tensor, type_index: torch.Tensor):
+    def add(self, layer: int, points: torch.Tensor, type_index: torch.Tensor) -> RowChunk:
         """``points``: (N, d) rows of row block ``layer`` as the forward gives them; ``type_index``: (N,).
-        They are added as float64 (exact: every fp32, bf16 and fp16 value is a float64). Returns the float64
-        rows, their ‖x‖² and their unit rows (None without cosine), valid until the next call."""
+        They are added as float64 (exact: every fp32, bf16 and fp16 value is a float64). Returns their
+        :class:`RowChunk` (the float64 rows and what the sums made of them), valid until the next call."""
         n = points.shape[0]
         if self._rows is None or self._rows.shape[0] < n:
             self._rows = torch.empty(n, self.d, dtype=torch.float64, device=points.device)
-            self._unit = torch.empty_like(self._rows) if self.sum_unit is not None else None
+            self._unit = None
         rows = self._rows[:n]
         rows.copy_(points)
+        chunk = RowChunk(rows, self._unit_rows)
         block = slice(layer * self.n_types, (layer + 1) * self.n_types)
-        sq_norm = torch.linalg.vecdot(rows, rows)
-        self.sum[block].index_add_(0, type_index, rows)
-        self.sum_sq[block].index_add_(0, type_index, sq_norm)
-        unit = None
-        if self.sum_unit is not None:
-            inverse_norm = torch.where(sq_norm > 0, sq_norm.rsqrt(), 0.0)
-            unit = torch.mul(rows, inverse_norm[:, None], out=self._unit[:n])
-            self.sum_unit[block].index_add_(0, type_index, unit)
-        return rows, sq_norm, unit
+        for item in self.declared:
+            self.sums[item.name][block].index_add_(0, type_index, item.values(chunk))
+        return chunk
+
+    def _unit_rows(self) -> torch.Tensor:
+        if self._unit is None:
+            self._unit = torch.empty_like(self._rows)
+        return self._unit
 
     def all_finite(self) -> bool:
-        return bool(torch.isfinite(self.sum_sq).all() and torch.isfinite(self.sum).all())
+        return all(bool(torch.isfinite(values).all()) for values in self.sums.values())
 
     def to_numpy(self) -> dict[str, np.ndarray]:
-        """``count`` (U,), ``sum`` (L, U, d), ``sum_sq`` (L, U) and, if kept, ``sum_unit`` (L, U, d), on the host."""
+        """``count`` (U,) and each sum by name, (L, U, d) or (L, U), on the host."""
         L, U = self.n_layers, self.n_types
-        arrays = {
-            "count": to_host(self.count),
-            "sum": to_host(self.sum).reshape(L, U, self.d),
-            "sum_sq": to_host(self.sum_sq).reshape(L, U),
-        }
-        if self.sum_unit is not None:
-            arrays["sum_unit"] = to_host(self.sum_unit).reshape(L, U, self.d)
+        arrays = {"count": to_host(self.count)}
+        for item in self.declared:
+            arrays[item.name] = to_host(self.sums[item.name]).reshape((L, U, self.d) if item.vector else (L, U))
         return arrays
 
 

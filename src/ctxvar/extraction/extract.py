@@ -38,6 +38,7 @@ from ctxvar.extraction.tokens import EncodedShard, encode, select, split_long, t
 from ctxvar.extraction.word_sums import word_table
 from ctxvar.io import read_table, verify_manifest
 from ctxvar.models import loading
+from ctxvar.stats.declarations import kept_sums
 from ctxvar.stats.sums import LayerSums, LayerWriter, moments_schema, moments_table, sums_schema
 from ctxvar.stats.word_files import LayerSentences, LayerWords, sentences_schema, words_schema
 from ctxvar.versions import device_name, package_versions
@@ -253,7 +254,7 @@ def extract_shard(
         "device_name": device_name(job.device),
     }
     with ExitStack() as files:
-        sums_file = files.enter_context(LayerWriter(out_path, sums_schema(d, metadata, options.cosine)))
+        sums_file = files.enter_context(LayerWriter(out_path, sums_schema(d, metadata, sum_names(options))))
         moments_file = (
             files.enter_context(LayerWriter(moments_path, moments_schema(d, metadata))) if moments_path else None
         )
@@ -292,6 +293,11 @@ def extract_shard(
             written = writer.submit(write_group, layers)  # written while the next group's pass runs
         written.result()
     return metadata
+
+
+def sum_names(options: GeometryOptions) -> list[str]:
+    """The names of the declared sums a job with ``options`` keeps (the sums file's columns after n)."""
+    return [item.name for item in kept_sums(options)]
 
 
 def release_device(job: ShardRun) -> None:
@@ -505,10 +511,9 @@ def started(items):
 def layer_sums(sums: EmbeddingSums, types: np.ndarray):
     """Per-layer :class:`LayerSums` from the device state (every type in ``types`` occurred)."""
     arrays = sums.types.to_numpy()
-    unit = arrays.get("sum_unit")
     for i, layer in enumerate(sums.layers):
         yield LayerSums(
-            layer, types, arrays["count"], arrays["sum"][i], arrays["sum_sq"][i], unit[i] if unit is not None else None
+            layer, types, arrays["count"], {item.name: arrays[item.name][i] for item in sums.types.declared}
         )
 
 

@@ -39,7 +39,7 @@ class WordSums:
 
     Per batch, :meth:`start_batch` takes its tokens' word indices and rows; per layer,
     :meth:`start_layer`, then :meth:`add` for the float64 rows of each chunk of the
-    batch's tokens (and their unit rows, if already made), then :meth:`end_layer`, which
+    batch's tokens and their unit rows, then :meth:`end_layer`, which
     turns the batch's per-sentence sums into the layer's sentence sums. Boundary tokens
     are added into a sink row (word W, sentence B) that is never read. Nothing here
     synchronises with the host.
@@ -55,7 +55,6 @@ class WordSums:
         self.sum_mean_unit_sq = torch.zeros(n_layers, dtype=torch.float64, device=device)  # (L,)
         self._sentence_sum: torch.Tensor | None = None  # (B + 1, d) per-sentence Σx of the current layer
         self._sentence_sum_unit: torch.Tensor | None = None  # (B + 1, d) per-sentence Σu
-        self._unit: torch.Tensor | None = None  # unit rows made here when TypeSums makes none
 
     def start_batch(self, word_index: torch.Tensor, row: torch.Tensor, n_rows: int) -> None:
         """``word_index`` (N,): each real token's word, −1 for boundary tokens; ``row`` (N,): its batch row,
@@ -76,14 +75,9 @@ class WordSums:
         self._sentence_sum[: self._n_rows + 1].zero_()
         self._sentence_sum_unit[: self._n_rows + 1].zero_()
 
-    def add(self, layer: int, chunk: slice, rows: torch.Tensor, sq_norm: torch.Tensor, unit: torch.Tensor | None):
-        """``rows`` (C, d) float64: tokens ``chunk`` of the batch at row block ``layer``; ``sq_norm`` (C,) their
-        ‖x‖²; ``unit`` (C, d) their x/‖x‖, or None to make them here."""
-        if unit is None:
-            if self._unit is None or self._unit.shape[0] < rows.shape[0]:
-                self._unit = torch.empty_like(rows)
-            inverse_norm = torch.where(sq_norm > 0, sq_norm.rsqrt(), 0.0)
-            unit = torch.mul(rows, inverse_norm[:, None], out=self._unit[: rows.shape[0]])
+    def add(self, layer: int, chunk: slice, rows: torch.Tensor, unit: torch.Tensor):
+        """``rows`` (C, d) float64: tokens ``chunk`` of the batch at row block ``layer``; ``unit`` (C, d) their
+        x/‖x‖ (:class:`ctxvar.extraction.accumulator.RowChunk` makes them once for every sum)."""
         sentence = self._sentence[chunk]
         self._sentence_sum[: self._n_rows + 1].index_add_(0, sentence, rows)
         self._sentence_sum_unit[: self._n_rows + 1].index_add_(0, sentence, unit)
@@ -119,8 +113,8 @@ def word_sums_bytes(n_layers: int, n_words: int, d: int) -> int:
     return 8 * ((n_words + 1) * (n_layers * d + 1) + n_layers * (d + 2))
 
 
-def word_batch_bytes(n_tokens: int, d: int, cosine: bool) -> int:
+def word_batch_bytes(n_tokens: int, d: int, unit_rows_counted: bool) -> int:
     """Device memory per batch beyond the state, an upper bound for N tokens (B + 1 ≤ N sentences): two
-    (B + 1, d) float64 per-sentence sums, and (N, d) unit rows when ``cosine`` does not make them; plus
-    the (N,) word, sentence and count indices."""
-    return 8 * d * (2 * n_tokens + (0 if cosine else n_tokens)) + 24 * n_tokens
+    (B + 1, d) float64 per-sentence sums, and the (N, d) unit rows unless a declared sum's are counted
+    already (``unit_rows_counted``); plus the (N,) word, sentence and count indices."""
+    return 8 * d * (2 * n_tokens + (0 if unit_rows_counted else n_tokens)) + 24 * n_tokens

@@ -44,6 +44,14 @@ def clamp_variance(v: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.maximum(v, 0.0)
 
 
+def self_similarity(count: np.ndarray, sum_unit: np.ndarray) -> np.ndarray:
+    """S_t = (‖Σu_t‖² − n_t) / (n_t(n_t − 1)) per type from n_t and Σu_t (U, d), u = x/‖x‖: the mean cosine
+    between distinct occurrences of t (Ethayarajh, 2019); NaN where n_t < 2."""
+    n = count.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(n > 1, (np.einsum("ud,ud->u", sum_unit, sum_unit) - n) / (n * (n - 1)), np.nan)
+
+
 def combine_into(total: tuple[np.ndarray, ...], part: tuple[np.ndarray, ...], index: np.ndarray) -> None:
     """Add a part's rows (n, Σx, Σ‖x‖², and Σ x/‖x‖ when kept) into ``total`` at rows ``index`` (distinct), in place.
 

@@ -64,6 +64,7 @@ import pandas as pd
 from ctxvar.errors import StatisticsError
 from ctxvar.extraction.position_sample import points, read_sample_layer
 from ctxvar.extraction.tokens import type_key
+from ctxvar.stats.finalize import self_similarity
 from ctxvar.stats.layers import frequency_filter
 from ctxvar.stats.partition_isotropy import partition_isotropy
 from ctxvar.stats.provenance import SUMS_COLUMN
@@ -172,13 +173,6 @@ def covariance_metrics(n: int, sum_: np.ndarray, sum_outer: np.ndarray, spectrum
 def mean_cosine(n: int, sum_unit: np.ndarray) -> float:
     """Mean cosine similarity over the n(n − 1) ordered pairs of distinct tokens, from Σu."""
     return float((sum_unit @ sum_unit - n) / (n * (n - 1))) if n > 1 else np.nan
-
-
-def self_similarity(count: np.ndarray, sum_unit: np.ndarray) -> np.ndarray:
-    """S_t per type from n_t and Σu_t (U, d); NaN where n_t < 2."""
-    n = count.astype(np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(n > 1, (np.einsum("ud,ud->u", sum_unit, sum_unit) - n) / (n * (n - 1)), np.nan)
 
 
 def geometry_columns(spectrum_k: int) -> list[str]:

@@ -29,8 +29,8 @@ import pyarrow as pa
 from ctxvar.errors import StatisticsError
 from ctxvar.extraction.position_sample import SampleFile, merge_samples
 from ctxvar.io import PARQUET_READS, read_metadata, tagged_schema
-from ctxvar.stats.finalize import combine_into, finalize
-from ctxvar.stats.geometry import self_similarity
+from ctxvar.stats.declarations import declared, finalize_columns, token_columns
+from ctxvar.stats.finalize import combine_into
 from ctxvar.stats.sums import LayerSums, LayerWriter, MomentsFile, SumsFile, moments_schema, moments_table, sums_schema
 from ctxvar.stats.word_files import SentencesFile, WordsFile, add_words, sentences_schema, words_schema
 
@@ -54,15 +54,6 @@ MUST_MATCH = (
     "geometry",
 )
 ADDITIVE = ("n_sentences", "n_skipped_too_long", "n_split_too_long", "n_sequences", "n_tokens")
-
-TOKENS_SCHEMA = [
-    ("layer", pa.int16()),
-    ("token", pa.string()),
-    ("n", pa.int64()),
-    ("Q", pa.float64()),
-    ("M", pa.float64()),
-    ("V", pa.float64()),
-]
 
 
 def shards_of(metadata: dict, path) -> list[int]:
@@ -94,6 +85,12 @@ def open_partials(paths, config_hash: str | None = None) -> list[SumsFile]:
     reference = files[0]
     for other in files[1:]:
         check_same_run(other.path, other.metadata, reference.path, reference.metadata)
+        if other.sum_names != reference.sum_names:
+            raise StatisticsError(
+                f"merge: {other.path} holds the sums {list(other.sum_names)}, {reference.path} "
+                f"{list(reference.sum_names)}: they were made by different ctxvar versions or settings; delete the "
+                "older and re-run"
+            )
     shards = [shard for f in files for shard in shards_of(f.metadata, f.path)]
     if len(set(shards)) != len(shards):
         raise StatisticsError(f"merge: shard numbers repeat among the partials ({shards})")
@@ -154,29 +151,28 @@ def devices_of(metadata: dict) -> list[str]:
 
 def merge_layer(files: list[SumsFile], layer: int, types: np.ndarray) -> LayerSums:
     """The sum over shards of one layer, rows aligned to ``types`` (sorted)."""
-    d, unit = files[0].d, files[0].has_unit
-    total = (np.zeros(len(types), np.int64), np.zeros((len(types), d)), np.zeros(len(types))) + (
-        (np.zeros((len(types), d)),) if unit else ()
-    )
-    additive = ["n", "sum", "sum_sq"] + (["sum_unit"] if unit else [])
+    d, names = files[0].d, files[0].sum_names
+    count = np.zeros(len(types), np.int64)
+    sums = {name: np.zeros((len(types), d) if declared(name).vector else len(types)) for name in names}
     for part in files:
         # layer 0's token column was read to list the types; later layers' are read and checked against it
-        rows = part.layer(layer, columns=None if layer else additive)
-        combine_into(total, rows.additive(), np.searchsorted(types, part.types()))
-    return LayerSums(layer, types, *total)
+        rows = part.layer(layer, columns=None if layer else ["n", *names])
+        combine_into((count, *sums.values()), rows.additive(), np.searchsorted(types, part.types()))
+    return LayerSums(layer, types, count, sums)
 
 
-def tokens_schema(unit: bool) -> list:
-    return TOKENS_SCHEMA + ([("self_similarity", pa.float64())] if unit else [])
+def tokens_schema(sum_names) -> pa.Schema:
+    """``tokens.parquet``: layer, token, n, then the columns the sums ``sum_names`` finalize into (float64)."""
+    columns = token_columns([declared(name) for name in sum_names])
+    fields = [("layer", pa.int16()), ("token", pa.string()), ("n", pa.int64())]
+    return pa.schema(fields + [(column.name, pa.float64()) for column in columns])
 
 
 def token_table(sums: LayerSums) -> pa.Table:
-    """Per-type n, Q, M, V (and, with Σ x/‖x‖, self-similarity) of one layer."""
-    _, q, m, v = finalize(sums.count, sums.sum, sums.sum_sq)
-    columns = [np.full(len(sums.types), sums.layer, np.int16), pa.array(sums.types, pa.string()), sums.count, q, m, v]
-    if sums.sum_unit is not None:
-        columns.append(self_similarity(sums.count, sums.sum_unit))
-    return pa.table(columns, schema=pa.schema(tokens_schema(sums.sum_unit is not None)))
+    """Per-type n and the declared sums' columns (Q, M, V, and with Σ x/‖x‖ self-similarity) of one layer."""
+    finalized = finalize_columns(sums.count, sums.sums, [declared(name) for name in sums.sums])
+    columns = [np.full(len(sums.types), sums.layer, np.int16), pa.array(sums.types, pa.string()), sums.count]
+    return pa.table(columns + list(finalized.values()), schema=tokens_schema(sums.sums))
 
 
 def merge_partials(paths, stats_path, tokens_path=None, config_hash: str | None = None) -> dict:
@@ -189,8 +185,8 @@ def merge_partials(paths, stats_path, tokens_path=None, config_hash: str | None 
     metadata = {**merged_metadata(files), "n_types": int(len(types))}
     if tokens_path is not None:
         check_has_tokens(metadata)
-    stats_schema = sums_schema(files[0].d, metadata, files[0].has_unit)
-    table_schema = tagged_schema(pa.schema(tokens_schema(files[0].has_unit)), metadata)
+    stats_schema = sums_schema(files[0].d, metadata, files[0].sum_names)
+    table_schema = tagged_schema(tokens_schema(files[0].sum_names), metadata)
     with contextlib.ExitStack() as stack:
         stats = stack.enter_context(LayerWriter(stats_path, stats_schema))
         tokens = stack.enter_context(LayerWriter(tokens_path, table_schema)) if tokens_path is not None else None

@@ -6,9 +6,10 @@ Sums file (layout :data:`SUMS_LAYOUT`): one Parquet file, one row group per laye
     layer     int16                     hidden-state index, 0 = embedding output
     token     string                    the token type's key
     n         int64                     occurrences n_t
-    sum_sq    float64                   Σ‖x‖²
-    sum       fixed_size_binary(8·d)    Σx: d little-endian float64
-    sum_unit  fixed_size_binary(8·d)    Σ x/‖x‖, likewise   (only with geometry.cosine)
+
+then one column per sum of :data:`ctxvar.stats.declarations.TYPE_SUMS` that the run's ``geometry`` keeps, in
+declaration order: float64, or fixed_size_binary(8·d) for a d-vector (d little-endian float64). Today:
+``sum_sq`` (Σ‖x‖²), ``sum`` (Σx) and, with geometry.cosine, ``sum_unit`` (Σ x/‖x‖).
 
 Moments file (layout :data:`MOMENTS_LAYOUT`, geometry.covariance): row group i =
 layer i, with d rows, row j for dimension j:
@@ -32,6 +33,7 @@ merging is adding files. The JSON metadata describes the model and the run.
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass
 from typing import Iterable
@@ -49,21 +51,29 @@ from ctxvar.io import (
     vector_column,
     vector_rows,
 )
+from ctxvar.stats import declarations
+from ctxvar.stats.declarations import declared
 
 SUMS_LAYOUT = "ctxvar sums 2"
 MOMENTS_LAYOUT = "ctxvar moments 2"
 
 
-def sums_schema(d: int, metadata: dict, unit: bool = False) -> pa.Schema:
+KEY_COLUMNS = ("layer", "token", "n")  # every sums file's first columns; the declared sums follow
+
+
+def sums_schema(d: int, metadata: dict, sums: Iterable[str] = ("sum_sq", "sum")) -> pa.Schema:
+    """The schema of a sums file holding the declared sums named ``sums`` (written in declaration order)."""
+    kept = set(sums)
     fields = [
         pa.field("layer", pa.int16(), nullable=False),
         pa.field("token", pa.string(), nullable=False),
         pa.field("n", pa.int64(), nullable=False),
-        pa.field("sum_sq", pa.float64(), nullable=False),
-        pa.field("sum", pa.binary(8 * d), nullable=False),
+        *(
+            pa.field(item.name, pa.binary(8 * d) if item.vector else pa.float64(), nullable=False)
+            for item in declarations.TYPE_SUMS
+            if item.name in kept
+        ),
     ]
-    if unit:
-        fields.append(pa.field("sum_unit", pa.binary(8 * d), nullable=False))
     return tagged_schema(pa.schema(fields), metadata, SUMS_LAYOUT)
 
 
@@ -121,14 +131,32 @@ def read_moments(path, layer: int) -> tuple[int, np.ndarray, np.ndarray]:
 
 @dataclass
 class LayerSums:
-    """One layer's sums for ``types`` (sorted, distinct)."""
+    """One layer's n_t and declared sums (by name, in declaration order) for ``types`` (sorted, distinct).
+    A sum reads as an attribute too (``layer_sums.sum_sq``); one not held reads as None."""
 
     layer: int
     types: np.ndarray  # (U,) str
     count: np.ndarray  # (U,) int64
-    sum: np.ndarray  # (U, d) float64
-    sum_sq: np.ndarray  # (U,) float64
-    sum_unit: np.ndarray | None = None  # (U, d) float64, Σ x/‖x‖ (geometry.cosine)
+    sums: dict[str, np.ndarray]  # name → (U,) or (U, d) float64
+
+    @classmethod
+    def of(cls, layer: int, types: np.ndarray, count: np.ndarray, **sums: np.ndarray) -> "LayerSums":
+        """The layer's sums given by name (``sum=…, sum_sq=…``), kept in declaration order; None values left out."""
+        return cls(
+            layer,
+            types,
+            count,
+            {item.name: sums[item.name] for item in declarations.TYPE_SUMS if sums.get(item.name) is not None},
+        )
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name == "sums":
+            raise AttributeError(name)
+        try:
+            declared(name)
+        except KeyError:
+            raise AttributeError(name) from None
+        return self.sums.get(name)
 
     def to_table(self, schema: pa.Schema) -> pa.Table:
         """The layer's rows; the vectors' memory is shared with the table, not copied."""
@@ -136,16 +164,16 @@ class LayerSums:
             pa.array(np.full(len(self.types), self.layer, dtype=np.int16)),
             pa.array(self.types, type=pa.string()),
             pa.array(self.count, type=pa.int64()),
-            pa.array(self.sum_sq, type=pa.float64()),
-            vector_column(self.sum),
+            *(
+                vector_column(self.sums[name]) if declared(name).vector else pa.array(self.sums[name], pa.float64())
+                for name in schema.names[len(KEY_COLUMNS) :]
+            ),
         ]
-        if "sum_unit" in schema.names:
-            columns.append(vector_column(self.sum_unit))
         return pa.table(columns, schema=schema)
 
     def additive(self) -> tuple[np.ndarray, ...]:
-        """The sums that add across shards, in a fixed order."""
-        return (self.count, self.sum, self.sum_sq) + ((self.sum_unit,) if self.sum_unit is not None else ())
+        """n and the sums, every one of which adds across shards, in a fixed order."""
+        return (self.count, *self.sums.values())
 
 
 class LayerWriter:
@@ -189,11 +217,13 @@ class LayerWriter:
         return suppress
 
 
-def write_sums(path, layers: Iterable[LayerSums], d: int, metadata: dict, unit: bool = False) -> None:
-    """Write a sums file from layers given in order 0, 1, …"""
-    schema = sums_schema(d, metadata, unit)
+def write_sums(path, layers: Iterable[LayerSums], d: int, metadata: dict) -> None:
+    """Write a sums file from layers given in order 0, 1, …, each holding the same sums."""
+    layers = iter(layers)
+    first = next(layers)
+    schema = sums_schema(d, metadata, first.sums)
     with LayerWriter(path, schema) as writer:
-        for layer in layers:
+        for layer in itertools.chain([first], layers):
             writer.write(layer.to_table(schema))
 
 
@@ -212,7 +242,14 @@ class SumsFile:
                 "delete it and re-run"
             )
         self.d = self._file.schema.field("sum").type.byte_width // 8
-        self.has_unit = "sum_unit" in self._file.schema.names
+        self.sum_names = tuple(self._file.schema.names[len(KEY_COLUMNS) :])  # the declared sums it holds
+        unknown = [name for name in self.sum_names if name not in {item.name for item in declarations.TYPE_SUMS}]
+        if list(self._file.schema.names[: len(KEY_COLUMNS)]) != list(KEY_COLUMNS) or unknown:
+            raise StatisticsError(
+                f"{self.path}: holds columns {self._file.schema.names}, not a sums file of this ctxvar's declared "
+                "sums; delete it and re-run"
+            )
+        self.has_unit = "sum_unit" in self.sum_names
         self._tokens: pa.ChunkedArray | None = None  # layer 0's, as read
         self._types: np.ndarray | None = None  # the same as numpy strings, converted once
 
@@ -224,9 +261,11 @@ class SumsFile:
             layer=layer,
             types=self._layer_types(layer, table.column("token")) if "token" in names else None,
             count=table.column("n").to_numpy() if "n" in names else None,
-            sum=vector_rows(table.column("sum")) if "sum" in names else None,
-            sum_sq=table.column("sum_sq").to_numpy() if "sum_sq" in names else None,
-            sum_unit=vector_rows(table.column("sum_unit")) if "sum_unit" in names else None,
+            sums={
+                name: vector_rows(table.column(name)) if declared(name).vector else table.column(name).to_numpy()
+                for name in self.sum_names
+                if name in names
+            },
         )
 
     def _layer_types(self, layer: int, tokens: pa.ChunkedArray) -> np.ndarray:

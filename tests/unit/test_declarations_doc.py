@@ -1,0 +1,16 @@
+"""docs/outputs.md lists every declared sum and every column it finalizes into, as the declarations give them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ctxvar.stats.declarations import docs_rows
+
+OUTPUTS = Path(__file__).resolve().parents[2] / "docs" / "outputs.md"
+
+
+def test_outputs_doc_holds_the_declared_rows_in_order():
+    lines = OUTPUTS.read_text(encoding="utf-8").splitlines()
+    for rows in docs_rows():
+        start = lines.index(rows[0])
+        assert lines[start : start + len(rows)] == rows
