@@ -58,10 +58,10 @@ from run import in_fresh_process
 from ctxvar.config import SCHEMA
 from ctxvar.disk import sums_bytes
 from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions, batch_bytes, state_bytes
-from ctxvar.extraction.batching import BATCH_TOKENS, ShardBatches, pad_batches, token_budget_batches
 from ctxvar.extraction.position_sample import bottom_k, sample_schema, sample_table, token_keys
-from ctxvar.extraction.tokens import EncodedShard
 from ctxvar.extraction.word_sums import word_table
+from ctxvar.models.batching import BATCH_TOKENS, ShardBatches, pad_batches, token_budget_batches
+from ctxvar.models.tokens import EncodedShard
 from ctxvar.resources import ModelShape
 from ctxvar.stats.sums import LayerSums, LayerWriter, moments_schema, moments_table, sums_schema
 from ctxvar.stats.word_files import LayerSentences, LayerWords, sentences_schema, words_schema

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from ctxvar.extraction.batching import BATCH_TOKENS
+from ctxvar.models.batching import BATCH_TOKENS
 
 from workflow_runs import DEMO, REPO
 
@@ -109,8 +109,8 @@ def shard_batches(folder, n_shards: int, n_sentences: int | None = None) -> list
 
     from ctxvar.corpus.shards import split_corpus
     from ctxvar.extraction.extract import chunk_batches, read_shard
-    from ctxvar.extraction.tokens import encode
     from ctxvar.io import write_table
+    from ctxvar.models.tokens import encode
 
     sentences = folder / f"sentences-{n_sentences}.parquet"
     write_table(pq.read_table(folder / "sentences.parquet").slice(0, n_sentences), sentences)
@@ -171,10 +171,10 @@ def test_the_gpu_benchmarks_7b_shard_runs_at_least_30_batches(tmp_path):
     from run import write_corpus
     from transformers import AutoTokenizer
 
-    from ctxvar.extraction.batching import BATCH_TOKENS
     from ctxvar.extraction.extract import chunk_batches, read_shard
-    from ctxvar.extraction.tokens import encode
+    from ctxvar.models.batching import BATCH_TOKENS
     from ctxvar.models.random_init import build_random_model
+    from ctxvar.models.tokens import encode
 
     shard = write_corpus(tmp_path, MODES["gpu"]["small"])
     texts, chunk, _ = read_shard(shard)

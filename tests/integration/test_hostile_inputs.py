@@ -31,7 +31,6 @@ from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.extract import ExtractionSettings, extract_shard
 from ctxvar.extraction.position_sample import SAMPLE_LAYOUT, SampleFile
 from ctxvar.extraction.position_sample import points as points_of
-from ctxvar.extraction.tokens import encode, type_table, word_marker
 from ctxvar.io import (
     MANIFEST,
     read_csv,
@@ -45,6 +44,7 @@ from ctxvar.io import (
 )
 from ctxvar.jobs import job_log
 from ctxvar.models.loading import load_model, load_tokenizer
+from ctxvar.models.tokens import encode, type_table, word_marker
 from ctxvar.stats.merge import merge_partials
 from ctxvar.stats.sums import (
     MOMENTS_LAYOUT,

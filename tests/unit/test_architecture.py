@@ -14,7 +14,7 @@ DAG_BUILD_IMPORTS = [
     "ctxvar.errors",
     "ctxvar.resources",
     "ctxvar.corpus.shards",
-    "ctxvar.extraction.batching",
+    "ctxvar.models.batching",
     "ctxvar.figures.catalogue",
     "ctxvar.inputs",
     "ctxvar.models.archive",

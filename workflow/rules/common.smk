@@ -52,7 +52,7 @@ from ctxvar.inputs import corpus_inputs, with_inputs
 from ctxvar.run_end import failure_message, outdated_outputs, report_command, success_message
 from ctxvar.run_origin import check_run_origin, config_identity, record_run_origin
 from ctxvar.errors import CtxvarError
-from ctxvar.extraction.batching import BATCH_TOKENS
+from ctxvar.models.batching import BATCH_TOKENS
 from ctxvar.corpus.shards import start_up_warning
 
 

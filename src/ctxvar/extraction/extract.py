@@ -25,19 +25,19 @@ from ctxvar.extraction.accumulator import (
     state_bytes,
     to_host,
 )
-from ctxvar.extraction.batching import (
+from ctxvar.extraction.budget import activation_bytes, reserve_bytes, state_budget_bytes
+from ctxvar.extraction.position_sample import bottom_k, sample_schema, sample_table, sequence_windows, token_keys
+from ctxvar.extraction.word_sums import word_table
+from ctxvar.io import read_table, verify_manifest
+from ctxvar.models import loading
+from ctxvar.models.batching import (
     BATCH_TOKENS,
     ShardBatches,
     pad_batches,
     padding_fraction,
     token_budget_batches,
 )
-from ctxvar.extraction.budget import activation_bytes, reserve_bytes, state_budget_bytes
-from ctxvar.extraction.position_sample import bottom_k, sample_schema, sample_table, sequence_windows, token_keys
-from ctxvar.extraction.tokens import EncodedShard, encode, select, split_long, type_marker, type_table
-from ctxvar.extraction.word_sums import word_table
-from ctxvar.io import read_table, verify_manifest
-from ctxvar.models import loading
+from ctxvar.models.tokens import EncodedShard, encode, select, split_long, type_marker, type_table
 from ctxvar.stats.sums import LayerSums, LayerWriter, moments_schema, moments_table, sums_schema
 from ctxvar.stats.word_files import LayerSentences, LayerWords, sentences_schema, words_schema
 from ctxvar.versions import device_name, package_versions

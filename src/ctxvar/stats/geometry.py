@@ -63,7 +63,7 @@ import pandas as pd
 
 from ctxvar.errors import StatisticsError
 from ctxvar.extraction.position_sample import points, read_sample_layer
-from ctxvar.extraction.tokens import type_key
+from ctxvar.models.tokens import type_key
 from ctxvar.stats.layers import frequency_filter
 from ctxvar.stats.partition_isotropy import partition_isotropy
 from ctxvar.stats.provenance import SUMS_COLUMN
