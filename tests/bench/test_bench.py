@@ -233,7 +233,7 @@ def test_compare_runs_finds_layout_1_and_2_of_the_same_sums_equal_and_one_ulp_ap
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ctxvar.extraction.position_sample import sample_schema, sample_table
+    from ctxvar.stats.sample_file import sample_schema, sample_table
     from ctxvar.stats.sums import moments_schema, moments_table
 
     bench_io, compare = bench_module("io"), bench_module("compare_runs")

@@ -26,7 +26,7 @@ from ctxvar.extraction.accumulator import (
     to_host,
 )
 from ctxvar.extraction.budget import activation_bytes, reserve_bytes, state_budget_bytes
-from ctxvar.extraction.position_sample import bottom_k, sample_schema, sample_table, sequence_windows, token_keys
+from ctxvar.extraction.position_sample import sequence_windows, token_keys
 from ctxvar.extraction.word_sums import word_table
 from ctxvar.io import read_table, verify_manifest
 from ctxvar.models import loading
@@ -38,6 +38,7 @@ from ctxvar.models.batching import (
     token_budget_batches,
 )
 from ctxvar.models.tokens import EncodedShard, encode, select, split_long, type_marker, type_table
+from ctxvar.stats.sample_file import bottom_k, sample_schema, sample_table
 from ctxvar.stats.sums import LayerSums, LayerWriter, moments_schema, moments_table, sums_schema
 from ctxvar.stats.word_files import LayerSentences, LayerWords, sentences_schema, words_schema
 from ctxvar.versions import device_name, package_versions
