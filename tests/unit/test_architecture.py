@@ -21,7 +21,7 @@ DAG_BUILD_IMPORTS = [
     "ctxvar.models.archive",
     "ctxvar.run_end",
     "ctxvar.run_origin",
-]  # what workflow/rules/common.smk imports
+]  # what workflow/rules/common.smk and run_end.smk import
 
 
 # The package's layers, bottom first: a module imports only modules of its own layer or of layers before it.
