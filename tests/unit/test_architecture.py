@@ -21,6 +21,7 @@ DAG_BUILD_IMPORTS = [
     "ctxvar.models.archive",
     "ctxvar.run_end",
     "ctxvar.run_origin",
+    "ctxvar.results_layout",
 ]  # what workflow/rules/common.smk and run_end.smk import
 
 
@@ -28,7 +29,7 @@ DAG_BUILD_IMPORTS = [
 # A layer is a list of module-name prefixes; a module belongs to the layer of its longest prefix ("ctxvar" alone is
 # the package's __init__, which re-exports load_results).
 BASE = ["errors", "io", "config", "config_reference", "versions", "jobs", "run_origin"]
-RUN = ["resources", "disk", "inputs", "run_end", "results"]
+RUN = ["resources", "disk", "inputs", "run_end", "results", "results_layout"]
 LAYERS = [
     ("base", [f"ctxvar.{name}" for name in BASE]),
     ("models", ["ctxvar.models"]),

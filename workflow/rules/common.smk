@@ -51,6 +51,7 @@ from ctxvar.models.archive import check_archives
 from ctxvar.inputs import corpus_inputs, with_inputs
 from ctxvar.run_origin import check_run_origin, config_identity, record_run_origin
 from ctxvar.errors import CtxvarError
+from ctxvar.results_layout import check_results_layout
 from ctxvar.models.batching import BATCH_TOKENS
 from ctxvar.corpus.shards import start_up_warning
 
@@ -78,6 +79,7 @@ try:  # the whole config contract, before any job: one line and exit status 1 fo
     )
     MODELS = with_inputs(models_by_id(config), f"results/{RUN}")  # with what identifies their files (ctxvar.inputs)
     CORPUS = {**config["corpus"], "inputs": corpus_inputs(config["corpus"])}
+    check_results_layout(f"results/{RUN}", MODELS)  # refuses merged sums under their older names, stats*.parquet
     check_archives(MODELS, f"results/{RUN}")  # a package or zip to unpack a model from is there
     check_free_space(config, f"results/{RUN}")  # once the corpus is sampled; extraction jobs check again as they start
 except CtxvarError as error:

@@ -2,4 +2,4 @@
 
 
 def geometry_inputs(wildcards):
-    return {"stats": results(f"{wildcards.model}/stats.parquet"), **geometry_files(results(f"{wildcards.model}/stats"))}
+    return {"sums": results(f"{wildcards.model}/sums.parquet"), **geometry_files(results(f"{wildcards.model}/sums"))}
