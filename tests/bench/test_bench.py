@@ -108,7 +108,7 @@ def shard_batches(folder, n_shards: int, n_sentences: int | None = None) -> list
     from transformers import AutoTokenizer
 
     from ctxvar.corpus.shards import split_corpus
-    from ctxvar.extraction.extract import chunk_batches, read_shard
+    from ctxvar.extraction.shard import chunk_batches, read_shard
     from ctxvar.io import write_table
     from ctxvar.models.tokens import encode
 
@@ -171,7 +171,7 @@ def test_the_gpu_benchmarks_7b_shard_runs_at_least_30_batches(tmp_path):
     from run import write_corpus
     from transformers import AutoTokenizer
 
-    from ctxvar.extraction.extract import chunk_batches, read_shard
+    from ctxvar.extraction.shard import chunk_batches, read_shard
     from ctxvar.models.batching import BATCH_TOKENS
     from ctxvar.models.random_init import build_random_model
     from ctxvar.models.tokens import encode

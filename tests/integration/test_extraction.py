@@ -17,8 +17,10 @@ import torch
 from ctxvar.corpus.sentences import synthetic_sentences
 from ctxvar.errors import IntegrityError, StatisticsError
 from ctxvar.extraction.accumulator import layer_groups, state_bytes
-from ctxvar.extraction.extract import ExtractionSettings, extract_shard, prepare_shard, read_shard
+from ctxvar.extraction.extract import extract_shard, prepare_shard
 from ctxvar.extraction.pca_points import collect_points
+from ctxvar.extraction.settings import ExtractionSettings
+from ctxvar.extraction.shard import read_shard
 from ctxvar.figures.pca_plots import point_summary
 from ctxvar.figures.pca_selection import select_pca_tokens
 from ctxvar.io import read_metadata, write_csv

@@ -27,7 +27,8 @@ from ctxvar.corpus.shards import start_up_warning
 from ctxvar.disk import check_free_space, planned_bytes
 from ctxvar.errors import ConfigError, CorpusError, DiskSpaceError, IntegrityError, ModelLoadError, StatisticsError
 from ctxvar.extraction.accumulator import GeometryOptions
-from ctxvar.extraction.extract import ExtractionSettings, extract_shard
+from ctxvar.extraction.extract import extract_shard
+from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.io import (
     MANIFEST,
     read_csv,
