@@ -34,5 +34,6 @@ def check_results_layout(run_folder, model_ids) -> None:
         raise IntegrityError(
             f"{old[0]}{others}: merged sums are named {MERGED_SUMS}*.parquet now, not {OLD_MERGED_SUMS}*.parquet; "
             f"rename each (stats.parquet to sums.parquet, stats.moments.parquet to sums.moments.parquet, …; the "
-            "contents are the same), or delete them to merge again"
+            "contents are the same: only the tables and figures made from them are made again), or delete them to "
+            "merge again"
         )

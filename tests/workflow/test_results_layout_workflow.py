@@ -16,5 +16,6 @@ def test_merged_sums_under_the_older_names_stop_the_start_with_one_line(tmp_path
     assert errors == [
         f"ctxvar error: results/{DEMO['run']}/tiny-bert/stats.parquet: merged sums are named sums*.parquet now, not "
         "stats*.parquet; rename each (stats.parquet to sums.parquet, stats.moments.parquet to "
-        "sums.moments.parquet, …; the contents are the same), or delete them to merge again"
+        "sums.moments.parquet, …; the contents are the same: only the tables and figures made from them are made "
+        "again), or delete them to merge again"
     ], run.stderr[-2000:]
