@@ -17,13 +17,21 @@ report: "workflow/report/workflow.rst"
 
 include: "workflow/rules/common.smk"  # validates config against workflow/schemas/config.schema.yaml
 include: "workflow/rules/corpus.smk"
+include: "workflow/rules/functions/models.smk"
 include: "workflow/rules/models.smk"
+include: "workflow/rules/functions/embeddings.smk"
 include: "workflow/rules/embeddings.smk"
+include: "workflow/rules/functions/extract.smk"
 include: "workflow/rules/extract.smk"
+include: "workflow/rules/functions/merge.smk"
 include: "workflow/rules/merge.smk"
+include: "workflow/rules/functions/analyse.smk"
 include: "workflow/rules/analyse.smk"
+include: "workflow/rules/functions/pca.smk"
 include: "workflow/rules/pca.smk"
+include: "workflow/rules/functions/figures.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/run_end.smk"  # the run's targets and its last lines
 
 
 # Second-long summary and figure jobs run where Snakemake runs, never as separate cluster submissions.

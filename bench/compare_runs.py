@@ -31,8 +31,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ctxvar.errors import first_line
-from ctxvar.extraction.position_sample import SAMPLE_LAYOUT
 from ctxvar.io import LAYOUT_KEY, vector_rows
+from ctxvar.stats.sample_file import SAMPLE_LAYOUT
 from ctxvar.stats.sums import MOMENTS_LAYOUT
 
 VECTOR_DTYPES = {SAMPLE_LAYOUT: "<f4"}  # the numbers in a layout's fixed_size_binary vectors; "<f8" for the others

@@ -8,7 +8,7 @@ default), once with ``incremental_merge: true`` (each shard added to a running m
 once with ``false`` (one merge per model once all its shards are done), ``--repeats`` times each, in turn.
 It samples the size of ``results/{run}/`` every 0.2 s (the models the run builds or unpacks excluded: they
 are inputs, not sums), split at the peak into partials, running merges (``partials/*/through/``) and the
-rest. The merged sums are every model's ``stats*.parquet``; the report gives the peak against them (the
+rest. The merged sums are every model's ``sums*.parquet``; the report gives the peak against them (the
 median of the repeats, with its range), and the merged sums per (type, layer), per type and per token,
 from each ``run.json``. Which jobs Snakemake starts first decides the peak, hence the repeats.
 """
@@ -84,8 +84,8 @@ def measure(config_path: Path, shards: int, incremental: bool, workdir: Path) ->
     rows = []
     for model_folder in sorted(p for p in run_folder.iterdir() if (p / "run.json").exists()):
         provenance = json.loads((model_folder / "run.json").read_text())
-        stats = (model_folder / "stats.parquet").stat().st_size
-        merged = sum(p.stat().st_size for p in model_folder.glob("stats*.parquet"))
+        stats = (model_folder / "sums.parquet").stat().st_size
+        merged = sum(p.stat().st_size for p in model_folder.glob("sums*.parquet"))
         rows.append(
             {
                 "model": model_folder.name,
@@ -141,8 +141,8 @@ def report(runs: pd.DataFrame, models: pd.DataFrame, args) -> str:
             "",
             models.drop_duplicates("model").to_markdown(index=False, floatfmt=".4g"),
             "",
-            "Merged sums: each model's stats.parquet (Σx, Σ‖x‖², n and, with geometry.cosine, Σ x/‖x‖ per type and "
-            "layer), stats.moments.parquet (Σxxᵀ) and stats.sample.parquet (the TwoNN points).",
+            "Merged sums: each model's sums.parquet (Σx, Σ‖x‖², n and, with geometry.cosine, Σ x/‖x‖ per type and "
+            "layer), sums.moments.parquet (Σxxᵀ) and sums.sample.parquet (the TwoNN points).",
             "",
         ]
     )

@@ -44,7 +44,7 @@ from run import in_fresh_process
 from steps import running_mean_update
 
 from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions
-from ctxvar.extraction.batching import BATCH_TOKENS
+from ctxvar.models.batching import BATCH_TOKENS
 from ctxvar.stats.finalize import finalize
 
 SHAPES = {

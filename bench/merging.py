@@ -56,9 +56,9 @@ def synthetic_partials(
 
 
 def merge(partials: list[str], folder: str) -> dict:
-    """The merge_statistics job: stats.parquet and tokens.parquet from the partials."""
+    """The merge_statistics job: sums.parquet and tokens.parquet from the partials."""
     start = time.perf_counter()
-    merge_partials(partials, f"{folder}/stats.parquet", f"{folder}/tokens.parquet")
+    merge_partials(partials, f"{folder}/sums.parquet", f"{folder}/tokens.parquet")
     return {
         "seconds": time.perf_counter() - start,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -66,9 +66,9 @@ def merge(partials: list[str], folder: str) -> dict:
 
 
 def layers(folder: str) -> dict:
-    """The layer_statistics job: layers.csv from stats.parquet."""
+    """The layer_statistics job: layers.csv from sums.parquet."""
     start = time.perf_counter()
-    layers_table(f"{folder}/stats.parquet", 1, 5)
+    layers_table(f"{folder}/sums.parquet", 1, 5)
     return {
         "seconds": time.perf_counter() - start,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,

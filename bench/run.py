@@ -189,7 +189,7 @@ def summary(extraction: pd.DataFrame) -> pd.DataFrame:
 
 def merged(folder: Path, name: str, stem: str) -> tuple[Path, Path]:
     """The merged stats and tokens files of the partial ``{name}-{stem}.parquet``."""
-    return folder / f"{name}-{stem}-stats.parquet", folder / f"{name}-{stem}-tokens.parquet"
+    return folder / f"{name}-{stem}-sums.parquet", folder / f"{name}-{stem}-tokens.parquet"
 
 
 def reference_agreement(folder: Path, name: str) -> dict:

@@ -21,9 +21,10 @@ import yaml
 
 from ctxvar.extraction import extract
 from ctxvar.extraction.accumulator import NO_GEOMETRY, GeometryOptions
-from ctxvar.extraction.batching import ShardBatches, pad_batch
-from ctxvar.extraction.extract import ExtractionSettings, extract_shard, forward_options, prepare_shard
+from ctxvar.extraction.extract import extract_shard, forward_options, prepare_shard
+from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.models import loading as models
+from ctxvar.models.batching import ShardBatches, pad_batch
 
 SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 

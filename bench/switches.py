@@ -27,7 +27,7 @@ token: allocating the zeroed sums and ``EmbeddingSums.accumulate`` over every ba
   from the start of the clock to the end of the last batch (on a CPU the resident set, its peak reset
   first through /proc/self/clear_refs; on a GPU ``torch.cuda.max_memory_allocated``);
 - partial bytes: the files an extraction job writes for the state, written with its writers (``LayerWriter``
-  and the schemas of ``ctxvar.stats.sums``, ``position_sample`` and ``word_files``) in the first round and
+  and the schemas of ``ctxvar.stats.sums``, ``sample_file`` and ``word_files``) in the first round and
   measured on disk, beside ``ctxvar.disk.sums_bytes``, the free-space check's upper bound;
 - time per token: seconds per million tokens, and the ratio to core taken within each round (a round runs
   every switch once, each in a fresh process; median and range over the rounds).
@@ -58,11 +58,12 @@ from run import in_fresh_process
 from ctxvar.config import SCHEMA
 from ctxvar.disk import sums_bytes
 from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions, batch_bytes, state_bytes
-from ctxvar.extraction.batching import BATCH_TOKENS, ShardBatches, pad_batches, token_budget_batches
-from ctxvar.extraction.position_sample import bottom_k, sample_schema, sample_table, token_keys
-from ctxvar.extraction.tokens import EncodedShard
+from ctxvar.extraction.position_sample import token_keys
 from ctxvar.extraction.word_sums import word_table
+from ctxvar.models.batching import BATCH_TOKENS, ShardBatches, pad_batches, token_budget_batches
+from ctxvar.models.tokens import EncodedShard
 from ctxvar.resources import ModelShape
+from ctxvar.stats.sample_file import bottom_k, sample_schema, sample_table
 from ctxvar.stats.sums import LayerSums, LayerWriter, moments_schema, moments_table, sums_schema
 from ctxvar.stats.word_files import LayerSentences, LayerWords, sentences_schema, words_schema
 

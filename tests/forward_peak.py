@@ -24,10 +24,10 @@ import torch
 from transformers import AutoConfig, AutoModel
 
 from ctxvar.extraction.accumulator import EmbeddingSums, batch_bytes
-from ctxvar.extraction.batching import pad_batches
 from ctxvar.extraction.budget import activation_bytes
 from ctxvar.extraction.extract import run_batches
-from ctxvar.extraction.tokens import EncodedShard
+from ctxvar.models.batching import pad_batches
+from ctxvar.models.tokens import EncodedShard
 
 N_TYPES = 1000
 

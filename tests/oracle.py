@@ -7,7 +7,7 @@ import pandas as pd
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from ctxvar.extraction.tokens import boundary_tokens, type_key, word_marker
+from ctxvar.models.tokens import boundary_tokens, type_key, word_marker
 
 
 def brute_force_embeddings(model_dir, texts, window: int | None = None):

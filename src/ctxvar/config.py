@@ -479,7 +479,7 @@ def corpus_paths(corpus: dict) -> list[str]:
     return [os.path.expanduser(p) for p in ([path] if isinstance(path, str) else path)]
 
 
-# The rule of ctxvar.extraction.tokens.type_key, part of the extraction hash: a new rule re-extracts every model
+# The rule of ctxvar.models.tokens.type_key, part of the extraction hash: a new rule re-extracts every model
 # (and rebuilds the Gaussian null, whose means follow the types).
 TYPE_KEY_RULE = "one leading copy of the tokenizer's own marker; tokens made only of the marker whole"
 

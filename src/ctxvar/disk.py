@@ -75,7 +75,7 @@ def planned_bytes(config: dict, run_folder) -> tuple[int, int] | None:
     tokens = [math.ceil(shard_tokens(sentences) / config["shards"])] * config["shards"]
     merged, partials = 0, []
     for mid, entry in models_by_id(config).items():
-        if os.path.exists(os.path.join(run_folder, mid, "stats.parquet")):
+        if os.path.exists(os.path.join(run_folder, mid, "sums.parquet")):
             continue
         shape = known_model_shape(entry, model_source(entry, run_folder))  # built: from the entry
         if shape is None:  # a Hub model not downloaded yet: a bert-large-sized guess would block small runs

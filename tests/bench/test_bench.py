@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from ctxvar.extraction.batching import BATCH_TOKENS
+from ctxvar.models.batching import BATCH_TOKENS
 
 from workflow_runs import DEMO, REPO
 
@@ -108,9 +108,9 @@ def shard_batches(folder, n_shards: int, n_sentences: int | None = None) -> list
     from transformers import AutoTokenizer
 
     from ctxvar.corpus.shards import split_corpus
-    from ctxvar.extraction.extract import chunk_batches, read_shard
-    from ctxvar.extraction.tokens import encode
+    from ctxvar.extraction.shard import chunk_batches, read_shard
     from ctxvar.io import write_table
+    from ctxvar.models.tokens import encode
 
     sentences = folder / f"sentences-{n_sentences}.parquet"
     write_table(pq.read_table(folder / "sentences.parquet").slice(0, n_sentences), sentences)
@@ -171,10 +171,10 @@ def test_the_gpu_benchmarks_7b_shard_runs_at_least_30_batches(tmp_path):
     from run import write_corpus
     from transformers import AutoTokenizer
 
-    from ctxvar.extraction.batching import BATCH_TOKENS
-    from ctxvar.extraction.extract import chunk_batches, read_shard
-    from ctxvar.extraction.tokens import encode
+    from ctxvar.extraction.shard import chunk_batches, read_shard
+    from ctxvar.models.batching import BATCH_TOKENS
     from ctxvar.models.random_init import build_random_model
+    from ctxvar.models.tokens import encode
 
     shard = write_corpus(tmp_path, MODES["gpu"]["small"])
     texts, chunk, _ = read_shard(shard)
@@ -233,7 +233,7 @@ def test_compare_runs_finds_layout_1_and_2_of_the_same_sums_equal_and_one_ulp_ap
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ctxvar.extraction.position_sample import sample_schema, sample_table
+    from ctxvar.stats.sample_file import sample_schema, sample_table
     from ctxvar.stats.sums import moments_schema, moments_table
 
     bench_io, compare = bench_module("io"), bench_module("compare_runs")

@@ -10,7 +10,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from ctxvar.extraction.accumulator import GeometryOptions
-from ctxvar.extraction.tokens import boundary_tokens, type_key
+from ctxvar.models.tokens import boundary_tokens, type_key
 from ctxvar.stats.geometry import ETHAYARAJH_COLUMNS, geometry_table
 from ctxvar.stats.word_files import SentencesFile, WordsFile
 

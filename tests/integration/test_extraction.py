@@ -17,15 +17,17 @@ import torch
 from ctxvar.corpus.sentences import synthetic_sentences
 from ctxvar.errors import IntegrityError, StatisticsError
 from ctxvar.extraction.accumulator import layer_groups, state_bytes
-from ctxvar.extraction.batching import BATCH_TOKENS
-from ctxvar.extraction.extract import ExtractionSettings, extract_shard, prepare_shard, read_shard
+from ctxvar.extraction.extract import extract_shard, prepare_shard
 from ctxvar.extraction.pca_points import collect_points
-from ctxvar.extraction.tokens import encode
+from ctxvar.extraction.settings import ExtractionSettings
+from ctxvar.extraction.shard import read_shard
 from ctxvar.figures.pca_plots import point_summary
 from ctxvar.figures.pca_selection import select_pca_tokens
 from ctxvar.io import read_metadata, write_csv
 from ctxvar.models import loading as models
+from ctxvar.models.batching import BATCH_TOKENS
 from ctxvar.models.random_init import build_random_model
+from ctxvar.models.tokens import encode
 from ctxvar.stats.merge import merge_partials
 from ctxvar.stats.sums import SumsFile
 from ctxvar.versions import device_name

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from ctxvar.extraction.accumulator import EmbeddingSums, state_bytes
-from ctxvar.extraction.extract import ExtractionSettings, extract_shard, prepare_shard, run_batches
+from ctxvar.extraction.extract import extract_shard, prepare_shard, run_batches
+from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.io import read_metadata
 from ctxvar.jobs import job_log
 from ctxvar.models import loading as models

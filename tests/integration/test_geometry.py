@@ -15,10 +15,11 @@ import skdim
 
 from ctxvar.errors import StatisticsError
 from ctxvar.extraction.accumulator import GeometryOptions
-from ctxvar.extraction.position_sample import points, token_keys
+from ctxvar.extraction.position_sample import token_keys
 from ctxvar.io import FOOTER_READ_BYTES
 from ctxvar.stats.geometry import geometry_table
 from ctxvar.stats.merge import merge_job, merge_moments, merge_partials, merge_sample_partials, run_io
+from ctxvar.stats.sample_file import points
 from ctxvar.stats.twonn import distinct_points
 
 from effective_rank_reference import rankme, roy_vetterli_effective_rank

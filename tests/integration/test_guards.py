@@ -21,7 +21,8 @@ from transformers import AutoTokenizer
 
 from ctxvar.corpus.shards import split_corpus
 from ctxvar.errors import CorpusError, ModelLoadError, StatisticsError
-from ctxvar.extraction.extract import ExtractionSettings, extract_shard
+from ctxvar.extraction.extract import extract_shard
+from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.io import atomic_path, parquet_writer, read_metadata, tagged_schema, write_table
 from ctxvar.models.random_init import build_random_model
 from ctxvar.stats.layers import layers_table

@@ -26,12 +26,9 @@ from ctxvar.corpus.sentences import sample_sentences
 from ctxvar.corpus.shards import start_up_warning
 from ctxvar.disk import check_free_space, planned_bytes
 from ctxvar.errors import ConfigError, CorpusError, DiskSpaceError, IntegrityError, ModelLoadError, StatisticsError
-from ctxvar.extraction import position_sample
 from ctxvar.extraction.accumulator import GeometryOptions
-from ctxvar.extraction.extract import ExtractionSettings, extract_shard
-from ctxvar.extraction.position_sample import SAMPLE_LAYOUT, SampleFile
-from ctxvar.extraction.position_sample import points as points_of
-from ctxvar.extraction.tokens import encode, type_table, word_marker
+from ctxvar.extraction.extract import extract_shard
+from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.io import (
     MANIFEST,
     read_csv,
@@ -45,7 +42,11 @@ from ctxvar.io import (
 )
 from ctxvar.jobs import job_log
 from ctxvar.models.loading import load_model, load_tokenizer
+from ctxvar.models.tokens import encode, type_table, word_marker
+from ctxvar.stats import sample_file
 from ctxvar.stats.merge import merge_partials
+from ctxvar.stats.sample_file import SAMPLE_LAYOUT, SampleFile
+from ctxvar.stats.sample_file import points as points_of
 from ctxvar.stats.sums import (
     MOMENTS_LAYOUT,
     SUMS_LAYOUT,
@@ -297,10 +298,10 @@ def test_sums_moments_and_sample_files_hold_vectors_as_fixed_size_binary_read_ba
             writer.write(moments_table(i, 7, rows[i], np.resize(rows, (10, 10)), with_moments))
     where = {"key": np.arange(3, dtype=np.uint64), "sentence_id": np.arange(3), "window": np.zeros(3, np.int32)}
     where |= {"position": np.arange(3, dtype=np.int32), "token": types}
-    with_sample = position_sample.sample_schema(10, metadata)
+    with_sample = sample_file.sample_schema(10, metadata)
     with LayerWriter(tmp_path / "x.parquet", with_sample) as writer:
         for i in (0, 1):
-            writer.write(position_sample.sample_table(i, where, points[i], with_sample))
+            writer.write(sample_file.sample_table(i, where, points[i], with_sample))
 
     def bits(array):
         return np.ascontiguousarray(array).tobytes()

@@ -44,7 +44,7 @@ def test_demo_through_slurm_equals_the_local_run(tmp_path, cluster, demo):
     running and final merges, layer statistics, a per-model figure): byte for byte the local run's files."""
     targets = [
         "results/demo/tiny-bert/tokens.parquet",
-        "results/demo/tiny-bert/stats.parquet",
+        "results/demo/tiny-bert/sums.parquet",
         "results/demo/tiny-bert/layers.csv",
         "results/demo/tiny-bert/figures/fig05_decomposition.csv",  # plot_model_figure: a local rule
     ]

@@ -1,4 +1,5 @@
-"""The package's shape: no import cycle between its modules, and a DAG build that imports no torch."""
+"""The package's shape: imports point down its layers, no import cycle between its modules, and a DAG build that
+imports no torch."""
 
 from __future__ import annotations
 
@@ -14,13 +15,30 @@ DAG_BUILD_IMPORTS = [
     "ctxvar.errors",
     "ctxvar.resources",
     "ctxvar.corpus.shards",
-    "ctxvar.extraction.batching",
+    "ctxvar.models.batching",
     "ctxvar.figures.catalogue",
     "ctxvar.inputs",
     "ctxvar.models.archive",
     "ctxvar.run_end",
     "ctxvar.run_origin",
-]  # what workflow/rules/common.smk imports
+    "ctxvar.results_layout",
+]  # what workflow/rules/common.smk and run_end.smk import
+
+
+# The package's layers, bottom first: a module imports only modules of its own layer or of layers before it.
+# A layer is a list of module-name prefixes; a module belongs to the layer of its longest prefix ("ctxvar" alone is
+# the package's __init__, which re-exports load_results).
+BASE = ["errors", "io", "config", "config_reference", "versions", "jobs", "run_origin"]
+RUN = ["resources", "disk", "inputs", "run_end", "results", "results_layout"]
+LAYERS = [
+    ("base", [f"ctxvar.{name}" for name in BASE]),
+    ("models", ["ctxvar.models"]),
+    ("corpus", ["ctxvar.corpus"]),
+    ("stats", ["ctxvar.stats"]),
+    ("extraction", ["ctxvar.extraction"]),
+    ("figures", ["ctxvar.figures"]),
+    ("run", ["ctxvar"] + [f"ctxvar.{name}" for name in RUN]),
+]
 
 
 def module_name(path: Path) -> str:
@@ -81,6 +99,27 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+def layer_of(module: str) -> int | None:
+    """The index in :data:`LAYERS` of ``module``'s layer (its longest matching prefix), or None."""
+    matches = [
+        (len(prefix), index)
+        for index, (_, prefixes) in enumerate(LAYERS)
+        for prefix in prefixes
+        if module == prefix or module.startswith(prefix + ".") and prefix != "ctxvar"
+    ]
+    return max(matches)[1] if matches else None
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``importer -> imported`` for every import of a module in a later layer than the importer's."""
+    return [
+        f"{module} ({LAYERS[layer_of(module)][0]}) -> {name} ({LAYERS[layer_of(name)][0]})"
+        for module, names in sorted(graph.items())
+        for name in sorted(names)
+        if layer_of(name) > layer_of(module)
+    ]
+
+
 def test_the_cycle_finder_finds_a_cycle():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
@@ -90,6 +129,22 @@ def test_the_graph_sees_function_level_and_aliased_imports():
     graph = import_graph()
     assert "ctxvar.models.hub" in graph["ctxvar.models.loading"]  # from ctxvar.models import hub
     assert "ctxvar.models.gaussian_null" in graph["ctxvar.models.build"]
+
+
+def test_every_module_has_a_layer():
+    unplaced = sorted(module for module in import_graph() if layer_of(module) is None)
+    assert not unplaced, f"add these modules to a layer of LAYERS: {unplaced}"
+
+
+def test_the_layer_check_sees_an_upward_import():
+    assert upward_imports({"ctxvar.stats.merge": {"ctxvar.extraction.extract"}}) == [
+        "ctxvar.stats.merge (stats) -> ctxvar.extraction.extract (extraction)"
+    ]
+    assert upward_imports({"ctxvar.extraction.extract": {"ctxvar.stats.sums", "ctxvar.io"}}) == []
+
+
+def test_imports_point_down_the_layers():
+    assert upward_imports(import_graph()) == []
 
 
 def test_no_import_cycle_between_modules():

@@ -14,7 +14,8 @@ import torch
 from ctxvar.errors import DeviceMemoryError, StatisticsError
 from ctxvar.extraction.accumulator import GeometryOptions, layer_groups, state_bytes
 from ctxvar.extraction.budget import RESERVE_MIN_BYTES, activation_bytes, state_budget_bytes
-from ctxvar.extraction.extract import ExtractionSettings, state_cap_bytes, warn_of_passes
+from ctxvar.extraction.extract import state_cap_bytes, warn_of_passes
+from ctxvar.extraction.settings import ExtractionSettings
 
 GiB = 1 << 30
 # CPU proxies, small enough for the fast tier: a decoder of Llama's proportions (ffn 2.69·d) and GPT-2's, and a

@@ -84,10 +84,10 @@ def test_missing_text_column_is_named(tmp_path):
 
 
 def test_shards_partition_the_sentences_in_whole_planned_batches(tmp_path, tiny_models):
-    from ctxvar.extraction.batching import BATCH_TOKENS
-    from ctxvar.extraction.extract import chunk_batches, read_shard
-    from ctxvar.extraction.tokens import encode
+    from ctxvar.extraction.shard import chunk_batches, read_shard
+    from ctxvar.models.batching import BATCH_TOKENS
     from ctxvar.models.loading import load_tokenizer
+    from ctxvar.models.tokens import encode
 
     corpus = {**BASE, "source": "synthetic", "max_words": 63}
     write_sentences(corpus, tmp_path / "s.parquet", tmp_path / "c.json")

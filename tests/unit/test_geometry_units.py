@@ -14,7 +14,7 @@ import torch
 from ctxvar.config import checkpoint_families, models_by_id
 from ctxvar.errors import ConfigError
 from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions, batch_bytes, state_bytes
-from ctxvar.extraction.position_sample import bottom_k, sequence_windows, splitmix64, token_keys
+from ctxvar.extraction.position_sample import sequence_windows, splitmix64, token_keys
 from ctxvar.figures.geometry_plots import cv_by_min_count
 from ctxvar.io import write_json
 from ctxvar.jobs import job_log
@@ -23,6 +23,7 @@ from ctxvar.models.gaussian_null import GaussianNullConfig, GaussianNullModel, o
 from ctxvar.models.gaussian_null import splitmix64 as torch_splitmix64
 from ctxvar.stats.finalize import self_similarity
 from ctxvar.stats.geometry import covariance, mean_cosine, rank_metrics, spectrum_metrics
+from ctxvar.stats.sample_file import bottom_k
 from ctxvar.stats.summary import models_table
 from ctxvar.stats.twonn import gaussian_twonn, twonn_dimension
 

@@ -170,9 +170,9 @@ def test_the_gguf_weights_are_the_q4_1_blocks_dequantized(smollm):
 def test_the_converted_smollm_loads_through_ctxvar_as_a_whole_byte_level_decoder(smollm):
     import torch
 
-    from ctxvar.extraction.tokens import boundary_tokens, word_marker
     from ctxvar.io import verify_manifest
     from ctxvar.models.loading import ends_in_final_norm, load, load_with_head, weights_sha256
+    from ctxvar.models.tokens import boundary_tokens, word_marker
 
     entry, folder = smollm
     verify_manifest(folder)

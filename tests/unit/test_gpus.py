@@ -14,7 +14,8 @@ import pytest
 
 from ctxvar.extraction import devices as gpus
 from ctxvar.extraction.accumulator import layer_groups, state_bytes
-from ctxvar.extraction.extract import ExtractionSettings, extract_shard, prepare_shard
+from ctxvar.extraction.extract import extract_shard, prepare_shard
+from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.stats import sums
 
 from test_guards import shard_of

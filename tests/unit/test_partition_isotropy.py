@@ -20,7 +20,6 @@ import torch
 from safetensors.torch import load_file
 
 from ctxvar.errors import InsufficientData, StatisticsError
-from ctxvar.extraction.position_sample import points, read_sample_layer
 from ctxvar.figures import embedding_plots
 from ctxvar.io import read_csv, read_table
 from ctxvar.stats.embedding_matrices import MATRIX_COLUMNS, embedding_matrix_statistics
@@ -32,6 +31,7 @@ from ctxvar.stats.partition_isotropy import (
     partition_isotropy,
     svd_projection,
 )
+from ctxvar.stats.sample_file import points, read_sample_layer
 
 RTOL = 1e-6
 

@@ -22,7 +22,8 @@ from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from ctxvar.config import TYPE_KEY_RULE, extraction_config_hash
 from ctxvar.errors import StatisticsError
-from ctxvar.extraction.tokens import (
+from ctxvar.io import read_metadata, write_json
+from ctxvar.models.tokens import (
     encode,
     python_tokenizer_marker,
     spec_marker,
@@ -31,7 +32,6 @@ from ctxvar.extraction.tokens import (
     type_table,
     word_marker,
 )
-from ctxvar.io import read_metadata, write_json
 from ctxvar.stats.merge import check_same_run
 
 # Markdown headings, hashtags, runs of '#', and the markers' own characters written in the text.
@@ -244,7 +244,7 @@ def test_spec_markers_of_each_kind(caplog):
     assert spec_marker(spec_of(models.BPE(), normalizer=normalizers.Replace(" ", "▁"))) == "▁"
     sequence = pre_tokenizers.Sequence([pre_tokenizers.Digits(), pre_tokenizers.ByteLevel(use_regex=False)])
     assert spec_marker(spec_of(models.BPE(continuing_subword_prefix=""), pre_tokenizer=sequence)) == "Ġ"
-    with caplog.at_level(logging.INFO, logger="ctxvar.extraction.tokens"):
+    with caplog.at_level(logging.INFO, logger="ctxvar.models.tokens"):
         clip_like = spec_of(
             models.BPE(end_of_word_suffix="</w>"),
             pre_tokenizer=pre_tokenizers.Whitespace(),
@@ -258,7 +258,7 @@ def test_markers_that_disagree_take_the_models_with_a_warning(caplog):
     from tokenizers import models, pre_tokenizers
 
     spec = spec_of(models.WordPiece({"[UNK]": 0}, unk_token="[UNK]"), pre_tokenizer=pre_tokenizers.Metaspace())
-    with caplog.at_level(logging.WARNING, logger="ctxvar.extraction.tokens"):
+    with caplog.at_level(logging.WARNING, logger="ctxvar.models.tokens"):
         assert spec_marker(spec, "mixed") == "##"
     assert "mixed: its tokenizer names several word-boundary markers ('##', '▁'); token types strip '##'" in caplog.text
 
@@ -267,7 +267,7 @@ def test_python_tokenizers_by_their_kind(caplog):
     assert python_tokenizer_marker(SimpleNamespace(sp_model=object()), "sp") == "▁"
     assert python_tokenizer_marker(SimpleNamespace(byte_encoder={32: "Ġ", 33: "!"}), "bpe") == "Ġ"
     assert python_tokenizer_marker(SimpleNamespace(wordpiece_tokenizer=object()), "wp") == "##"
-    with caplog.at_level(logging.WARNING, logger="ctxvar.extraction.tokens"):
+    with caplog.at_level(logging.WARNING, logger="ctxvar.models.tokens"):
         assert word_marker(SimpleNamespace(name_or_path="odd")) is None
     assert "odd: SimpleNamespace has no tokenizers backend and no known word-boundary marker" in caplog.text
 

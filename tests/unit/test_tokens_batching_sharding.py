@@ -5,8 +5,8 @@ from transformers import AutoTokenizer
 
 from ctxvar.corpus.shards import MIN_BATCHES, assign_shards, deal_batches, plan_batches
 from ctxvar.extraction.accumulator import PointSample
-from ctxvar.extraction.batching import pad_batch, pad_batches, padding_fraction, token_budget_batches
-from ctxvar.extraction.tokens import encode, type_key, type_table, word_marker
+from ctxvar.models.batching import pad_batch, pad_batches, padding_fraction, token_budget_batches
+from ctxvar.models.tokens import encode, type_key, type_table, word_marker
 
 
 @pytest.mark.parametrize(
@@ -73,7 +73,7 @@ def test_a_sentence_longer_than_the_budget_gets_its_own_batch():
 
 
 def test_pad_batch_places_tokens_and_types():
-    from ctxvar.extraction.tokens import EncodedShard
+    from ctxvar.models.tokens import EncodedShard
 
     encoded = EncodedShard(ids=np.array([10, 11, 12, 20, 21, 30, 31, 32, 33]), offsets=np.array([0, 3, 5, 9]))
     type_index = encoded.ids % 10
@@ -85,7 +85,7 @@ def test_pad_batch_places_tokens_and_types():
 
 
 def random_shard(n_sequences: int, seed: int = 0):
-    from ctxvar.extraction.tokens import EncodedShard
+    from ctxvar.models.tokens import EncodedShard
 
     rng = np.random.default_rng(seed)
     lengths = rng.integers(1, 40, size=n_sequences)

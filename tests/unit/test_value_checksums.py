@@ -13,7 +13,6 @@ import pytest
 
 import ctxvar.io
 from ctxvar.errors import IntegrityError
-from ctxvar.extraction import position_sample
 from ctxvar.io import (
     INTEGRITY_KEY,
     VALUE_DIGESTS_KEY,
@@ -26,6 +25,7 @@ from ctxvar.io import (
     value_digest,
     write_table,
 )
+from ctxvar.stats import sample_file
 from ctxvar.stats.sums import (
     LayerSums,
     LayerWriter,
@@ -176,12 +176,12 @@ def test_every_file_through_ctxvar_io_carries_value_digests(tmp_path):
             writer.write(moments_table(layer, 9, np.arange(D) + layer, np.eye(D) * layer, schema))
     assert np.array_equal(MomentsFile(moments).layer(2)[2], np.eye(D) * 2)
     sample = tmp_path / "x.parquet"
-    schema = position_sample.sample_schema(D, METADATA)
+    schema = sample_file.sample_schema(D, METADATA)
     where = {"key": np.arange(3, dtype=np.uint64), "sentence_id": np.arange(3), "window": np.zeros(3, np.int32)}
     where |= {"position": np.arange(3, dtype=np.int32), "token": np.array(list("abc"), object)}
     with LayerWriter(sample, schema) as writer:
         for layer in range(N_LAYERS):
-            writer.write(position_sample.sample_table(layer, where, np.ones((3, D), np.float32) * layer, schema))
+            writer.write(sample_file.sample_table(layer, where, np.ones((3, D), np.float32) * layer, schema))
     for written in (path, moments, sample):
         footer = pq.ParquetFile(written).metadata
         digests = json.loads(footer.metadata[VALUE_DIGESTS_KEY])

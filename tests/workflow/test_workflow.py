@@ -113,10 +113,10 @@ def test_demo_writes_every_documented_output(demo):
     models = pd.read_csv(demo / "results" / "demo" / "summary" / "models.csv")
     assert (models["n_tokens"] > 100_000).all() and list(models["n_layers"]) == [5, 5, 5, 2, 5, 5, 5]
     for name in (
-        "stats.moments.parquet",
-        "stats.sample.parquet",
-        "stats.words.parquet",
-        "stats.sentences.parquet",
+        "sums.moments.parquet",
+        "sums.sample.parquet",
+        "sums.words.parquet",
+        "sums.sentences.parquet",
         "geometry.csv",
     ):
         assert (demo / "results" / "demo" / "tiny-bert" / name).exists()
@@ -164,7 +164,7 @@ def test_every_model_output_records_its_provenance(demo):
 
 
 def merged_files(model_folder) -> list:
-    return [*model_folder.glob("stats*.parquet"), model_folder / "tokens.parquet"]
+    return [*model_folder.glob("sums*.parquet"), model_folder / "tokens.parquet"]
 
 
 PARTIAL_FILES = 1 + sum(DEMO["geometry"][key] for key in ("covariance", "twonn")) + 2 * DEMO["geometry"]["ethayarajh"]
@@ -349,11 +349,11 @@ def core_partials(partials):
 
 MERGED_SUMS = (
     "tokens.parquet",
-    "stats.parquet",
-    "stats.moments.parquet",
-    "stats.sample.parquet",
-    "stats.words.parquet",
-    "stats.sentences.parquet",
+    "sums.parquet",
+    "sums.moments.parquet",
+    "sums.sample.parquet",
+    "sums.words.parquet",
+    "sums.sentences.parquet",
 )
 
 
@@ -455,15 +455,15 @@ def test_a_failing_paper_run_leaves_the_demo_intact(demo_copy):
 
 
 def test_a_flipped_byte_in_merged_sums_fails_every_reader_naming_the_file(demo_copy):
-    stats = demo_copy / "results" / "demo" / "tiny-bert" / "stats.parquet"
-    data = bytearray(stats.read_bytes())
+    sums = demo_copy / "results" / "demo" / "tiny-bert" / "sums.parquet"
+    data = bytearray(sums.read_bytes())
     data[len(data) // 3] ^= 0x01  # inside the data pages
-    stats.write_bytes(bytes(data))
+    sums.write_bytes(bytes(data))
     layers = demo_copy / "results" / "demo" / "tiny-bert" / "layers.csv"
     before = layers.read_bytes()
     run = snakemake(demo_copy, REPO / "config" / "demo.yaml", "--keep-going")
     assert run.returncode != 0
-    assert "ctxvar error: results/demo/tiny-bert/stats.parquet" in run.stderr and "delete it and re-run" in run.stderr
+    assert "ctxvar error: results/demo/tiny-bert/sums.parquet" in run.stderr and "delete it and re-run" in run.stderr
     assert layers.read_bytes() == before, "a corrupt input must never become a new table"
 
 

@@ -1,6 +1,6 @@
 rule layer_statistics:
     input:
-        stats=results("{model}/stats.parquet"),
+        sums=results("{model}/sums.parquet"),
     output:
         layers=results("{model}/layers.csv"),
     log:

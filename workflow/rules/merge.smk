@@ -23,8 +23,8 @@ rule merge_statistics:
     input:
         unpack(merge_inputs),
     output:
-        **geometry_files(results("{model}/stats")),
-        stats=results("{model}/stats.parquet"),
+        **geometry_files(results("{model}/sums")),
+        stats=results("{model}/sums.parquet"),
         tokens=results("{model}/tokens.parquet"),
         run=results("{model}/run.json"),
     log:

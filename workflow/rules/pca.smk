@@ -3,7 +3,7 @@
 
 rule select_pca_tokens:
     input:
-        stats=results("{model}/stats.parquet"),
+        sums=results("{model}/sums.parquet"),
         tokens=results("{model}/tokens.parquet"),
     output:
         selection=results("{model}/pca/selection.csv"),

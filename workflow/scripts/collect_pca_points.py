@@ -1,5 +1,5 @@
-from ctxvar.extraction.extract import job_settings
 from ctxvar.extraction.pca_points import collect_points
+from ctxvar.extraction.settings import job_settings
 from ctxvar.jobs import job_log
 
 with job_log(snakemake.log[0]):

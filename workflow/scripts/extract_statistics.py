@@ -1,7 +1,8 @@
 from pathlib import Path
 
 from ctxvar.disk import check_free_space
-from ctxvar.extraction.extract import extract_shard, job_settings
+from ctxvar.extraction.extract import extract_shard
+from ctxvar.extraction.settings import job_settings
 from ctxvar.jobs import job_log
 
 with job_log(snakemake.log[0]):

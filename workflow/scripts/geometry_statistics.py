@@ -5,7 +5,7 @@ from ctxvar.stats.geometry import geometry_table
 with job_log(snakemake.log[0]):
     analysis = snakemake.params.analysis
     table = geometry_table(
-        snakemake.input.stats,
+        snakemake.input.sums,
         snakemake.input.get("moments"),
         snakemake.input.get("sample"),
         snakemake.params.spectrum_k,

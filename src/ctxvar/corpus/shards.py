@@ -12,8 +12,8 @@ import pyarrow as pa
 from ctxvar.config import built_in_run
 from ctxvar.corpus.sentences import source_rows_at_most
 from ctxvar.errors import CtxvarError
-from ctxvar.extraction.batching import BATCH_TOKENS, padding_fraction, token_budget_batches
 from ctxvar.io import ParquetInput, read_table, verify_manifest, write_table
+from ctxvar.models.batching import BATCH_TOKENS, padding_fraction, token_budget_batches
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def write_shards(sentences_path, shard_paths: list, tokenizer, batch_tokens: int
     same batch-mates, and gets bitwise the same float32 hidden states, whatever the number of
     shards. Returns the plan's summary (also logged and stored in each shard's metadata).
     """
-    from ctxvar.extraction.tokens import encode
+    from ctxvar.models.tokens import encode
 
     table = read_table(sentences_path)
     n_shards = len(shard_paths)

@@ -1,1 +1,1 @@
-"""Extraction: tokens, batches and one model's float64 sums over one shard, on the device."""
+"""Extraction: one model's float64 sums over one shard, on the device."""

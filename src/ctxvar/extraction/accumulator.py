@@ -47,8 +47,8 @@ import numpy as np
 import torch
 
 from ctxvar.errors import StatisticsError
-from ctxvar.extraction.batching import to_device
 from ctxvar.extraction.word_sums import WordSums, word_batch_bytes, word_sums_bytes
+from ctxvar.models.batching import to_device
 from ctxvar.stats.declarations import TypeSum, kept_sums
 
 

@@ -7,101 +7,42 @@ import logging
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from ctxvar.config import built_in_run, revision_of
-from ctxvar.errors import CorpusError, DeviceMemoryError, ModelLoadError, StatisticsError
+from ctxvar.errors import DeviceMemoryError, ModelLoadError, StatisticsError
 from ctxvar.extraction import devices
 from ctxvar.extraction.accumulator import (
-    NO_GEOMETRY,
     EmbeddingSums,
-    GeometryOptions,
     batch_bytes,
     layer_groups,
     state_bytes,
     to_host,
 )
-from ctxvar.extraction.batching import (
-    BATCH_TOKENS,
+from ctxvar.extraction.budget import activation_bytes, reserve_bytes, state_budget_bytes
+from ctxvar.extraction.position_sample import sequence_windows, token_keys
+from ctxvar.extraction.settings import ExtractionSettings
+from ctxvar.extraction.shard import chunk_batches, fit_to_positions, read_shard
+from ctxvar.extraction.word_sums import word_table
+from ctxvar.io import verify_manifest
+from ctxvar.models import loading
+from ctxvar.models.batching import (
     ShardBatches,
     pad_batches,
     padding_fraction,
-    token_budget_batches,
 )
-from ctxvar.extraction.budget import activation_bytes, reserve_bytes, state_budget_bytes
-from ctxvar.extraction.position_sample import bottom_k, sample_schema, sample_table, sequence_windows, token_keys
-from ctxvar.extraction.tokens import EncodedShard, encode, select, split_long, type_marker, type_table
-from ctxvar.extraction.word_sums import word_table
-from ctxvar.io import read_table, verify_manifest
-from ctxvar.models import loading
+from ctxvar.models.tokens import EncodedShard, encode, type_marker, type_table
 from ctxvar.stats.declarations import kept_sums
+from ctxvar.stats.sample_file import bottom_k, sample_schema, sample_table
 from ctxvar.stats.sums import LayerSums, LayerWriter, moments_schema, moments_table, sums_schema
 from ctxvar.stats.word_files import LayerSentences, LayerWords, sentences_schema, words_schema
 from ctxvar.versions import device_name, package_versions
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class ExtractionSettings:
-    """Everything an extraction job needs besides its shard and output path."""
-
-    model: dict  # resolved model entry (id, name, revision, ...)
-    source: str  # Hub id or local directory to load from
-    dtype: str = "float32"
-    device: str = "auto"
-    merge_markers: bool = True
-    long_sentences: str = "skip"  # skip | split | error
-    batch_tokens: int = BATCH_TOKENS
-    max_state_mb: float = (
-        0  # cap on the sums' memory, any device; 0: the GPU's free memory less one batch (budget.py), no cap on CPU
-    )
-    geometry: GeometryOptions = field(default_factory=lambda: NO_GEOMETRY)  # sums beyond n, Σx, Σ‖x‖²
-    sample_seed: int = 0  # seed of the sample's position hash (geometry.seed)
-    threads: int | None = None  # CPU threads for torch; None keeps torch's default
-    config_hash: str = ""
-    shard: int = 0
-    progress: bool = True
-
-
-def job_settings(job, config_hash: str = "") -> ExtractionSettings:
-    """Settings of a Snakemake job that runs a model over a shard, from its ``snakemake`` object
-    (``params.geometry`` only for jobs that accumulate sums)."""
-    geometry = job.params.get("geometry")
-    return ExtractionSettings(
-        model=job.params.model,
-        source=job.params.source,
-        dtype=job.params.dtype,
-        device=job.config["device"],  # not a param: moving to another device must not re-run
-        merge_markers=job.params.tokens["merge_markers"],
-        long_sentences=job.params.tokens["long_sentences"],
-        batch_tokens=job.resources.batch_tokens,
-        max_state_mb=job.resources.get("max_state_mb", 0),
-        geometry=GeometryOptions.from_config(geometry) if geometry else NO_GEOMETRY,
-        sample_seed=geometry["seed"] if geometry else 0,
-        threads=job.threads,
-        config_hash=config_hash,
-        shard=int(job.wildcards.shard),
-    )
-
-
-def read_shard(path) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """The shard's texts, chunk numbers and sentence ids."""
-    table = read_table(path, columns=["text", "chunk", "sentence_id"])
-    return table.column("text").to_pylist(), table.column("chunk").to_numpy(), table.column("sentence_id").to_numpy()
-
-
-def chunk_batches(lengths: np.ndarray, chunk: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
-    """Token-budget batches of sequence indices, never mixing chunks (see corpus.write_shards)."""
-    batches = []
-    for number in np.unique(chunk):
-        members = np.flatnonzero(chunk == number)
-        batches += [members[b] for b in token_budget_batches(lengths[members], batch_tokens)]
-    return batches
 
 
 @dataclass
@@ -435,34 +376,6 @@ def accumulate_groups(
         ]
         del sums
         yield layers
-
-
-def fit_to_positions(encoded: EncodedShard, limit: int | None, settings: ExtractionSettings):
-    """Apply ``tokens.long_sentences`` to sentences longer than the model's positions; never truncate.
-
-    Returns ``(encoded, source_row, counts)``: the sequences to run, the sentence
-    each comes from, and how many sentences were skipped or split.
-    """
-    lengths = encoded.lengths
-    too_long = lengths > limit if limit else np.zeros(len(lengths), dtype=bool)
-    counts = {"n_skipped_too_long": 0, "n_split_too_long": 0}
-    if not too_long.any():
-        return encoded, np.arange(len(lengths)), counts
-    message = (
-        f"{int(too_long.sum())} sentence(s) exceed the {limit} positions of model {settings.model['id']!r} "
-        f"(longest {int(lengths.max())} tokens)"
-    )
-    if settings.long_sentences == "error":
-        raise CorpusError(f"{message}; lower corpus.max_words or set tokens.long_sentences: skip or split")
-    log.warning(
-        "%s: %s", message, "splitting them into windows" if settings.long_sentences == "split" else "skipping them"
-    )
-    if settings.long_sentences == "split":
-        counts["n_split_too_long"] = int(too_long.sum())
-        return (*split_long(encoded, limit), counts)
-    counts["n_skipped_too_long"] = int(too_long.sum())
-    keep = np.flatnonzero(~too_long)
-    return select(encoded, keep), keep, counts
 
 
 def run_batches(model, sums: EmbeddingSums, batches: ShardBatches, device, progress: bool) -> None:

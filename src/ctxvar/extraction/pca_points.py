@@ -18,9 +18,11 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from ctxvar.extraction.extract import ExtractionSettings, chunk_batches, prepare_shard
-from ctxvar.figures.pca_selection import read_components
+from ctxvar.extraction.extract import prepare_shard
+from ctxvar.extraction.settings import ExtractionSettings
+from ctxvar.extraction.shard import chunk_batches
 from ctxvar.io import read_csv, write_table
+from ctxvar.stats.pca_components import read_components
 
 log = logging.getLogger(__name__)
 

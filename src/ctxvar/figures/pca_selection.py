@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 
 from ctxvar.errors import ConfigError, InsufficientData
-from ctxvar.io import read_csv
 from ctxvar.stats.finalize import finalize
+from ctxvar.stats.pca_components import components_table
 from ctxvar.stats.sums import SumsFile
 from ctxvar.stats.token_table import TokenStats, filtered
 
@@ -129,17 +129,6 @@ def select_pca_tokens(stats_path, tokens_path, settings: dict, analysis: dict) -
         log.warning("Fig. 1, Fig. 8 and Table 2 will be placeholders: %s", error)
         return pd.DataFrame(columns=SELECTION_COLUMNS), pd.DataFrame(columns=["component"])
     return table, components_table(components)
-
-
-def components_table(components: np.ndarray) -> pd.DataFrame:
-    frame = pd.DataFrame(components, columns=[str(i) for i in range(components.shape[1])])
-    frame.insert(0, "component", ["pc1", "pc2"])
-    return frame
-
-
-def read_components(path) -> np.ndarray:
-    """(2, d) components from components.csv."""
-    return read_csv(path).set_index("component").to_numpy(dtype=np.float64)
 
 
 def table2(selected: pd.DataFrame) -> pd.DataFrame:

@@ -23,8 +23,8 @@ from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedMode
 from transformers.modeling_outputs import BaseModelOutput
 
 from ctxvar.config import gaussian_spec
-from ctxvar.extraction.tokens import type_key, type_marker
 from ctxvar.models.random_init import randomise_layer_norms
+from ctxvar.models.tokens import type_key, type_marker
 
 MODEL_TYPE = "ctxvar-gaussian"
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ctxvar.extraction.batching import pad_batch
-from ctxvar.extraction.tokens import encode
+from ctxvar.models.batching import pad_batch
+from ctxvar.models.tokens import encode
 
 BATCH_SENTENCES = 16
 MAX_TOKENS = 64  # longer sentences are cut for training only; extraction never truncates

@@ -62,12 +62,12 @@ import numpy as np
 import pandas as pd
 
 from ctxvar.errors import StatisticsError
-from ctxvar.extraction.position_sample import points, read_sample_layer
-from ctxvar.extraction.tokens import type_key
+from ctxvar.models.tokens import type_key
 from ctxvar.stats.finalize import self_similarity
 from ctxvar.stats.layers import frequency_filter
 from ctxvar.stats.partition_isotropy import partition_isotropy
 from ctxvar.stats.provenance import SUMS_COLUMN
+from ctxvar.stats.sample_file import points, read_sample_layer
 from ctxvar.stats.sums import SumsFile, read_moments
 from ctxvar.stats.twonn import (
     distinct_points,

@@ -27,10 +27,10 @@ import numpy as np
 import pyarrow as pa
 
 from ctxvar.errors import StatisticsError
-from ctxvar.extraction.position_sample import SampleFile, merge_samples
 from ctxvar.io import PARQUET_READS, read_metadata, tagged_schema
 from ctxvar.stats.declarations import declared, finalize_columns, token_columns
 from ctxvar.stats.finalize import combine_into
+from ctxvar.stats.sample_file import SampleFile, merge_samples
 from ctxvar.stats.sums import LayerSums, LayerWriter, MomentsFile, SumsFile, moments_schema, moments_table, sums_schema
 from ctxvar.stats.word_files import SentencesFile, WordsFile, add_words, sentences_schema, words_schema
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ctxvar.extraction.tokens import EncodedShard
+from ctxvar.models.tokens import EncodedShard
 
 # Padded tokens per forward pass: the one default of every job that runs a model (the rules read it, a profile's
 # set-resources overrides it per rule). ≈ 1.3 GB of float64 batch buffer for bert-base (see docs/numerics.md).

@@ -1,0 +1,51 @@
+"""What an extraction job needs besides its shard and output paths, and how a Snakemake job gives it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ctxvar.extraction.accumulator import NO_GEOMETRY, GeometryOptions
+from ctxvar.models.batching import BATCH_TOKENS
+
+
+@dataclass
+class ExtractionSettings:
+    """Everything an extraction job needs besides its shard and output path."""
+
+    model: dict  # resolved model entry (id, name, revision, ...)
+    source: str  # Hub id or local directory to load from
+    dtype: str = "float32"
+    device: str = "auto"
+    merge_markers: bool = True
+    long_sentences: str = "skip"  # skip | split | error
+    batch_tokens: int = BATCH_TOKENS
+    max_state_mb: float = (
+        0  # cap on the sums' memory, any device; 0: the GPU's free memory less one batch (budget.py), no cap on CPU
+    )
+    geometry: GeometryOptions = field(default_factory=lambda: NO_GEOMETRY)  # sums beyond n, Σx, Σ‖x‖²
+    sample_seed: int = 0  # seed of the sample's position hash (geometry.seed)
+    threads: int | None = None  # CPU threads for torch; None keeps torch's default
+    config_hash: str = ""
+    shard: int = 0
+    progress: bool = True
+
+
+def job_settings(job, config_hash: str = "") -> ExtractionSettings:
+    """Settings of a Snakemake job that runs a model over a shard, from its ``snakemake`` object
+    (``params.geometry`` only for jobs that accumulate sums)."""
+    geometry = job.params.get("geometry")
+    return ExtractionSettings(
+        model=job.params.model,
+        source=job.params.source,
+        dtype=job.params.dtype,
+        device=job.config["device"],  # not a param: moving to another device must not re-run
+        merge_markers=job.params.tokens["merge_markers"],
+        long_sentences=job.params.tokens["long_sentences"],
+        batch_tokens=job.resources.batch_tokens,
+        max_state_mb=job.resources.get("max_state_mb", 0),
+        geometry=GeometryOptions.from_config(geometry) if geometry else NO_GEOMETRY,
+        sample_seed=geometry["seed"] if geometry else 0,
+        threads=job.threads,
+        config_hash=config_hash,
+        shard=int(job.wildcards.shard),
+    )

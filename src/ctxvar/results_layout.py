@@ -1,0 +1,39 @@
+"""The names of a run's result files: a results folder written under older names is refused with what to do.
+
+A model's merged sums are ``sums.parquet`` and, with the geometry switches, ``sums.moments.parquet``,
+``sums.sample.parquet``, ``sums.words.parquet`` and ``sums.sentences.parquet``. Older versions named them
+``stats*.parquet``; the workflow would not see them and would merge the model again, so it stops first.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+
+from ctxvar.errors import IntegrityError
+
+MERGED_SUMS = "sums"  # {model}/sums.parquet, {model}/sums.{kind}.parquet
+OLD_MERGED_SUMS = "stats"
+
+
+def old_sums_files(run_folder, model_ids) -> list[str]:
+    """The merged sums files of the models ``model_ids`` in ``run_folder`` that carry the older name, sorted."""
+    found = []
+    for model in model_ids:
+        pattern = os.path.join(glob.escape(os.path.join(run_folder, model)), f"{OLD_MERGED_SUMS}*.parquet")
+        found += sorted(glob.glob(pattern))
+    return found
+
+
+def check_results_layout(run_folder, model_ids) -> None:
+    """Raise :class:`IntegrityError` (one line: the first such file, and what to do) if a model's merged sums in
+    ``run_folder`` carry the older name ``stats*.parquet``."""
+    old = old_sums_files(run_folder, model_ids)
+    if old:
+        others = f" and {len(old) - 1} more in {run_folder}" if len(old) > 1 else ""
+        raise IntegrityError(
+            f"{old[0]}{others}: merged sums are named {MERGED_SUMS}*.parquet now, not {OLD_MERGED_SUMS}*.parquet; "
+            f"rename each (stats.parquet to sums.parquet, stats.moments.parquet to sums.moments.parquet, …; the "
+            "contents are the same: only the tables and figures made from them are made again), or delete them to "
+            "merge again"
+        )

@@ -1,0 +1,99 @@
+"""The position sample's file (see :mod:`ctxvar.extraction.position_sample` for the sample) and its exact merge.
+
+The sample file (layout :data:`SAMPLE_LAYOUT`) has one row group per layer (group i =
+layer i), rows sorted by key, no nulls:
+
+    layer        int16                     hidden-state index
+    key          uint64                    the position's hash
+    sentence_id  int64                     corpus sentence (results/corpus/sentences.parquet)
+    window       int32                     piece of a split long sentence, else 0
+    position     int32                     token index in the model's input, [bos] = 0
+    token        string                    the token type's key
+    x            fixed_size_binary(4·d)    the hidden state: d little-endian float32
+
+Written and read like the sums (see :mod:`ctxvar.stats.sums`). The shards' samples merge into the bottom k of
+their union, which is the bottom k of the whole corpus.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from ctxvar.io import ParquetInput, tagged_schema, vector_column, vector_rows
+from ctxvar.stats.sums import LayerWriter, read_layer
+
+SAMPLE_LAYOUT = "ctxvar sample 2"
+
+
+def bottom_k(keys: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` smallest keys (all if fewer), in increasing key order."""
+    if len(keys) > k:
+        keep = np.argpartition(keys, k - 1)[:k]
+        return keep[np.argsort(keys[keep], kind="stable")]
+    return np.argsort(keys, kind="stable")
+
+
+def sample_schema(d: int, metadata: dict) -> pa.Schema:
+    fields = [
+        ("layer", pa.int16()),
+        ("key", pa.uint64()),
+        ("sentence_id", pa.int64()),
+        ("window", pa.int32()),
+        ("position", pa.int32()),
+        ("token", pa.string()),
+        ("x", pa.binary(4 * d)),
+    ]
+    return tagged_schema(
+        pa.schema([pa.field(name, kind, nullable=False) for name, kind in fields]), metadata, SAMPLE_LAYOUT
+    )
+
+
+def sample_table(layer: int, where: dict[str, np.ndarray], points: np.ndarray, schema: pa.Schema) -> pa.Table:
+    """One layer's rows; ``where`` holds key, sentence_id, window, position, token per point (k,), ``points`` (k, d)."""
+    columns = [pa.array(np.full(len(points), layer, np.int16))]
+    columns += [
+        pa.array(where[name], type=schema.field(name).type)
+        for name in ("key", "sentence_id", "window", "position", "token")
+    ]
+    columns.append(vector_column(points, "<f4"))
+    return pa.table(columns, schema=schema)
+
+
+class SampleFile:
+    """Read access to a sample file, one layer at a time."""
+
+    def __init__(self, path):
+        self.path = str(path)
+        self._file = ParquetInput(self.path, SAMPLE_LAYOUT)
+        self.metadata = self._file.metadata
+        self.schema = self._file.schema
+        self.size = self._file.size
+
+    def layer(self, layer: int) -> pa.Table:
+        return self._file.row_group(layer, what="sample, layer")
+
+
+def read_sample_layer(path, layer: int) -> pa.Table:
+    return read_layer(path, layer, "sample", SAMPLE_LAYOUT)
+
+
+def points(table: pa.Table) -> np.ndarray:
+    """The (k, d) float32 hidden states of a sample table."""
+    return vector_rows(table.column("x"), "<f4")
+
+
+def merge_sample_layer(tables: list[pa.Table], k: int) -> pa.Table:
+    """The ``k`` rows with the smallest keys among the shards' samples of one layer, by key."""
+    table = pa.concat_tables(tables)
+    keys = table.column("key").to_numpy()
+    return table.take(pa.array(bottom_k(keys, k)))
+
+
+def merge_samples(samples: list[SampleFile], out_path, n_layers: int, k: int, metadata: dict) -> None:
+    """Write the bottom-k sample of the union of the shards' samples (opened, in shard order), layer by layer."""
+    schema = tagged_schema(samples[0].schema.remove_metadata(), metadata, SAMPLE_LAYOUT)
+    with LayerWriter(out_path, schema) as writer:
+        for layer in range(n_layers):
+            merged = merge_sample_layer([sample.layer(layer) for sample in samples], k)
+            writer.write(merged.replace_schema_metadata(schema.metadata))

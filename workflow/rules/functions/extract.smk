@@ -1,0 +1,63 @@
+# extract.smk's files, inputs, resources and priority, and the hash the sums carry.
+
+
+def partial_prefix(model, shard):
+    """The path prefix of a model × shard's partial sums."""
+    return results(f"partials/{model}/{shard}")
+
+
+def geometry_files(prefix):
+    """The extra sums files of ``prefix`` (a partial or a merged model) that config geometry asks for."""
+    files = {"moments": f"{prefix}.moments.parquet"} if GEOMETRY["covariance"] else {}
+    if GEOMETRY["ethayarajh"]:
+        files = {**files, "words": f"{prefix}.words.parquet", "sentences": f"{prefix}.sentences.parquet"}
+    return {**files, "sample": f"{prefix}.sample.parquet"} if GEOMETRY["twonn"] else files
+
+
+def partial_outputs():
+    """An extraction job's files, the sums and the geometry sums config asks for; deleted once merged (temp)
+    unless ``keep_partials``."""
+    prefix = partial_prefix("{model}", "{shard}")
+    files = {"partial": f"{prefix}.parquet", **geometry_files(prefix)}
+    return {name: path if config["keep_partials"] else temp(path) for name, path in files.items()}
+
+
+def extraction_inputs(wildcards):
+    return {"shard": results(f"corpus/shards/{wildcards.model}/{wildcards.shard}.parquet"), **model_inputs(wildcards)}
+
+
+def extraction_gpus():
+    """GPUs per extraction job: 1 with device cuda, or auto on a machine with an NVIDIA driver."""
+    if config["device"] == "auto":
+        return int(shutil.which("nvidia-smi") is not None)
+    return int(config["device"] == "cuda")
+
+
+def extraction_size(wildcards, input):
+    """(estimated tokens in the job's shard, the model's shape), known before the job runs."""
+    shape = estimates.model_shape(MODELS[wildcards.model], model_source(wildcards))
+    return estimates.shard_tokens(input.shard), shape
+
+
+def extraction_mem_mb(wildcards, input, attempt):
+    """An extraction job's host memory, with the geometry sums config asks for."""
+    return estimates.extraction_mem_mb(*extraction_size(wildcards, input), attempt, GEOMETRY)
+
+
+def extraction_runtime(wildcards, input, threads, attempt):
+    tokens, shape = extraction_size(wildcards, input)
+    return estimates.extraction_runtime_min(tokens, shape, bool(extraction_gpus()), threads, attempt)
+
+
+def extraction_priority(wildcards):
+    """Shards in order (0 first, priority ≤ 0), so that a running merge takes each partial soon after it lands."""
+    return -int(wildcards.shard)
+
+
+def sums_hash(model):
+    """The hash the model's sums carry: the config's extraction settings, the corpus's and the model's inputs."""
+    return extraction_config_hash({**config, "corpus": CORPUS}, MODELS[model])
+
+
+def partial_config_hash(wildcards):
+    return sums_hash(wildcards.model)

@@ -1,0 +1,63 @@
+# figures.smk's inputs, captions and report groups, and FIGURE_FILES, the files every figure writes.
+
+
+FIGURE_FILES = ("png", "pdf", "csv")  # the picture, for papers, and the numbers drawn
+
+
+def figure_spec(wildcards):
+    return {**MODEL_FIGURES, **SUMMARY_FIGURES, **GEOMETRY_MODEL_FIGURES, **GEOMETRY_SUMMARY_FIGURES}[wildcards.figure]
+
+
+def figure_group(wildcards):
+    """The report's subcategory: the figure type."""
+    return figure_spec(wildcards).group
+
+
+def figure_caption(wildcards):
+    return figure_spec(wildcards).caption
+
+
+def figure_needs(wildcards):
+    return figure_spec(wildcards).needs
+
+
+def model_figure_inputs(wildcards):
+    """Only what the figure draws, so that a change elsewhere does not re-plot it."""
+    inputs = {
+        name: results(f"{wildcards.model}/{file}")
+        for name, file in (("layers", "layers.csv"), ("tokens", "tokens.parquet"), ("geometry", "geometry.csv"))
+    }
+    return {name: path for name, path in inputs.items() if name in figure_needs(wildcards)}
+
+
+def summary_figure_inputs(wildcards):
+    """Only what the figure draws, so that e.g. Fig. 9 (corpus only) does not re-run when models change."""
+    inputs = {
+        "layers": results("summary/layers.csv"),
+        "geometry": results("summary/geometry.csv"),
+        "tokens": expand(results("{model}/tokens.parquet"), model=MODELS),
+        "sentences": results("corpus/sentences.parquet"),
+    }
+    return {name: path for name, path in inputs.items() if name in figure_needs(wildcards)}
+
+
+def figure_models(wildcards):
+    """The model ids, for figures drawn from per-model files (their order sets legends and panels)."""
+    return list(MODELS) if {"layers", "geometry", "tokens"} & set(figure_needs(wildcards)) else []
+
+
+def figure_analysis(wildcards):
+    """The frequency filter, for figures that apply it themselves (those drawn from tokens.parquet)."""
+    return canonical(config["analysis"]) if "tokens" in figure_needs(wildcards) else {}
+
+
+def checkpoint_inputs(wildcards):
+    members = FAMILIES[wildcards.family]
+    return {
+        "layers": expand(results("{model}/layers.csv"), model=members),
+        "geometry": expand(results("{model}/geometry.csv"), model=members),
+    }
+
+
+def embedding_checkpoint_inputs(wildcards):
+    return {"matrices": expand(results("{model}/embedding_matrices.csv"), model=FAMILIES[wildcards.family])}

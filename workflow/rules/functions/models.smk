@@ -1,0 +1,15 @@
+# models.smk's wildcard constraints and the Gaussian null's type keying.
+
+
+def models_made_by(*inits):
+    """A wildcard constraint matching the ids of the models with one of ``inits`` (and nothing when none has)."""
+    ids = [mid for mid, entry in MODELS.items() if entry.get("init") in inits]
+    return "|".join(map(re.escape, ids)) or "(?!)"
+
+
+def type_keying(wildcards):
+    """tokens.merge_markers and the rule that keys token types (a new rule rebuilds the model), for the Gaussian
+    null, whose per-type means follow the types."""
+    if MODELS[wildcards.model].get("init") != "gaussian":
+        return None
+    return {"merge_markers": config["tokens"]["merge_markers"], "rule": TYPE_KEY_RULE}

@@ -1,0 +1,49 @@
+# The run's targets (rule all) and its last lines (the Snakefile's onsuccess and onerror).
+from ctxvar.run_end import failure_message, outdated_outputs, report_command, success_message
+
+
+def final_outputs():
+    return [
+        *expand(results("{model}/tokens.parquet"), model=MODELS),
+        *expand(results("{model}/layers.csv"), model=MODELS),
+        results("summary/layers.csv"),
+        results("summary/models.csv"),
+        *expand(results("{model}/figures/{figure}.{ext}"), model=MODELS, figure=MODEL_FIGURES, ext=FIGURE_FILES),
+        *expand(results("figures/{figure}.{ext}"), figure=SUMMARY_FIGURES, ext=FIGURE_FILES),
+        *expand(results("{model}/figures/{figure}.{ext}"), model=PCA_MODEL, figure=PCA_FIGURES, ext=FIGURE_FILES),
+        *expand(results("{model}/table2.{ext}"), model=PCA_MODEL, ext=("csv", "tex")),
+        *expand(results("{model}/geometry.csv"), model=MODELS),
+        results("summary/geometry.csv"),
+        *expand(
+            results("{model}/figures/{figure}.{ext}"),
+            model=MODELS,
+            figure=accumulated(GEOMETRY_MODEL_FIGURES, GEOMETRY),
+            ext=FIGURE_FILES,
+        ),
+        *expand(
+            results("figures/{figure}.{ext}"), figure=accumulated(GEOMETRY_SUMMARY_FIGURES, GEOMETRY), ext=FIGURE_FILES
+        ),
+        *expand(results("figures/checkpoints/{family}.{ext}"), family=FAMILIES, ext=FIGURE_FILES),
+        *expand(results("{model}/embedding_matrices.csv"), model=WEIGHTED_MODELS),
+        *expand(results("{model}/figures/emb01_projection.{ext}"), model=WEIGHTED_MODELS, ext=FIGURE_FILES),
+        *expand(results("figures/checkpoints/embedding_matrices/{family}.{ext}"), family=FAMILIES, ext=FIGURE_FILES),
+    ]
+
+
+def success_lines():
+    """What Snakemake prints last after a run that succeeded: where the results are (ctxvar.run_end)."""
+    moved = workflow.overwrite_workdir is not None  # --directory: the user's shell is elsewhere
+    command = report_command(
+        [str(path) for path in workflow.overwrite_configfiles],
+        results(""),
+        str(workflow.overwrite_workdir) if moved else None,
+        workflow.main_snakefile,
+    )
+    outdated = outdated_outputs(final_outputs(), {model: sums_hash(model) for model in MODELS}, results(""))
+    return success_message(results(""), list(MODELS), command, moved, outdated)
+
+
+def failure_lines(snakemake_logs):
+    """What Snakemake prints last after a failed run: each failed job's one-line error and its log."""
+    logs = [snakemake_logs] if isinstance(snakemake_logs, str) else list(snakemake_logs or [])
+    return failure_message(logs, moved=workflow.overwrite_workdir is not None)
