@@ -18,6 +18,7 @@ from ctxvar.errors import DeviceMemoryError, ModelLoadError, StatisticsError
 from ctxvar.extraction import devices
 from ctxvar.extraction.accumulator import (
     EmbeddingSums,
+    GeometryOptions,
     batch_bytes,
     layer_groups,
     state_bytes,
