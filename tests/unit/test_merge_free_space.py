@@ -97,3 +97,14 @@ def test_a_disk_that_fills_during_the_merge_ends_in_one_line_and_leaves_no_outpu
     assert len(console) == 1 and console[0].startswith("ctxvar error: disk full while this job wrote its outputs")
     assert "free space on the results disk" in console[0] and str(log) in console[0]
     assert sorted(os.listdir(tmp_path / "merged")) == [], "no output, whole or partial, and no temporary file"
+
+
+def test_a_damaged_partial_is_named_by_the_estimate_as_by_the_merge(tmp_path):
+    from ctxvar.errors import IntegrityError
+
+    inputs, outputs = partials(tmp_path / "partials"), merged_outputs(tmp_path / "merged")
+    with open(inputs["partials"][1], "r+b") as handle:
+        handle.seek(-8, os.SEEK_END)
+        handle.write(b"\0" * 4)  # the footer's length
+    with pytest.raises(IntegrityError, match=r"1.parquet: not a readable Parquet file"):
+        merge_job(inputs, outputs)

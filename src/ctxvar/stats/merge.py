@@ -25,12 +25,11 @@ import os
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ctxvar.disk import TOKEN_TABLE_ROW
 from ctxvar.errors import StatisticsError
 from ctxvar.extraction.position_sample import SampleFile, merge_samples
-from ctxvar.io import PARQUET_READS, read_metadata, tagged_schema
+from ctxvar.io import PARQUET_READS, ParquetInput, read_metadata, tagged_schema
 from ctxvar.jobs import removed_on_failure, require_free_space
 from ctxvar.stats.finalize import combine_into, finalize
 from ctxvar.stats.geometry import self_similarity
@@ -329,7 +328,7 @@ def merge_output_bytes(inputs: dict, outputs: dict) -> int:
     sizes = {kind: sum(map(os.path.getsize, inputs[name])) for kind, name in MERGED_KINDS.items() if kind in outputs}
     total = sum(sizes.values())
     if outputs.get("tokens") is not None:
-        total += TOKEN_TABLE_ROW * sum(pq.read_metadata(path).num_rows for path in inputs["partials"])
+        total += TOKEN_TABLE_ROW * sum(ParquetInput(path).num_rows for path in inputs["partials"])  # footers, verified
     return total
 
 
