@@ -53,8 +53,11 @@ rule all:
         final_outputs(),
 
 
-onstart:  # a real run (not a dry run) records the config files its results folder belongs to
-    record_run_origin(results(""), RUN_CONFIG)
+onstart:  # a real run (not a dry run) records the config files its results folder belongs to, or stops if another's
+    try:
+        record_run_origin(results(""), RUN_CONFIG)
+    except CtxvarError as error:
+        sys.exit(f"ctxvar error: {error}")
 
 
 onsuccess:  # the run's last lines: where its results are

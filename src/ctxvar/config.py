@@ -489,6 +489,15 @@ def stable_hash(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+CORPUS_HASH = "corpus_hash"  # the key that names one corpus sample in counts.json and in each model's run.json
+
+
+def corpus_hash(corpus: dict) -> str:
+    """The identity of one corpus sample: the hash of the ``corpus:`` settings with what identified its files at
+    start-up (``inputs``, :mod:`ctxvar.inputs`), as the sampling job and each model's final merge receive them."""
+    return stable_hash(corpus)
+
+
 def extraction_config_hash(config: dict, model: dict) -> str:
     """Hash of every setting that changes a model's partial sums (not batch size or device), and of the rule
     that keys token types (:data:`TYPE_KEY_RULE`): partials keyed by another rule

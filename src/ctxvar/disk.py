@@ -31,12 +31,11 @@ import shutil
 from ctxvar.config import model_source, models_by_id
 from ctxvar.errors import DiskSpaceError, size_text
 from ctxvar.resources import ModelShape, known_model_shape, shard_tokens
-from ctxvar.stats.declarations import kept_sums, token_columns
+from ctxvar.stats.declarations import kept_sums, token_row_bytes
 
 log = logging.getLogger(__name__)
 
 ROW_OVERHEAD = 24  # token string, layer and n per row, roughly
-TOKEN_TABLE_KEYS = 32  # tokens.parquet: layer, token and n per row, roughly; then 8 bytes per declared column
 
 
 def sums_bytes(tokens: int, shape: ModelShape, geometry: dict) -> int:
@@ -56,7 +55,7 @@ def sums_bytes(tokens: int, shape: ModelShape, geometry: dict) -> int:
 
 def token_table_row(geometry: dict) -> int:
     """Bytes per (layer, type) row of tokens.parquet: its keys and the kept sums' float64 columns."""
-    return TOKEN_TABLE_KEYS + 8 * len(token_columns(kept_sums(geometry)))
+    return token_row_bytes(kept_sums(geometry))
 
 
 def words_files_bytes(words: int, shape: ModelShape) -> int:

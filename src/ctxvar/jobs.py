@@ -1,17 +1,55 @@
-"""What every workflow script shares: a job log, and one-line errors for the user."""
+"""What every workflow script shares: a job log, one-line errors for the user, and a job's free-space check."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
 import logging
+import os
+import shutil
 import sys
 from pathlib import Path
 
-from ctxvar.errors import CtxvarError, DiskSpaceError
+from ctxvar.errors import CtxvarError, DiskSpaceError, size_text
 from ctxvar.io import use_system_allocator
 
 FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
+FULL_DISK_REMEDY = (
+    "free space on the results disk, or run in a folder on a larger one (snakemake --directory DIR), then run the "
+    "same command again: finished jobs are kept"
+)
+SKIP_DISK_CHECK = "CTXVAR_SKIP_DISK_CHECK"  # =1: no up-front check (the estimates are upper bounds)
+
+
+def require_free_space(folder, needed: int, what: str) -> None:
+    """Raise :class:`DiskSpaceError` (one line: the folder, ``needed`` and the free bytes, the remedy) when the disk
+    that holds ``folder`` (or its nearest existing parent) has fewer than ``needed`` bytes free; ``what``: the
+    outputs, as the line names them. ``CTXVAR_SKIP_DISK_CHECK=1`` skips the check."""
+    if os.environ.get(SKIP_DISK_CHECK) == "1":
+        return
+    existing = os.path.abspath(folder)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    free = shutil.disk_usage(existing).free
+    if needed > free:
+        raise DiskSpaceError(
+            f"disk: {what} in {os.path.abspath(folder)} need up to {size_text(needed)} ({needed} bytes) but its disk "
+            f"has {size_text(free)} ({free} bytes) free; {FULL_DISK_REMEDY} ({SKIP_DISK_CHECK}=1 skips this "
+            "upper-bound check)"
+        )
+
+
+@contextlib.contextmanager
+def removed_on_failure(paths):
+    """Remove each of ``paths`` that exists when the block raises: a job that fails half-way leaves none of its
+    outputs, the complete ones included, so that no later step reads a set of them made by a failed job."""
+    try:
+        yield
+    except BaseException:
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+        raise
 
 
 def disk_full(error: BaseException) -> bool:
@@ -55,9 +93,7 @@ def job_log(path):
                 if not disk_full(error):
                     raise
                 raise DiskSpaceError(
-                    f"disk full while this job wrote its outputs ({error}); free space on the results disk, or run "
-                    "in a folder on a larger one (snakemake --directory DIR), then run the same command again: "
-                    "finished jobs are kept"
+                    f"disk full while this job wrote its outputs ({error}); {FULL_DISK_REMEDY}"
                 ) from error
         except CtxvarError as error:
             logging.exception("%s", error)

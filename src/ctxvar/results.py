@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ctxvar.config import CORPUS_HASH
 from ctxvar.errors import CtxvarError, StatisticsError
 from ctxvar.io import read_csv, read_json, read_metadata, read_table
 from ctxvar.stats.provenance import FINISH, SUMS_COLUMN, check_same_sums, table_sums
@@ -33,7 +34,8 @@ class Results:
     - ``models``: ``summary/models.csv``, one row per model: name, revision, shape, token counts, hashes;
     - ``provenance``: model → its ``run.json`` (versions, weights and tokenizer SHA-256, config hash);
     - ``metadata``: model → the ctxvar metadata in its ``tokens.parquet`` footer;
-    - ``corpus``: ``corpus/counts.json``, what the sampling and filters kept (and the text's provenance).
+    - ``corpus``: ``corpus/counts.json``, what the sampling and filters kept (and the text's provenance), with
+      ``corpus_hash``, the sample every model's ``run.json`` must name too.
     """
 
     folder: Path
@@ -54,7 +56,9 @@ def load_results(folder="results", run: str | None = None) -> Results:
     """The tables of the finished run in ``folder``: a run's folder (``results/demo``), or ``results`` with
     ``run`` naming the run (optional when ``results`` holds a single run).
 
-    Raises :class:`~ctxvar.errors.CtxvarError` (one line) when the folder holds no finished run.
+    Raises :class:`~ctxvar.errors.CtxvarError` (one line) when the folder holds no finished run, or a mixture of
+    runs: tables of one model from different sums, ``counts.json`` of another corpus sample than the sums, or a
+    summary table that is not the models' tables as they are now.
     """
     folder = run_folder(Path(folder), run)
     models = read_csv(folder / SUMMARY / "models.csv")
@@ -74,8 +78,25 @@ def load_results(folder="results", run: str | None = None) -> Results:
         corpus=read_json(folder / "corpus" / "counts.json"),
     )
     check_one_origin(results)
+    check_one_sample(results)
     check_summary_current(results.folder, names)
     return results
+
+
+def check_one_sample(results: Results) -> None:
+    """Refuse ``corpus/counts.json`` of another corpus sample than the models' sums (the corpus re-sampled by a run
+    stopped before extraction: ``--until``, a kill, a failed job), naming the files: each model's ``run.json``
+    records the sample its sums were extracted from (``corpus_hash``), as counts.json does."""
+    counts = results.folder / "corpus" / "counts.json"
+    sample = results.corpus.get(CORPUS_HASH)
+    others = [name for name, run in results.provenance.items() if run.get(CORPUS_HASH) != sample or sample is None]
+    if others:
+        runs = ", ".join(str(results.folder / name / "run.json") for name in others)
+        theirs = sorted({str(results.provenance[name].get(CORPUS_HASH)) for name in others})
+        raise StatisticsError(
+            f"{counts} (corpus sample {sample}) and {runs} (sample {', '.join(theirs)}) come from different corpus "
+            f"samples; {FINISH}"
+        )
 
 
 def check_summary_current(folder: Path, models: list[str]) -> None:

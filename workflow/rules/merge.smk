@@ -36,5 +36,6 @@ rule merge_statistics:
         "../../envs/analysis.yaml"
     params:
         config_hash=partial_config_hash,  # refuses partials of another run or config
+        corpus=canonical(CORPUS),  # the sample's identity in run.json, compared with counts.json's by load_results
     script:
         "../scripts/merge_statistics.py"

@@ -23,6 +23,7 @@ from ctxvar.figures.catalogue import (
 )
 from ctxvar.figures.plotting import Plot, plot_or_placeholder
 from ctxvar.io import read_csv, read_table
+from ctxvar.stats.provenance import check_same_sums, table_sums
 from ctxvar.stats.token_table import TokenStats
 
 
@@ -83,9 +84,19 @@ def summary_figure(
 
 @placeholder_when_too_few
 def checkpoint_figure(family: str, steps: dict[str, int], layers_paths, geometry_paths) -> Plot:
-    """Draw :data:`CHECKPOINT_FIGURE` for one family; ``steps`` ({id: step}) is aligned with the paths."""
+    """Draw :data:`CHECKPOINT_FIGURE` for one family; ``steps`` ({id: step}) is aligned with the paths. Each
+    checkpoint's layers.csv and geometry.csv, joined by layer, must come from the same sums
+    (:func:`~ctxvar.stats.provenance.check_same_sums`)."""
     layers = {model: read_csv(path) for model, path in zip(steps, layers_paths, strict=True)}
     geometry = {model: read_csv(path) for model, path in zip(steps, geometry_paths, strict=True)}
+    for model, layers_path, geometry_path in zip(steps, layers_paths, geometry_paths):
+        check_same_sums(
+            model,
+            {
+                layers_path: table_sums(layers[model], layers_path),
+                geometry_path: table_sums(geometry[model], geometry_path),
+            },
+        )
     return draw_function(CHECKPOINT_FIGURE)(geometry_plots.checkpoint_table(steps, layers, geometry), family)
 
 

@@ -23,6 +23,7 @@ from ctxvar.figures.plotting import (
     save_plot,
 )
 from ctxvar.io import read_csv, read_table, write_csv, write_text
+from ctxvar.stats.provenance import SUMS_COLUMN, check_same_sums, table_sums
 from ctxvar.stats.token_table import TokenStats, filtered
 
 log = logging.getLogger(__name__)
@@ -115,16 +116,22 @@ def unselected_outputs(model: str, outputs) -> None:
 def pca_outputs(points_paths, selection_path, tokens_path, model: str, analysis: dict, outputs) -> None:
     """Figs. 1 and 8 (PNG, PDF, CSV) and Table 2 (CSV, LaTeX) from the second pass's points.
 
-    ``outputs`` has fig01, fig01_pdf, fig01_data, fig08, fig08_pdf, fig08_data, table2, table2_tex.
+    ``outputs`` has fig01, fig01_pdf, fig01_data, fig08, fig08_pdf, fig08_data, table2, table2_tex. The
+    selection must come from the sums of ``tokens_path`` (:func:`~ctxvar.stats.provenance.check_same_sums`).
     """
     selected = read_csv(selection_path, keep_default_na=False)
+    stats = TokenStats(tokens_path)
+    check_same_sums(
+        model,
+        {selection_path: table_sums(selected, selection_path), tokens_path: {stats.metadata.get(SUMS_COLUMN) or ""}},
+    )
     if selected.empty:
         unselected_outputs(model, outputs)
         return
     layer = int(selected["layer"].iloc[0])
     points = pd.concat([read_table(p).to_pandas() for p in points_paths], ignore_index=True)
     save_plot(pca_scatter(points, selected, model, layer), outputs.fig01, outputs.fig01_pdf, outputs.fig01_data)
-    tokens = TokenStats(tokens_path).layer(layer)
+    tokens = stats.layer(layer)
     save_plot(
         selected_on_trade_off(tokens, selected, model, layer, analysis),
         outputs.fig08,

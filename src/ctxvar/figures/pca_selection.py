@@ -24,6 +24,7 @@ import pandas as pd
 from ctxvar.errors import ConfigError, InsufficientData
 from ctxvar.stats.finalize import finalize
 from ctxvar.stats.pca_components import components_table
+from ctxvar.stats.provenance import SUMS_COLUMN
 from ctxvar.stats.sums import SumsFile
 from ctxvar.stats.token_table import TokenStats, filtered
 
@@ -117,6 +118,7 @@ def selection(
 
 def select_pca_tokens(stats_path, tokens_path, settings: dict, analysis: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     """selection.csv and components.csv (rows pc1, pc2; one column per dimension) for figures.pca ``settings``.
+    selection.csv ends with ``config_hash``, the sums of the tokens.parquet it was selected from.
 
     When no type can be selected (a tiny corpus), both are empty and a warning says why: Figs. 1 and 8
     become placeholders, and the run goes on.
@@ -127,7 +129,10 @@ def select_pca_tokens(stats_path, tokens_path, settings: dict, analysis: dict) -
         table, components = selection(stats_path, stats.layer(layer), layer, settings, analysis)
     except InsufficientData as error:
         log.warning("Fig. 1, Fig. 8 and Table 2 will be placeholders: %s", error)
-        return pd.DataFrame(columns=SELECTION_COLUMNS), pd.DataFrame(columns=["component"])
+        table, components = pd.DataFrame(columns=SELECTION_COLUMNS), None
+    table = table.assign(**{SUMS_COLUMN: stats.metadata.get(SUMS_COLUMN)})
+    if components is None:
+        return table, pd.DataFrame(columns=["component"])
     return table, components_table(components)
 
 

@@ -138,6 +138,15 @@ def token_columns(sums) -> tuple[TokenColumn, ...]:
     return tuple(column for declared_sum in sums for column in declared_sum.columns)
 
 
+TOKEN_ROW_KEY_BYTES = 32  # tokens.parquet: layer, token and n per row, roughly
+
+
+def token_row_bytes(sums) -> int:
+    """Bytes per (layer, type) row of ``tokens.parquet`` for the declarations ``sums``: its keys and a float64
+    per column they finalize into."""
+    return TOKEN_ROW_KEY_BYTES + 8 * len(token_columns(sums))
+
+
 def finalize_columns(count: np.ndarray, values: Mapping[str, np.ndarray], sums) -> dict[str, np.ndarray]:
     """The per-type columns of the declarations ``sums`` from n (U,) and the layer's sums ``values`` (by name)."""
     context: dict[str, np.ndarray] = {"n": count, **values}

@@ -27,8 +27,10 @@ import numpy as np
 import pyarrow as pa
 
 from ctxvar.errors import StatisticsError
-from ctxvar.io import PARQUET_READS, read_metadata, tagged_schema
-from ctxvar.stats.declarations import declared, finalize_columns, token_columns
+from ctxvar.io import PARQUET_READS, ParquetInput, read_metadata, tagged_schema
+from ctxvar.jobs import removed_on_failure, require_free_space
+from ctxvar.stats import declarations
+from ctxvar.stats.declarations import declared, finalize_columns, token_columns, token_row_bytes
 from ctxvar.stats.finalize import combine_into
 from ctxvar.stats.sample_file import SampleFile, merge_samples
 from ctxvar.stats.sums import LayerSums, LayerWriter, MomentsFile, SumsFile, moments_schema, moments_table, sums_schema
@@ -311,20 +313,41 @@ def run_io(record: dict, outputs) -> dict:
     return {**record, "merged_files": len(merged), "merged_bytes": sum(merged), "bytes_written": total}
 
 
+MERGED_KINDS = {"stats": "partials", **{kind: kind for kind in ("moments", "sample", "words", "sentences")}}  # ← inputs
+
+
+def merge_output_bytes(inputs: dict, outputs: dict) -> int:
+    """Upper bound of the bytes :func:`merge_job` writes, from its inputs (the files are not compressed): each
+    merged file is no larger than the files it adds (its rows are the union of theirs, or as many as one of them),
+    and ``tokens.parquet`` holds at most a row per row of the sums added, of at most
+    :func:`ctxvar.stats.declarations.token_row_bytes` of every declared sum (as the start-up estimate counts it)."""
+    sizes = {kind: sum(map(os.path.getsize, inputs[name])) for kind, name in MERGED_KINDS.items() if kind in outputs}
+    total = sum(sizes.values())
+    if outputs.get("tokens") is not None:
+        total += token_row_bytes(declarations.TYPE_SUMS) * sum(
+            ParquetInput(path).num_rows for path in inputs["partials"]
+        )  # footers, verified
+    return total
+
+
 def merge_job(inputs: dict, outputs: dict, config_hash: str | None = None, before: dict | None = None):
     """A merge job: add ``inputs['partials']`` (and ``moments``, ``sample``, ``words``, ``sentences`` if given) into
     ``outputs['stats']`` (and ``tokens`` and those, if given). Returns ``(metadata, io)``: the merged metadata and the
-    record of :func:`io_record` with this job's reads added to ``before``."""
+    record of :func:`io_record` with this job's reads added to ``before``. It first checks that the outputs fit in
+    the free space (:func:`merge_output_bytes`); one that fails half-way (a full disk) leaves none of its outputs."""
+    folder = os.path.dirname(os.path.abspath(outputs["stats"]))
+    require_free_space(folder, merge_output_bytes(inputs, outputs), "merged sums")
     reads, opened = PARQUET_READS.bytes, PARQUET_READS.files
-    run = merge_partials(inputs["partials"], outputs["stats"], outputs.get("tokens"), config_hash)
-    if "moments" in outputs:
-        merge_moments(inputs["moments"], outputs["moments"], run)
-    if "sample" in outputs:
-        merge_sample_partials(inputs["sample"], outputs["sample"], run)
-    if "words" in outputs:
-        merge_words(inputs["words"], outputs["words"], run)
-    if "sentences" in outputs:
-        merge_sentences(inputs["sentences"], outputs["sentences"], run)
+    with removed_on_failure([path for path in outputs.values() if path is not None]):
+        run = merge_partials(inputs["partials"], outputs["stats"], outputs.get("tokens"), config_hash)
+        if "moments" in outputs:
+            merge_moments(inputs["moments"], outputs["moments"], run)
+        if "sample" in outputs:
+            merge_sample_partials(inputs["sample"], outputs["sample"], run)
+        if "words" in outputs:
+            merge_words(inputs["words"], outputs["words"], run)
+        if "sentences" in outputs:
+            merge_sentences(inputs["sentences"], outputs["sentences"], run)
     read, files = PARQUET_READS.bytes - reads, PARQUET_READS.files - opened
     read_inputs = [
         *inputs["partials"],

@@ -1,0 +1,117 @@
+"""``load_results`` refuses every mixture of the files it reads, with one line naming them and the command that
+makes them agree: a model's tokens.parquet, run.json, its rows of the summary's models.csv, layers.csv and
+geometry.csv from different sums, and corpus/counts.json of another corpus sample than the sums (a corpus
+re-sampled by a run stopped before extraction, which left every model's files agreeing among themselves)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from ctxvar.config import CORPUS_HASH, corpus_hash
+from ctxvar.corpus.sentences import write_sentences
+from ctxvar.errors import StatisticsError
+from ctxvar.io import read_json, write_csv, write_json, write_table
+from ctxvar.results import load_results
+from ctxvar.stats.provenance import FINISH
+from ctxvar.stats.summary import summary_tables
+
+MODELS = ("a", "b")
+
+
+def finished_run(folder, sums: str = "h", sample: str = "c"):
+    """A run folder as the workflow leaves it: two models' tables, run.json, the summary, counts.json."""
+    for model in MODELS:
+        (folder / model).mkdir(parents=True, exist_ok=True)
+        write_csv(pd.DataFrame({"layer": [0, 1], "Q": [0.5, 0.6], "config_hash": sums}), folder / model / "layers.csv")
+        geometry = pd.DataFrame({"layer": [0, 1], "explained_1": [0.1, 0.2], "config_hash": sums})
+        write_csv(geometry, folder / model / "geometry.csv")
+        write_json({"model_name": model, "config_hash": sums, CORPUS_HASH: sample}, folder / model / "run.json")
+        tokens = pa.table({"layer": pa.array([0], pa.int16()), "token": ["x"], "n": [3], "Q": [0.5]})
+        write_table(tokens, folder / model / "tokens.parquet", metadata={"config_hash": sums})
+    (folder / "summary").mkdir(exist_ok=True)
+    layers, geometry, models = summary_tables(
+        {m: str(folder / m / "layers.csv") for m in MODELS},
+        {m: str(folder / m / "geometry.csv") for m in MODELS},
+        {m: str(folder / m / "run.json") for m in MODELS},
+    )
+    for name, table in (("layers.csv", layers), ("geometry.csv", geometry), ("models.csv", models)):
+        write_csv(table, folder / "summary" / name)
+    (folder / "corpus").mkdir(exist_ok=True)
+    write_json({"sentences": 10, CORPUS_HASH: sample}, folder / "corpus" / "counts.json")
+
+
+def test_files_of_one_run_load(tmp_path):
+    finished_run(tmp_path / "study")
+    assert load_results(tmp_path / "study").corpus[CORPUS_HASH] == "c"
+
+
+def test_counts_of_a_corpus_re_sampled_after_the_sums_are_refused(tmp_path):
+    """The corpus edited, then ``snakemake --until sample_corpus``: counts.json is the new sample's, every model's
+    tables the old one's, and they agree among themselves."""
+    folder = tmp_path / "study"
+    finished_run(folder)
+    write_json({"sentences": 7, CORPUS_HASH: "new"}, folder / "corpus" / "counts.json")
+    with pytest.raises(StatisticsError) as error:
+        load_results(folder)
+    message = str(error.value)
+    assert "\n" not in message and message.endswith(FINISH)
+    assert f"{folder / 'corpus' / 'counts.json'} (corpus sample new)" in message
+    assert f"{folder / 'a' / 'run.json'}, {folder / 'b' / 'run.json'} (sample c)" in message
+
+
+def test_a_model_merged_from_another_sample_is_refused(tmp_path):
+    folder = tmp_path / "study"
+    finished_run(folder)
+    run = read_json(folder / "b" / "run.json")
+    write_json({**run, CORPUS_HASH: "old"}, folder / "b" / "run.json")
+    with pytest.raises(StatisticsError, match=r"counts.json \(corpus sample c\) and .*b/run.json \(sample old\)"):
+        load_results(folder)
+
+
+def test_counts_that_name_no_sample_are_refused(tmp_path):
+    folder = tmp_path / "study"
+    finished_run(folder)
+    write_json({"sentences": 10}, folder / "corpus" / "counts.json")
+    with pytest.raises(StatisticsError, match=r"counts.json \(corpus sample None\) .* different corpus samples"):
+        load_results(folder)
+
+
+@pytest.mark.parametrize("stale", ["tokens.parquet", "run.json", "layers.csv", "geometry.csv"])
+def test_a_model_file_of_other_sums_is_refused(tmp_path, stale):
+    """What load_results refused already: the model's own files from other sums than the summary's."""
+    folder = tmp_path / "study"
+    finished_run(folder)
+    other = tmp_path / "other"
+    finished_run(other, sums="h2")
+    (folder / "b" / stale).unlink()
+    (folder / "b" / stale).hardlink_to(other / "b" / stale)
+    (folder / "b" / f"{stale}.sha256").unlink(missing_ok=True)
+    if (other / "b" / f"{stale}.sha256").exists():
+        (folder / "b" / f"{stale}.sha256").hardlink_to(other / "b" / f"{stale}.sha256")
+    with pytest.raises(StatisticsError) as error:
+        load_results(folder)
+    message = str(error.value)
+    assert "\n" not in message and message.endswith(FINISH)
+    assert f"{folder / 'b' / stale}" in message or "is not the models'" in message
+
+
+def test_the_sampling_records_the_identity_the_final_merge_records(tmp_path):
+    """counts.json's corpus_hash is corpus_hash of the sampling's params.corpus; the final merge computes it from
+    the same canonical(CORPUS) (workflow/rules/merge.smk)."""
+    text = tmp_path / "corpus.txt"
+    text.write_text("".join(f"sentence {i} here\n" for i in range(20)))
+    corpus = {
+        "source": "text",
+        "path": str(text),
+        "fraction": 1.0,
+        "seed": 0,
+        "sampling": "paper",
+        "max_words": 50,
+        "text_column": "text",
+        "inputs": {"files": ["fingerprint"]},
+    }
+    counts = write_sentences(corpus, tmp_path / "sentences.parquet", tmp_path / "counts.json")
+    assert counts[CORPUS_HASH] == read_json(tmp_path / "counts.json")[CORPUS_HASH] == corpus_hash(dict(corpus))
+    assert corpus_hash({**corpus, "seed": 1}) != counts[CORPUS_HASH]
