@@ -67,7 +67,7 @@ def run_geometry_pipeline(tmp, model_dir, texts, n_shards: int, options: Geometr
     kinds = [
         name
         for name, wanted in (
-            ("moments", options.covariance),
+            ("moments", options.moments),
             ("sample", options.sample_size),
             ("words", options.ethayarajh),
             ("sentences", options.ethayarajh),

@@ -12,7 +12,7 @@ U ≤ min(V, N) types and
 
     partial sums      U · L · (8 · (w + 1) + 24)     w = the kept declared sums' widths: d + 1, + d with
                                                      geometry.cosine (ctxvar.stats.declarations)
-    moments           L · d · (8d + 18)              (geometry.covariance)
+    moments           L · d · (18 + 8d + 8m)         (geometry.covariance: the 8d; m declared per-layer sums)
     sample            L · min(B · k, N) · (4d + 48)  (geometry.twonn; B = geometry.batches)
     words             W · L · (8d + 32)              (geometry.ethayarajh; W ≤ min(V, N) raw token ids)
     sentences         L · d · 34                     (geometry.ethayarajh)
@@ -31,7 +31,7 @@ import shutil
 from ctxvar.config import model_source, models_by_id
 from ctxvar.errors import DiskSpaceError, size_text
 from ctxvar.resources import ModelShape, known_model_shape, shard_tokens
-from ctxvar.stats.declarations import kept_sums, token_row_bytes
+from ctxvar.stats.declarations import keeps_moments, kept_layer_sums, kept_sums, token_row_bytes
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +43,9 @@ def sums_bytes(tokens: int, shape: ModelShape, geometry: dict) -> int:
     types = min(shape.vocab_size, tokens)
     width = sum(item.width(shape.d) for item in kept_sums(geometry))
     total = types * shape.n_layers * (8 * (width + 1) + ROW_OVERHEAD)
-    if geometry["covariance"]:
-        total += shape.n_layers * shape.d * (8 * shape.d + 18)  # d rows per layer: Σxxᵀ's row, Σx's entry, N, layer
+    if keeps_moments(geometry):  # d rows per layer: N, layer, Σx's entry, Σxxᵀ's row, each per-layer sum's entry
+        row = 18 + (8 * shape.d if geometry["covariance"] else 0) + 8 * len(kept_layer_sums(geometry))
+        total += shape.n_layers * shape.d * row
     if geometry["twonn"]:
         points = geometry["sample_size"] * geometry.get("batches", 1)
         total += shape.n_layers * min(points, tokens) * (4 * shape.d + 48)

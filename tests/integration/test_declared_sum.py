@@ -1,7 +1,8 @@
-"""A new per-(layer, type) sum is one declaration: registered, it is accumulated, written to the partials, merged,
-finalized into tokens.parquet, counted by the device budget and the disk estimate, and listed in the docs' rows.
+"""A new sum is one declaration: registered, it is accumulated, written to the partials, merged, finalized into
+tokens.parquet (per type) or geometry.csv (per layer), counted by the device budget and the disk estimate, and listed
+in the docs' rows.
 
-The example is the architecture page's: Σ‖x‖⁴ per type, finalized as the mean fourth power of the norm.
+The per-type example is the architecture page's: Σ‖x‖⁴ per type, finalized as the mean fourth power of the norm.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from ctxvar.extraction import accumulator
 from ctxvar.extraction.accumulator import GeometryOptions, state_bytes
 from ctxvar.resources import ModelShape
 from ctxvar.stats import declarations
-from ctxvar.stats.declarations import TokenColumn, TypeSum
+from ctxvar.stats.declarations import LayerColumn, LayerSum, TokenColumn, TypeSum
 from ctxvar.stats.sums import SumsFile
 
 FOURTH_POWER = TypeSum(
@@ -90,3 +91,76 @@ def test_a_declared_sum_is_in_the_budget_the_disk_estimate_and_the_docs(monkeypa
 def test_a_switched_sum_is_kept_only_when_its_switch_is_on():
     assert [item.name for item in declarations.kept_sums(GeometryOptions())] == ["sum_sq", "sum"]
     assert [item.name for item in declarations.kept_sums({"cosine": True})] == ["sum_sq", "sum", "sum_unit"]
+
+
+FOURTH_POWER_ALL = LayerSum(
+    "sum_fourth_all",
+    "Σ‖x‖⁴ over the layer's tokens",
+    vector=False,
+    switch=None,
+    values=lambda chunk: chunk.sq_norm**2,
+    columns=(
+        LayerColumn("mean_fourth_power", "mean ‖x‖⁴ over the layer's tokens", lambda c: c["sum_fourth_all"] / c["n"]),
+    ),
+)
+UNIT_ALL = LayerSum(
+    "sum_unit_all",
+    "Σ x/‖x‖ over the layer's tokens",
+    vector=True,
+    switch="cosine",
+    values=lambda chunk: chunk.unit,
+    columns=(
+        LayerColumn(
+            "mean_cosine_all",
+            "mean cosine over distinct pairs, from Σ x/‖x‖",
+            lambda c: (c["sum_unit_all"] @ c["sum_unit_all"] - c["n"]) / (c["n"] * (c["n"] - 1)),
+        ),
+    ),
+)
+
+
+@pytest.fixture
+def with_layer_sums(monkeypatch):
+    """The registry with two per-layer sums declared (for this test only): a number and a d-vector."""
+    monkeypatch.setattr(declarations, "LAYER_SUMS", (FOURTH_POWER_ALL, UNIT_ALL))
+
+
+def test_declared_layer_sums_go_through_extraction_merge_and_finalize(
+    with_layer_sums, tmp_path, tiny_models, corpus_texts
+):
+    from ctxvar.stats.geometry import geometry_table
+    from ctxvar.stats.sums import MomentsFile
+
+    from oracle import brute_force_embeddings
+
+    texts = corpus_texts[:60]
+    tables = {}
+    for n_shards in (1, 3):
+        files = run(tmp_path, tiny_models, texts, n_shards)  # cosine on, covariance off: the moments file for them
+        moments = MomentsFile(files["moments"])
+        assert not moments.has_outer and moments.layer_sum_names == ("sum_fourth_all", "sum_unit_all")
+        tables[n_shards] = geometry_table(files["stats"], files["moments"], None, 4, 0, 0.0, 6.0)
+    table = tables[1]
+    assert list(table.columns[-3:]) == ["mean_fourth_power", "mean_cosine_all", "config_hash"]
+    assert table["anisotropy"].isna().all()  # no Σxxᵀ without geometry.covariance
+
+    _, X = brute_force_embeddings(tiny_models["bert"], texts)
+    np.testing.assert_allclose(table["mean_fourth_power"], ((X**2).sum(-1) ** 2).mean(1), rtol=1e-9)
+    np.testing.assert_allclose(table["mean_cosine_all"], table["mean_cosine"], rtol=1e-9, atol=1e-12)
+    pd.testing.assert_frame_equal(tables[3], table, check_exact=False, rtol=1e-12)
+
+
+def test_declared_layer_sums_are_in_the_budget_the_disk_estimate_and_the_docs(monkeypatch):
+    geometry = {"cosine": True, "covariance": False, "twonn": False, "ethayarajh": False, "sample_size": 0}
+    options, shape = GeometryOptions(cosine=True), ModelShape(n_layers=4, d=32, vocab_size=500)
+    before = state_bytes(4, 100, 32, options), disk.sums_bytes(1000, shape, geometry)
+    assert not options.moments and declarations.layer_docs_rows() == ([], [])
+    monkeypatch.setattr(declarations, "LAYER_SUMS", (FOURTH_POWER_ALL, UNIT_ALL))
+    after = state_bytes(4, 100, 32, options), disk.sums_bytes(1000, shape, geometry)
+    assert options.moments
+    assert after[0] - before[0] == 8 * 4 * (1 + 32)  # a number and a d-vector per layer on the device
+    assert after[1] - before[1] == 4 * 32 * (18 + 8 * 2)  # the moments file: d rows per layer, two more columns
+    sums_rows, column_rows = declarations.layer_docs_rows()
+    unit_row = "Σ x/‖x‖ over the layer's tokens, component j on row j (`geometry.cosine` only)"
+    assert sums_rows[1] == f"| | `sum_unit_all` | float64 | {unit_row} |"
+    assert column_rows[0] == "| `mean_fourth_power` | mean ‖x‖⁴ over the layer's tokens | |"

@@ -22,6 +22,7 @@ DAG_BUILD_IMPORTS = [
     "ctxvar.run_end",
     "ctxvar.run_origin",
     "ctxvar.results_layout",
+    "ctxvar.stats.declarations",
 ]  # what workflow/rules/common.smk and run_end.smk import
 
 

@@ -54,6 +54,7 @@ from ctxvar.errors import CtxvarError
 from ctxvar.results_layout import check_results_layout
 from ctxvar.models.batching import BATCH_TOKENS
 from ctxvar.corpus.shards import start_up_warning
+from ctxvar.stats.declarations import keeps_moments
 
 
 def set_resources(overwrite_resources):

@@ -2,7 +2,8 @@
 
 Per (layer, type t): n_t and the sums of :data:`ctxvar.stats.declarations.TYPE_SUMS` the geometry keeps
 (Σ‖x‖², Σx; with ``cosine``, Σ x/‖x‖).
-Per layer, with ``covariance``: Σxxᵀ (d × d). With ``sample_size`` m > 0: the
+Per layer, with ``covariance``: Σxxᵀ (d × d), and the declared per-layer sums kept
+(:data:`ctxvar.stats.declarations.LAYER_SUMS`). With ``sample_size`` m > 0: the
 hidden states of the shard's m sampled token positions, m = B · k for geometry.batches B
 of geometry.sample_size k (see :mod:`ctxvar.extraction.position_sample`).
 With ``ethayarajh``: Σ x/‖x‖ per (layer, raw token id) over the sentences' inner tokens, and per-layer
@@ -13,6 +14,7 @@ distinct types in the shard, width d and a batch of N real tokens:
 
     state:   8 · U · (L · w + 1)              n and the declared sums: w = Σ widths (d + 1; + d with cosine)
            + 8 · L · d²                       Σxxᵀ          (covariance)
+           + 8 · L · w_L                      the declared per-layer sums kept (w_L: their widths)
            + 4 · L · B · k · d                sampled points (float32), B = geometry.batches
            + 8 · (W + 1) · (L · d + 1)        Σ x/‖x‖ per raw id (ethayarajh; W raw ids)
            + 8 · L · (d + 2)                  sentence sums   (ethayarajh)
@@ -20,6 +22,7 @@ distinct types in the shard, width d and a batch of N real tokens:
                                               covariance, which alone needs a layer's whole batch at once
            + C · d · 8                        a chunk of C of its rows as float64
            + C · d · 8                        their unit rows              (a declared sum reads them: cosine)
+           + C · d · 8                        each declared per-layer d-vector sum's values
            + 4 · d · ⌈d/4⌉                    a block row of one layer's fp32 Gram matrix (covariance)
            + 16 · N · d + 24 · N              per-sentence Σx, Σu and indices (ethayarajh)
            + 8 · N · d                        unit rows (ethayarajh without cosine)
@@ -49,7 +52,7 @@ import torch
 from ctxvar.errors import StatisticsError
 from ctxvar.extraction.word_sums import WordSums, word_batch_bytes, word_sums_bytes
 from ctxvar.models.batching import to_device
-from ctxvar.stats.declarations import TypeSum, kept_sums
+from ctxvar.stats.declarations import TypeSum, keeps_moments, kept_layer_sums, kept_sums
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,11 @@ class GeometryOptions:
         points = geometry["sample_size"] * geometry.get("batches", 1) if geometry["twonn"] else 0
         return cls(geometry["covariance"], geometry["cosine"], points, geometry["ethayarajh"])
 
+    @property
+    def moments(self) -> bool:
+        """Whether the job writes a moments file: Σxxᵀ or a declared per-layer sum kept."""
+        return keeps_moments(self)
+
 
 NO_GEOMETRY = GeometryOptions()
 CPU_CHUNK_ROWS = 256  # float64 rows per step on a CPU: a chunk's 1.5 MB (d = 768) stays in cache
@@ -79,7 +87,11 @@ def state_bytes(
     ``options.sample_size`` = B · k float32 points per layer included. ``n_words``: raw token ids W
     (ethayarajh), at most the types times the markers merged; None: U, exact without marker merging."""
     per_type = n_layers * sum(item.width(d) for item in kept_sums(options)) + 1
-    per_layer = (d * d if options.covariance else 0) + options.sample_size * d / 2
+    per_layer = (
+        (d * d if options.covariance else 0)
+        + sum(item.width(d) for item in kept_layer_sums(options))
+        + options.sample_size * d / 2
+    )
     words = word_sums_bytes(n_layers, n_types if n_words is None else n_words, d) if options.ethayarajh else 0
     return int(8 * (n_types * per_type + n_layers * per_layer) + words)
 
@@ -89,8 +101,9 @@ def batch_bytes(n_layers: int, n_tokens: int, d: int, options: GeometryOptions =
     upper bound on a CPU, where the float64 rows (and, without covariance, the gathered rows) are chunks of
     CPU_CHUNK_ROWS."""
     unit_rows = any(item.unit_rows for item in kept_sums(options))
+    layer_values = sum(item.vector for item in kept_layer_sums(options))  # a (C, d) float64 of values each
     return (
-        n_tokens * d * (8 * (2 if unit_rows else 1) + 4)
+        n_tokens * d * (8 * ((2 if unit_rows else 1) + layer_values) + 4)
         + (4 * d * gram_block(d) if options.covariance else 0)
         + (word_batch_bytes(n_tokens, d, unit_rows) if options.ethayarajh else 0)
     )
@@ -195,6 +208,13 @@ class EmbeddingSums:
         self.types = TypeSums(n_layers, n_types, d, device, kept_sums(options))
         self.words = WordSums(n_layers, n_words, d, device) if options.ethayarajh else None
         self.moments = SecondMoments(n_layers, d, device) if options.covariance else None
+        self.layer_sums = {  # the declared per-layer sums kept: (L, d) or (L,) each
+            item.name: (
+                item,
+                torch.zeros((n_layers, d) if item.vector else n_layers, dtype=torch.float64, device=device),
+            )
+            for item in kept_layer_sums(options)
+        }
         self.sample = PointSample(n_layers, d, device, sample_tokens) if sample_tokens is not None else None
         self._gather: torch.Tensor | None = None  # one layer's rows of a batch as the forward gives them
 
@@ -231,6 +251,8 @@ class EmbeddingSums:
                 chunk = slice(start, start + step)
                 rows = points[chunk] if points is not None else self._gather_rows(states, positions[chunk])
                 added = self.types.add(i, rows, type_index[chunk])
+                for item, total in self.layer_sums.values():
+                    total[i] += item.values(added).sum(0)
                 if self.words is not None:
                     self.words.add(i, chunk, added.rows, added.unit)
             if self.words is not None:
@@ -253,6 +275,7 @@ class EmbeddingSums:
         return (
             self.types.all_finite()
             and (self.moments is None or bool(torch.isfinite(self.moments.outer).all()))
+            and all(bool(torch.isfinite(total).all()) for _, total in self.layer_sums.values())
             and (self.words is None or self.words.all_finite())
         )
 

@@ -37,7 +37,7 @@ from ctxvar.models.batching import (
     padding_fraction,
 )
 from ctxvar.models.tokens import EncodedShard, encode, type_marker, type_table
-from ctxvar.stats.declarations import kept_sums
+from ctxvar.stats.declarations import kept_layer_sums, kept_sums
 from ctxvar.stats.sample_file import bottom_k, sample_schema, sample_table
 from ctxvar.stats.sums import LayerSums, LayerWriter, moments_schema, moments_table, sums_schema
 from ctxvar.stats.word_files import LayerSentences, LayerWords, sentences_schema, words_schema
@@ -144,19 +144,19 @@ def extract_shard(
     :mod:`ctxvar.extraction.position_sample` and :mod:`ctxvar.stats.word_files`).
 
     ``out_path``: n, Σx, Σ‖x‖² (and Σ x/‖x‖ with geometry.cosine) per (layer, type);
-    ``moments_path``: N, Σx, Σxxᵀ per layer (geometry.covariance); ``sample_path``:
+    ``moments_path``: N, Σx, Σxxᵀ (geometry.covariance) and the declared sums per layer; ``sample_path``:
     the shard's bottom-k sampled points (geometry.twonn); ``words_paths``: the
     ``(words, sentences)`` files (geometry.ethayarajh). Returns the metadata.
     """
     options = settings.geometry
     if (
-        (moments_path is not None) != options.covariance
+        (moments_path is not None) != options.moments
         or (sample_path is not None) != bool(options.sample_size)
         or (words_paths is not None) != options.ethayarajh
     ):
         raise ValueError(
-            "extract_shard: give moments_path exactly with geometry.covariance, sample_path with a sample size, "
-            "words_paths with geometry.ethayarajh"
+            "extract_shard: give moments_path exactly with geometry.covariance or a per-layer sum, sample_path "
+            "with a sample size, words_paths with geometry.ethayarajh"
         )
     job = prepare_shard(shard_path, settings)
     lengths, n_layers, d = job.encoded.lengths, job.n_layers, job.d
@@ -197,8 +197,13 @@ def extract_shard(
     }
     with ExitStack() as files:
         sums_file = files.enter_context(LayerWriter(out_path, sums_schema(d, metadata, sum_names(options))))
+        layer_sum_names = [item.name for item in kept_layer_sums(options)]
         moments_file = (
-            files.enter_context(LayerWriter(moments_path, moments_schema(d, metadata))) if moments_path else None
+            files.enter_context(
+                LayerWriter(moments_path, moments_schema(d, metadata, options.covariance, layer_sum_names))
+            )
+            if moments_path
+            else None
         )
         sample_file = files.enter_context(LayerWriter(sample_path, sample_schema(d, metadata))) if sample_path else None
         words_files = (
@@ -211,12 +216,14 @@ def extract_shard(
         )
 
         def write_group(layers) -> None:
-            for sums, outer, points, words in layers:
+            for sums, (outer, layer_values), points, words in layers:
                 sums_file.write(sums.to_table(sums_file.schema))
                 if moments_file:
                     total = sums.sum.sum(axis=0)
                     moments_file.write(
-                        moments_table(sums.layer, int(sums.count.sum()), total, outer, moments_file.schema)
+                        moments_table(
+                            sums.layer, int(sums.count.sum()), total, outer, moments_file.schema, layer_values
+                        )
                     )
                 if sample_file:
                     sample_file.write(sample_table(sums.layer, sampled, points, sample_file.schema))
@@ -338,8 +345,8 @@ def accumulate_groups(
     job: ShardRun, padded: ShardBatches, groups: list[range], settings: ExtractionSettings, sampled: dict | None = None
 ):
     """Per group of layers, in order, one pass over the ``padded`` batches, then the list of ``(LayerSums,
-    Σxxᵀ or None, sampled points or None, (LayerWords, LayerSentences) or None)`` of its layers, in host memory;
-    the group's device state is freed before it is yielded."""
+    (Σxxᵀ or None, the declared per-layer sums by name), sampled points or None, (LayerWords, LayerSentences)
+    or None)`` of its layers, in host memory; the group's device state is freed before it is yielded."""
     for layers in groups:
         sums = EmbeddingSums(
             layers,
@@ -364,12 +371,13 @@ def accumulate_groups(
                 )
             )
         outer = sums.moments.to_numpy() if sums.moments is not None else None
+        layer_values = {name: to_host(total) for name, (_, total) in sums.layer_sums.items()}
         points = sums.sample.to_numpy() if sums.sample is not None else None
         words = layer_words(sums, job) if sums.words is not None else None
         layers = [
             (
                 layer,
-                outer[i] if outer is not None else None,
+                (outer[i] if outer is not None else None, {name: values[i] for name, values in layer_values.items()}),
                 points[i] if points is not None else None,
                 words[i] if words is not None else None,
             )

@@ -1,4 +1,4 @@
-"""Every mergeable sum per (layer, token type), declared once, and the per-type columns it finalizes into.
+"""Every mergeable sum per (layer, token type) and per layer, declared once, with the columns it finalizes into.
 
 A :class:`TypeSum` says what one sum is: its column in the sums files, its formula, whether it holds one
 float64 or a d-vector per (layer, type), the ``geometry`` switch that keeps it, the per-token values a batch
@@ -11,6 +11,10 @@ sum adds across shards, so the merge is the same for all of them. The registry :
 - the merge (:func:`ctxvar.stats.merge.merge_layer`) and ``tokens.parquet`` (:func:`ctxvar.stats.merge.token_table`);
 - the disk estimate (:func:`ctxvar.disk.sums_bytes`) and the docs' tables (:func:`docs_rows`, tested against
   ``docs/outputs.md``).
+
+A :class:`LayerSum` is the same for one sum per layer over all its tokens (:data:`LAYER_SUMS`): it is kept in
+the moments file, added by the moments' merge and finalized into ``geometry.csv``
+(:func:`ctxvar.stats.geometry.geometry_table`); the budget, the disk estimate and the docs count it too.
 
 n_t, the occurrences of each type, is the key every sum is divided by: it is counted once per batch, the same
 in every layer, and is not a declaration. A sum's ``values`` reads a :class:`RowChunk`-like object: ``rows``
@@ -112,6 +116,39 @@ TYPE_SUMS: tuple[TypeSum, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class LayerColumn:
+    """A float64 column of ``geometry.csv``: ``compute`` maps the layer's token count (``"n"``, N) and its
+    per-layer sums (by name) to one value."""
+
+    name: str
+    doc: str
+    compute: Callable[[Mapping[str, np.ndarray]], float]
+
+
+@dataclass(frozen=True)
+class LayerSum:
+    """One sum per layer over all its N tokens x: Σ values(x), kept in the moments file (d rows per layer: a
+    d-vector's component j on row j, one value repeated on every row) beside N, Σx and, with covariance, Σxxᵀ.
+
+    ``vector``, ``switch``, ``values``: as for :class:`TypeSum`; ``columns``: what it finalizes into, in
+    ``geometry.csv``.
+    """
+
+    name: str
+    formula: str
+    vector: bool
+    switch: str | None
+    values: Callable
+    columns: tuple[LayerColumn, ...] = ()
+
+    def width(self, d: int) -> int:
+        return d if self.vector else 1
+
+
+LAYER_SUMS: tuple[LayerSum, ...] = ()  # the moments file's N and Σx, and Σxxᵀ (geometry.covariance), are its keys
+
+
 def is_on(switch: str | None, geometry) -> bool:
     """Whether ``switch`` is on in ``geometry``: a config's ``geometry`` mapping or an object with the
     switches as attributes (:class:`ctxvar.extraction.accumulator.GeometryOptions`)."""
@@ -123,6 +160,38 @@ def is_on(switch: str | None, geometry) -> bool:
 def kept_sums(geometry) -> tuple[TypeSum, ...]:
     """The declared sums that ``geometry`` keeps (see :func:`is_on`), in declaration order."""
     return tuple(declared for declared in TYPE_SUMS if is_on(declared.switch, geometry))
+
+
+def kept_layer_sums(geometry) -> tuple[LayerSum, ...]:
+    """The declared per-layer sums that ``geometry`` keeps, in declaration order."""
+    return tuple(item for item in LAYER_SUMS if is_on(item.switch, geometry))
+
+
+def keeps_moments(geometry) -> bool:
+    """Whether a run with ``geometry`` writes the moments file: with geometry.covariance (Σxxᵀ) or a per-layer
+    sum it keeps."""
+    return is_on("covariance", geometry) or bool(kept_layer_sums(geometry))
+
+
+def layer_columns() -> tuple[LayerColumn, ...]:
+    """Every declared per-layer sum's ``geometry.csv`` columns (NaN where the sum is not kept)."""
+    return tuple(column for item in LAYER_SUMS for column in item.columns)
+
+
+def finalize_layer(n: int, values: Mapping[str, np.ndarray]) -> dict[str, float]:
+    """The ``geometry.csv`` values of the per-layer sums held in ``values`` (by name), from N = ``n``."""
+    context = {"n": n, **values}
+    return {
+        column.name: column.compute(context) for item in LAYER_SUMS if item.name in values for column in item.columns
+    }
+
+
+def declared_layer(name: str) -> LayerSum:
+    """The declaration of the per-layer sum named ``name``."""
+    for candidate in LAYER_SUMS:
+        if candidate.name == name:
+            return candidate
+    raise KeyError(name)
 
 
 def declared(name: str) -> TypeSum:
@@ -169,4 +238,18 @@ def docs_rows() -> tuple[list[str], list[str]]:
         for item in TYPE_SUMS
         for column in item.columns
     ]
+    return sums, columns
+
+
+def layer_docs_rows() -> tuple[list[str], list[str]]:
+    """The rows ``docs/outputs.md`` gives the declared per-layer sums in its moments-file table, and those
+    ``docs/geometry.md`` gives their ``geometry.csv`` columns (both empty while none is declared)."""
+    sums = [
+        f"| | `{item.name}` | float64 | {item.formula}"
+        + (", component j on row j" if item.vector else ", the same on each row")
+        + (f" (`geometry.{item.switch}` only)" if item.switch else "")
+        + " |"
+        for item in LAYER_SUMS
+    ]
+    columns = [f"| `{column.name}` | {column.doc} | |" for column in layer_columns()]
     return sums, columns

@@ -63,12 +63,13 @@ import pandas as pd
 
 from ctxvar.errors import StatisticsError
 from ctxvar.models.tokens import type_key
+from ctxvar.stats.declarations import finalize_layer, layer_columns
 from ctxvar.stats.finalize import self_similarity
 from ctxvar.stats.layers import frequency_filter
 from ctxvar.stats.partition_isotropy import partition_isotropy
 from ctxvar.stats.provenance import SUMS_COLUMN
 from ctxvar.stats.sample_file import points, read_sample_layer
-from ctxvar.stats.sums import SumsFile, read_moments
+from ctxvar.stats.sums import MomentsFile, SumsFile
 from ctxvar.stats.twonn import (
     distinct_points,
     facco_twonn,
@@ -199,6 +200,7 @@ def geometry_columns(spectrum_k: int) -> list[str]:
         *[f"{metric}_{moment}" for metric in BATCH_METRICS for moment in ("mean", "std")],
         *PARTITION_COLUMNS,
         *ETHAYARAJH_COLUMNS,
+        *(column.name for column in layer_columns()),
         SUMS_COLUMN,
     ]
 
@@ -376,6 +378,7 @@ def geometry_table(
     points (geometry.batches, geometry.sample_size; None: one batch).
     """
     stats = SumsFile(stats_path)
+    moments = MomentsFile(moments_path) if moments_path is not None else None
     words = WordsFile(words_path) if words_path is not None else None
     sentences = SentencesFile(sentences_path) if sentences_path is not None else None
     final_norm = stats.metadata.get("final_norm", False)
@@ -388,8 +391,11 @@ def geometry_table(
             "final_norm": bool(final_norm and layer == stats.n_layers - 1),
             "n": int(sums.count.sum()),
         }
-        if moments_path is not None:
-            row.update(covariance_metrics(*read_moments(moments_path, layer), spectrum_k, layer))
+        if moments is not None:
+            n, sum_, outer, layer_values = moments.layer_sums(layer)
+            if outer is not None:
+                row.update(covariance_metrics(n, sum_, outer, spectrum_k, layer))
+            row.update(finalize_layer(n, layer_values))
         if stats.has_unit:
             row.update(cosine_metrics(sums, min_log10_n, max_log10_n))
         if sample_path is not None:

@@ -237,16 +237,22 @@ def in_shard_order(files: list, metadata: dict) -> list:
 
 
 def merge_moments(paths, out_path, metadata: dict) -> None:
-    """Add the shards' N, Σx and Σxxᵀ per layer, in shard order."""
+    """Add the shards' N, Σx, Σxxᵀ (if kept) and declared per-layer sums per layer, in shard order."""
     files = in_shard_order([MomentsFile(path) for path in paths], metadata)
-    schema = moments_schema(metadata["d"], metadata)
+    first = files[0]
+    if any((file.has_outer, file.layer_sum_names) != (first.has_outer, first.layer_sum_names) for file in files):
+        raise StatisticsError(f"merge: the moments files {paths} hold different sums; delete them and re-run")
+    schema = moments_schema(metadata["d"], metadata, first.has_outer, first.layer_sum_names)
     with LayerWriter(out_path, schema) as writer:
         for layer in range(metadata["n_layers"]):
-            n, sum_, outer = 0, 0.0, 0.0
+            n, sum_, outer = 0, 0.0, 0.0 if first.has_outer else None
+            values = dict.fromkeys(first.layer_sum_names, 0.0)
             for file in files:
-                part = file.layer(layer)
-                n, sum_, outer = n + part[0], sum_ + part[1], outer + part[2]
-            writer.write(moments_table(layer, n, sum_, outer, schema))
+                part = file.layer_sums(layer)
+                n, sum_ = n + part[0], sum_ + part[1]
+                outer = outer + part[2] if outer is not None else None
+                values = {name: total + part[3][name] for name, total in values.items()}
+            writer.write(moments_table(layer, n, sum_, outer, schema, values))
 
 
 def merge_words(paths, out_path, metadata: dict) -> None:

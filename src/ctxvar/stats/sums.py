@@ -77,28 +77,36 @@ def sums_schema(d: int, metadata: dict, sums: Iterable[str] = ("sum_sq", "sum"))
     return tagged_schema(pa.schema(fields), metadata, SUMS_LAYOUT)
 
 
-def moments_schema(d: int, metadata: dict) -> pa.Schema:
+def moments_schema(d: int, metadata: dict, outer: bool = True, layer_sums: Iterable[str] = ()) -> pa.Schema:
+    """The moments file's schema: N, Σx, Σxxᵀ (with ``outer``, geometry.covariance) and the declared per-layer
+    sums named ``layer_sums`` (:data:`ctxvar.stats.declarations.LAYER_SUMS`, in declaration order)."""
+    kept = set(layer_sums)
     fields = [
         pa.field("layer", pa.int16(), nullable=False),
         pa.field("n", pa.int64(), nullable=False),
         pa.field("sum", pa.float64(), nullable=False),
-        pa.field("sum_outer", pa.binary(8 * d), nullable=False),
+        *([pa.field("sum_outer", pa.binary(8 * d), nullable=False)] if outer else []),
+        *(pa.field(item.name, pa.float64(), nullable=False) for item in declarations.LAYER_SUMS if item.name in kept),
     ]
     return tagged_schema(pa.schema(fields), metadata, MOMENTS_LAYOUT)
 
 
-def moments_table(layer: int, n: int, sum_: np.ndarray, sum_outer: np.ndarray, schema: pa.Schema) -> pa.Table:
-    """One layer's d rows: N, (Σx)_j and row j of Σxxᵀ (d, d)."""
+def moments_table(
+    layer: int, n: int, sum_: np.ndarray, sum_outer: np.ndarray | None, schema: pa.Schema, layer_sums=None
+) -> pa.Table:
+    """One layer's d rows: N, (Σx)_j, row j of Σxxᵀ (d, d) if the schema holds it, and the per-layer sums
+    ``layer_sums`` (name → (d,) or a number) the schema names."""
     d = len(sum_)
-    return pa.table(
-        [
-            pa.array(np.full(d, layer, np.int16)),
-            pa.array(np.full(d, n, np.int64)),
-            pa.array(np.asarray(sum_, np.float64)),
-            vector_column(sum_outer.reshape(d, d)),
-        ],
-        schema=schema,
-    )
+    columns = [
+        pa.array(np.full(d, layer, np.int16)),
+        pa.array(np.full(d, n, np.int64)),
+        pa.array(np.asarray(sum_, np.float64)),
+    ]
+    if "sum_outer" in schema.names:
+        columns.append(vector_column(sum_outer.reshape(d, d)))
+    for name in schema.names[len(columns) :]:
+        columns.append(pa.array(np.broadcast_to(np.asarray(layer_sums[name], np.float64), d)))
+    return pa.table(columns, schema=schema)
 
 
 def read_layer(path, layer: int, what: str, layout: str) -> pa.Table:
@@ -114,19 +122,33 @@ class MomentsFile:
         self._file = ParquetInput(self.path, MOMENTS_LAYOUT)
         self.metadata = self._file.metadata
         self.size = self._file.size
+        names = self._file.schema.names
+        self.has_outer = "sum_outer" in names
+        self.layer_sum_names = tuple(names[4 if self.has_outer else 3 :])  # the declared per-layer sums it holds
+        known = {item.name for item in declarations.LAYER_SUMS}
+        if names[:3] != ["layer", "n", "sum"] or not set(self.layer_sum_names) <= known:
+            raise StatisticsError(
+                f"{self.path}: holds columns {names}, not a moments file of this ctxvar's declared sums; delete it "
+                "and re-run"
+            )
 
-    def layer(self, layer: int) -> tuple[int, np.ndarray, np.ndarray]:
-        """``(N, Σx (d,), Σxxᵀ (d, d))`` of one layer."""
+    def layer(self, layer: int) -> tuple[int, np.ndarray, np.ndarray | None]:
+        """``(N, Σx (d,), Σxxᵀ (d, d) or None without it)`` of one layer."""
+        n, sum_, outer, _ = self.layer_sums(layer)
+        return n, sum_, outer
+
+    def layer_sums(self, layer: int) -> tuple[int, np.ndarray, np.ndarray | None, dict[str, np.ndarray]]:
+        """``(N, Σx, Σxxᵀ or None, the declared per-layer sums by name: (d,) or a float)`` of one layer."""
         table = self._file.row_group(layer, what="moments, layer")
-        outer = vector_rows(table.column("sum_outer"))
-        if outer.shape[0] != outer.shape[1] or len(table) == 0:
-            raise StatisticsError(f"{self.path}: layer {layer} holds {len(table)} rows for d = {outer.shape[1]}")
-        return int(table.column("n")[0].as_py()), table.column("sum").to_numpy(), outer
-
-
-def read_moments(path, layer: int) -> tuple[int, np.ndarray, np.ndarray]:
-    """``(N, Σx (d,), Σxxᵀ (d, d))`` of one layer of a moments file."""
-    return MomentsFile(path).layer(layer)
+        sum_ = table.column("sum").to_numpy()
+        outer = vector_rows(table.column("sum_outer")) if self.has_outer else None
+        if len(table) == 0 or (outer is not None and outer.shape[0] != outer.shape[1]):
+            raise StatisticsError(f"{self.path}: layer {layer} holds {len(table)} rows for d = {len(sum_)}")
+        values = {}
+        for name in self.layer_sum_names:
+            column = table.column(name).to_numpy()
+            values[name] = column if declarations.declared_layer(name).vector else float(column[0])
+        return int(table.column("n")[0].as_py()), sum_, outer, values
 
 
 @dataclass

@@ -8,7 +8,7 @@ def partial_prefix(model, shard):
 
 def geometry_files(prefix):
     """The extra sums files of ``prefix`` (a partial or a merged model) that config geometry asks for."""
-    files = {"moments": f"{prefix}.moments.parquet"} if GEOMETRY["covariance"] else {}
+    files = {"moments": f"{prefix}.moments.parquet"} if keeps_moments(GEOMETRY) else {}
     if GEOMETRY["ethayarajh"]:
         files = {**files, "words": f"{prefix}.words.parquet", "sentences": f"{prefix}.sentences.parquet"}
     return {**files, "sample": f"{prefix}.sample.parquet"} if GEOMETRY["twonn"] else files
