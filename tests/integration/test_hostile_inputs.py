@@ -774,9 +774,27 @@ def test_a_damaged_or_missing_archive_is_named(tmp_path, tiny_models, damage, me
     )
 
 
+FORKED_READERS = """
+import json, os, sys
+from ctxvar.stats.sums import SumsFile
+path, n = sys.argv[1], int(sys.argv[2])
+readers = []
+for _ in range(n):
+    pid = os.fork()
+    if pid == 0:  # a reader: reads the layers, then exits as any process does (interpreter shutdown, exit())
+        f = SumsFile(path); f.layer(0); f.layer(2)
+        sys.exit(0)
+    readers.append(pid)
+print(json.dumps([os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in readers]))
+"""
+
+
 def test_processes_that_read_sums_exit_cleanly(tmp_path):
     """Arrow's thread pool reading through a Python file made 3-10 % of processes abort at exit (status 134,
-    "terminate called without an active exception"), after their work was done; 30 readers must all exit 0."""
+    "terminate called without an active exception"), after their work was done; 30 readers must all exit 0.
+    The readers are forked from one fresh process that has imported ctxvar, so that each pays for its read and
+    its exit, where the abort happened, and not for the imports; Arrow starts its thread pool anew in each."""
+    import json
     import subprocess
     import sys
 
@@ -786,11 +804,10 @@ def test_processes_that_read_sums_exit_cleanly(tmp_path):
     types, vectors = np.array([f"t{i}" for i in range(3000)], dtype=object), rng.standard_normal((3000, 256))
     layers = (LayerSums(i, types, np.ones(3000, np.int64), vectors, (vectors**2).sum(1), vectors) for i in range(3))
     write_sums(tmp_path / "s.parquet", layers, 256, {"n_layers": 3}, unit=True)
-    read = (
-        f"from ctxvar.stats.sums import SumsFile; f = SumsFile({str(tmp_path / 's.parquet')!r}); f.layer(0); f.layer(2)"
+    run = subprocess.run(  # the readers run at once: each exits on its own, and the machine's cores are all busy
+        [sys.executable, "-c", FORKED_READERS, str(tmp_path / "s.parquet"), "30"],
+        capture_output=True,
+        text=True,
     )
-    readers = [  # at once: each exits on its own, and the machine's cores are all busy
-        subprocess.Popen([sys.executable, "-c", read], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(30)
-    ]
-    assert [reader.wait() for reader in readers] == [0] * 30
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout.splitlines()[-1]) == [0] * 30, run.stderr[-3000:]
