@@ -19,23 +19,34 @@ from ctxvar.stats import sums
 
 from test_guards import shard_of
 
-JOB = textwrap.dedent("""
-    import json, sys, time
+JOBS = textwrap.dedent("""
+    import json, os, sys, time
     from ctxvar.extraction.devices import claim_gpu
-    index = claim_gpu(poll_seconds=0.05)
-    start = time.monotonic()
-    time.sleep(0.4)
-    print(json.dumps({"gpu": index, "start": start, "end": time.monotonic()}))
+    for _ in range(int(sys.argv[1])):
+        if os.fork() == 0:  # a job of its own, started at once with the others
+            index = claim_gpu(poll_seconds=0.05)
+            start = time.monotonic()
+            time.sleep(0.4)
+            print(json.dumps({"gpu": index, "start": start, "end": time.monotonic()}), flush=True)
+            os._exit(0)  # its claim goes with the process
+    while True:
+        try:
+            os.wait()
+        except ChildProcessError:
+            break
 """)
 
 
 def test_concurrent_jobs_never_share_a_gpu(tmp_path):
+    """10 jobs, each its own process (forked from one that has imported ctxvar, so that they start together), on
+    4 GPUs."""
     env = {"CTXVAR_GPUS": "0,1,2,3", "CTXVAR_GPU_LOCK_DIR": str(tmp_path)}
-    jobs = [
-        subprocess.Popen([sys.executable, "-c", JOB], stdout=subprocess.PIPE, text=True, env={**os.environ, **env})
-        for _ in range(10)
-    ]
-    claims = [json.loads(job.communicate(timeout=60)[0]) for job in jobs]
+    jobs = subprocess.run(
+        [sys.executable, "-c", JOBS, "10"], capture_output=True, text=True, env={**os.environ, **env}, timeout=60
+    )
+    assert jobs.returncode == 0, jobs.stderr[-3000:]
+    claims = [json.loads(line) for line in jobs.stdout.splitlines()]
+    assert len(claims) == 10
     assert {c["gpu"] for c in claims} == {0, 1, 2, 3}
     for a in claims:
         for b in claims:
