@@ -27,7 +27,8 @@ JOBS = textwrap.dedent("""
             index = claim_gpu(poll_seconds=0.05)
             start = time.monotonic()
             time.sleep(0.4)
-            print(json.dumps({"gpu": index, "start": start, "end": time.monotonic()}), flush=True)
+            line = json.dumps({"gpu": index, "start": start, "end": time.monotonic()}) + "\\n"
+            os.write(1, line.encode())  # one write: the jobs' lines never interleave
             os._exit(0)  # its claim goes with the process
     while True:
         try:
