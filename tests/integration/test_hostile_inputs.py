@@ -58,6 +58,7 @@ from ctxvar.stats.sums import (
     write_sums,
 )
 
+from byte_flips import each_byte_flipped
 from pipeline_runs import TEST_DEVICE
 from test_guards import extract, shard_of
 
@@ -115,12 +116,8 @@ def test_every_byte_of_a_parquet_file_is_covered(tmp_path):
     """Flipping any single byte anywhere either fails the read or leaves the data and metadata unchanged."""
     path = tmp_path / "t.parquet"
     write_table(sample_table().slice(0, 20), path, metadata={"model_id": "m", "n_layers": 1})
-    original = path.read_bytes()
     reference = read_table(path)
-    for position in range(len(original)):
-        damaged = bytearray(original)
-        damaged[position] ^= 0x10
-        path.write_bytes(bytes(damaged))
+    for position in each_byte_flipped(path):
         try:
             table, metadata = read_table(path), read_metadata(path)
         except IntegrityError:
