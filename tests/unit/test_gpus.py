@@ -68,8 +68,10 @@ def test_a_second_claim_in_one_process_gets_its_gpu_at_once(tmp_path, monkeypatc
         claim.start()
         claim.join(timeout=10)
         assert second == [0], "a second claim in the claiming process waited on its own lock"
-        other = subprocess.Popen([sys.executable, "-c", "from ctxvar.extraction.devices import claim_gpu; claim_gpu()"])
-        time.sleep(2)
+        claim = "from ctxvar.extraction.devices import claim_gpu; print('claiming', flush=True); claim_gpu()"
+        other = subprocess.Popen([sys.executable, "-c", claim], stdout=subprocess.PIPE, text=True)
+        assert other.stdout.readline() == "claiming\n"  # its imports done, whatever the machine's load
+        time.sleep(1)  # a claim that did not wait would have returned and its process exited by now
         assert other.poll() is None, "another process took a GPU this process holds"
         other.kill()
         other.wait()
