@@ -22,7 +22,6 @@ rule reads, and the hidden states (L, n, d) of its words (boundary tokens alread
 
 from __future__ import annotations
 
-import itertools
 import unicodedata
 
 import numpy as np
@@ -68,9 +67,16 @@ def intra_sentence_similarity(sentences, layer: int) -> float:
 
 
 def anisotropy_baseline(sentences, layer: int) -> float:
-    """E[cos(w, w')] for w, w' uniform words of two distinct uniform sentences, over every such pair."""
+    """E[cos(w, w')] for w, w' uniform words of two distinct uniform sentences, over every such pair.
+
+    Each sentence's words against every word at once: the cosines of its words with sentence t's are the columns
+    ``starts[t]:starts[t + 1]``, whose mean is E[cos] for that pair of sentences."""
     unit = [x[layer] / np.linalg.norm(x[layer], axis=1, keepdims=True) for _, _, x in sentences]
+    every_word = np.concatenate(unit)
+    sizes = np.array([len(u) for u in unit])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     total = 0.0
-    for s, t in itertools.permutations(range(len(unit)), 2):
-        total += float((unit[s] @ unit[t].T).mean())
-    return total / (len(unit) * (len(unit) - 1))
+    for s, words in enumerate(unit):
+        pair_means = np.add.reduceat((words @ every_word.T).sum(0), starts) / (len(words) * sizes)
+        total += pair_means.sum() - pair_means[s]  # t ≠ s
+    return float(total / (len(unit) * (len(unit) - 1)))

@@ -56,6 +56,12 @@ def arch(request):
 
 
 @pytest.fixture(scope="module")
+def contexts(tiny_models, corpus_texts, arch):
+    """:func:`contexts_of` the module's model, computed once for the tests that read it (read-only)."""
+    return contexts_of(tiny_models[arch], corpus_texts, arch)
+
+
+@pytest.fixture(scope="module")
 def one_shard(tmp_path_factory, tiny_models, corpus_texts, arch):
     return run_ethayarajh(tmp_path_factory.mktemp(f"eth1-{arch}"), tiny_models[arch], corpus_texts, 1, COSINE[arch])
 
@@ -65,9 +71,8 @@ def three_shards(tmp_path_factory, tiny_models, corpus_texts, arch):
     return run_ethayarajh(tmp_path_factory.mktemp(f"eth3-{arch}"), tiny_models[arch], corpus_texts, 3, COSINE[arch])
 
 
-def test_columns_equal_the_reference_from_his_code(one_shard, tiny_models, corpus_texts, arch):
+def test_columns_equal_the_reference_from_his_code(one_shard, contexts):
     table, _ = one_shard
-    contexts = contexts_of(tiny_models[arch], corpus_texts, arch)
     for layer in range(len(table)):
         expected = {
             "ethayarajh_self_similarity": self_similarity(contexts, layer),
@@ -86,11 +91,10 @@ def test_columns_equal_the_reference_from_his_code(one_shard, tiny_models, corpu
     assert table["ethayarajh_anisotropy_baseline"].std() > 0, "metrics constant: the test would be blind"
 
 
-def test_the_sums_equal_brute_force(one_shard, tiny_models, corpus_texts, arch):
+def test_the_sums_equal_brute_force(one_shard, contexts):
     """n_w, Σu_w per raw id and the sentence sums, from every embedding (one forward pass per sentence: fp32
     differs from the padded batches' in the 7th digit, hence 1e-6 of the largest entry)."""
     _, files = one_shard
-    contexts = contexts_of(tiny_models[arch], corpus_texts, arch)
     ids = np.concatenate([np.asarray(words) for words, _, _ in contexts])
     words, sentences = WordsFile(files["words"]), SentencesFile(files["sentences"])
     for layer in range(contexts[0][2].shape[0]):

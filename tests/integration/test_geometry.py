@@ -71,19 +71,27 @@ def isoscore_by_algorithm(x: np.ndarray) -> float:
     return (d * (k / d**2) - 1) / (d - 1)
 
 
+def mean_cosine_rows(unit: np.ndarray, rows: np.ndarray) -> float:
+    """Σ cos(x_i, x_j) over j ≠ i for the ``rows`` i: every pair's cosine, a block of rows at a time (all N × N of
+    them at once, 10⁴ tokens, would be a gigabyte)."""
+    cos = unit[rows] @ unit.T
+    return cos.sum() - cos[np.arange(len(rows)), rows].sum()
+
+
 def brute_force_geometry(keys: np.ndarray, x: np.ndarray) -> dict:
     """Every metric of one layer from all N embeddings ``x`` (N, d) by definition."""
     c = np.cov(x.T, bias=True)
     eigenvalues = np.sort(np.linalg.eigvalsh(c))[::-1]
     p = eigenvalues / eigenvalues.sum()
     unit = x / np.linalg.norm(x, axis=1, keepdims=True)
-    cos = unit @ unit.T
     n = len(x)
-    mean_cos = (cos.sum() - np.trace(cos)) / (n * (n - 1))
+    cos_sum = sum(mean_cosine_rows(unit, rows) for rows in np.array_split(np.arange(n), -(-n // 1024)))
+    mean_cos = cos_sum / (n * (n - 1))
     names, counts = np.unique(keys, return_counts=True)
     self_sims = []
     for name in names[(counts >= 10) & (counts <= 100_000)]:
-        block = cos[np.ix_(keys == name, keys == name)]
+        of_type = unit[keys == name]
+        block = of_type @ of_type.T
         m = len(block)
         self_sims.append((block.sum() - np.trace(block)) / (m * (m - 1)))
     row = {

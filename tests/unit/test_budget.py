@@ -45,13 +45,15 @@ LLAMA_2_7B = SimpleNamespace(hidden_size=4096, intermediate_size=11008, num_atte
 
 @pytest.fixture(scope="module")
 def loop_peaks() -> dict[str, dict]:
-    """tests/forward_peak.py on every proxy, in one fresh process: 2 batches of 64 rows × 64 tokens each."""
+    """tests/forward_peak.py on every proxy, in one fresh process: 2 batches of 16 rows × 64 tokens each. Every
+    term the budget counts, and every copy a leak would add (the KV cache, a batch's outputs kept alive), grows with
+    the rows, so a few rows show the same proportions as many; the forward passes are most of the test's time."""
     run = subprocess.run(
         [
             sys.executable,
             str(Path(__file__).resolve().parents[1] / "forward_peak.py"),
             json.dumps(list(PROXIES.values())),
-            "64",
+            "16",
             "64",
             "2",
         ],

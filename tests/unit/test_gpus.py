@@ -20,23 +20,35 @@ from ctxvar.stats import sums
 
 from test_guards import shard_of
 
-JOB = textwrap.dedent("""
-    import json, sys, time
+JOBS = textwrap.dedent("""
+    import json, os, sys, time
     from ctxvar.extraction.devices import claim_gpu
-    index = claim_gpu(poll_seconds=0.05)
-    start = time.monotonic()
-    time.sleep(0.4)
-    print(json.dumps({"gpu": index, "start": start, "end": time.monotonic()}))
+    for _ in range(int(sys.argv[1])):
+        if os.fork() == 0:  # a job of its own, started at once with the others
+            index = claim_gpu(poll_seconds=0.05)
+            start = time.monotonic()
+            time.sleep(0.4)
+            line = json.dumps({"gpu": index, "start": start, "end": time.monotonic()}) + "\\n"
+            os.write(1, line.encode())  # one write: the jobs' lines never interleave
+            os._exit(0)  # its claim goes with the process
+    while True:
+        try:
+            os.wait()
+        except ChildProcessError:
+            break
 """)
 
 
 def test_concurrent_jobs_never_share_a_gpu(tmp_path):
+    """10 jobs, each its own process (forked from one that has imported ctxvar, so that they start together), on
+    4 GPUs."""
     env = {"CTXVAR_GPUS": "0,1,2,3", "CTXVAR_GPU_LOCK_DIR": str(tmp_path)}
-    jobs = [
-        subprocess.Popen([sys.executable, "-c", JOB], stdout=subprocess.PIPE, text=True, env={**os.environ, **env})
-        for _ in range(10)
-    ]
-    claims = [json.loads(job.communicate(timeout=60)[0]) for job in jobs]
+    jobs = subprocess.run(
+        [sys.executable, "-c", JOBS, "10"], capture_output=True, text=True, env={**os.environ, **env}, timeout=60
+    )
+    assert jobs.returncode == 0, jobs.stderr[-3000:]
+    claims = [json.loads(line) for line in jobs.stdout.splitlines()]
+    assert len(claims) == 10
     assert {c["gpu"] for c in claims} == {0, 1, 2, 3}
     for a in claims:
         for b in claims:
@@ -57,8 +69,10 @@ def test_a_second_claim_in_one_process_gets_its_gpu_at_once(tmp_path, monkeypatc
         claim.start()
         claim.join(timeout=10)
         assert second == [0], "a second claim in the claiming process waited on its own lock"
-        other = subprocess.Popen([sys.executable, "-c", "from ctxvar.extraction.devices import claim_gpu; claim_gpu()"])
-        time.sleep(2)
+        claim = "from ctxvar.extraction.devices import claim_gpu; print('claiming', flush=True); claim_gpu()"
+        other = subprocess.Popen([sys.executable, "-c", claim], stdout=subprocess.PIPE, text=True)
+        assert other.stdout.readline() == "claiming\n"  # its imports done, whatever the machine's load
+        time.sleep(1)  # a claim that did not wait would have returned and its process exited by now
         assert other.poll() is None, "another process took a GPU this process holds"
         other.kill()
         other.wait()

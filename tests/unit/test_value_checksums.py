@@ -37,6 +37,8 @@ from ctxvar.stats.sums import (
     write_sums,
 )
 
+from byte_flips import each_byte_flipped
+
 REMEDY = "delete it and re-run (Snakemake rebuilds it)"
 N_LAYERS, D = 3, 4
 METADATA = {"n_layers": N_LAYERS, "shard": 0}
@@ -300,11 +302,7 @@ def test_every_byte_of_a_sums_file_is_covered(tmp_path):
         for i, layer in enumerate(sums_layers())
     ][:2]
     write_sums(path, layers, D, {**METADATA, "n_layers": 2})
-    original = path.read_bytes()
-    for position in range(len(original)):
-        damaged = bytearray(original)
-        damaged[position] ^= 0x10
-        path.write_bytes(bytes(damaged))
+    for position in each_byte_flipped(path):
         try:
             sums = SumsFile(path)
             got = [sums.layer(i) for i in range(2)]
