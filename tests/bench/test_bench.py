@@ -70,10 +70,12 @@ def test_quick_kernel_benchmark_compares_approaches_that_agree(tmp_path):
 
 def test_disk_benchmark_measures_the_peak_against_the_merged_sums(tmp_path):
     """bench/disk.py on the demo's smallest shape: its first model alone (d = 64) on a sixth of its corpus
-    (``workflow_runs.SMALL_DEMO``), 3 shards."""
+    (``workflow_runs.SMALL_DEMO``), 3 shards, each run ending with its merged sums (the peak is the partials and
+    running merges before them; the tables and figures after them are small and add only time here)."""
     config = tmp_path / "one-model.yaml"
     config.write_text(yaml.safe_dump(SMALL_DEMO))
-    run_bench("disk.py", tmp_path, "--config", str(config), "--shards", "3", "--repeats", "1")
+    options = ("--config", str(config), "--shards", "3", "--repeats", "1", "--until", "merge_statistics")
+    run_bench("disk.py", tmp_path, *options)
     runs, models = pd.read_csv(tmp_path / "disk.csv"), pd.read_csv(tmp_path / "disk_models.csv")
     assert set(models["model"]) == {SMALL_DEMO["models"][0]["id"]}
     assert list(runs["incremental_merge"]) == [True, False]
@@ -82,6 +84,7 @@ def test_disk_benchmark_measures_the_peak_against_the_merged_sums(tmp_path):
     assert runs["merged_bytes"].nunique() == 1  # the same sums either way
     assert runs.loc[1, "running_bytes_at_peak"] == 0  # no running merge without incremental_merge
     assert (models["stats_bytes_per_type_layer"] > 8 * SMALL_DEMO["models"][0]["hidden_size"]).all()  # Σx: d float64
+    assert "--until merge_statistics" in (tmp_path / "disk.md").read_text()
 
 
 @pytest.fixture(scope="module", params=["bert", "gpt2"])
