@@ -2,6 +2,7 @@
 
     python bench/disk.py                       # config/minilm.yaml, 8 shards, both merge modes × 3: ≈ 15 min
     python bench/disk.py --shards 4 --config config/demo.yaml --repeats 1
+    python bench/disk.py --until merge_statistics  # the runs end with the merged sums: no tables or figures
 
 Runs the workflow in a temporary folder with partials deleted once merged (``keep_partials: false``, the
 default), once with ``incremental_merge: true`` (each shard added to a running merge as it finishes) and
@@ -64,13 +65,14 @@ class PeakSampler(threading.Thread):
                     self.peak = now
 
 
-def measure(config_path: Path, shards: int, incremental: bool, workdir: Path) -> dict:
-    """One run of the workflow in ``workdir``: its peak, the split of the peak, and the merged sums per model."""
+def measure(config_path: Path, shards: int, incremental: bool, workdir: Path, until: str | None = None) -> dict:
+    """One run of the workflow in ``workdir`` (as far as the jobs of rule ``until`` if given): its peak, the split
+    of the peak, and the merged sums per model."""
     config = yaml.safe_load(config_path.read_text())
     config.update(run="disk", shards=shards, keep_partials=False, incremental_merge=incremental)
     (workdir / "disk.yaml").write_text(yaml.safe_dump(config))
     command = ["snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir / "run"), "--cores", "2"]
-    command += ["--configfile", str(workdir / "disk.yaml")]
+    command += ["--configfile", str(workdir / "disk.yaml")] + (["--until", until] if until else [])
     run_folder = workdir / "run" / "results" / "disk"
     sampler = PeakSampler(run_folder)
     sampler.start()
@@ -130,7 +132,8 @@ def report(runs: pd.DataFrame, models: pd.DataFrame, args) -> str:
             "# Peak disk of a run against its merged sums",
             "",
             f"`python bench/disk.py --config {runs['config'].iloc[0]} --shards {args.shards} --repeats "
-            f"{args.repeats}`: {time.strftime('%Y-%m-%d')}; partials deleted "
+            f"{args.repeats}{f' --until {args.until}' if args.until else ''}`: {time.strftime('%Y-%m-%d')}; "
+            "partials deleted "
             "once merged, sizes sampled every 0.2 s (built and unpacked models excluded); the merge modes in turn.",
             "",
             summary.reset_index().to_markdown(index=False, floatfmt=".3g"),
@@ -154,12 +157,15 @@ def main(argv=None) -> None:
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3, help="runs of each merge mode (default 3)")
     parser.add_argument("--out", default="bench/results", help="folder for disk.md and the CSVs")
+    parser.add_argument(
+        "--until", help="end each run with this rule's jobs (snakemake --until), e.g. merge_statistics: the merged sums"
+    )
     args = parser.parse_args(argv)
     runs, models = [], []
     for repeat in range(args.repeats):
         for incremental in (True, False):
             with tempfile.TemporaryDirectory(prefix="ctxvar-disk-") as tmp:
-                result = measure(args.config.resolve(), args.shards, incremental, Path(tmp))
+                result = measure(args.config.resolve(), args.shards, incremental, Path(tmp), args.until)
             runs.append({"repeat": repeat, **result["run"]})
             models += result["models"]
             print(f"repeat {repeat}, incremental_merge {incremental}: {result['run']['peak_over_merged']:.2f}×")

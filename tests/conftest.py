@@ -137,6 +137,18 @@ def demo(demo_run):
     return demo_run[0]
 
 
+@pytest.fixture(scope="session")
+def small_demo(tmp_path_factory):
+    """A local run of :data:`workflow_runs.SMALL_DEMO` as far as :data:`workflow_runs.SMALL_DEMO_OUTPUTS`
+    (read-only): what the SLURM run and the killed-and-resumed run must equal, byte for byte."""
+    from workflow_runs import SMALL_DEMO, SMALL_DEMO_OUTPUTS, snakemake
+
+    workdir = tmp_path_factory.mktemp("small-demo")
+    run = snakemake(workdir, SMALL_DEMO, *SMALL_DEMO_OUTPUTS)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return workdir
+
+
 def pytest_terminal_summary(terminalreporter):
     """Print what tests measured with ``record_property`` (the real-model tier's agreement with brute force) and
     how long the runs of shipped configs took (:data:`workflow_runs.RUN_SECONDS`), each on this machine."""

@@ -13,6 +13,29 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+# The demo's first model on a sixth of its corpus, still 4 shards (so the running merges of shards 0..1 and 0..2
+# run): the runs that show how jobs are submitted, killed and resumed, where the data's size changes nothing.
+SMALL_DEMO = {
+    **DEMO,
+    "models": DEMO["models"][:1],
+    "corpus": {**DEMO["corpus"], "synthetic": {**DEMO["corpus"]["synthetic"], "n_sentences": 1000}},
+}
+# What the tests compare across runs of SMALL_DEMO: every merged sum, the layer table, one per-model figure.
+SMALL_DEMO_OUTPUTS = [
+    *(
+        f"results/demo/tiny-bert/{name}"
+        for name in (
+            "tokens.parquet",
+            "stats.parquet",
+            "stats.moments.parquet",
+            "stats.sample.parquet",
+            "stats.words.parquet",
+            "stats.sentences.parquet",
+            "layers.csv",
+        )
+    ),
+    "results/demo/tiny-bert/figures/fig05_decomposition.csv",  # plot_model_figure
+]
 RUN_SECONDS: dict[str, float] = {}  # shipped config → wall-clock seconds of its run, printed after the tests
 
 

@@ -12,7 +12,7 @@ import yaml
 
 from ctxvar.models.batching import BATCH_TOKENS
 
-from workflow_runs import DEMO, REPO
+from workflow_runs import REPO, SMALL_DEMO
 
 
 def run_bench(script: str, out, *options: str) -> None:
@@ -69,18 +69,22 @@ def test_quick_kernel_benchmark_compares_approaches_that_agree(tmp_path):
 
 
 def test_disk_benchmark_measures_the_peak_against_the_merged_sums(tmp_path):
-    """bench/disk.py on the demo's smallest shape: its corpus and first model alone (d = 64), 3 shards."""
+    """bench/disk.py on the demo's smallest shape: its first model alone (d = 64) on a sixth of its corpus
+    (``workflow_runs.SMALL_DEMO``), 3 shards, each run ending with its merged sums (the peak is the partials and
+    running merges before them; the tables and figures after them are small and add only time here)."""
     config = tmp_path / "one-model.yaml"
-    config.write_text(yaml.safe_dump({**DEMO, "models": DEMO["models"][:1]}))
-    run_bench("disk.py", tmp_path, "--config", str(config), "--shards", "3", "--repeats", "1")
+    config.write_text(yaml.safe_dump(SMALL_DEMO))
+    options = ("--config", str(config), "--shards", "3", "--repeats", "1", "--until", "merge_statistics")
+    run_bench("disk.py", tmp_path, *options)
     runs, models = pd.read_csv(tmp_path / "disk.csv"), pd.read_csv(tmp_path / "disk_models.csv")
-    assert set(models["model"]) == {DEMO["models"][0]["id"]}
+    assert set(models["model"]) == {SMALL_DEMO["models"][0]["id"]}
     assert list(runs["incremental_merge"]) == [True, False]
     # the partials exist before their merge, so the peak holds more than the merged sums
     assert (runs["peak_bytes"] > runs["merged_bytes"]).all() and (runs["partials_bytes_at_peak"] > 0).all()
     assert runs["merged_bytes"].nunique() == 1  # the same sums either way
     assert runs.loc[1, "running_bytes_at_peak"] == 0  # no running merge without incremental_merge
-    assert (models["stats_bytes_per_type_layer"] > 8 * DEMO["models"][0]["hidden_size"]).all()  # Σx: d float64
+    assert (models["stats_bytes_per_type_layer"] > 8 * SMALL_DEMO["models"][0]["hidden_size"]).all()  # Σx: d float64
+    assert "--until merge_statistics" in (tmp_path / "disk.md").read_text()
 
 
 @pytest.fixture(scope="module", params=["bert", "gpt2"])

@@ -1,4 +1,8 @@
-"""SLURM tier: the demo through the SLURM profile on a real single-node cluster on loopback.
+"""SLURM tier: the workflow through the SLURM profile on a real single-node cluster on loopback.
+
+It runs the demo's first model on a smaller corpus (``workflow_runs.SMALL_DEMO``): what is checked is how the
+jobs are submitted, which the data's size does not change; the local run it must equal is shared with the
+workflow tier's killed-and-resumed run.
 
 tests/slurm/cluster.sh starts munged, slurmctld and slurmd (Debian's slurm-wlm and munge,
 as root) and stops exactly those daemons, by PID, when the tier ends.
@@ -13,7 +17,7 @@ import subprocess
 
 import pytest
 
-from workflow_runs import DEMO, REPO, snakemake
+from workflow_runs import REPO, SMALL_DEMO, SMALL_DEMO_OUTPUTS, snakemake
 
 CAN_RUN = os.geteuid() == 0 and all(shutil.which(d) for d in ("munged", "slurmctld", "slurmd"))
 pytestmark = pytest.mark.skipif(
@@ -39,8 +43,8 @@ def cluster(tmp_path_factory):
         )
 
 
-def test_demo_through_slurm_equals_the_local_run(tmp_path, cluster, demo):
-    """One model of the demo through the profile, every kind of job on its way (sample, split, extraction, the
+def test_demo_through_slurm_equals_the_local_run(tmp_path, cluster, small_demo):
+    """The demo's first model through the profile, every kind of job on its way (sample, split, extraction, the
     running and final merges, layer statistics, a per-model figure): byte for byte the local run's files."""
     targets = [
         "results/demo/tiny-bert/tokens.parquet",
@@ -48,9 +52,10 @@ def test_demo_through_slurm_equals_the_local_run(tmp_path, cluster, demo):
         "results/demo/tiny-bert/layers.csv",
         "results/demo/tiny-bert/figures/fig05_decomposition.csv",  # plot_model_figure: a local rule
     ]
+    assert set(targets) <= set(SMALL_DEMO_OUTPUTS)  # what the shared local run wrote
     run = snakemake(
         tmp_path,
-        REPO / "config" / "demo.yaml",
+        SMALL_DEMO,
         *targets,
         "--profile",
         str(REPO / "workflow" / "profiles" / "slurm"),
@@ -76,7 +81,7 @@ def test_demo_through_slurm_equals_the_local_run(tmp_path, cluster, demo):
     # second-long jobs are not sbatch submissions
     assert "localrule plot_model_figure:" in output and "plot_model_figure" not in submitted
     for output in targets:
-        assert (tmp_path / output).read_bytes() == (demo / output).read_bytes(), output
+        assert (tmp_path / output).read_bytes() == (small_demo / output).read_bytes(), output
 
 
 def test_only_extraction_jobs_are_granted_a_gpu(tmp_path, cluster):
@@ -87,7 +92,7 @@ def test_only_extraction_jobs_are_granted_a_gpu(tmp_path, cluster):
     """
     run = snakemake(
         tmp_path,
-        {**DEMO, "device": "cuda"},
+        {**SMALL_DEMO, "device": "cuda"},
         "results/demo/partials/tiny-bert/0.parquet",
         "--profile",
         str(REPO / "workflow" / "profiles" / "slurm"),

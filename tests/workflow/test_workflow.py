@@ -24,7 +24,16 @@ from ctxvar.io import FOOTER_READ_BYTES, read_metadata
 from ctxvar.stats.layers import COLUMNS
 
 from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
-from workflow_runs import DEMO, REPO, end_of_run, scheduled_jobs, snakemake, snakemake_command
+from workflow_runs import (
+    DEMO,
+    REPO,
+    SMALL_DEMO,
+    SMALL_DEMO_OUTPUTS,
+    end_of_run,
+    scheduled_jobs,
+    snakemake,
+    snakemake_command,
+)
 
 
 def test_paper_config_dry_run_fans_out_models_times_shards(tmp_path):
@@ -195,7 +204,7 @@ def test_run_json_gives_the_bytes_the_merges_read_and_wrote(demo):
 
 
 def test_run_json_gives_the_bytes_without_incremental_merge_as_the_partials_on_disk(tmp_path):
-    config = {**copy.deepcopy(DEMO), "models": DEMO["models"][:1], "incremental_merge": False, "keep_partials": True}
+    config = {**copy.deepcopy(SMALL_DEMO), "incremental_merge": False, "keep_partials": True}
     run = snakemake(tmp_path, config, "results/demo/tiny-bert/run.json")
     assert run.returncode == 0, run.stderr[-3000:]
     io = json.loads((tmp_path / "results" / "demo" / "tiny-bert" / "run.json").read_text())["io"]
@@ -357,16 +366,17 @@ MERGED_SUMS = (
 )
 
 
-def test_killed_run_resumes_only_unfinished_jobs_with_bit_identical_results(tmp_path, demo):
-    """Three models' extractions and merges, killed with SIGKILL once 3 partials are written: the resumed run re-runs
-    only the unfinished extractions, leaves no temporaries, and its merged sums are the demo's, bit for bit (the
-    tables and figures after them are functions of these files, checked on the demo itself)."""
-    workdir, config = tmp_path / "killed", tmp_path / "three-models.yaml"
+def test_killed_run_resumes_only_unfinished_jobs_with_bit_identical_results(tmp_path, small_demo):
+    """A model's extractions and merges (the demo's first, on a smaller corpus), killed with SIGKILL once 3 of its 4
+    partials are written: the resumed run re-runs only the unfinished extractions, leaves no temporaries, and its
+    merged sums are those of an uninterrupted run, bit for bit (the tables and figures after them are functions
+    of these files, checked on the demo itself)."""
+    workdir, config = tmp_path / "killed", tmp_path / "one-model.yaml"
     workdir.mkdir()
-    # their outputs do not depend on the others; partials kept, to see which jobs re-run
-    config.write_text(yaml.safe_dump({**DEMO, "models": DEMO["models"][:3], "keep_partials": True}))
-    models = ("tiny-bert", "tiny-roberta", "tiny-gpt2")
-    targets = [f"results/demo/{m}/{f}" for m in models for f in MERGED_SUMS]
+    # partials kept, to see which jobs re-run
+    config.write_text(yaml.safe_dump({**SMALL_DEMO, "keep_partials": True}))
+    targets = [f"results/demo/tiny-bert/{f}" for f in MERGED_SUMS]
+    assert set(targets) <= set(SMALL_DEMO_OUTPUTS)  # what the uninterrupted run wrote
     command = snakemake_command(workdir, config, *targets)
     process = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     partials = workdir / "results" / "demo" / "partials"
@@ -378,23 +388,27 @@ def test_killed_run_resumes_only_unfinished_jobs_with_bit_identical_results(tmp_
     # A job that wrote its file just before the kill is still marked incomplete: it re-runs too.
     marked = {base64.b64decode(p.name).decode() for p in (workdir / ".snakemake" / "incomplete").glob("*")}
     finished = {p: p.stat().st_mtime_ns for p in core_partials(partials) if str(p.relative_to(workdir)) not in marked}
-    assert 1 <= len(finished) < 12
+    assert 1 <= len(finished) < SMALL_DEMO["shards"]
 
     assert snakemake(workdir, config, "--unlock").returncode == 0
     dry_run = snakemake(workdir, config, *targets, "-n", "--rerun-incomplete")
-    assert scheduled_jobs(dry_run)["extract_statistics"] == 12 - len(finished)
+    assert scheduled_jobs(dry_run)["extract_statistics"] == SMALL_DEMO["shards"] - len(finished)
     resumed = snakemake(workdir, config, *targets, "--rerun-incomplete")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert {path: path.stat().st_mtime_ns for path in finished} == finished, "finished jobs re-ran"
     assert not list(workdir.glob("results/demo/**/.*.tmp")), "temporaries of killed jobs were left"
     for output in targets:
-        assert (workdir / output).read_bytes() == (demo / output).read_bytes(), output
+        assert (workdir / output).read_bytes() == (small_demo / output).read_bytes(), output
 
 
 def test_a_study_like_the_readmes_runs_every_shard_and_follows_its_weights(tmp_path, tiny_models, corpus_texts):
     """A local model directory and a local text file of about 2,500 sentences, shards left at the default (8):
     no warning, every shard gets sentences, and the statistics are those of brute force. Weights changed in place
-    afterwards re-run the model's jobs, even with the old modification time put back (as ``cp -p`` does)."""
+    afterwards re-run the model's jobs, even with the old modification time put back (as ``cp -p`` does).
+
+    It runs as far as the model's token and layer tables (sampling, splitting, extraction, merges, layer
+    statistics): the shards are what this study is about; a whole run's tables and figures are the demo's and the
+    quick start's."""
     texts = corpus_texts * 9  # 2,700 lines in the tiny models' words
     text_file = tmp_path / "sentences.txt"
     text_file.write_text("\n".join(texts) + "\n", encoding="utf-8")
@@ -406,7 +420,8 @@ def test_a_study_like_the_readmes_runs_every_shard_and_follows_its_weights(tmp_p
         "device": "cpu",
     }
     workdir = tmp_path / "run"
-    run = snakemake(workdir, config, env={"HF_HUB_OFFLINE": "1"})
+    targets = ["results/test/local-bert/tokens.parquet", "results/test/local-bert/layers.csv"]
+    run = snakemake(workdir, config, *targets, env={"HF_HUB_OFFLINE": "1"})
     assert run.returncode == 0, run.stderr[-3000:]
     assert "warning" not in run.stderr.lower(), run.stderr[-3000:]
     kept = pd.read_parquet(workdir / "results" / "test" / "corpus" / "sentences.parquet")["text"].tolist()
@@ -416,14 +431,14 @@ def test_a_study_like_the_readmes_runs_every_shard_and_follows_its_weights(tmp_p
     tokens = pd.read_parquet(workdir / "results" / "test" / "local-bert" / "tokens.parquet")
     assert_tokens_match(tokens, brute_force_tokens(*brute_force_embeddings(tiny_models["bert"], kept)))
 
-    assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(snakemake(workdir, config, "-n"))
+    assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(snakemake(workdir, config, *targets, "-n"))
     weights = model_dir / "model.safetensors"
     status = weights.stat()
     tensors = load_file(weights)
     tensors["encoder.layer.2.output.LayerNorm.weight"] *= 2
     save_file(tensors, weights, metadata={"format": "pt"})
     os.utime(weights, ns=(status.st_atime_ns, status.st_mtime_ns))
-    jobs = scheduled_jobs(snakemake(workdir, config, "-n"))
+    jobs = scheduled_jobs(snakemake(workdir, config, *targets, "-n"))
     assert jobs["extract_statistics"] == 8 and jobs["layer_statistics"] == 1 and jobs["split_corpus"] == 1
 
 
