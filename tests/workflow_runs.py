@@ -26,11 +26,11 @@ SMALL_DEMO_OUTPUTS = [
         f"results/demo/tiny-bert/{name}"
         for name in (
             "tokens.parquet",
-            "stats.parquet",
-            "stats.moments.parquet",
-            "stats.sample.parquet",
-            "stats.words.parquet",
-            "stats.sentences.parquet",
+            "sums.parquet",
+            "sums.moments.parquet",
+            "sums.sample.parquet",
+            "sums.words.parquet",
+            "sums.sentences.parquet",
             "layers.csv",
         )
     ),
