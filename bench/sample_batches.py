@@ -21,7 +21,8 @@ import numpy as np
 import torch
 
 from ctxvar.disk import sums_bytes
-from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions, state_bytes
+from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions
+from ctxvar.extraction.budget import state_bytes
 from ctxvar.models.batching import BATCH_TOKENS
 from ctxvar.resources import ModelShape
 from ctxvar.stats.geometry import batch_anisotropy, batch_twonn, mean_and_std

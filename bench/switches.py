@@ -57,7 +57,8 @@ from run import in_fresh_process
 
 from ctxvar.config import SCHEMA
 from ctxvar.disk import sums_bytes
-from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions, batch_bytes, state_bytes
+from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions
+from ctxvar.extraction.budget import batch_bytes, state_bytes
 from ctxvar.extraction.position_sample import token_keys
 from ctxvar.extraction.word_sums import word_table
 from ctxvar.models.batching import BATCH_TOKENS, ShardBatches, pad_batches, token_budget_batches

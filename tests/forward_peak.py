@@ -23,8 +23,8 @@ import numpy as np
 import torch
 from transformers import AutoConfig, AutoModel
 
-from ctxvar.extraction.accumulator import EmbeddingSums, batch_bytes
-from ctxvar.extraction.budget import activation_bytes
+from ctxvar.extraction.accumulator import EmbeddingSums
+from ctxvar.extraction.budget import activation_bytes, batch_bytes
 from ctxvar.extraction.extract import run_batches
 from ctxvar.models.batching import pad_batches
 from ctxvar.models.tokens import EncodedShard

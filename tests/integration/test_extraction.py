@@ -16,7 +16,7 @@ import torch
 
 from ctxvar.corpus.sentences import synthetic_sentences
 from ctxvar.errors import IntegrityError, StatisticsError
-from ctxvar.extraction.accumulator import layer_groups, state_bytes
+from ctxvar.extraction.budget import layer_groups, state_bytes
 from ctxvar.extraction.extract import extract_shard, prepare_shard
 from ctxvar.extraction.pca_points import collect_points
 from ctxvar.extraction.settings import ExtractionSettings

@@ -8,7 +8,8 @@ import weakref
 import pytest
 import torch
 
-from ctxvar.extraction.accumulator import EmbeddingSums, state_bytes
+from ctxvar.extraction.accumulator import EmbeddingSums
+from ctxvar.extraction.budget import state_bytes
 from ctxvar.extraction.extract import extract_shard, prepare_shard, run_batches
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.io import read_metadata

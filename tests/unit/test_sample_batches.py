@@ -18,7 +18,8 @@ import torch
 
 from ctxvar.config import extraction_config_hash, extraction_geometry
 from ctxvar.disk import sums_bytes
-from ctxvar.extraction.accumulator import GeometryOptions, state_bytes
+from ctxvar.extraction.accumulator import GeometryOptions
+from ctxvar.extraction.budget import state_bytes
 from ctxvar.extraction.position_sample import token_keys
 from ctxvar.resources import ModelShape
 from ctxvar.stats.geometry import batch_anisotropy, batch_twonn, geometry_columns, geometry_table, sample_batches

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from ctxvar.disk import sums_bytes, words_files_bytes
-from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions, batch_bytes, state_bytes
+from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions
+from ctxvar.extraction.budget import batch_bytes, state_bytes
 from ctxvar.extraction.word_sums import word_table
 from ctxvar.resources import ModelShape
 from ctxvar.stats.geometry import ethayarajh_metrics, is_punctuation

@@ -16,15 +16,16 @@ from tqdm.auto import tqdm
 from ctxvar.config import built_in_run, revision_of
 from ctxvar.errors import DeviceMemoryError, ModelLoadError, StatisticsError
 from ctxvar.extraction import devices
-from ctxvar.extraction.accumulator import (
-    EmbeddingSums,
-    GeometryOptions,
+from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions
+from ctxvar.extraction.budget import (
+    activation_bytes,
     batch_bytes,
     layer_groups,
+    reserve_bytes,
+    state_budget_bytes,
     state_bytes,
-    to_host,
 )
-from ctxvar.extraction.budget import activation_bytes, reserve_bytes, state_budget_bytes
+from ctxvar.extraction.host_copy import to_host
 from ctxvar.extraction.position_sample import sequence_windows, token_keys
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.shard import chunk_batches, fit_to_positions, read_shard
