@@ -4,8 +4,10 @@ On a GPU the budget is measured, not assumed: the free memory once the model is
 loaded, less one forward pass's activations (:func:`activation_bytes`), the
 batch's own buffers (:func:`batch_bytes`), the shard's padded batches and a
 reserve for the allocator's fragmentation and the CUDA libraries' workspaces.
-:func:`layer_groups` then fits as many layers' sums per pass as the budget
-holds. On a CPU there is no cap: the sums live in host memory like everything else.
+:func:`state_cap_bytes` gives that cap (or ``max_state_mb``), :func:`layer_groups`
+then fits as many layers' sums per pass as it holds, and :func:`warn_of_passes`
+says when that takes more than one pass. On a CPU there is no cap: the sums live
+in host memory like everything else.
 
 Memory on the device of the sums of :mod:`ctxvar.extraction.accumulator`, in bytes, for L layers (embedding
 output included), U distinct types in the shard, width d and a batch of N real tokens:
@@ -33,10 +35,18 @@ forward pass once per group (the same batches each time, so the sums are bitwise
 
 from __future__ import annotations
 
-from ctxvar.errors import StatisticsError
+import logging
+
+import torch
+
+from ctxvar.errors import DeviceMemoryError, StatisticsError
 from ctxvar.extraction.accumulator import NO_GEOMETRY, GeometryOptions, gram_block
+from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.word_sums import word_batch_bytes, word_sums_bytes
+from ctxvar.models import loading
 from ctxvar.stats.declarations import kept_layer_sums, kept_sums
+
+log = logging.getLogger(__name__)
 
 RESERVE_FRACTION = 0.05  # of the device's total memory, kept free
 RESERVE_MIN_BYTES = 1 << 30
@@ -132,3 +142,70 @@ def state_budget_bytes(free: int, total: int, *others: int) -> int:
 def reserve_bytes(total: int) -> int:
     """Device memory kept free: max(5 % of ``total``, 1 GiB)."""
     return max(int(RESERVE_FRACTION * total), RESERVE_MIN_BYTES)
+
+
+def state_cap_bytes(settings: ExtractionSettings, job, padded) -> float:
+    """The device memory the sums of one pass may take: ``max_state_mb`` if set; on a GPU, what is left once
+    the model is loaded, less one batch (see :mod:`ctxvar.extraction.budget`); no cap on a CPU.
+
+    A GPU whose budget is below one layer's sums is a :class:`DeviceMemoryError` that
+    names the budget's parts: raising ``max_state_mb`` there would skip the check and run
+    out of memory.
+
+    ``job``: a :class:`ctxvar.extraction.extract.ShardRun` (its ``device``, ``encoded.lengths``, ``model.config``,
+    ``n_layers``, ``d``, ``types`` and ``n_words`` are read); ``padded``: its
+    :class:`ctxvar.models.batching.ShardBatches` (``device_bytes()``).
+    """
+    if settings.max_state_mb:
+        return settings.max_state_mb * 1e6
+    if job.device.type != "cuda":
+        return float("inf")
+    free, total = torch.cuda.mem_get_info(job.device)
+    width = int(job.encoded.lengths.max()) if len(job.encoded.lengths) else 1
+    tokens = max(settings.batch_tokens, width)
+    element_bytes = loading.DTYPES[settings.dtype].itemsize
+    activations = activation_bytes(job.model.config, job.n_layers, job.d, tokens, width, element_bytes)
+    buffers = batch_bytes(job.n_layers, tokens, job.d, settings.geometry) + padded.device_bytes()
+    budget = state_budget_bytes(free, total, activations, buffers)
+    one_layer = state_bytes(1, len(job.types), job.d, settings.geometry, job.n_words)
+    if budget < one_layer:
+        raise DeviceMemoryError(
+            f"model {settings.model['id']!r} on {job.device}: {free / 1e9:.1f} GB free once it is loaded, less one "
+            f"batch of {tokens} tokens ({activations / 1e9:.1f} GB of activations, {buffers / 1e9:.1f} GB of "
+            f"buffers) and a reserve of {reserve_bytes(total) / 1e9:.1f} GB, leaves no room for one layer of sums "
+            f"({one_layer / 1e9:.2f} GB for {len(job.types)} types at d={job.d}): use {smaller_dtype(settings)}a "
+            "lower batch_tokens, more shards (fewer types per shard) or a GPU with more memory"
+        )
+    return budget
+
+
+def warn_of_passes(settings: ExtractionSettings, job, groups: list[range], cap: float) -> None:
+    """A warning (the console's, through :func:`ctxvar.jobs.job_log`) when the layer ``groups`` that ``cap``
+    allows take more than one forward pass over the shard: its cost and the remedy. ``job``: a
+    :class:`ctxvar.extraction.extract.ShardRun` (its ``device``, ``n_layers``, ``types``, ``d`` and ``n_words``)."""
+    if len(groups) > 1:
+        limit = "max_state_mb" if settings.max_state_mb else "the device's free memory less one batch"
+        remedy = (
+            "raise max_state_mb if the device has room, or use more shards (fewer types per shard)"
+            if settings.max_state_mb
+            else f"use {smaller_dtype(settings)}more shards (fewer types per shard) or a GPU with more memory"
+        )
+        log.warning(
+            "model %r on %s: the sums of %d layers for %d types (%.1f GB) exceed %s (%.1f GB), so the forward pass "
+            "runs %d times over the shard, once per group of layers (%d× the cost of one); to run it once, %s",
+            settings.model["id"],
+            job.device,
+            job.n_layers,
+            len(job.types),
+            state_bytes(job.n_layers, len(job.types), job.d, settings.geometry, job.n_words) / 1e9,
+            limit,
+            cap / 1e9,
+            len(groups),
+            len(groups),
+            remedy,
+        )
+
+
+def smaller_dtype(settings: ExtractionSettings) -> str:
+    """The remedy of a float32 job short of device memory, with its separator: half the weights and activations."""
+    return "dtype: bfloat16, " if settings.dtype == "float32" else ""

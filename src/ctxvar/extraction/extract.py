@@ -14,17 +14,10 @@ import torch
 from tqdm.auto import tqdm
 
 from ctxvar.config import built_in_run, revision_of
-from ctxvar.errors import DeviceMemoryError, ModelLoadError, StatisticsError
+from ctxvar.errors import ModelLoadError, StatisticsError
 from ctxvar.extraction import devices
 from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions
-from ctxvar.extraction.budget import (
-    activation_bytes,
-    batch_bytes,
-    layer_groups,
-    reserve_bytes,
-    state_budget_bytes,
-    state_bytes,
-)
+from ctxvar.extraction.budget import layer_groups, state_bytes, state_cap_bytes, warn_of_passes
 from ctxvar.extraction.host_copy import to_host
 from ctxvar.extraction.position_sample import sequence_windows, token_keys
 from ctxvar.extraction.settings import ExtractionSettings
@@ -278,68 +271,6 @@ def sample_positions(job: ShardRun, settings: ExtractionSettings) -> dict[str, n
         "position": tokens - offsets[sequence],
         "token": job.types[job.type_index[tokens]],
     }
-
-
-def state_cap_bytes(settings: ExtractionSettings, job: ShardRun, padded: ShardBatches) -> float:
-    """The device memory the sums of one pass may take: ``max_state_mb`` if set; on a GPU, what is left once
-    the model is loaded, less one batch (see :mod:`ctxvar.extraction.budget`); no cap on a CPU.
-
-    A GPU whose budget is below one layer's sums is a :class:`DeviceMemoryError` that
-    names the budget's parts: raising ``max_state_mb`` there would skip the check and run
-    out of memory.
-    """
-    if settings.max_state_mb:
-        return settings.max_state_mb * 1e6
-    if job.device.type != "cuda":
-        return float("inf")
-    free, total = torch.cuda.mem_get_info(job.device)
-    width = int(job.encoded.lengths.max()) if len(job.encoded.lengths) else 1
-    tokens = max(settings.batch_tokens, width)
-    element_bytes = loading.DTYPES[settings.dtype].itemsize
-    activations = activation_bytes(job.model.config, job.n_layers, job.d, tokens, width, element_bytes)
-    buffers = batch_bytes(job.n_layers, tokens, job.d, settings.geometry) + padded.device_bytes()
-    budget = state_budget_bytes(free, total, activations, buffers)
-    one_layer = state_bytes(1, len(job.types), job.d, settings.geometry, job.n_words)
-    if budget < one_layer:
-        raise DeviceMemoryError(
-            f"model {settings.model['id']!r} on {job.device}: {free / 1e9:.1f} GB free once it is loaded, less one "
-            f"batch of {tokens} tokens ({activations / 1e9:.1f} GB of activations, {buffers / 1e9:.1f} GB of "
-            f"buffers) and a reserve of {reserve_bytes(total) / 1e9:.1f} GB, leaves no room for one layer of sums "
-            f"({one_layer / 1e9:.2f} GB for {len(job.types)} types at d={job.d}): use {smaller_dtype(settings)}a "
-            "lower batch_tokens, more shards (fewer types per shard) or a GPU with more memory"
-        )
-    return budget
-
-
-def warn_of_passes(settings: ExtractionSettings, job: ShardRun, groups: list[range], cap: float) -> None:
-    """A warning (the console's, through :func:`ctxvar.jobs.job_log`) when the layer ``groups`` that ``cap``
-    allows take more than one forward pass over the shard: its cost and the remedy."""
-    if len(groups) > 1:
-        limit = "max_state_mb" if settings.max_state_mb else "the device's free memory less one batch"
-        remedy = (
-            "raise max_state_mb if the device has room, or use more shards (fewer types per shard)"
-            if settings.max_state_mb
-            else f"use {smaller_dtype(settings)}more shards (fewer types per shard) or a GPU with more memory"
-        )
-        log.warning(
-            "model %r on %s: the sums of %d layers for %d types (%.1f GB) exceed %s (%.1f GB), so the forward pass "
-            "runs %d times over the shard, once per group of layers (%d× the cost of one); to run it once, %s",
-            settings.model["id"],
-            job.device,
-            job.n_layers,
-            len(job.types),
-            state_bytes(job.n_layers, len(job.types), job.d, settings.geometry, job.n_words) / 1e9,
-            limit,
-            cap / 1e9,
-            len(groups),
-            len(groups),
-            remedy,
-        )
-
-
-def smaller_dtype(settings: ExtractionSettings) -> str:
-    """The remedy of a float32 job short of device memory, with its separator: half the weights and activations."""
-    return "dtype: bfloat16, " if settings.dtype == "float32" else ""
 
 
 def accumulate_groups(
