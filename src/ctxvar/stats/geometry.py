@@ -24,15 +24,7 @@ From u = x/‖x‖ (Ethayarajh 2019), over all N tokens of the layer and per typ
     self_similarity       unweighted mean of S_t over the frequency-filtered types
     self_similarity_adjusted   self_similarity − mean_cosine
 
-Ethayarajh's (2019) measures by his rules (:func:`ethayarajh_metrics`), over the sentences' own tokens
-(boundary tokens left out), words = raw token ids, exact over all occurrences:
-
-    ethayarajh_self_similarity     unweighted mean over words w with n_w ≥ 5 that are not punctuation of
-                                   (‖Σu_w‖² − n_w) / (n_w (n_w − 1))
-    ethayarajh_intra_sentence_similarity   (1/S) Σ_s (1/n_s) Σ_{i∈s} cos(x_i, Σ_{j∈s} x_j)
-    ethayarajh_anisotropy_baseline         mean over ordered pairs of distinct contexts s ≠ t of the mean
-                                   cosine between a word of s and a word of t: (‖Σ_s ū_s‖² − Σ_s ‖ū_s‖²) / (S(S − 1))
-    *_adjusted                     the two similarities minus the baseline
+Ethayarajh's (2019) own measures, by his rules: :mod:`ctxvar.stats.ethayarajh`.
 
 TwoNN (Facco et al. 2017) on the merged bottom-k sample after removing exact
 duplicates, and on a standard Gaussian sample of the same n and d (the
@@ -56,14 +48,13 @@ On the points of the first sample batch (the sample above, as rows of W), the pa
 from __future__ import annotations
 
 import logging
-import unicodedata
 
 import numpy as np
 import pandas as pd
 
 from ctxvar.errors import StatisticsError
-from ctxvar.models.tokens import type_key
 from ctxvar.stats.declarations import finalize_layer, layer_columns
+from ctxvar.stats.ethayarajh import ETHAYARAJH_COLUMNS, ethayarajh_metrics
 from ctxvar.stats.finalize import self_similarity
 from ctxvar.stats.layers import frequency_filter
 from ctxvar.stats.partition_isotropy import partition_isotropy
@@ -78,7 +69,7 @@ from ctxvar.stats.twonn import (
     razzhigaev_twonn,
     two_nearest,
 )
-from ctxvar.stats.word_files import LayerSentences, LayerWords, SentencesFile, WordsFile
+from ctxvar.stats.word_files import SentencesFile, WordsFile
 
 log = logging.getLogger(__name__)
 
@@ -307,54 +298,6 @@ def twonn_metrics(blocks: list[np.ndarray], layer: int, seed: int) -> dict:
     for metric in BATCH_METRICS:
         row[f"{metric}_mean"], row[f"{metric}_std"] = mean_and_std([batch[metric] for batch in per_batch])
     return row
-
-
-ETHAYARAJH_MIN_COUNT = 5  # his index_sentence(min_count=5): words with fewer occurrences are left out
-ETHAYARAJH_COLUMNS = [
-    "ethayarajh_n_words",
-    "ethayarajh_self_similarity",
-    "ethayarajh_intra_sentence_similarity",
-    "ethayarajh_anisotropy_baseline",
-    "ethayarajh_self_similarity_adjusted",
-    "ethayarajh_intra_sentence_similarity_adjusted",
-]
-
-
-def is_punctuation(token: str, marker: str | None) -> bool:
-    """spaCy's ``is_punct`` (every character in a Unicode P* category), which Ethayarajh's index applies to each
-    word, here on the token with the tokenizer's word-boundary ``marker`` stripped (his GPT-2 words carry none)."""
-    return all(unicodedata.category(char).startswith("P") for char in type_key(token, marker))
-
-
-def ethayarajh_words(words: LayerWords, marker: str | None) -> np.ndarray:
-    """Which words his self-similarity averages over: n_w ≥ ETHAYARAJH_MIN_COUNT, not punctuation."""
-    punctuation = np.fromiter((is_punctuation(t, marker) for t in words.tokens), dtype=bool, count=len(words.tokens))
-    return (words.count >= ETHAYARAJH_MIN_COUNT) & ~punctuation
-
-
-def anisotropy_baseline(sentences: LayerSentences) -> float:
-    """Mean over ordered pairs of distinct contexts of ū_s · ū_t, from Σ ū_s and Σ ‖ū_s‖²."""
-    s = sentences.n_contexts
-    total = sentences.sum_mean_unit
-    return float((total @ total - sentences.sum_mean_unit_sq) / (s * (s - 1))) if s > 1 else np.nan
-
-
-def ethayarajh_metrics(words: LayerWords, sentences: LayerSentences, marker: str | None) -> dict:
-    """Ethayarajh's self-similarity, intra-sentence similarity and anisotropy baseline of one layer, with the
-    two similarities less the baseline (see the module docstring); ``marker``: the tokenizer's word-boundary
-    marker (the sums' ``type_marker``)."""
-    keep = ethayarajh_words(words, marker)
-    self_sim = float(np.mean(self_similarity(words.count[keep], words.sum_unit[keep]))) if keep.any() else np.nan
-    intra = sentences.intra_sum / sentences.n_contexts if sentences.n_contexts else np.nan
-    baseline = anisotropy_baseline(sentences)
-    return {
-        "ethayarajh_n_words": int(keep.sum()),
-        "ethayarajh_self_similarity": self_sim,
-        "ethayarajh_intra_sentence_similarity": float(intra),
-        "ethayarajh_anisotropy_baseline": baseline,
-        "ethayarajh_self_similarity_adjusted": self_sim - baseline,
-        "ethayarajh_intra_sentence_similarity_adjusted": float(intra) - baseline,
-    }
 
 
 def geometry_table(
