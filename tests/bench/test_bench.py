@@ -190,10 +190,10 @@ def test_the_bare_forward_warms_up_and_runs_without_a_weight_hash_beside_it(tmp_
     import steps
     from run import write_corpus
 
-    from ctxvar.models import loading
+    from ctxvar.models import hashing
 
     hashed = []
-    monkeypatch.setattr(loading, "weights_sha256", lambda model: hashed.append(model) or "")
+    monkeypatch.setattr(hashing, "weights_sha256", lambda model: hashed.append(model) or "")
     forward = steps.forward(tiny_models["gpt2"], str(write_corpus(tmp_path, 200)), "cpu")
     assert hashed == [] and forward["warm_up_seconds"] > 0 and forward["batches"] >= 1
 

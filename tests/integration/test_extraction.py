@@ -24,7 +24,7 @@ from ctxvar.extraction.shard import read_shard
 from ctxvar.figures.pca_plots import point_summary
 from ctxvar.figures.pca_selection import select_pca_tokens
 from ctxvar.io import read_metadata, write_csv
-from ctxvar.models import loading as models
+from ctxvar.models import hashing
 from ctxvar.models.batching import BATCH_TOKENS
 from ctxvar.models.random_init import build_random_model
 from ctxvar.models.tokens import encode
@@ -246,7 +246,7 @@ def test_background_tokenization_and_weight_hash_equal_the_direct_ones(four_shar
         model={"id": f"tiny-{arch}"}, source=tiny_models[arch], device=TEST_DEVICE, progress=False
     )
     job = prepare_shard(shard, settings)
-    assert job.weights_hash.result() == models.weights_sha256(job.model)
+    assert job.weights_hash.result() == hashing.weights_sha256(job.model)
     direct = encode(job.tokenizer, read_shard(shard)[0])
     np.testing.assert_array_equal(job.encoded.ids, direct.ids)
     np.testing.assert_array_equal(job.encoded.offsets, direct.offsets)

@@ -171,7 +171,8 @@ def test_the_converted_smollm_loads_through_ctxvar_as_a_whole_byte_level_decoder
     import torch
 
     from ctxvar.io import verify_manifest
-    from ctxvar.models.loading import ends_in_final_norm, load, load_with_head, weights_sha256
+    from ctxvar.models.hashing import weights_sha256
+    from ctxvar.models.loading import ends_in_final_norm, load, load_with_head
     from ctxvar.models.tokens import boundary_tokens, word_marker
 
     entry, folder = smollm

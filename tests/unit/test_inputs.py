@@ -176,7 +176,7 @@ def test_the_tokenizer_hash_covers_its_normalizer_not_only_its_vocabulary():
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    from ctxvar.models.loading import tokenizer_sha256
+    from ctxvar.models.hashing import tokenizer_sha256
 
     def tokenizer(normalizer):
         backend = Tokenizer(models.WordLevel({"[UNK]": 0, "a": 1, "b": 2}, unk_token="[UNK]"))

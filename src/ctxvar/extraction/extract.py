@@ -24,7 +24,7 @@ from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.shard import chunk_batches, fit_to_positions, read_shard
 from ctxvar.extraction.word_sums import word_table
 from ctxvar.io import verify_manifest
-from ctxvar.models import loading
+from ctxvar.models import hashing, loading
 from ctxvar.models.batching import (
     ShardBatches,
     pad_batches,
@@ -58,7 +58,7 @@ class ShardRun:
     batches: list[np.ndarray]
     n_layers: int
     d: int
-    weights_hash: Future | None  # of the SHA-256 of the weights as loaded (see loading.weights_sha256)
+    weights_hash: Future | None  # of the SHA-256 of the weights as loaded (see hashing.weights_sha256)
     marker: str | None  # the word-boundary marker type keys strip (tokens.type_marker), None: none
     word_ids: np.ndarray | None = None  # (W,) the shard's inner raw token ids, sorted (geometry.ethayarajh)
     word_index: np.ndarray | None = None  # (tokens,) index into word_ids, −1 for boundary tokens
@@ -100,7 +100,7 @@ def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool =
     encoding = background.submit(encode, tokenizer, texts)
     model = loading.load_model(settings.model, settings.source, settings.dtype, device)
     loading.check_tokenizer_fits(tokenizer, model, settings.model, settings.source)
-    weights_hash = background.submit(loading.weights_sha256, model) if hash_weights else None
+    weights_hash = background.submit(hashing.weights_sha256, model) if hash_weights else None
     background.shutdown(wait=False)
     encoded, source_row, long_counts = fit_to_positions(
         encoding.result(), loading.max_positions(model.config), settings
@@ -401,9 +401,9 @@ def model_metadata(settings: ExtractionSettings, job: ShardRun) -> dict:
         "dtype": settings.dtype,
         "n_layers": job.n_layers,
         "d": job.d,
-        "tokenizer_sha256": loading.tokenizer_sha256(job.tokenizer),
+        "tokenizer_sha256": hashing.tokenizer_sha256(job.tokenizer),
         "weights_sha256": job.weights_hash.result(),
-        "model_config_sha256": loading.model_config_sha256(job.model.config),
+        "model_config_sha256": hashing.model_config_sha256(job.model.config),
         "attn_implementation": getattr(job.model.config, "_attn_implementation", None),
         "merge_markers": settings.merge_markers,
         "type_marker": job.marker,
