@@ -9,7 +9,8 @@ import zipfile
 import pytest
 import yaml
 
-from ctxvar.config import check_config, extraction_config_hash, load_revision
+from ctxvar.config import check_config, load_revision
+from ctxvar.config_hash import extraction_config_hash
 from ctxvar.errors import ConfigError
 from ctxvar.inputs import corpus_inputs, local_model_directory, model_inputs, with_inputs
 from ctxvar.models import hub

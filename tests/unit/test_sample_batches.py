@@ -16,7 +16,7 @@ import pytest
 import skdim
 import torch
 
-from ctxvar.config import extraction_config_hash, extraction_geometry
+from ctxvar.config_hash import extraction_config_hash, extraction_geometry
 from ctxvar.disk import sums_bytes
 from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.budget import state_bytes

@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import pytest
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from ctxvar.config import TYPE_KEY_RULE, extraction_config_hash
+from ctxvar.config_hash import TYPE_KEY_RULE, extraction_config_hash
 from ctxvar.errors import StatisticsError
 from ctxvar.io import read_metadata, write_json
 from ctxvar.models.tokens import (
@@ -324,7 +324,7 @@ def test_the_type_key_rule_is_part_of_the_extraction_hash(monkeypatch):
 
     model = DEMO["models"][0]
     before = extraction_config_hash(DEMO, model)
-    monkeypatch.setattr("ctxvar.config.TYPE_KEY_RULE", "another rule")
+    monkeypatch.setattr("ctxvar.config_hash.TYPE_KEY_RULE", "another rule")
     assert extraction_config_hash(DEMO, model) != before
 
 

@@ -25,9 +25,6 @@ from ctxvar.config import (
     check_schema,
     check_study_named,
     checkpoint_families,
-    TYPE_KEY_RULE,
-    extraction_config_hash,
-    extraction_geometry,
     load_config_file,
     model_source as source_of,
     models_by_id,
@@ -35,6 +32,7 @@ from ctxvar.config import (
     run_name,
     run_named_on_purpose,
 )
+from ctxvar.config_hash import TYPE_KEY_RULE, extraction_config_hash, extraction_geometry
 from ctxvar.figures.catalogue import (
     CHECKPOINT_FIGURE,
     EMBEDDING_CHECKPOINT_FIGURE,

@@ -1,4 +1,4 @@
-from ctxvar.config import CORPUS_HASH, corpus_hash
+from ctxvar.config_hash import CORPUS_HASH, corpus_hash
 from ctxvar.io import read_json, write_json
 from ctxvar.jobs import job_log
 from ctxvar.stats.merge import merge_job

@@ -21,7 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ctxvar.config import CORPUS_HASH, corpus_hash, corpus_paths
+from ctxvar.config import corpus_paths
+from ctxvar.config_hash import CORPUS_HASH, corpus_hash
 from ctxvar.corpus import python_docs
 from ctxvar.errors import CorpusError, first_line
 from ctxvar.io import write_json, write_table
@@ -375,7 +376,8 @@ def hub_commit(corpus: dict) -> str | None:
 def write_sentences(corpus: dict, sentences_path, counts_path) -> dict:
     """Sample the corpus once and write the sentences (Parquet) and the step counts (JSON), with the text's
     provenance for the Python-docs source (its Python version decides the text), what identified the corpus's
-    files at start-up (``inputs``) and the sample's identity (``corpus_hash``, :func:`ctxvar.config.corpus_hash`)."""
+    files at start-up (``inputs``) and the sample's identity (``corpus_hash``,
+    :func:`ctxvar.config_hash.corpus_hash`)."""
     table, counts = sample_sentences(corpus)
     counts = {**counts, CORPUS_HASH: corpus_hash(corpus)}
     if corpus["source"] == "python-docs":

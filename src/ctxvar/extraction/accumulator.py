@@ -43,7 +43,7 @@ class GeometryOptions:
 
     @classmethod
     def from_config(cls, geometry: dict) -> "GeometryOptions":
-        """From config ``geometry`` (or :func:`ctxvar.config.extraction_geometry`, which leaves out batches: 1)."""
+        """From config ``geometry`` (or :func:`ctxvar.config_hash.extraction_geometry`, which leaves out batches: 1)."""
         points = geometry["sample_size"] * geometry.get("batches", 1) if geometry["twonn"] else 0
         return cls(geometry["covariance"], geometry["cosine"], points, geometry["ethayarajh"])
 
