@@ -30,7 +30,7 @@ DAG_BUILD_IMPORTS = [
 # The package's layers, bottom first: a module imports only modules of its own layer or of layers before it.
 # A layer is a list of module-name prefixes; a module belongs to the layer of its longest prefix ("ctxvar" alone is
 # the package's __init__, which re-exports load_results).
-BASE = ["errors", "io", "config", "config_hash", "config_reference", "versions", "jobs", "run_origin"]
+BASE = ["errors", "io", "config", "config_hash", "config_reference", "versions", "jobs", "run_origin", "value_digest"]
 RUN = ["resources", "disk", "inputs", "run_end", "results", "results_layout"]
 LAYERS = [
     ("base", [f"ctxvar.{name}" for name in BASE]),

@@ -22,7 +22,6 @@ from ctxvar.io import (
     _with_value_digests,
     read_table,
     tagged_schema,
-    value_digest,
     write_table,
 )
 from ctxvar.stats import sample_file
@@ -36,6 +35,7 @@ from ctxvar.stats.sums import (
     sums_schema,
     write_sums,
 )
+from ctxvar.value_digest import value_digest
 
 from byte_flips import each_byte_flipped
 
