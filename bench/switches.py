@@ -144,7 +144,7 @@ class Shard:
 
 
 def accumulate(shard: Shard, options: GeometryOptions, states, device: str, clock: "PhaseClock") -> EmbeddingSums:
-    """What ``extract.run_batches`` does after each forward pass, for every batch: the allocation included."""
+    """What ``passes.run_batches`` does after each forward pass, for every batch: the allocation included."""
     L, d = shard.shape["layers"], shard.shape["d"]
     sample = shard.sampled["tokens"] if shard.sampled else None
     sums = EmbeddingSums(range(L), L, shard.n_types, d, torch.device(device), options, sample, len(shard.word_ids))

@@ -10,7 +10,8 @@ import torch
 
 from ctxvar.extraction.accumulator import EmbeddingSums
 from ctxvar.extraction.budget import state_bytes
-from ctxvar.extraction.extract import extract_shard, prepare_shard, run_batches
+from ctxvar.extraction.extract import extract_shard, prepare_shard
+from ctxvar.extraction.passes import run_batches
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.io import read_metadata
 from ctxvar.jobs import job_log

@@ -128,7 +128,7 @@ def test_a_config_with_return_dict_false_still_gives_hidden_states():
     import torch
     from transformers import BertConfig, BertModel
 
-    from ctxvar.extraction.extract import forward_options
+    from ctxvar.extraction.passes import forward_options
 
     config = BertConfig(
         vocab_size=20,

@@ -116,7 +116,7 @@ def activation_bytes(config, n_hidden: int, d: int, batch_tokens: int, width: in
 
     ``ffn`` and ``heads`` are read from the model's config (``intermediate_size``,
     ``n_inner``, ``ffn_dim``; ``num_attention_heads``, ``n_head``), else 4·d and d/64.
-    It holds for the forward pass as :func:`ctxvar.extraction.extract.run_batches` runs
+    It holds for the forward pass as :func:`ctxvar.extraction.passes.run_batches` runs
     it: no KV cache, the previous batch's outputs freed (tested against the measured
     peak of encoder and decoder proxies).
     """
