@@ -55,7 +55,7 @@ import torch
 from kernel import ZIPF_EXPONENT, layer_states, zipf_tokens
 from run import in_fresh_process
 
-from ctxvar.config import SCHEMA
+from ctxvar.config_schema import SCHEMA
 from ctxvar.disk import sums_bytes
 from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions
 from ctxvar.extraction.budget import batch_bytes, state_bytes

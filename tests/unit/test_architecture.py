@@ -12,6 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "ctxvar"
 DAG_BUILD_IMPORTS = [
     "ctxvar.config",
     "ctxvar.config_hash",
+    "ctxvar.config_schema",
     "ctxvar.disk",
     "ctxvar.errors",
     "ctxvar.resources",
@@ -30,7 +31,18 @@ DAG_BUILD_IMPORTS = [
 # The package's layers, bottom first: a module imports only modules of its own layer or of layers before it.
 # A layer is a list of module-name prefixes; a module belongs to the layer of its longest prefix ("ctxvar" alone is
 # the package's __init__, which re-exports load_results).
-BASE = ["errors", "io", "config", "config_hash", "config_reference", "versions", "jobs", "run_origin", "value_digest"]
+BASE = [
+    "errors",
+    "io",
+    "config",
+    "config_hash",
+    "config_schema",
+    "config_reference",
+    "versions",
+    "jobs",
+    "run_origin",
+    "value_digest",
+]
 RUN = ["resources", "disk", "inputs", "run_end", "results", "results_layout"]
 LAYERS = [
     ("base", [f"ctxvar.{name}" for name in BASE]),

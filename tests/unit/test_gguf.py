@@ -10,7 +10,8 @@ import shutil
 import numpy as np
 import pytest
 
-from ctxvar.config import check_config, load_config_file, models_by_id
+from ctxvar.config import check_config, models_by_id
+from ctxvar.config_schema import load_config_file
 from ctxvar.errors import ConfigError, IntegrityError, ModelLoadError
 from ctxvar.inputs import model_inputs
 from ctxvar.io import file_sha256
