@@ -109,8 +109,8 @@ def shard_batches(folder, n_shards: int, n_sentences: int | None = None) -> list
 
     from ctxvar.corpus.shards import split_corpus
     from ctxvar.extraction.shard import chunk_batches, read_shard
-    from ctxvar.io import write_table
     from ctxvar.models.tokens import encode
+    from ctxvar.parquet_files import write_table
 
     sentences = folder / f"sentences-{n_sentences}.parquet"
     write_table(pq.read_table(folder / "sentences.parquet").slice(0, n_sentences), sentences)

@@ -23,11 +23,12 @@ from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.shard import read_shard
 from ctxvar.figures.pca_plots import point_summary
 from ctxvar.figures.pca_selection import select_pca_tokens
-from ctxvar.io import read_metadata, write_csv
+from ctxvar.io import write_csv
 from ctxvar.models import hashing
 from ctxvar.models.batching import BATCH_TOKENS
 from ctxvar.models.random_init import build_random_model
 from ctxvar.models.tokens import encode
+from ctxvar.parquet_files import read_metadata
 from ctxvar.stats.merge import merge_partials
 from ctxvar.stats.sums import SumsFile
 from ctxvar.versions import device_name

@@ -13,10 +13,10 @@ from ctxvar.extraction.budget import state_bytes
 from ctxvar.extraction.extract import extract_shard, prepare_shard
 from ctxvar.extraction.passes import run_batches
 from ctxvar.extraction.settings import ExtractionSettings
-from ctxvar.io import read_metadata
 from ctxvar.jobs import job_log
 from ctxvar.models import hashing
 from ctxvar.models import loading as models
+from ctxvar.parquet_files import read_metadata
 
 from pipeline_runs import TEST_DEVICE
 from test_guards import shard_of

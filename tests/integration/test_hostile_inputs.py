@@ -30,20 +30,11 @@ from ctxvar.errors import ConfigError, CorpusError, DiskSpaceError, IntegrityErr
 from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.extract import extract_shard
 from ctxvar.extraction.settings import ExtractionSettings
-from ctxvar.io import (
-    MANIFEST,
-    read_csv,
-    read_json,
-    read_metadata,
-    read_table,
-    verify_manifest,
-    write_csv,
-    write_json,
-    write_table,
-)
+from ctxvar.io import MANIFEST, read_csv, read_json, verify_manifest, write_csv, write_json
 from ctxvar.jobs import job_log
 from ctxvar.models.loading import load_model, load_tokenizer
 from ctxvar.models.tokens import encode, type_table, word_marker
+from ctxvar.parquet_files import read_metadata, read_table, write_table
 from ctxvar.stats import sample_file
 from ctxvar.stats.merge import merge_partials
 from ctxvar.stats.sample_file import SAMPLE_LAYOUT, SampleFile

@@ -34,6 +34,7 @@ DAG_BUILD_IMPORTS = [
 BASE = [
     "errors",
     "io",
+    "parquet_files",
     "config",
     "config_hash",
     "config_schema",

@@ -21,7 +21,8 @@ from safetensors.torch import load_file
 
 from ctxvar.errors import InsufficientData, StatisticsError
 from ctxvar.figures import embedding_plots
-from ctxvar.io import read_csv, read_table
+from ctxvar.io import read_csv
+from ctxvar.parquet_files import read_table
 from ctxvar.stats.embedding_matrices import MATRIX_COLUMNS, embedding_matrix_statistics
 from ctxvar.stats.geometry import geometry_columns
 from ctxvar.stats.partition_isotropy import (

@@ -22,7 +22,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from ctxvar.config_hash import TYPE_KEY_RULE, extraction_config_hash
 from ctxvar.errors import StatisticsError
-from ctxvar.io import read_metadata, write_json
+from ctxvar.io import write_json
 from ctxvar.models.tokens import (
     encode,
     python_tokenizer_marker,
@@ -32,6 +32,7 @@ from ctxvar.models.tokens import (
     type_table,
     word_marker,
 )
+from ctxvar.parquet_files import read_metadata
 from ctxvar.stats.merge import check_same_run
 
 # Markdown headings, hashtags, runs of '#', and the markers' own characters written in the text.

@@ -25,8 +25,9 @@ from ctxvar.config import corpus_paths
 from ctxvar.config_hash import CORPUS_HASH, corpus_hash
 from ctxvar.corpus import python_docs
 from ctxvar.errors import CorpusError, first_line
-from ctxvar.io import write_json, write_table
+from ctxvar.io import write_json
 from ctxvar.models import hub
+from ctxvar.parquet_files import write_table
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,9 @@ import pyarrow as pa
 from ctxvar.config import built_in_run
 from ctxvar.corpus.sentences import source_rows_at_most
 from ctxvar.errors import CtxvarError
-from ctxvar.io import ParquetInput, read_table, verify_manifest, write_table
+from ctxvar.io import verify_manifest
 from ctxvar.models.batching import BATCH_TOKENS, padding_fraction, token_budget_batches
+from ctxvar.parquet_files import ParquetInput, read_table, write_table
 
 log = logging.getLogger(__name__)
 
