@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from ctxvar.config import check_config, model_id, models_by_id, run_name
+from ctxvar.config import check_config, model_id, models_by_id
+from ctxvar.config_run import run_name
 from ctxvar.config_schema import check_schema, load_config_file
 from ctxvar.corpus.sentences import sample_sentences
 from ctxvar.corpus.shards import start_up_warning

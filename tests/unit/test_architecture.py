@@ -12,6 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "ctxvar"
 DAG_BUILD_IMPORTS = [
     "ctxvar.config",
     "ctxvar.config_hash",
+    "ctxvar.config_run",
     "ctxvar.config_schema",
     "ctxvar.disk",
     "ctxvar.errors",
@@ -37,6 +38,7 @@ BASE = [
     "parquet_files",
     "config",
     "config_hash",
+    "config_run",
     "config_schema",
     "config_reference",
     "versions",

@@ -22,15 +22,13 @@ from ctxvar.resources import check_set_resources
 from ctxvar.config import (
     built_in_run,
     check_config,
-    check_study_named,
     checkpoint_families,
     model_source as source_of,
     models_by_id,
     pca_model,
-    run_name,
-    run_named_on_purpose,
 )
 from ctxvar.config_hash import TYPE_KEY_RULE, extraction_config_hash, extraction_geometry
+from ctxvar.config_run import check_study_named, run_name, run_named_on_purpose
 from ctxvar.config_schema import check_schema, load_config_file
 from ctxvar.figures.catalogue import (
     CHECKPOINT_FIGURE,
