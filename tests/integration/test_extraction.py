@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from ctxvar.corpus.sentences import synthetic_sentences
+from ctxvar.corpus.sources import synthetic_sentences
 from ctxvar.errors import IntegrityError, StatisticsError
 from ctxvar.extraction.budget import layer_groups, state_bytes
 from ctxvar.extraction.extract import extract_shard, prepare_shard

@@ -115,7 +115,7 @@ def test_a_local_folder_with_a_revision_is_refused(tmp_path, key):
     ],
 )
 def test_a_bad_json_lines_row_is_named_with_its_line_and_cause(tmp_path, lines, message):
-    from ctxvar.corpus.sentences import load_source
+    from ctxvar.corpus.sources import load_source
     from ctxvar.errors import CorpusError
 
     path = tmp_path / "rows.jsonl"
