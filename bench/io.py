@@ -37,7 +37,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ctxvar.io import PARQUET_READS, VECTOR_WRITE_OPTIONS, atomic_path, tagged_schema, use_system_allocator
+from ctxvar.io import atomic_path, use_system_allocator
+from ctxvar.parquet_files import PARQUET_READS, VECTOR_WRITE_OPTIONS, tagged_schema
 from ctxvar.stats.sums import LayerSums, SumsFile, sums_schema, write_sums
 
 SHAPES = {

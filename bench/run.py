@@ -42,9 +42,9 @@ import pyarrow as pa
 import steps
 import torch
 
-from ctxvar.corpus.sentences import synthetic_sentences
-from ctxvar.io import write_table
+from ctxvar.corpus.sources import synthetic_sentences
 from ctxvar.models.random_init import build_random_model
+from ctxvar.parquet_files import write_table
 from ctxvar.stats.layers import layers_table
 from ctxvar.stats.merge import merge_partials
 

@@ -21,7 +21,8 @@ import yaml
 
 from ctxvar.extraction import extract
 from ctxvar.extraction.accumulator import NO_GEOMETRY, GeometryOptions
-from ctxvar.extraction.extract import extract_shard, forward_options, prepare_shard
+from ctxvar.extraction.extract import extract_shard, prepare_shard
+from ctxvar.extraction.passes import forward_options
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.models import loading as models
 from ctxvar.models.batching import ShardBatches, pad_batch

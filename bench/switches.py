@@ -55,9 +55,10 @@ import torch
 from kernel import ZIPF_EXPONENT, layer_states, zipf_tokens
 from run import in_fresh_process
 
-from ctxvar.config import SCHEMA
+from ctxvar.config_schema import SCHEMA
 from ctxvar.disk import sums_bytes
-from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions, batch_bytes, state_bytes
+from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions
+from ctxvar.extraction.budget import batch_bytes, state_bytes
 from ctxvar.extraction.position_sample import token_keys
 from ctxvar.extraction.word_sums import word_table
 from ctxvar.models.batching import BATCH_TOKENS, ShardBatches, pad_batches, token_budget_batches
@@ -143,7 +144,7 @@ class Shard:
 
 
 def accumulate(shard: Shard, options: GeometryOptions, states, device: str, clock: "PhaseClock") -> EmbeddingSums:
-    """What ``extract.run_batches`` does after each forward pass, for every batch: the allocation included."""
+    """What ``passes.run_batches`` does after each forward pass, for every batch: the allocation included."""
     L, d = shard.shape["layers"], shard.shape["d"]
     sample = shard.sampled["tokens"] if shard.sampled else None
     sums = EmbeddingSums(range(L), L, shard.n_types, d, torch.device(device), options, sample, len(shard.word_ids))

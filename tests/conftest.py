@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxvar.corpus.sentences import synthetic_sentences
+from ctxvar.corpus.sources import synthetic_sentences
 from ctxvar.models.random_init import build_random_model
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -2,7 +2,7 @@
 
     python tests/forward_peak.py '[{"model_type": "llama", "hidden_size": 256, ...}, ...]' ROWS WIDTH BATCHES
 
-For each config, runs :func:`ctxvar.extraction.extract.run_batches` over BATCHES batches
+For each config, runs :func:`ctxvar.extraction.passes.run_batches` over BATCHES batches
 of ROWS × WIDTH tokens with real sums of every layer (allocated before the measurement),
 and gives ``peak_bytes``, the growth of resident memory from just before the loop to its
 peak, next to what the device budget allows for it: ``activation_bytes`` of
@@ -23,9 +23,9 @@ import numpy as np
 import torch
 from transformers import AutoConfig, AutoModel
 
-from ctxvar.extraction.accumulator import EmbeddingSums, batch_bytes
-from ctxvar.extraction.budget import activation_bytes
-from ctxvar.extraction.extract import run_batches
+from ctxvar.extraction.accumulator import EmbeddingSums
+from ctxvar.extraction.budget import activation_bytes, batch_bytes
+from ctxvar.extraction.passes import run_batches
 from ctxvar.models.batching import pad_batches
 from ctxvar.models.tokens import EncodedShard
 

@@ -15,7 +15,7 @@ from ctxvar.corpus.shards import split_corpus
 from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.extract import extract_shard
 from ctxvar.extraction.settings import ExtractionSettings
-from ctxvar.io import write_table
+from ctxvar.parquet_files import write_table
 from ctxvar.stats.layers import layers_table
 from ctxvar.stats.merge import merge_job, merge_partials, merge_sample_partials
 

@@ -1,17 +1,15 @@
-"""Checks the schema cannot express, model ids, and the hash that tags partial sums."""
+"""Checks the schema cannot express, and model ids; the schema itself and config files:
+:mod:`ctxvar.config_schema`; the run's name: :mod:`ctxvar.config_run`; the hashes that tag partial sums:
+:mod:`ctxvar.config_hash`."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
 import os
 import re
 from pathlib import Path
 
-import yaml
-
-from ctxvar.errors import ConfigError, first_line
+from ctxvar.config_schema import SCHEMA
+from ctxvar.errors import ConfigError
 
 # Matched with fullmatch: '$' alone would accept a trailing newline.
 MODEL_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+@=-]*")
@@ -20,8 +18,6 @@ LOCAL_SOURCES = ("text", "parquet", "jsonl")
 RESERVED_IDS = {"corpus", "models", "partials", "summary", "figures"}  # folders of results/
 
 
-SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")  # workflow/schemas/config.schema.yaml links here
-SCHEMA = yaml.safe_load(SCHEMA_PATH.read_text())
 # What a models[] entry that omits a key gets (the schema's $defs/model_defaults: small enough for a 2-core CPU).
 MODEL_DEFAULTS = SCHEMA["$defs"]["model_defaults"]["default"]
 RANDOM_KEYS = (
@@ -177,165 +173,6 @@ def models_by_id(config: dict) -> dict[str, dict]:
     return resolved
 
 
-def _is_integer(checker, instance) -> bool:
-    """JSON Schema's integer, minus floats with a zero fraction (2.0): the code uses them as counts and indices."""
-    return isinstance(instance, int) and not isinstance(instance, bool)
-
-
-def _is_finite_number(checker, instance) -> bool:
-    """JSON Schema's number, minus NaN and ±inf (YAML's .nan, .inf), which pass every minimum and maximum."""
-    return isinstance(instance, (int, float)) and not isinstance(instance, bool) and math.isfinite(instance)
-
-
-def strict_validator(schema: dict):
-    """A 2020-12 validator of ``schema`` whose integers are ints and whose numbers are finite."""
-    import jsonschema
-
-    types = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many(
-        {"integer": _is_integer, "number": _is_finite_number}
-    )
-    return jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=types)(schema)
-
-
-TYPE_WORDS = {
-    "integer": "a whole number (no decimal point)",
-    "number": "a finite number",
-    "string": "text",
-    "boolean": "true or false",
-    "object": "a mapping",
-    "array": "a list",
-    "null": "null",
-}
-
-
-def quoted_scalar(instance, kinds: list[str]) -> bool:
-    """Whether ``instance`` is text that YAML would read as one of ``kinds`` (integer, number, boolean) unquoted."""
-    if not isinstance(instance, str) or not {"integer", "number", "boolean"} & set(kinds):
-        return False
-    try:
-        value = yaml.safe_load(instance)
-    except yaml.YAMLError:
-        return False
-    return (isinstance(value, bool) and "boolean" in kinds) or (
-        isinstance(value, (int, float)) and not isinstance(value, bool) and bool({"integer", "number"} & set(kinds))
-    )
-
-
-def check_schema(config: dict, schema_path=None) -> None:
-    """Raise :class:`ConfigError` naming the key and what is allowed, for the most relevant schema violation;
-    ``schema_path`` defaults to the package's schema, :data:`SCHEMA`, loaded once at import."""
-    import jsonschema
-
-    schema = yaml.safe_load(open(schema_path)) if schema_path else SCHEMA
-    error = jsonschema.exceptions.best_match(strict_validator(schema).iter_errors(config))
-    if error is None:
-        return
-    where = ".".join(str(part) for part in error.absolute_path) or "config"
-    message = error.message
-    if error.validator == "additionalProperties":
-        message += f"; allowed keys: {', '.join(error.schema['properties'])}"
-    elif error.validator == "enum":
-        message = f"{error.instance!r} is not allowed; use one of {', '.join(map(str, error.validator_value))}"
-    elif error.validator == "type":
-        kinds = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
-        message = f"{error.instance!r} is not {' or '.join(TYPE_WORDS.get(k, k) for k in kinds)}"
-        if quoted_scalar(error.instance, kinds):
-            message += (
-                " but text (quoted in a config file, or inside a --config mapping such as --config "
-                "geometry='{batches: 8}', whose values Snakemake passes as text): set it in a config file, unquoted"
-            )
-    elif error.validator == "pattern":
-        message = (
-            f"{error.instance!r} is not usable here; use letters, digits and . _ + @ = - "
-            "(starting with a letter or digit)"
-        )
-    raise ConfigError(f"{where}: {message}")
-
-
-class UniqueKeyLoader(yaml.SafeLoader):
-    """A SafeLoader that refuses a key repeated in one mapping (plain YAML keeps the last one silently)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            if key in seen:
-                raise ConfigError(
-                    f"{self.name}: line {key_node.start_mark.line + 1}: key {key!r} appears twice in "
-                    "the same mapping (YAML keeps only the last); keep one"
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep)
-
-
-def load_config_file(path) -> dict:
-    """A YAML (or JSON) config file, refusing duplicate keys, which Snakemake's loader silently overwrites."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            loaded = yaml.load(handle, Loader=UniqueKeyLoader)
-    except yaml.YAMLError as error:
-        raise ConfigError(f"{path}: not valid YAML ({first_line(error)})") from error
-    return loaded if isinstance(loaded, dict) else {}
-
-
-STUDY_KEYS = ("corpus", "models")  # what a run studies: never defaulted, never inherited
-
-
-def check_study_named(config: dict, cli_files: list[str], workflow_dir) -> None:
-    """A ``--configfile`` stands on its own: the Snakefile reads ``config.yaml`` (the paper's setup) only when
-    none is given, so ``config`` is the schema's defaults plus the given files. Raise :class:`ConfigError` when
-    they leave out :data:`STUDY_KEYS`, naming what ``config.yaml`` would have supplied and a command that
-    extends it: the working directory's ``config.yaml`` (what a run without ``--configfile`` reads), else the
-    workflow's own in ``workflow_dir``, every file by its absolute path so that the command runs from any
-    folder, ``--directory`` or not."""
-    missing = [key for key in STUDY_KEYS if key not in config]
-    if not cli_files or not missing:
-        return
-    files = " ".join(relative_if_below(path) for path in cli_files)
-    keys = " and ".join(f"{key}:" for key in missing)
-    paper = "config.yaml" if os.path.isfile("config.yaml") else os.path.join(workflow_dir, "config.yaml")
-    raise ConfigError(
-        f"{files} has no {keys} section: a --configfile stands on its own and does not inherit config.yaml's "
-        f"(the paper's six Hub models on BookCorpus); add it, or extend the paper's setup on purpose with "
-        f"--configfile {' '.join(os.path.abspath(path) for path in [paper, *cli_files])}"
-    )
-
-
-def relative_if_below(path) -> str:
-    """``path`` relative to the working directory if it lies below it (as a user typed it), else as given."""
-    relative = os.path.relpath(path)
-    return str(path) if relative.startswith("..") else relative
-
-
-def run_name(config: dict, cli_configs: dict[str, dict], overrides: dict) -> str:
-    """The run's name, which keeps its outputs apart: ``results/{run}/``, ``logs/{run}/``, ``benchmarks/{run}/``.
-
-    ``--config run=NAME`` first; else ``run:`` in the last ``--configfile`` that sets it, else that file's
-    name without its extension (``--configfile my_study.yaml`` → ``my_study``); without ``--configfile``,
-    ``run:`` of ``config.yaml`` (``paper``). A ``--configfile`` never inherits ``config.yaml``'s ``run``.
-    ``cli_configs``: ``{path: content}`` of the ``--configfile`` files, in command-line order.
-    """
-    if "run" in overrides:
-        name = overrides["run"]
-    elif cli_configs:
-        named = [own["run"] for own in cli_configs.values() if "run" in own]
-        name = named[-1] if named else Path(list(cli_configs)[-1]).stem
-    else:
-        name = config.get("run") or "default"
-    if not isinstance(name, str) or not MODEL_ID_PATTERN.fullmatch(name):
-        raise ConfigError(
-            f"run: {name!r} cannot name a results folder; set run: to letters, digits and . _ + @ = - "
-            "(in the config file or with --config run=NAME)"
-        )
-    return name
-
-
-def run_named_on_purpose(cli_configs: dict[str, dict], overrides: dict) -> bool:
-    """Whether the run's name was chosen (``--config run=``, ``run:`` in a ``--configfile``, or config.yaml's
-    own) rather than taken from a ``--configfile``'s name (see :func:`run_name`)."""
-    return "run" in overrides or any("run" in content for content in cli_configs.values()) or not cli_configs
-
-
 def check_config(config: dict) -> None:
     """Raise :class:`ConfigError` (one line) for what the JSON schema cannot check."""
     corpus = config["corpus"]
@@ -453,19 +290,6 @@ def checkpoint_families(models: dict[str, dict]) -> dict[str, list[str]]:
     return {family: sorted(ids, key=lambda m: models[m]["step"]) for family, ids in families.items()}
 
 
-ANALYSIS_ONLY_GEOMETRY = ("spectrum_k", "batches")  # geometry keys that leave the partial sums as they are
-# (batches enters below only when above 1); every other key, a new sum's switch among them, enters the hash
-
-
-def extraction_geometry(config: dict) -> dict:
-    """The geometry settings that change what extraction accumulates (not spectrum_k, an analysis choice).
-    ``batches`` only when above 1: one batch is the sample accumulated before the key existed, so such
-    runs keep their extraction hash and partials."""
-    geometry = config["geometry"]
-    chosen = {key: value for key, value in geometry.items() if key not in ANALYSIS_ONLY_GEOMETRY}
-    return chosen | ({"batches": geometry["batches"]} if geometry.get("batches", 1) > 1 else {})
-
-
 def pca_model(config: dict) -> str:
     """The model whose embeddings Fig. 1 shows: figures.pca.model, or the first model."""
     return config["figures"]["pca"]["model"] or next(iter(models_by_id(config)))
@@ -477,39 +301,3 @@ def corpus_paths(corpus: dict) -> list[str]:
     if path is None:
         return []
     return [os.path.expanduser(p) for p in ([path] if isinstance(path, str) else path)]
-
-
-# The rule of ctxvar.models.tokens.type_key, part of the extraction hash: a new rule re-extracts every model
-# (and rebuilds the Gaussian null, whose means follow the types).
-TYPE_KEY_RULE = "one leading copy of the tokenizer's own marker; tokens made only of the marker whole"
-
-
-def stable_hash(obj) -> str:
-    """Hex SHA-256 of ``obj`` as canonical JSON (sorted keys); 16 characters."""
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-CORPUS_HASH = "corpus_hash"  # the key that names one corpus sample in counts.json and in each model's run.json
-
-
-def corpus_hash(corpus: dict) -> str:
-    """The identity of one corpus sample: the hash of the ``corpus:`` settings with what identified its files at
-    start-up (``inputs``, :mod:`ctxvar.inputs`), as the sampling job and each model's final merge receive them."""
-    return stable_hash(corpus)
-
-
-def extraction_config_hash(config: dict, model: dict) -> str:
-    """Hash of every setting that changes a model's partial sums (not batch size or device), and of the rule
-    that keys token types (:data:`TYPE_KEY_RULE`): partials keyed by another rule
-    re-extract and never merge with these."""
-    return stable_hash(
-        {
-            "corpus": config["corpus"],
-            "shards": config["shards"],
-            "model": model,
-            "dtype": config["dtype"],
-            "tokens": config["tokens"],
-            "type_key_rule": TYPE_KEY_RULE,
-            "geometry": extraction_geometry(config),
-        }
-    )

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ctxvar.config import CORPUS_HASH
+from ctxvar.config_hash import CORPUS_HASH
 from ctxvar.errors import CtxvarError, StatisticsError
-from ctxvar.io import read_csv, read_json, read_metadata, read_table
+from ctxvar.io import read_csv, read_json
+from ctxvar.parquet_files import read_metadata, read_table
 from ctxvar.stats.provenance import FINISH, SUMS_COLUMN, check_same_sums, table_sums
 from ctxvar.stats.summary import is_stack_of
 

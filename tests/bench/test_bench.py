@@ -113,8 +113,8 @@ def shard_batches(folder, n_shards: int, n_sentences: int | None = None) -> list
 
     from ctxvar.corpus.shards import split_corpus
     from ctxvar.extraction.shard import chunk_batches, read_shard
-    from ctxvar.io import write_table
     from ctxvar.models.tokens import encode
+    from ctxvar.parquet_files import write_table
 
     sentences = folder / f"sentences-{n_sentences}.parquet"
     write_table(pq.read_table(folder / "sentences.parquet").slice(0, n_sentences), sentences)
@@ -194,10 +194,10 @@ def test_the_bare_forward_warms_up_and_runs_without_a_weight_hash_beside_it(tmp_
     import steps
     from run import write_corpus
 
-    from ctxvar.models import loading
+    from ctxvar.models import hashing
 
     hashed = []
-    monkeypatch.setattr(loading, "weights_sha256", lambda model: hashed.append(model) or "")
+    monkeypatch.setattr(hashing, "weights_sha256", lambda model: hashed.append(model) or "")
     forward = steps.forward(tiny_models["gpt2"], str(write_corpus(tmp_path, 200)), "cpu")
     assert hashed == [] and forward["warm_up_seconds"] > 0 and forward["batches"] >= 1
 

@@ -13,7 +13,8 @@ import pytest
 
 from ctxvar import disk
 from ctxvar.extraction import accumulator
-from ctxvar.extraction.accumulator import GeometryOptions, state_bytes
+from ctxvar.extraction.accumulator import GeometryOptions
+from ctxvar.extraction.budget import state_bytes
 from ctxvar.resources import ModelShape
 from ctxvar.stats import declarations
 from ctxvar.stats.declarations import LayerColumn, LayerSum, TokenColumn, TypeSum

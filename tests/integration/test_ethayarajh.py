@@ -11,7 +11,8 @@ from transformers import AutoModel, AutoTokenizer
 
 from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.models.tokens import boundary_tokens, type_key
-from ctxvar.stats.geometry import ETHAYARAJH_COLUMNS, geometry_table
+from ctxvar.stats.ethayarajh import ETHAYARAJH_COLUMNS
+from ctxvar.stats.geometry import geometry_table
 from ctxvar.stats.word_files import SentencesFile, WordsFile
 
 from ethayarajh_reference import anisotropy_baseline, intra_sentence_similarity, self_similarity

@@ -14,20 +14,21 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from ctxvar.corpus.sentences import synthetic_sentences
+from ctxvar.corpus.sources import synthetic_sentences
 from ctxvar.errors import IntegrityError, StatisticsError
-from ctxvar.extraction.accumulator import layer_groups, state_bytes
+from ctxvar.extraction.budget import layer_groups, state_bytes
 from ctxvar.extraction.extract import extract_shard, prepare_shard
 from ctxvar.extraction.pca_points import collect_points
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.shard import read_shard
 from ctxvar.figures.pca_plots import point_summary
 from ctxvar.figures.pca_selection import select_pca_tokens
-from ctxvar.io import read_metadata, write_csv
-from ctxvar.models import loading as models
+from ctxvar.io import write_csv
+from ctxvar.models import hashing
 from ctxvar.models.batching import BATCH_TOKENS
 from ctxvar.models.random_init import build_random_model
 from ctxvar.models.tokens import encode
+from ctxvar.parquet_files import read_metadata
 from ctxvar.stats.merge import merge_partials
 from ctxvar.stats.sums import SumsFile
 from ctxvar.versions import device_name
@@ -246,7 +247,7 @@ def test_background_tokenization_and_weight_hash_equal_the_direct_ones(four_shar
         model={"id": f"tiny-{arch}"}, source=tiny_models[arch], device=TEST_DEVICE, progress=False
     )
     job = prepare_shard(shard, settings)
-    assert job.weights_hash.result() == models.weights_sha256(job.model)
+    assert job.weights_hash.result() == hashing.weights_sha256(job.model)
     direct = encode(job.tokenizer, read_shard(shard)[0])
     np.testing.assert_array_equal(job.encoded.ids, direct.ids)
     np.testing.assert_array_equal(job.encoded.offsets, direct.offsets)

@@ -8,12 +8,15 @@ import weakref
 import pytest
 import torch
 
-from ctxvar.extraction.accumulator import EmbeddingSums, state_bytes
-from ctxvar.extraction.extract import extract_shard, prepare_shard, run_batches
+from ctxvar.extraction.accumulator import EmbeddingSums
+from ctxvar.extraction.budget import state_bytes
+from ctxvar.extraction.extract import extract_shard, prepare_shard
+from ctxvar.extraction.passes import run_batches
 from ctxvar.extraction.settings import ExtractionSettings
-from ctxvar.io import read_metadata
 from ctxvar.jobs import job_log
+from ctxvar.models import hashing
 from ctxvar.models import loading as models
+from ctxvar.parquet_files import read_metadata
 
 from pipeline_runs import TEST_DEVICE
 from test_guards import shard_of
@@ -38,13 +41,13 @@ def test_the_first_forward_pass_does_not_wait_for_the_weights_hash(tmp_path, mon
     never start one (the hash gives up after HASH_PATIENCE_S). The hash still lands in the metadata."""
     forward_started = threading.Event()
     hash_saw = []
-    hash_weights = models.weights_sha256
+    hash_weights = hashing.weights_sha256
 
     def held_back_hash(model):
         hash_saw.append("a forward pass" if forward_started.wait(HASH_PATIENCE_S) else "no forward pass")
         return hash_weights(model)
 
-    monkeypatch.setattr(models, "weights_sha256", held_back_hash)
+    monkeypatch.setattr(hashing, "weights_sha256", held_back_hash)
     hook = torch.nn.modules.module.register_module_forward_pre_hook(lambda *_: forward_started.set())
     try:
         metadata = extract_shard(shard, tmp_path / "partial.parquet", settings_for(tiny_models["gpt2"]))

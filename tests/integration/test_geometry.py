@@ -16,9 +16,10 @@ import skdim
 from ctxvar.errors import StatisticsError
 from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.position_sample import token_keys
-from ctxvar.io import FOOTER_READ_BYTES
+from ctxvar.parquet_files import FOOTER_READ_BYTES
 from ctxvar.stats.geometry import geometry_table
-from ctxvar.stats.merge import merge_job, merge_moments, merge_partials, merge_sample_partials, run_io
+from ctxvar.stats.merge import merge_job, merge_moments, merge_partials, merge_sample_partials
+from ctxvar.stats.merge_io import run_io
 from ctxvar.stats.sample_file import points
 from ctxvar.stats.twonn import distinct_points
 

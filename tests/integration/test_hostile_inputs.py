@@ -21,7 +21,9 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from ctxvar.config import check_config, check_schema, load_config_file, model_id, models_by_id, run_name
+from ctxvar.config import check_config, model_id, models_by_id
+from ctxvar.config_run import run_name
+from ctxvar.config_schema import check_schema, load_config_file
 from ctxvar.corpus.sentences import sample_sentences
 from ctxvar.corpus.shards import start_up_warning
 from ctxvar.disk import check_free_space, planned_bytes
@@ -29,20 +31,11 @@ from ctxvar.errors import ConfigError, CorpusError, DiskSpaceError, IntegrityErr
 from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.extract import extract_shard
 from ctxvar.extraction.settings import ExtractionSettings
-from ctxvar.io import (
-    MANIFEST,
-    read_csv,
-    read_json,
-    read_metadata,
-    read_table,
-    verify_manifest,
-    write_csv,
-    write_json,
-    write_table,
-)
+from ctxvar.io import MANIFEST, read_csv, read_json, verify_manifest, write_csv, write_json
 from ctxvar.jobs import job_log
 from ctxvar.models.loading import load_model, load_tokenizer
 from ctxvar.models.tokens import encode, type_table, word_marker
+from ctxvar.parquet_files import read_metadata, read_table, write_table
 from ctxvar.stats import sample_file
 from ctxvar.stats.merge import merge_partials
 from ctxvar.stats.sample_file import SAMPLE_LAYOUT, SampleFile

@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 from ctxvar.errors import ModelLoadError
 from ctxvar.io import MANIFEST
 from ctxvar.jobs import job_log
-from ctxvar.models import loading
+from ctxvar.models import hashing, loading
 from ctxvar.models.completeness import own_tensor_names, structure
 from ctxvar.models.files import directory_fingerprint
 
@@ -88,13 +88,13 @@ def test_the_weights_hash_leaves_out_the_pooler_and_nothing_else(tiny_models):
     from transformers import AutoModel
 
     model = AutoModel.from_pretrained(tiny_models["bert"])  # with the pooler that ctxvar does not build
-    before = loading.weights_sha256(model)
+    before = hashing.weights_sha256(model)
     with torch.no_grad():
         model.pooler.dense.weight.add_(1.0)
-    assert loading.weights_sha256(model) == before
+    assert hashing.weights_sha256(model) == before
     with torch.no_grad():
         model.encoder.layer[0].output.LayerNorm.weight.add_(1.0)
-    assert loading.weights_sha256(model) != before
+    assert hashing.weights_sha256(model) != before
 
 
 @pytest.mark.parametrize(
@@ -108,14 +108,14 @@ def test_a_config_setting_that_no_tensor_shows_changes_the_config_hash(tmp_path,
     hashes = {}
     for folder in (first, second):
         _, model = loading.load({"id": "m"}, str(folder), "float32", CPU)
-        hashes[folder] = (loading.weights_sha256(model), loading.model_config_sha256(model.config))
+        hashes[folder] = (hashing.weights_sha256(model), hashing.model_config_sha256(model.config))
     assert hashes[first] == hashes[second]
     config = json.loads((second / "config.json").read_text())
     config[setting] = value
     (second / "config.json").write_text(json.dumps(config))
     _, model = loading.load({"id": "m"}, str(second), "float32", CPU)
-    assert loading.weights_sha256(model) == hashes[first][0]
-    assert loading.model_config_sha256(model.config) != hashes[first][1]
+    assert hashing.weights_sha256(model) == hashes[first][0]
+    assert hashing.model_config_sha256(model.config) != hashes[first][1]
 
 
 def test_no_pooler_is_built_where_the_class_allows(tmp_path, tiny_models):

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 import ctxvar
-from ctxvar.config import load_config_file, models_by_id
+from ctxvar.config import models_by_id
+from ctxvar.config_schema import load_config_file
 from ctxvar.errors import ModelLoadError
 from ctxvar.models.archive import archive_path
 

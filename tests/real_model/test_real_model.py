@@ -18,7 +18,8 @@ import pandas as pd
 import pytest
 import torch
 
-from ctxvar.config import load_config_file, models_by_id
+from ctxvar.config import models_by_id
+from ctxvar.config_schema import load_config_file
 from ctxvar.corpus.python_docs import python_docs_sentences
 from ctxvar.errors import ModelLoadError
 from ctxvar.extraction.accumulator import EmbeddingSums

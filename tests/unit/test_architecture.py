@@ -11,6 +11,9 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "ctxvar"
 DAG_BUILD_IMPORTS = [
     "ctxvar.config",
+    "ctxvar.config_hash",
+    "ctxvar.config_run",
+    "ctxvar.config_schema",
     "ctxvar.disk",
     "ctxvar.errors",
     "ctxvar.resources",
@@ -29,7 +32,20 @@ DAG_BUILD_IMPORTS = [
 # The package's layers, bottom first: a module imports only modules of its own layer or of layers before it.
 # A layer is a list of module-name prefixes; a module belongs to the layer of its longest prefix ("ctxvar" alone is
 # the package's __init__, which re-exports load_results).
-BASE = ["errors", "io", "config", "config_reference", "versions", "jobs", "run_origin"]
+BASE = [
+    "errors",
+    "io",
+    "parquet_files",
+    "config",
+    "config_hash",
+    "config_run",
+    "config_schema",
+    "config_reference",
+    "versions",
+    "jobs",
+    "run_origin",
+    "value_digest",
+]
 RUN = ["resources", "disk", "inputs", "run_end", "results", "results_layout"]
 LAYERS = [
     ("base", [f"ctxvar.{name}" for name in BASE]),

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ctxvar.config import check_config, check_schema, models_by_id
+from ctxvar.config import check_config, models_by_id
+from ctxvar.config_schema import check_schema
 from ctxvar.errors import CtxvarError
 from ctxvar.models.archive import check_archives
 

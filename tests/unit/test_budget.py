@@ -12,9 +12,16 @@ import pytest
 import torch
 
 from ctxvar.errors import DeviceMemoryError, StatisticsError
-from ctxvar.extraction.accumulator import GeometryOptions, layer_groups, state_bytes
-from ctxvar.extraction.budget import RESERVE_MIN_BYTES, activation_bytes, state_budget_bytes
-from ctxvar.extraction.extract import state_cap_bytes, warn_of_passes
+from ctxvar.extraction.accumulator import GeometryOptions
+from ctxvar.extraction.budget import (
+    RESERVE_MIN_BYTES,
+    activation_bytes,
+    layer_groups,
+    state_budget_bytes,
+    state_bytes,
+    state_cap_bytes,
+    warn_of_passes,
+)
 from ctxvar.extraction.settings import ExtractionSettings
 
 GiB = 1 << 30

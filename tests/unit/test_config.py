@@ -4,7 +4,9 @@ import re
 import pytest
 import yaml
 
-from ctxvar.config import check_config, check_schema, extraction_config_hash, model_id, models_by_id
+from ctxvar.config import check_config, model_id, models_by_id
+from ctxvar.config_hash import extraction_config_hash
+from ctxvar.config_schema import check_schema
 from ctxvar.errors import ConfigError
 
 DEMO = yaml.safe_load(open("config/demo.yaml"))

@@ -4,8 +4,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from ctxvar.corpus.sentences import sample_indices, sample_sentences, synthetic_sentences, write_sentences
+from ctxvar.corpus.sentences import sample_indices, sample_sentences, write_sentences
 from ctxvar.corpus.shards import split_corpus
+from ctxvar.corpus.sources import synthetic_sentences
 from ctxvar.errors import CorpusError
 
 BASE = {

@@ -13,7 +13,8 @@ import torch
 
 from ctxvar.config import checkpoint_families, models_by_id
 from ctxvar.errors import ConfigError
-from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions, batch_bytes, state_bytes
+from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions
+from ctxvar.extraction.budget import batch_bytes, state_bytes
 from ctxvar.extraction.position_sample import sequence_windows, splitmix64, token_keys
 from ctxvar.figures.geometry_plots import cv_by_min_count
 from ctxvar.io import write_json

@@ -10,7 +10,8 @@ import shutil
 import numpy as np
 import pytest
 
-from ctxvar.config import check_config, load_config_file, models_by_id
+from ctxvar.config import check_config, models_by_id
+from ctxvar.config_schema import load_config_file
 from ctxvar.errors import ConfigError, IntegrityError, ModelLoadError
 from ctxvar.inputs import model_inputs
 from ctxvar.io import file_sha256
@@ -171,7 +172,8 @@ def test_the_converted_smollm_loads_through_ctxvar_as_a_whole_byte_level_decoder
     import torch
 
     from ctxvar.io import verify_manifest
-    from ctxvar.models.loading import ends_in_final_norm, load, load_with_head, weights_sha256
+    from ctxvar.models.hashing import weights_sha256
+    from ctxvar.models.loading import ends_in_final_norm, load, load_with_head
     from ctxvar.models.tokens import boundary_tokens, word_marker
 
     entry, folder = smollm

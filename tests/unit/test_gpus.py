@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from ctxvar.extraction import devices as gpus
-from ctxvar.extraction.accumulator import layer_groups, state_bytes
+from ctxvar.extraction.budget import layer_groups, state_bytes
 from ctxvar.extraction.extract import extract_shard, prepare_shard
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.stats import sums

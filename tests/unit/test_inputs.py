@@ -9,7 +9,8 @@ import zipfile
 import pytest
 import yaml
 
-from ctxvar.config import check_config, extraction_config_hash, load_revision
+from ctxvar.config import check_config, load_revision
+from ctxvar.config_hash import extraction_config_hash
 from ctxvar.errors import ConfigError
 from ctxvar.inputs import corpus_inputs, local_model_directory, model_inputs, with_inputs
 from ctxvar.models import hub
@@ -114,7 +115,7 @@ def test_a_local_folder_with_a_revision_is_refused(tmp_path, key):
     ],
 )
 def test_a_bad_json_lines_row_is_named_with_its_line_and_cause(tmp_path, lines, message):
-    from ctxvar.corpus.sentences import load_source
+    from ctxvar.corpus.sources import load_source
     from ctxvar.errors import CorpusError
 
     path = tmp_path / "rows.jsonl"
@@ -127,7 +128,7 @@ def test_a_config_with_return_dict_false_still_gives_hidden_states():
     import torch
     from transformers import BertConfig, BertModel
 
-    from ctxvar.extraction.extract import forward_options
+    from ctxvar.extraction.passes import forward_options
 
     config = BertConfig(
         vocab_size=20,
@@ -176,7 +177,7 @@ def test_the_tokenizer_hash_covers_its_normalizer_not_only_its_vocabulary():
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    from ctxvar.models.loading import tokenizer_sha256
+    from ctxvar.models.hashing import tokenizer_sha256
 
     def tokenizer(normalizer):
         backend = Tokenizer(models.WordLevel({"[UNK]": 0, "a": 1, "b": 2}, unk_token="[UNK]"))

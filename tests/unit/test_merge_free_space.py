@@ -14,7 +14,8 @@ import pytest
 from ctxvar.errors import DiskSpaceError
 from ctxvar.jobs import job_log
 from ctxvar.stats import sums
-from ctxvar.stats.merge import merge_job, merge_output_bytes
+from ctxvar.stats.merge import merge_job
+from ctxvar.stats.merge_io import merge_output_bytes
 from ctxvar.stats.sums import LayerSums, LayerWriter, moments_schema, moments_table, write_sums
 
 N_LAYERS, D, SHARDS = 3, 16, 3

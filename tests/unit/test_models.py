@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from ctxvar.errors import ModelLoadError
+from ctxvar.models import hashing
 from ctxvar.models import loading as models
 
 ENTRY = {"id": "bert-base-uncased", "name": "bert-base-uncased"}
@@ -50,10 +51,10 @@ def test_max_positions_accounts_for_roberta_padding_offset(tiny_models):
 
 def test_weights_hash_changes_with_any_weight(tiny_models):
     _, model = models.load({"id": "tiny"}, tiny_models["bert"], "float32", torch.device("cpu"))
-    before = models.weights_sha256(model)
+    before = hashing.weights_sha256(model)
     with torch.no_grad():
         next(model.parameters()).view(-1)[0] += 1e-3
-    assert models.weights_sha256(model) != before
+    assert hashing.weights_sha256(model) != before
 
 
 def test_weights_hash_is_that_of_every_tensor_as_loaded(tiny_models):
@@ -64,9 +65,9 @@ def test_weights_hash_is_that_of_every_tensor_as_loaded(tiny_models):
     for name, tensor in sorted(tensors.items()):
         digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
         digest.update(tensor.detach().contiguous().view(torch.uint8).numpy().tobytes())
-    assert models.weights_sha256(model) == digest.hexdigest()
+    assert hashing.weights_sha256(model) == digest.hexdigest()
     _, fp32 = models.load({"id": "tiny"}, tiny_models["gpt2"], "float32", torch.device("cpu"))
-    assert models.weights_sha256(fp32) != digest.hexdigest(), "another dtype is other weights"
+    assert hashing.weights_sha256(fp32) != digest.hexdigest(), "another dtype is other weights"
 
 
 def test_a_sharded_checkpoint_loads_as_the_whole_one(tmp_path, tiny_models):
@@ -80,7 +81,7 @@ def test_a_sharded_checkpoint_loads_as_the_whole_one(tmp_path, tiny_models):
     assert len(list(sharded.glob("model-0000*-of-0000*.safetensors"))) > 2
     assert (sharded / "model.safetensors.index.json").is_file() and not (sharded / "model.safetensors").exists()
     tokenizer, loaded = models.load({"id": "tiny"}, str(sharded), "float32", torch.device("cpu"))
-    assert models.weights_sha256(loaded) == models.weights_sha256(whole)
+    assert hashing.weights_sha256(loaded) == hashing.weights_sha256(whole)
     inputs = tokenizer(["a b c d"], return_tensors="pt")
     with torch.inference_mode():
         assert torch.equal(loaded(**inputs).last_hidden_state, whole(**inputs).last_hidden_state)

@@ -21,9 +21,10 @@ from safetensors.torch import load_file
 
 from ctxvar.errors import InsufficientData, StatisticsError
 from ctxvar.figures import embedding_plots
-from ctxvar.io import read_csv, read_table
+from ctxvar.io import read_csv
+from ctxvar.parquet_files import read_table
 from ctxvar.stats.embedding_matrices import MATRIX_COLUMNS, embedding_matrix_statistics
-from ctxvar.stats.geometry import PARTITION_COLUMNS, geometry_columns, partition_metrics
+from ctxvar.stats.geometry import geometry_columns
 from ctxvar.stats.partition_isotropy import (
     gram_eigenvectors,
     log_partition,
@@ -32,6 +33,7 @@ from ctxvar.stats.partition_isotropy import (
     svd_projection,
 )
 from ctxvar.stats.sample_file import points, read_sample_layer
+from ctxvar.stats.sample_metrics import PARTITION_COLUMNS, partition_metrics
 
 RTOL = 1e-6
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from ctxvar.corpus.sentences import synthetic_sentences
+from ctxvar.corpus.sources import synthetic_sentences
 from ctxvar.models.random_init import randomise_layer_norms, train_tokenizer
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from ctxvar import resources
 from ctxvar.errors import ConfigError
-from ctxvar.io import write_table
+from ctxvar.parquet_files import write_table
 
 
 def test_shard_tokens_from_word_counts(tmp_path):

@@ -9,10 +9,11 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from ctxvar.config import CORPUS_HASH, corpus_hash
+from ctxvar.config_hash import CORPUS_HASH, corpus_hash
 from ctxvar.corpus.sentences import write_sentences
 from ctxvar.errors import StatisticsError
-from ctxvar.io import read_json, write_csv, write_json, write_table
+from ctxvar.io import read_json, write_csv, write_json
+from ctxvar.parquet_files import write_table
 from ctxvar.results import load_results
 from ctxvar.stats.provenance import FINISH
 from ctxvar.stats.summary import summary_tables

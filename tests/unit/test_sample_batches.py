@@ -16,13 +16,15 @@ import pytest
 import skdim
 import torch
 
-from ctxvar.config import extraction_config_hash, extraction_geometry
+from ctxvar.config_hash import extraction_config_hash, extraction_geometry
 from ctxvar.disk import sums_bytes
-from ctxvar.extraction.accumulator import GeometryOptions, state_bytes
+from ctxvar.extraction.accumulator import GeometryOptions
+from ctxvar.extraction.budget import state_bytes
 from ctxvar.extraction.position_sample import token_keys
 from ctxvar.resources import ModelShape
-from ctxvar.stats.geometry import batch_anisotropy, batch_twonn, geometry_columns, geometry_table, sample_batches
+from ctxvar.stats.geometry import geometry_columns, geometry_table
 from ctxvar.stats.sample_file import points
+from ctxvar.stats.sample_metrics import batch_anisotropy, batch_twonn, sample_batches
 from ctxvar.stats.twonn import distinct_points
 
 from pipeline_runs import run_geometry_pipeline

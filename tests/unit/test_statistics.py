@@ -5,15 +5,8 @@ import pytest
 import torch
 
 from ctxvar.errors import StatisticsError
-from ctxvar.extraction.accumulator import (
-    CPU_CHUNK_ROWS,
-    EmbeddingSums,
-    GeometryOptions,
-    batch_bytes,
-    column_sums,
-    layer_groups,
-    state_bytes,
-)
+from ctxvar.extraction.accumulator import CPU_CHUNK_ROWS, EmbeddingSums, GeometryOptions, column_sums
+from ctxvar.extraction.budget import batch_bytes, layer_groups, state_bytes
 from ctxvar.stats.finalize import clamp_variance, finalize
 from ctxvar.stats.layers import frequency_filter, layer_statistics, ols
 
@@ -167,7 +160,7 @@ def test_device_state_is_what_the_memory_model_says():
 
 
 def test_sums_leave_the_device_through_a_small_staging_buffer_unchanged():
-    from ctxvar.extraction.accumulator import staged_copy, to_host
+    from ctxvar.extraction.host_copy import staged_copy, to_host
 
     sums = torch.randn(7, 13, 5, dtype=torch.float64)
     waits = []

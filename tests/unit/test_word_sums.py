@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from ctxvar.disk import sums_bytes, words_files_bytes
-from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions, batch_bytes, state_bytes
+from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions
+from ctxvar.extraction.budget import batch_bytes, state_bytes
 from ctxvar.extraction.word_sums import word_table
 from ctxvar.resources import ModelShape
-from ctxvar.stats.geometry import ethayarajh_metrics, is_punctuation
+from ctxvar.stats.ethayarajh import ethayarajh_metrics, is_punctuation
 from ctxvar.stats.word_files import LayerSentences, LayerWords, add_words
 
 D, N_HIDDEN = 6, 3

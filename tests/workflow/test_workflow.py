@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 
 import ctxvar
 from ctxvar.figures.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES, SUMMARY_FIGURES
-from ctxvar.io import FOOTER_READ_BYTES, read_metadata
+from ctxvar.parquet_files import FOOTER_READ_BYTES, read_metadata
 from ctxvar.stats.layers import COLUMNS
 
 from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens

@@ -22,19 +22,14 @@ from ctxvar.resources import check_set_resources
 from ctxvar.config import (
     built_in_run,
     check_config,
-    check_schema,
-    check_study_named,
     checkpoint_families,
-    TYPE_KEY_RULE,
-    extraction_config_hash,
-    extraction_geometry,
-    load_config_file,
     model_source as source_of,
     models_by_id,
     pca_model,
-    run_name,
-    run_named_on_purpose,
 )
+from ctxvar.config_hash import TYPE_KEY_RULE, extraction_config_hash, extraction_geometry
+from ctxvar.config_run import check_study_named, run_name, run_named_on_purpose
+from ctxvar.config_schema import check_schema, load_config_file
 from ctxvar.figures.catalogue import (
     CHECKPOINT_FIGURE,
     EMBEDDING_CHECKPOINT_FIGURE,
@@ -68,7 +63,7 @@ def set_resources(overwrite_resources):
 try:  # the whole config contract, before any job: one line and exit status 1 for the first violation
     CONFIG_FILES = {path: load_config_file(path) for path in map(str, workflow.configfiles)}  # refuses duplicate keys
     check_study_named(config, [str(path) for path in workflow.overwrite_configfiles], workflow.basedir)
-    check_schema(config)  # the schema ctxvar.config loaded already (workflow/schemas/ links to it)
+    check_schema(config)  # the schema ctxvar.config_schema loaded already (workflow/schemas/ links to it)
     validate(config, "../schemas/config.schema.yaml")  # fills in the schema's defaults
     check_config(config)
     check_set_resources(set_resources(workflow.resource_settings.overwrite_resources))

@@ -1,6 +1,6 @@
-from ctxvar.io import read_table
 from ctxvar.jobs import job_log
 from ctxvar.models.build import build_local_model
+from ctxvar.parquet_files import read_table
 
 with job_log(snakemake.log[0]):
     texts = read_table(snakemake.input.sentences, columns=["text"]).column("text").to_pylist()

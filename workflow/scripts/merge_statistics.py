@@ -1,7 +1,8 @@
-from ctxvar.config import CORPUS_HASH, corpus_hash
+from ctxvar.config_hash import CORPUS_HASH, corpus_hash
 from ctxvar.io import read_json, write_json
 from ctxvar.jobs import job_log
-from ctxvar.stats.merge import merge_job, run_io
+from ctxvar.stats.merge import merge_job
+from ctxvar.stats.merge_io import run_io
 
 # Both merge rules: a step of the running merge writes sums and its I/O record; the model's last merge also
 # tokens and run.json, with the I/O of all the model's merges and the corpus sample its partials were extracted from

@@ -10,10 +10,11 @@ import numpy as np
 import pyarrow as pa
 
 from ctxvar.config import built_in_run
-from ctxvar.corpus.sentences import source_rows_at_most
+from ctxvar.corpus.sources import source_rows_at_most
 from ctxvar.errors import CtxvarError
-from ctxvar.io import ParquetInput, read_table, verify_manifest, write_table
+from ctxvar.io import verify_manifest
 from ctxvar.models.batching import BATCH_TOKENS, padding_fraction, token_budget_batches
+from ctxvar.parquet_files import ParquetInput, read_table, write_table
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ def fewer_sentences_warning(n_sentences: int | None, n_shards: int, at_most: boo
 
 def known_sentence_count(corpus: dict, sentences_path, enough: int) -> tuple[int, bool] | None:
     """``(count, exact)`` of the corpus's sentences where known before any job runs: the sampled file's rows if
-    it exists (exact), else an upper bound from the source (:func:`ctxvar.corpus.sentences.source_rows_at_most`,
+    it exists (exact), else an upper bound from the source (:func:`ctxvar.corpus.sources.source_rows_at_most`,
     reading at most until the bound reaches ``enough``); None when neither is known."""
     if os.path.exists(sentences_path):
         try:

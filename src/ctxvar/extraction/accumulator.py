@@ -9,48 +9,25 @@ of geometry.sample_size k (see :mod:`ctxvar.extraction.position_sample`).
 With ``ethayarajh``: Σ x/‖x‖ per (layer, raw token id) over the sentences' inner tokens, and per-layer
 sentence sums (see :mod:`ctxvar.extraction.word_sums`).
 
-Memory on the device, in bytes, for L layers (embedding output included), U
-distinct types in the shard, width d and a batch of N real tokens:
-
-    state:   8 · U · (L · w + 1)              n and the declared sums: w = Σ widths (d + 1; + d with cosine)
-           + 8 · L · d²                       Σxxᵀ          (covariance)
-           + 8 · L · w_L                      the declared per-layer sums kept (w_L: their widths)
-           + 4 · L · B · k · d                sampled points (float32), B = geometry.batches
-           + 8 · (W + 1) · (L · d + 1)        Σ x/‖x‖ per raw id (ethayarajh; W raw ids)
-           + 8 · L · (d + 2)                  sentence sums   (ethayarajh)
-    batch:   N · d · 4                        one layer's gather (forward dtype, ≤ fp32); C · d · 4 without
-                                              covariance, which alone needs a layer's whole batch at once
-           + C · d · 8                        a chunk of C of its rows as float64
-           + C · d · 8                        their unit rows              (a declared sum reads them: cosine)
-           + C · d · 8                        each declared per-layer d-vector sum's values
-           + 4 · d · ⌈d/4⌉                    a block row of one layer's fp32 Gram matrix (covariance)
-           + 16 · N · d + 24 · N              per-sentence Σx, Σu and indices (ethayarajh)
-           + 8 · N · d                        unit rows (ethayarajh without cosine)
-
 Layers are added one at a time, into buffers reused from batch to batch: on a CPU,
 fresh (L·N, d) float64 buffers cost more in page faults than the sums themselves.
 On a CPU the float64 work goes in chunks of C = CPU_CHUNK_ROWS rows, which stay in
 cache between the gather, the copy, the norms and the scatter-add (measured 1.7×
 faster than whole batches on a 2-core VM); on a GPU, C = N.
 
-plus the model and its activations for the padded batch. The batch term is
-bounded by the token budget. The state is bounded by a cap: when all L layers do
-not fit, :func:`layer_groups` splits them into groups that do, and the job runs
-its forward pass once per group (the same batches each time, so the sums are
-bitwise those of a single pass).
+Their device memory, and how many layers one pass holds: :mod:`ctxvar.extraction.budget`.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import torch
 
-from ctxvar.errors import StatisticsError
-from ctxvar.extraction.word_sums import WordSums, word_batch_bytes, word_sums_bytes
+from ctxvar.extraction.host_copy import to_host
+from ctxvar.extraction.word_sums import WordSums
 from ctxvar.models.batching import to_device
 from ctxvar.stats.declarations import TypeSum, keeps_moments, kept_layer_sums, kept_sums
 
@@ -66,7 +43,7 @@ class GeometryOptions:
 
     @classmethod
     def from_config(cls, geometry: dict) -> "GeometryOptions":
-        """From config ``geometry`` (or :func:`ctxvar.config.extraction_geometry`, which leaves out batches: 1)."""
+        """From config ``geometry`` (or :func:`ctxvar.config_hash.extraction_geometry`, which leaves out batches: 1)."""
         points = geometry["sample_size"] * geometry.get("batches", 1) if geometry["twonn"] else 0
         return cls(geometry["covariance"], geometry["cosine"], points, geometry["ethayarajh"])
 
@@ -80,97 +57,14 @@ NO_GEOMETRY = GeometryOptions()
 CPU_CHUNK_ROWS = 256  # float64 rows per step on a CPU: a chunk's 1.5 MB (d = 768) stays in cache
 
 
-def state_bytes(
-    n_layers: int, n_types: int, d: int, options: GeometryOptions = NO_GEOMETRY, n_words: int | None = None
-) -> int:
-    """Device bytes of the sums of ``n_layers`` layers (the state of the module docstring), the sample's
-    ``options.sample_size`` = B · k float32 points per layer included. ``n_words``: raw token ids W
-    (ethayarajh), at most the types times the markers merged; None: U, exact without marker merging."""
-    per_type = n_layers * sum(item.width(d) for item in kept_sums(options)) + 1
-    per_layer = (
-        (d * d if options.covariance else 0)
-        + sum(item.width(d) for item in kept_layer_sums(options))
-        + options.sample_size * d / 2
-    )
-    words = word_sums_bytes(n_layers, n_types if n_words is None else n_words, d) if options.ethayarajh else 0
-    return int(8 * (n_types * per_type + n_layers * per_layer) + words)
-
-
-def batch_bytes(n_layers: int, n_tokens: int, d: int, options: GeometryOptions = NO_GEOMETRY) -> int:
-    """Device memory for one batch's rows beyond the state, whatever the number of layers (one at a time); an
-    upper bound on a CPU, where the float64 rows (and, without covariance, the gathered rows) are chunks of
-    CPU_CHUNK_ROWS."""
-    unit_rows = any(item.unit_rows for item in kept_sums(options))
-    layer_values = sum(item.vector for item in kept_layer_sums(options))  # a (C, d) float64 of values each
-    return (
-        n_tokens * d * (8 * ((2 if unit_rows else 1) + layer_values) + 4)
-        + (4 * d * gram_block(d) if options.covariance else 0)
-        + (word_batch_bytes(n_tokens, d, unit_rows) if options.ethayarajh else 0)
-    )
-
-
 def gram_block(d: int) -> int:
     """Rows per block of the Gram matrix: 4 block rows of its upper triangle take 5/8 of the full product's flops."""
     return -(-d // 4)
 
 
-def layer_groups(
-    n_layers: int,
-    n_types: int,
-    d: int,
-    max_state_bytes: float,
-    options: GeometryOptions = NO_GEOMETRY,
-    n_words: int | None = None,
-) -> list[range]:
-    """Consecutive groups of layers, as few as possible, each with ``state_bytes`` ≤ the cap."""
-    per_group = n_layers
-    while per_group > 1 and state_bytes(per_group, n_types, d, options, n_words) > max_state_bytes:
-        per_group -= 1
-    if state_bytes(per_group, n_types, d, options, n_words) > max_state_bytes:
-        one_layer = state_bytes(1, n_types, d, options, n_words)
-        raise StatisticsError(
-            f"one layer of sums for {n_types} types at d={d} needs {one_layer / 1e6:.0f} MB, "
-            f"more than the cap of {max_state_bytes / 1e6:.0f} MB: raise max_state_mb in the profile, use more shards "
-            "or turn off geometry.cosine and geometry.ethayarajh"
-        )
-    return [range(start, min(start + per_group, n_layers)) for start in range(0, n_layers, per_group)]
-
-
 def chunk_rows(device: torch.device, n_rows: int) -> int:
     """Rows per step of the float64 work on ``n_rows`` rows: CPU_CHUNK_ROWS on a CPU, all of them elsewhere."""
     return CPU_CHUNK_ROWS if device.type == "cpu" else max(n_rows, 1)
-
-
-STAGING_BYTES = 64 << 20  # pinned host buffer through which sums leave a GPU
-
-
-def to_host(tensor: torch.Tensor) -> np.ndarray:
-    """``tensor`` as a host array. From a GPU, in pieces through one pinned buffer of STAGING_BYTES, allocated
-    once per process: a pageable copy of the float64 sums ran at a third of the pinned speed (0.42 s per
-    1.4 GB on an H100)."""
-    if tensor.device.type != "cuda":
-        return tensor.cpu().numpy()
-    staging = _pinned_staging().view(tensor.dtype)
-    return staged_copy(tensor, staging, torch.cuda.current_stream(tensor.device).synchronize)
-
-
-@functools.cache
-def _pinned_staging() -> torch.Tensor:
-    return torch.empty(STAGING_BYTES, dtype=torch.uint8, pin_memory=True)
-
-
-def staged_copy(tensor: torch.Tensor, staging: torch.Tensor, wait=None) -> np.ndarray:
-    """``tensor`` copied to a new host array through ``staging`` (1-D, same dtype), a piece at a time;
-    ``wait()`` runs after each piece's non-blocking copy into ``staging``, before it is read."""
-    flat = tensor.reshape(-1)
-    out = torch.empty(flat.shape, dtype=flat.dtype)
-    for start in range(0, flat.numel(), staging.numel()):
-        piece = staging[: min(staging.numel(), flat.numel() - start)]
-        piece.copy_(flat[start : start + piece.numel()], non_blocking=True)
-        if wait is not None:
-            wait()
-        out[start : start + piece.numel()].copy_(piece)
-    return out.reshape(tensor.shape).numpy()
 
 
 def column_sums(points: torch.Tensor) -> torch.Tensor:

@@ -2,17 +2,105 @@
 
 On a GPU the budget is measured, not assumed: the free memory once the model is
 loaded, less one forward pass's activations (:func:`activation_bytes`), the
-batch's own buffers (:func:`ctxvar.extraction.accumulator.batch_bytes`), the
-shard's padded batches and a reserve for the allocator's fragmentation and the
-CUDA libraries' workspaces. :func:`ctxvar.extraction.accumulator.layer_groups`
-then fits as many layers' sums per pass as the budget holds. On a CPU there is
-no cap: the sums live in host memory like everything else.
+batch's own buffers (:func:`batch_bytes`), the shard's padded batches and a
+reserve for the allocator's fragmentation and the CUDA libraries' workspaces.
+:func:`state_cap_bytes` gives that cap (or ``max_state_mb``), :func:`layer_groups`
+then fits as many layers' sums per pass as it holds, and :func:`warn_of_passes`
+says when that takes more than one pass. On a CPU there is no cap: the sums live
+in host memory like everything else.
+
+Memory on the device of the sums of :mod:`ctxvar.extraction.accumulator`, in bytes, for L layers (embedding
+output included), U distinct types in the shard, width d and a batch of N real tokens:
+
+    state:   8 · U · (L · w + 1)              n and the declared sums: w = Σ widths (d + 1; + d with cosine)
+           + 8 · L · d²                       Σxxᵀ          (covariance)
+           + 8 · L · w_L                      the declared per-layer sums kept (w_L: their widths)
+           + 4 · L · B · k · d                sampled points (float32), B = geometry.batches
+           + 8 · (W + 1) · (L · d + 1)        Σ x/‖x‖ per raw id (ethayarajh; W raw ids)
+           + 8 · L · (d + 2)                  sentence sums   (ethayarajh)
+    batch:   N · d · 4                        one layer's gather (forward dtype, ≤ fp32); C · d · 4 without
+                                              covariance, which alone needs a layer's whole batch at once
+           + C · d · 8                        a chunk of C of its rows as float64
+           + C · d · 8                        their unit rows              (a declared sum reads them: cosine)
+           + C · d · 8                        each declared per-layer d-vector sum's values
+           + 4 · d · ⌈d/4⌉                    a block row of one layer's fp32 Gram matrix (covariance)
+           + 16 · N · d + 24 · N              per-sentence Σx, Σu and indices (ethayarajh)
+           + 8 · N · d                        unit rows (ethayarajh without cosine)
+
+with C = :data:`~ctxvar.extraction.accumulator.CPU_CHUNK_ROWS` on a CPU and N on a GPU, plus the model and its
+activations for the padded batch. The batch term is bounded by the token budget. The state is bounded by a
+cap: when all L layers do not fit, :func:`layer_groups` splits them into groups that do, and the job runs its
+forward pass once per group (the same batches each time, so the sums are bitwise those of a single pass).
 """
 
 from __future__ import annotations
 
+import logging
+
+import torch
+
+from ctxvar.errors import DeviceMemoryError, StatisticsError
+from ctxvar.extraction.accumulator import NO_GEOMETRY, GeometryOptions, gram_block
+from ctxvar.extraction.settings import ExtractionSettings
+from ctxvar.extraction.word_sums import word_batch_bytes, word_sums_bytes
+from ctxvar.models import loading
+from ctxvar.stats.declarations import kept_layer_sums, kept_sums
+
+log = logging.getLogger(__name__)
+
 RESERVE_FRACTION = 0.05  # of the device's total memory, kept free
 RESERVE_MIN_BYTES = 1 << 30
+
+
+def state_bytes(
+    n_layers: int, n_types: int, d: int, options: GeometryOptions = NO_GEOMETRY, n_words: int | None = None
+) -> int:
+    """Device bytes of the sums of ``n_layers`` layers (the state of the module docstring), the sample's
+    ``options.sample_size`` = B · k float32 points per layer included. ``n_words``: raw token ids W
+    (ethayarajh), at most the types times the markers merged; None: U, exact without marker merging."""
+    per_type = n_layers * sum(item.width(d) for item in kept_sums(options)) + 1
+    per_layer = (
+        (d * d if options.covariance else 0)
+        + sum(item.width(d) for item in kept_layer_sums(options))
+        + options.sample_size * d / 2
+    )
+    words = word_sums_bytes(n_layers, n_types if n_words is None else n_words, d) if options.ethayarajh else 0
+    return int(8 * (n_types * per_type + n_layers * per_layer) + words)
+
+
+def batch_bytes(n_layers: int, n_tokens: int, d: int, options: GeometryOptions = NO_GEOMETRY) -> int:
+    """Device memory for one batch's rows beyond the state, whatever the number of layers (one at a time); an
+    upper bound on a CPU, where the float64 rows (and, without covariance, the gathered rows) are chunks of
+    CPU_CHUNK_ROWS."""
+    unit_rows = any(item.unit_rows for item in kept_sums(options))
+    layer_values = sum(item.vector for item in kept_layer_sums(options))  # a (C, d) float64 of values each
+    return (
+        n_tokens * d * (8 * ((2 if unit_rows else 1) + layer_values) + 4)
+        + (4 * d * gram_block(d) if options.covariance else 0)
+        + (word_batch_bytes(n_tokens, d, unit_rows) if options.ethayarajh else 0)
+    )
+
+
+def layer_groups(
+    n_layers: int,
+    n_types: int,
+    d: int,
+    max_state_bytes: float,
+    options: GeometryOptions = NO_GEOMETRY,
+    n_words: int | None = None,
+) -> list[range]:
+    """Consecutive groups of layers, as few as possible, each with ``state_bytes`` ≤ the cap."""
+    per_group = n_layers
+    while per_group > 1 and state_bytes(per_group, n_types, d, options, n_words) > max_state_bytes:
+        per_group -= 1
+    if state_bytes(per_group, n_types, d, options, n_words) > max_state_bytes:
+        one_layer = state_bytes(1, n_types, d, options, n_words)
+        raise StatisticsError(
+            f"one layer of sums for {n_types} types at d={d} needs {one_layer / 1e6:.0f} MB, "
+            f"more than the cap of {max_state_bytes / 1e6:.0f} MB: raise max_state_mb in the profile, use more shards "
+            "or turn off geometry.cosine and geometry.ethayarajh"
+        )
+    return [range(start, min(start + per_group, n_layers)) for start in range(0, n_layers, per_group)]
 
 
 def activation_bytes(config, n_hidden: int, d: int, batch_tokens: int, width: int, element_bytes: int) -> int:
@@ -28,7 +116,7 @@ def activation_bytes(config, n_hidden: int, d: int, batch_tokens: int, width: in
 
     ``ffn`` and ``heads`` are read from the model's config (``intermediate_size``,
     ``n_inner``, ``ffn_dim``; ``num_attention_heads``, ``n_head``), else 4·d and d/64.
-    It holds for the forward pass as :func:`ctxvar.extraction.extract.run_batches` runs
+    It holds for the forward pass as :func:`ctxvar.extraction.passes.run_batches` runs
     it: no KV cache, the previous batch's outputs freed (tested against the measured
     peak of encoder and decoder proxies).
     """
@@ -54,3 +142,70 @@ def state_budget_bytes(free: int, total: int, *others: int) -> int:
 def reserve_bytes(total: int) -> int:
     """Device memory kept free: max(5 % of ``total``, 1 GiB)."""
     return max(int(RESERVE_FRACTION * total), RESERVE_MIN_BYTES)
+
+
+def state_cap_bytes(settings: ExtractionSettings, job, padded) -> float:
+    """The device memory the sums of one pass may take: ``max_state_mb`` if set; on a GPU, what is left once
+    the model is loaded, less one batch (see :mod:`ctxvar.extraction.budget`); no cap on a CPU.
+
+    A GPU whose budget is below one layer's sums is a :class:`DeviceMemoryError` that
+    names the budget's parts: raising ``max_state_mb`` there would skip the check and run
+    out of memory.
+
+    ``job``: a :class:`ctxvar.extraction.extract.ShardRun` (its ``device``, ``encoded.lengths``, ``model.config``,
+    ``n_layers``, ``d``, ``types`` and ``n_words`` are read); ``padded``: its
+    :class:`ctxvar.models.batching.ShardBatches` (``device_bytes()``).
+    """
+    if settings.max_state_mb:
+        return settings.max_state_mb * 1e6
+    if job.device.type != "cuda":
+        return float("inf")
+    free, total = torch.cuda.mem_get_info(job.device)
+    width = int(job.encoded.lengths.max()) if len(job.encoded.lengths) else 1
+    tokens = max(settings.batch_tokens, width)
+    element_bytes = loading.DTYPES[settings.dtype].itemsize
+    activations = activation_bytes(job.model.config, job.n_layers, job.d, tokens, width, element_bytes)
+    buffers = batch_bytes(job.n_layers, tokens, job.d, settings.geometry) + padded.device_bytes()
+    budget = state_budget_bytes(free, total, activations, buffers)
+    one_layer = state_bytes(1, len(job.types), job.d, settings.geometry, job.n_words)
+    if budget < one_layer:
+        raise DeviceMemoryError(
+            f"model {settings.model['id']!r} on {job.device}: {free / 1e9:.1f} GB free once it is loaded, less one "
+            f"batch of {tokens} tokens ({activations / 1e9:.1f} GB of activations, {buffers / 1e9:.1f} GB of "
+            f"buffers) and a reserve of {reserve_bytes(total) / 1e9:.1f} GB, leaves no room for one layer of sums "
+            f"({one_layer / 1e9:.2f} GB for {len(job.types)} types at d={job.d}): use {smaller_dtype(settings)}a "
+            "lower batch_tokens, more shards (fewer types per shard) or a GPU with more memory"
+        )
+    return budget
+
+
+def warn_of_passes(settings: ExtractionSettings, job, groups: list[range], cap: float) -> None:
+    """A warning (the console's, through :func:`ctxvar.jobs.job_log`) when the layer ``groups`` that ``cap``
+    allows take more than one forward pass over the shard: its cost and the remedy. ``job``: a
+    :class:`ctxvar.extraction.extract.ShardRun` (its ``device``, ``n_layers``, ``types``, ``d`` and ``n_words``)."""
+    if len(groups) > 1:
+        limit = "max_state_mb" if settings.max_state_mb else "the device's free memory less one batch"
+        remedy = (
+            "raise max_state_mb if the device has room, or use more shards (fewer types per shard)"
+            if settings.max_state_mb
+            else f"use {smaller_dtype(settings)}more shards (fewer types per shard) or a GPU with more memory"
+        )
+        log.warning(
+            "model %r on %s: the sums of %d layers for %d types (%.1f GB) exceed %s (%.1f GB), so the forward pass "
+            "runs %d times over the shard, once per group of layers (%d× the cost of one); to run it once, %s",
+            settings.model["id"],
+            job.device,
+            job.n_layers,
+            len(job.types),
+            state_bytes(job.n_layers, len(job.types), job.d, settings.geometry, job.n_words) / 1e9,
+            limit,
+            cap / 1e9,
+            len(groups),
+            len(groups),
+            remedy,
+        )
+
+
+def smaller_dtype(settings: ExtractionSettings) -> str:
+    """The remedy of a float32 job short of device memory, with its separator: half the weights and activations."""
+    return "dtype: bfloat16, " if settings.dtype == "float32" else ""

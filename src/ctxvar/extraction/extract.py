@@ -1,8 +1,12 @@
-"""The extraction job: one model over one corpus shard → a partial sums file."""
+"""The extraction job: one model over one corpus shard → a partial sums file.
+
+The job loads the model and reads, tokenizes and batches the shard (:class:`ShardRun`, :func:`prepare_shard`),
+runs its passes over the shard (:mod:`ctxvar.extraction.passes`) within the device budget
+(:mod:`ctxvar.extraction.budget`) and writes each group of layers' sums while the next pass runs.
+"""
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -11,26 +15,18 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from ctxvar.config import built_in_run, revision_of
-from ctxvar.errors import DeviceMemoryError, ModelLoadError, StatisticsError
 from ctxvar.extraction import devices
-from ctxvar.extraction.accumulator import (
-    EmbeddingSums,
-    GeometryOptions,
-    batch_bytes,
-    layer_groups,
-    state_bytes,
-    to_host,
-)
-from ctxvar.extraction.budget import activation_bytes, reserve_bytes, state_budget_bytes
+from ctxvar.extraction.accumulator import GeometryOptions
+from ctxvar.extraction.budget import layer_groups, state_bytes, state_cap_bytes, warn_of_passes
+from ctxvar.extraction.passes import accumulate_groups, run_batches, started
 from ctxvar.extraction.position_sample import sequence_windows, token_keys
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.shard import chunk_batches, fit_to_positions, read_shard
 from ctxvar.extraction.word_sums import word_table
 from ctxvar.io import verify_manifest
-from ctxvar.models import loading
+from ctxvar.models import hashing, loading
 from ctxvar.models.batching import (
     ShardBatches,
     pad_batches,
@@ -39,8 +35,8 @@ from ctxvar.models.batching import (
 from ctxvar.models.tokens import EncodedShard, encode, type_marker, type_table
 from ctxvar.stats.declarations import kept_layer_sums, kept_sums
 from ctxvar.stats.sample_file import bottom_k, sample_schema, sample_table
-from ctxvar.stats.sums import LayerSums, LayerWriter, moments_schema, moments_table, sums_schema
-from ctxvar.stats.word_files import LayerSentences, LayerWords, sentences_schema, words_schema
+from ctxvar.stats.sums import LayerWriter, moments_schema, moments_table, sums_schema
+from ctxvar.stats.word_files import sentences_schema, words_schema
 from ctxvar.versions import device_name, package_versions
 
 log = logging.getLogger(__name__)
@@ -48,7 +44,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ShardRun:
-    """A loaded model and one shard, tokenized and batched, ready for :func:`run_batches`."""
+    """A loaded model and one shard, tokenized and batched, ready for :func:`ctxvar.extraction.passes.run_batches`."""
 
     device: torch.device
     tokenizer: object
@@ -64,7 +60,7 @@ class ShardRun:
     batches: list[np.ndarray]
     n_layers: int
     d: int
-    weights_hash: Future | None  # of the SHA-256 of the weights as loaded (see loading.weights_sha256)
+    weights_hash: Future | None  # of the SHA-256 of the weights as loaded (see hashing.weights_sha256)
     marker: str | None  # the word-boundary marker type keys strip (tokens.type_marker), None: none
     word_ids: np.ndarray | None = None  # (W,) the shard's inner raw token ids, sorted (geometry.ethayarajh)
     word_index: np.ndarray | None = None  # (tokens,) index into word_ids, −1 for boundary tokens
@@ -106,7 +102,7 @@ def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool =
     encoding = background.submit(encode, tokenizer, texts)
     model = loading.load_model(settings.model, settings.source, settings.dtype, device)
     loading.check_tokenizer_fits(tokenizer, model, settings.model, settings.source)
-    weights_hash = background.submit(loading.weights_sha256, model) if hash_weights else None
+    weights_hash = background.submit(hashing.weights_sha256, model) if hash_weights else None
     background.shutdown(wait=False)
     encoded, source_row, long_counts = fit_to_positions(
         encoding.result(), loading.max_positions(model.config), settings
@@ -279,185 +275,6 @@ def sample_positions(job: ShardRun, settings: ExtractionSettings) -> dict[str, n
     }
 
 
-def state_cap_bytes(settings: ExtractionSettings, job: ShardRun, padded: ShardBatches) -> float:
-    """The device memory the sums of one pass may take: ``max_state_mb`` if set; on a GPU, what is left once
-    the model is loaded, less one batch (see :mod:`ctxvar.extraction.budget`); no cap on a CPU.
-
-    A GPU whose budget is below one layer's sums is a :class:`DeviceMemoryError` that
-    names the budget's parts: raising ``max_state_mb`` there would skip the check and run
-    out of memory.
-    """
-    if settings.max_state_mb:
-        return settings.max_state_mb * 1e6
-    if job.device.type != "cuda":
-        return float("inf")
-    free, total = torch.cuda.mem_get_info(job.device)
-    width = int(job.encoded.lengths.max()) if len(job.encoded.lengths) else 1
-    tokens = max(settings.batch_tokens, width)
-    element_bytes = loading.DTYPES[settings.dtype].itemsize
-    activations = activation_bytes(job.model.config, job.n_layers, job.d, tokens, width, element_bytes)
-    buffers = batch_bytes(job.n_layers, tokens, job.d, settings.geometry) + padded.device_bytes()
-    budget = state_budget_bytes(free, total, activations, buffers)
-    one_layer = state_bytes(1, len(job.types), job.d, settings.geometry, job.n_words)
-    if budget < one_layer:
-        raise DeviceMemoryError(
-            f"model {settings.model['id']!r} on {job.device}: {free / 1e9:.1f} GB free once it is loaded, less one "
-            f"batch of {tokens} tokens ({activations / 1e9:.1f} GB of activations, {buffers / 1e9:.1f} GB of "
-            f"buffers) and a reserve of {reserve_bytes(total) / 1e9:.1f} GB, leaves no room for one layer of sums "
-            f"({one_layer / 1e9:.2f} GB for {len(job.types)} types at d={job.d}): use {smaller_dtype(settings)}a "
-            "lower batch_tokens, more shards (fewer types per shard) or a GPU with more memory"
-        )
-    return budget
-
-
-def warn_of_passes(settings: ExtractionSettings, job: ShardRun, groups: list[range], cap: float) -> None:
-    """A warning (the console's, through :func:`ctxvar.jobs.job_log`) when the layer ``groups`` that ``cap``
-    allows take more than one forward pass over the shard: its cost and the remedy."""
-    if len(groups) > 1:
-        limit = "max_state_mb" if settings.max_state_mb else "the device's free memory less one batch"
-        remedy = (
-            "raise max_state_mb if the device has room, or use more shards (fewer types per shard)"
-            if settings.max_state_mb
-            else f"use {smaller_dtype(settings)}more shards (fewer types per shard) or a GPU with more memory"
-        )
-        log.warning(
-            "model %r on %s: the sums of %d layers for %d types (%.1f GB) exceed %s (%.1f GB), so the forward pass "
-            "runs %d times over the shard, once per group of layers (%d× the cost of one); to run it once, %s",
-            settings.model["id"],
-            job.device,
-            job.n_layers,
-            len(job.types),
-            state_bytes(job.n_layers, len(job.types), job.d, settings.geometry, job.n_words) / 1e9,
-            limit,
-            cap / 1e9,
-            len(groups),
-            len(groups),
-            remedy,
-        )
-
-
-def smaller_dtype(settings: ExtractionSettings) -> str:
-    """The remedy of a float32 job short of device memory, with its separator: half the weights and activations."""
-    return "dtype: bfloat16, " if settings.dtype == "float32" else ""
-
-
-def accumulate_groups(
-    job: ShardRun, padded: ShardBatches, groups: list[range], settings: ExtractionSettings, sampled: dict | None = None
-):
-    """Per group of layers, in order, one pass over the ``padded`` batches, then the list of ``(LayerSums,
-    (Σxxᵀ or None, the declared per-layer sums by name), sampled points or None, (LayerWords, LayerSentences)
-    or None)`` of its layers, in host memory; the group's device state is freed before it is yielded."""
-    for layers in groups:
-        sums = EmbeddingSums(
-            layers,
-            job.n_layers,
-            len(job.types),
-            job.d,
-            job.device,
-            settings.geometry,
-            sampled["tokens"] if sampled else None,
-            job.n_words or 0,
-        )
-        job.run(sums, settings, padded)
-        if not sums.all_finite():
-            raise StatisticsError(
-                f"model {settings.model['id']!r}: hidden states contain NaN or Inf with dtype {settings.dtype}; "
-                "nothing was written: "
-                + (
-                    "fp16 overflow is common, use dtype: float32 or bfloat16"
-                    if settings.dtype == "float16"
-                    else f"the model's weights hold NaN or Inf, or values that overflow {settings.dtype}: "
-                    "check and restore them"
-                )
-            )
-        outer = sums.moments.to_numpy() if sums.moments is not None else None
-        layer_values = {name: to_host(total) for name, (_, total) in sums.layer_sums.items()}
-        points = sums.sample.to_numpy() if sums.sample is not None else None
-        words = layer_words(sums, job) if sums.words is not None else None
-        layers = [
-            (
-                layer,
-                (outer[i] if outer is not None else None, {name: values[i] for name, values in layer_values.items()}),
-                points[i] if points is not None else None,
-                words[i] if words is not None else None,
-            )
-            for i, layer in enumerate(layer_sums(sums, job.types))
-        ]
-        del sums
-        yield layers
-
-
-def run_batches(model, sums: EmbeddingSums, batches: ShardBatches, device, progress: bool) -> None:
-    """Forward every batch with all hidden states and add them to ``sums``.
-
-    The padded batches (and, with a sample, the sampled tokens' places in them) move to
-    the device once, before the first batch; within the loop nothing waits for the host.
-    A forward pass holds only its own activations (the budget's
-    :func:`ctxvar.extraction.budget.activation_bytes`): decoders build no KV cache, and
-    a batch's outputs are freed before the next batch's forward pass.
-    """
-    on_device = batches.to(device)
-    sample = getattr(sums, "sample", None)
-    hits = sample.locate(batches.tokens, batches.real) if sample is not None else [None] * len(batches)
-    options = forward_options(model)
-    with torch.inference_mode():
-        for batch, sample_hits in tqdm(
-            zip(on_device, hits), total=len(batches), desc="batches", unit="batch", disable=not progress, mininterval=5
-        ):
-            output = model(
-                input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=True, **options
-            )
-            if getattr(output, "hidden_states", None) is None:
-                raise ModelLoadError(
-                    f"model {type(model).__name__} returned no hidden states; use an encoder or decoder model"
-                )
-            words = {"word_index": batch.word_index} if batch.word_index is not None else {}
-            sums.accumulate(output.hidden_states, batch.positions, batch.type_index, sample_hits, **words)
-            del output  # else it lives on through the next forward pass, which rebinds it only once it returns
-
-
-def forward_options(model) -> dict:
-    """Keyword arguments of every forward pass besides the batch: ``use_cache=False`` for models whose config has a
-    cache on (decoders, by default), which would otherwise return every layer's keys and values, and
-    ``return_dict=True`` for a config that says ``return_dict: false`` (its outputs would be a plain tuple)."""
-    options = {"use_cache": False} if getattr(model.config, "use_cache", False) else {}
-    return {**options, "return_dict": True} if getattr(model.config, "return_dict", True) is False else options
-
-
-def started(items):
-    """``items`` (an iterator) with its first item computed now."""
-    first = next(items)
-    return itertools.chain([first], items)
-
-
-def layer_sums(sums: EmbeddingSums, types: np.ndarray):
-    """Per-layer :class:`LayerSums` from the device state (every type in ``types`` occurred)."""
-    arrays = sums.types.to_numpy()
-    for i, layer in enumerate(sums.layers):
-        yield LayerSums(
-            layer, types, arrays["count"], {item.name: arrays[item.name][i] for item in sums.types.declared}
-        )
-
-
-def layer_words(sums: EmbeddingSums, job: ShardRun) -> list[tuple[LayerWords, LayerSentences]]:
-    """Per layer of ``sums``, its words (the shard's raw token ids, spelled by the tokenizer) and sentence sums."""
-    arrays = sums.words.to_numpy(to_host)
-    tokens = np.array(job.tokenizer.convert_ids_to_tokens(job.word_ids.tolist()), dtype=object)
-    return [
-        (
-            LayerWords(layer, job.word_ids, tokens, arrays["count"], arrays["sum_unit"][i]),
-            LayerSentences(
-                layer,
-                int(arrays["n_contexts"]),
-                float(arrays["intra_sum"][i]),
-                float(arrays["sum_mean_unit_sq"][i]),
-                arrays["sum_mean_unit"][i],
-            ),
-        )
-        for i, layer in enumerate(sums.layers)
-    ]
-
-
 def model_metadata(settings: ExtractionSettings, job: ShardRun) -> dict:
     """What identifies the sums' origin; merges refuse partials that differ in any of merge.MUST_MATCH.
     Waits for the weights' hash, which runs beside the first forward pass: call it after that pass."""
@@ -469,9 +286,9 @@ def model_metadata(settings: ExtractionSettings, job: ShardRun) -> dict:
         "dtype": settings.dtype,
         "n_layers": job.n_layers,
         "d": job.d,
-        "tokenizer_sha256": loading.tokenizer_sha256(job.tokenizer),
+        "tokenizer_sha256": hashing.tokenizer_sha256(job.tokenizer),
         "weights_sha256": job.weights_hash.result(),
-        "model_config_sha256": loading.model_config_sha256(job.model.config),
+        "model_config_sha256": hashing.model_config_sha256(job.model.config),
         "attn_implementation": getattr(job.model.config, "_attn_implementation", None),
         "merge_markers": settings.merge_markers,
         "type_marker": job.marker,

@@ -21,7 +21,8 @@ import torch
 from ctxvar.extraction.extract import prepare_shard
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.shard import chunk_batches
-from ctxvar.io import read_csv, write_table
+from ctxvar.io import read_csv
+from ctxvar.parquet_files import write_table
 from ctxvar.stats.pca_components import read_components
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from ctxvar.figures.plotting import (
     regression_panel,
     scale_groups,
 )
-from ctxvar.io import read_table
+from ctxvar.parquet_files import read_table
 from ctxvar.stats.token_table import TokenStats, filtered
 
 MARKERS = "osD^v<>ph*"

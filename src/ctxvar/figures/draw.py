@@ -22,7 +22,8 @@ from ctxvar.figures.catalogue import (
     FigureSpec,
 )
 from ctxvar.figures.plotting import Plot, plot_or_placeholder
-from ctxvar.io import read_csv, read_table
+from ctxvar.io import read_csv
+from ctxvar.parquet_files import read_table
 from ctxvar.stats.provenance import check_same_sums, table_sums
 from ctxvar.stats.token_table import TokenStats
 

@@ -22,7 +22,8 @@ from ctxvar.figures.plotting import (
     regression_panel,
     save_plot,
 )
-from ctxvar.io import read_csv, read_table, write_csv, write_text
+from ctxvar.io import read_csv, write_csv, write_text
+from ctxvar.parquet_files import read_table
 from ctxvar.stats.provenance import SUMS_COLUMN, check_same_sums, table_sums
 from ctxvar.stats.token_table import TokenStats, filtered
 

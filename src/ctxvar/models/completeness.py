@@ -130,7 +130,7 @@ def check_checkpoint_files(directory: str, what: str) -> None:
         with open(index, encoding="utf-8") as handle:
             content = json.load(handle)
     except (OSError, ValueError):
-        return  # not JSON: named by loading.damaged_file once from_pretrained fails
+        return  # not JSON: named by load_errors.damaged_file once from_pretrained fails
     weight_map = content.get("weight_map") if isinstance(content, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
         raise ModelLoadError(
@@ -169,7 +169,7 @@ def tensors_in_several_files(directory: str, files) -> list[str]:
         try:
             with safe_open(os.path.join(directory, file), "pt") as weights:
                 names = list(weights.keys())
-        except Exception:  # SafetensorError and OSError: loading.damaged_file names the file
+        except Exception:  # SafetensorError and OSError: load_errors.damaged_file names the file
             continue
         for name in names:
             holders.setdefault(name, []).append(file)

@@ -9,9 +9,6 @@ at once instead of retrying for a minute.
 from __future__ import annotations
 
 import contextlib
-import glob
-import hashlib
-import json
 import logging
 import os
 
@@ -21,6 +18,7 @@ from ctxvar.config import load_revision
 from ctxvar.errors import ModelLoadError, first_line
 from ctxvar.models import completeness, hub
 from ctxvar.models.gaussian_null import register
+from ctxvar.models.load_errors import load_error
 
 log = logging.getLogger(__name__)
 
@@ -217,122 +215,6 @@ def _from_pretrained(cls, source: str, entry: dict, options: dict):
         ) from error
 
 
-# Files of a saved model that are JSON objects, and may be damaged by a copy or a full disk.
-JSON_FILES = (
-    "config.json",
-    "model.safetensors.index.json",  # a sharded checkpoint's map of tensors to files
-    "tokenizer_config.json",
-    "tokenizer.json",
-    "special_tokens_map.json",
-    "generation_config.json",
-    "vocab.json",
-    "added_tokens.json",
-)
-
-
-# The files a tokenizer of transformers reads its vocabulary from: the fast tokenizers' file, WordPiece's, BPE's,
-# SentencePiece's (spiece.model, tokenizer.model, sentencepiece.bpe.model).
-VOCABULARY_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "*.model", "tekken.json")
-
-
-def load_error(what: str, directory: str, cls, error: Exception) -> ModelLoadError:
-    """One line for a model directory that ``cls.from_pretrained`` failed on, naming the damaged file if one is."""
-    damaged = damaged_file(directory)
-    if damaged:
-        return ModelLoadError(f"{what}: {damaged[0]} is damaged ({damaged[1]}); restore it ({completeness.REFETCH})")
-    kind = cls.__name__[4:].lower()
-    if not os.path.isfile(os.path.join(directory, "config.json")):
-        return ModelLoadError(f"{what}: no config.json in {directory}; save the model there with save_pretrained")
-    if kind == "tokenizer" and not any(glob.glob(os.path.join(glob.escape(directory), p)) for p in VOCABULARY_FILES):
-        return ModelLoadError(
-            f"{what}: no tokenizer vocabulary in {directory} (none of {', '.join(VOCABULARY_FILES)}); save the "
-            "model's tokenizer with it (tokenizer.save_pretrained into the same directory)"
-        )
-    if kind == "model" and not glob.glob(os.path.join(glob.escape(directory), "*.safetensors")):
-        pickled = [
-            name
-            for name in ("pytorch_model.bin", "pytorch_model.bin.index.json")
-            if os.path.isfile(os.path.join(directory, name))
-        ]
-        return ModelLoadError(
-            f"{what}: no safetensors weights in {directory} "
-            + (
-                f"(it has {', '.join(pickled)}, pickled weights that can run code when loaded, so they are not "
-                "loaded; convert them: from_pretrained then save_pretrained writes model.safetensors)"
-                if pickled
-                else "(model.safetensors, or model-*-of-*.safetensors with model.safetensors.index.json); "
-                "save the model there with save_pretrained"
-            )
-        )
-    reason = first_line(error).split(" For details look at the", 1)[0]  # that report is in the job log
-    return ModelLoadError(
-        f"{what}: the directory has no loadable {kind} ({type(error).__name__}: {reason}); "
-        + unloadable_remedy(directory)
-    )
-
-
-def unloadable_remedy(directory: str) -> str:
-    """The remedy for a model whose config.json parses but that transformers still cannot build, by what
-    config.json says: custom code (``auto_map``), no or an unknown ``model_type``, else its values."""
-    from transformers import CONFIG_MAPPING, __version__
-
-    try:
-        with open(os.path.join(directory, "config.json"), encoding="utf-8") as handle:
-            config = json.load(handle)
-    except (OSError, ValueError):
-        config = None
-    if not isinstance(config, dict):
-        return f"restore its config.json ({completeness.REFETCH})"
-    model_type = config.get("model_type")
-    if "auto_map" in config:
-        return "its config.json names custom code, which runs only with trust_remote_code: true (if you trust it)"
-    if not model_type:
-        return "its config.json names no model_type: save the model there with save_pretrained"
-    if model_type not in CONFIG_MAPPING:
-        return (
-            f"transformers {__version__} does not know model_type {model_type!r}: upgrade transformers, or set "
-            "trust_remote_code: true if the model ships its own code"
-        )
-    return "a value in its config.json is wrong (the error above names it): restore config.json"
-
-
-def damaged_file(directory: str) -> tuple[str, str] | None:
-    """``(path, reason)`` of the first file in a model directory that cannot be parsed: a link to a missing file
-    (a Hub cache whose blob is gone), a JSON file (or one that is not an object), a tokenizer.json that the
-    tokenizers library cannot build from, or a safetensors file whose header is unreadable or does not cover the
-    file (truncated); None if all parse."""
-    from safetensors import safe_open
-    from tokenizers import Tokenizer
-
-    for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else ():
-        path = os.path.join(directory, name)
-        if os.path.islink(path) and not os.path.exists(path):
-            return path, f"a link to {os.readlink(path)}, which does not exist"
-    for name in JSON_FILES:
-        path = os.path.join(directory, name)
-        if os.path.isfile(path):
-            try:
-                with open(path, encoding="utf-8") as handle:
-                    value = json.load(handle)
-            except (OSError, ValueError) as error:  # UnicodeDecodeError is a ValueError
-                return path, f"not valid JSON: {first_line(error)}"
-            if not isinstance(value, dict):
-                return path, f"a JSON {type(value).__name__}, not an object"
-    tokenizer_json = os.path.join(directory, "tokenizer.json")
-    if os.path.isfile(tokenizer_json):
-        try:
-            Tokenizer.from_file(tokenizer_json)
-        except Exception as error:  # tokenizers raises a bare Exception for a file it cannot build from
-            return tokenizer_json, f"not a tokenizers file: {first_line(error)}"
-    for path in sorted(glob.glob(os.path.join(glob.escape(directory), "*.safetensors"))):
-        try:
-            with safe_open(path, "pt") as weights:
-                weights.keys()
-        except Exception as error:  # SafetensorError and OSError
-            return path, f"unreadable safetensors: {first_line(error)}"
-    return None
-
-
 def custom_code_warning(entry: dict, source: str, filename: str, loaded: object) -> None:
     """Warn when ``filename`` of the model names custom code (``auto_map``) that was not run, because
     ``trust_remote_code`` is off, and transformers' built-in class (``loaded``'s) was used instead."""
@@ -388,72 +270,3 @@ def pad_id(tokenizer) -> int:
         if candidate is not None:
             return candidate
     return 0
-
-
-def weights_sha256(model: torch.nn.Module) -> str:
-    """SHA-256 over every parameter and buffer of the model as loaded (in the job's dtype) that feeds its hidden
-    states (:func:`ctxvar.models.completeness.feeds_hidden_states`: a pooler does not), sorted by name: for
-    each, ``name:dtype:shape`` then its bytes. Partials of other weights, or of the same in another dtype,
-    differ; where the model sits does not matter.
-
-    The tensors come to the host one at a time, so the host holds at most the largest
-    of them. On a GPU they are copied on a stream of their own (after the loading's
-    copies), so hashing in a background thread overlaps the batches' work instead of
-    queueing behind it.
-    """
-    tensors = {
-        name: tensor
-        for name, tensor in [*model.named_parameters(), *model.named_buffers()]
-        if completeness.feeds_hidden_states(name)
-    }
-    device = next(iter(tensors.values())).device if tensors else torch.device("cpu")
-    digest = hashlib.sha256()
-    with _copy_stream(device):
-        for name, tensor in sorted(tensors.items()):
-            data = tensor.detach().contiguous().cpu()
-            digest.update(f"{name}:{data.dtype}:{tuple(data.shape)}".encode())
-            digest.update(data.reshape(-1).view(torch.uint8).numpy().data if data.numel() else b"")
-    return digest.hexdigest()
-
-
-def _copy_stream(device: torch.device):
-    """A side CUDA stream that first waits for the work queued so far on ``device``; elsewhere, nothing."""
-    if device.type != "cuda":
-        return contextlib.nullcontext()
-    stream = torch.cuda.Stream(device)
-    stream.wait_stream(torch.cuda.current_stream(device))
-    return torch.cuda.stream(stream)
-
-
-# Keys of a model's config that do not change what it computes, or that the metadata holds on their own.
-CONFIG_KEYS_NOT_HASHED = ("transformers_version", "dtype", "torch_dtype")
-
-
-def model_config_sha256(config) -> str:
-    """SHA-256 of the model's configuration as loaded: ``config.to_dict()`` as JSON with sorted keys, less its
-    private keys (``_name_or_path``: where the model sits does not matter) and :data:`CONFIG_KEYS_NOT_HASHED`.
-    It covers what changes the hidden states without changing a tensor (model_type, attention heads,
-    layer_norm_eps, the activation), which :func:`weights_sha256` cannot see."""
-    settings = {
-        key: value
-        for key, value in config.to_dict().items()
-        if not key.startswith("_") and key not in CONFIG_KEYS_NOT_HASHED
-    }
-    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def tokenizer_sha256(tokenizer) -> str:
-    """SHA-256 of everything that decides how text becomes tokens: the vocabulary (token → id, sorted), the fast
-    tokenizer's whole definition (normalizer, pre-tokenizer, model, post-processor, added tokens: ``to_str()``),
-    the special tokens and the settings the tokenizer was made with (lower-casing, prefix space, …)."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    settings = {key: value for key, value in getattr(tokenizer, "init_kwargs", {}).items() if not key.startswith("_")}
-    for key in ("name_or_path", "tokenizer_file", "vocab_file", "merges_file"):  # where it sits, not what it does
-        settings.pop(key, None)
-    described = {
-        "vocab": sorted(tokenizer.get_vocab().items()),
-        "backend": backend.to_str() if backend is not None else None,
-        "special_tokens": getattr(tokenizer, "special_tokens_map", {}),
-        "settings": settings,
-    }
-    return hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest()

@@ -6,7 +6,7 @@ adds to it (scatter-added by type on the device) and the ``tokens.parquet`` colu
 sum adds across shards, so the merge is the same for all of them. The registry :data:`TYPE_SUMS` drives:
 
 - the accumulator (:class:`ctxvar.extraction.accumulator.TypeSums`) and its device bytes
-  (:func:`ctxvar.extraction.accumulator.state_bytes`, :func:`~ctxvar.extraction.accumulator.batch_bytes`);
+  (:func:`ctxvar.extraction.budget.state_bytes`, :func:`~ctxvar.extraction.budget.batch_bytes`);
 - the sums files' columns (:func:`ctxvar.stats.sums.sums_schema`, :class:`ctxvar.stats.sums.SumsFile`);
 - the merge (:func:`ctxvar.stats.merge.merge_layer`) and ``tokens.parquet`` (:func:`ctxvar.stats.merge.token_table`);
 - the disk estimate (:func:`ctxvar.disk.sums_bytes`) and the docs' tables (:func:`docs_rows`, tested against

@@ -33,7 +33,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ctxvar.io import write_csv, write_table
+from ctxvar.io import write_csv
+from ctxvar.parquet_files import write_table
 from ctxvar.stats.partition_isotropy import (
     centred,
     log_partition,

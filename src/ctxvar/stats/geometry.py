@@ -24,66 +24,30 @@ From u = x/‖x‖ (Ethayarajh 2019), over all N tokens of the layer and per typ
     self_similarity       unweighted mean of S_t over the frequency-filtered types
     self_similarity_adjusted   self_similarity − mean_cosine
 
-Ethayarajh's (2019) measures by his rules (:func:`ethayarajh_metrics`), over the sentences' own tokens
-(boundary tokens left out), words = raw token ids, exact over all occurrences:
+Ethayarajh's (2019) own measures, by his rules: :mod:`ctxvar.stats.ethayarajh`.
 
-    ethayarajh_self_similarity     unweighted mean over words w with n_w ≥ 5 that are not punctuation of
-                                   (‖Σu_w‖² − n_w) / (n_w (n_w − 1))
-    ethayarajh_intra_sentence_similarity   (1/S) Σ_s (1/n_s) Σ_{i∈s} cos(x_i, Σ_{j∈s} x_j)
-    ethayarajh_anisotropy_baseline         mean over ordered pairs of distinct contexts s ≠ t of the mean
-                                   cosine between a word of s and a word of t: (‖Σ_s ū_s‖² − Σ_s ‖ū_s‖²) / (S(S − 1))
-    *_adjusted                     the two similarities minus the baseline
-
-TwoNN (Facco et al. 2017) on the merged bottom-k sample after removing exact
-duplicates, and on a standard Gaussian sample of the same n and d (the
-estimator's bias in high dimension).
-
-Over sample batches, as Razzhigaev et al. report (mean and standard deviation, ddof = 1, over the
-geometry.batches blocks of k positions of the hash ranking; batch 0 is the sample above):
-
-    anisotropy_batch      σ₁² / Σσ², σ the singular values of the centred batch
-    twonn_batch           Facco et al.'s TwoNN on the batch's distinct points (batch 0: ``twonn``)
-    twonn_razzhigaev      the TwoNN variant of their public code on the batch's points, duplicates kept
-                          (:func:`ctxvar.stats.twonn.razzhigaev_twonn`)
-
-On the points of the first sample batch (the sample above, as rows of W), the partition-function isotropy
-(Arora et al. 2016; as Biś et al. 2021 and Machina & Mercer 2024 compute it), uncentred and centred:
-
-    partition_isotropy    I(W) = min_c Z(c) / max_c Z(c), Z(c) = Σ_x exp(cᵀx), c = ±eigenvectors of WᵀW
-    log_partition_isotropy   log I(W), in log space (:mod:`ctxvar.stats.partition_isotropy`)
+The sample's metrics (TwoNN, the per-batch metrics, the partition-function isotropy):
+:mod:`ctxvar.stats.sample_metrics`.
 """
 
 from __future__ import annotations
 
 import logging
-import unicodedata
 
 import numpy as np
 import pandas as pd
 
 from ctxvar.errors import StatisticsError
-from ctxvar.models.tokens import type_key
 from ctxvar.stats.declarations import finalize_layer, layer_columns
+from ctxvar.stats.ethayarajh import ETHAYARAJH_COLUMNS, ethayarajh_metrics
 from ctxvar.stats.finalize import self_similarity
 from ctxvar.stats.layers import frequency_filter
-from ctxvar.stats.partition_isotropy import partition_isotropy
 from ctxvar.stats.provenance import SUMS_COLUMN
-from ctxvar.stats.sample_file import points, read_sample_layer
+from ctxvar.stats.sample_metrics import BATCH_METRICS, PARTITION_COLUMNS, sample_metrics
 from ctxvar.stats.sums import MomentsFile, SumsFile
-from ctxvar.stats.twonn import (
-    distinct_points,
-    facco_twonn,
-    gaussian_twonn,
-    mean_centred_norm,
-    razzhigaev_twonn,
-    two_nearest,
-)
-from ctxvar.stats.word_files import LayerSentences, LayerWords, SentencesFile, WordsFile
+from ctxvar.stats.word_files import SentencesFile, WordsFile
 
 log = logging.getLogger(__name__)
-
-MIN_TWONN_POINTS = 3
-BATCH_METRICS = ("anisotropy_batch", "twonn_batch", "twonn_razzhigaev")
 
 
 class ZeroSpreadError(StatisticsError):
@@ -216,144 +180,6 @@ def cosine_metrics(sums, min_log10_n: float, max_log10_n: float) -> dict:
         "n_types": int(keep.sum()),
         "self_similarity": self_sim,
         "self_similarity_adjusted": self_sim - cos,
-    }
-
-
-def sample_batches(points: np.ndarray, batch_size: int, batches: int) -> list[np.ndarray]:
-    """Rows b·k … (b + 1)·k − 1 of the key-ordered sample ``points`` for b = 0 … batches − 1 (k = batch_size):
-    batch 0 always, a later one only when it holds k points."""
-    blocks = [points[b * batch_size : (b + 1) * batch_size] for b in range(batches)]
-    return [block for b, block in enumerate(blocks) if b == 0 or len(block) == batch_size]
-
-
-def batch_anisotropy(points: np.ndarray) -> float:
-    """σ₁² / Σσ², σ the singular values of the centred ``points`` (n, d), float64; NaN for zero spread."""
-    x = np.asarray(points, dtype=np.float64)
-    if len(x) < 2:
-        return np.nan
-    x = x - x.mean(axis=0)
-    gram = x.T @ x if x.shape[1] <= x.shape[0] else x @ x.T  # the smaller Gram matrix: eigenvalues σ²
-    eigenvalues = np.linalg.eigvalsh(gram)
-    total = float(np.trace(gram))
-    return float(eigenvalues[-1] / total) if total > 0 else np.nan
-
-
-def batch_twonn(points: np.ndarray) -> dict:
-    """TwoNN of one batch: Facco et al.'s on its distinct points (``twonn_batch``, with ``twonn_points`` and
-    the distinct points' ``distinct``) and Razzhigaev et al.'s code's on all of them (``twonn_razzhigaev``)."""
-    distinct = distinct_points(points)
-    row = {"twonn_points": len(distinct), "distinct": distinct, "twonn_batch": np.nan, "twonn_razzhigaev": np.nan}
-    if len(distinct) >= MIN_TWONN_POINTS:
-        r1, r2 = two_nearest(distinct)
-        row["twonn_batch"] = facco_twonn(r1, r2)
-        if len(distinct) < len(points):  # duplicates: their distances differ
-            r1, r2 = two_nearest(points)
-        row["twonn_razzhigaev"] = razzhigaev_twonn(r1, r2, mean_centred_norm(points))
-    elif len(points) >= MIN_TWONN_POINTS:
-        row["twonn_razzhigaev"] = razzhigaev_twonn(*two_nearest(points), mean_centred_norm(points))
-    return row
-
-
-def mean_and_std(values: list[float]) -> tuple[float, float]:
-    """Mean and standard deviation (ddof = 1; NaN for one value) of per-batch values."""
-    array = np.asarray(values, dtype=np.float64)
-    return float(array.mean()), float(array.std(ddof=1)) if len(array) > 1 else np.nan
-
-
-PARTITION_COLUMNS = [
-    "partition_isotropy",
-    "log_partition_isotropy",
-    "partition_isotropy_centred",
-    "log_partition_isotropy_centred",
-]
-
-
-def partition_metrics(x: np.ndarray) -> dict:
-    """I(W) and log I(W) of the sampled points ``x`` (k, d), uncentred and centred (module docstring); NaN
-    for a layer without sampled points."""
-    if len(x) == 0:
-        return dict.fromkeys(PARTITION_COLUMNS, np.nan)
-    row = {}
-    for centre, suffix in ((False, ""), (True, "_centred")):
-        value = partition_isotropy(x, centre=centre)
-        row[f"partition_isotropy{suffix}"] = value["isotropy"]
-        row[f"log_partition_isotropy{suffix}"] = value["log_isotropy"]
-    return row
-
-
-def sample_metrics(sample_path, layer: int, seed: int, batch_size: int | None = None, batches: int = 1) -> dict:
-    """TwoNN over the sample batches and I(W) of the first batch's points, of the layer's sampled points.
-
-    ``batch_size``: k, the points of a batch (None: the whole sample is one batch)."""
-    sample = points(read_sample_layer(sample_path, layer))
-    blocks = sample_batches(sample, batch_size or max(len(sample), 1), batches)
-    return {**twonn_metrics(blocks, layer, seed), **partition_metrics(blocks[0])}
-
-
-def twonn_metrics(blocks: list[np.ndarray], layer: int, seed: int) -> dict:
-    """TwoNN on the distinct points of the first sample batch, and on Gaussian points of the same n and d; mean
-    and standard deviation over the sample batches ``blocks`` of :data:`BATCH_METRICS`."""
-    per_batch = [{**batch_twonn(block), "anisotropy_batch": batch_anisotropy(block)} for block in blocks]
-    first = per_batch[0]
-    n, d = first["distinct"].shape
-    if n < MIN_TWONN_POINTS:
-        log.warning("layer %d: %d distinct sampled points; TwoNN needs %d", layer, n, MIN_TWONN_POINTS)
-    row = {
-        "twonn_points": n,
-        "twonn": first["twonn_batch"],
-        "twonn_gaussian": gaussian_twonn(n, d, seed + layer) if n >= MIN_TWONN_POINTS else np.nan,
-        "sample_batches": len(blocks),
-    }
-    for metric in BATCH_METRICS:
-        row[f"{metric}_mean"], row[f"{metric}_std"] = mean_and_std([batch[metric] for batch in per_batch])
-    return row
-
-
-ETHAYARAJH_MIN_COUNT = 5  # his index_sentence(min_count=5): words with fewer occurrences are left out
-ETHAYARAJH_COLUMNS = [
-    "ethayarajh_n_words",
-    "ethayarajh_self_similarity",
-    "ethayarajh_intra_sentence_similarity",
-    "ethayarajh_anisotropy_baseline",
-    "ethayarajh_self_similarity_adjusted",
-    "ethayarajh_intra_sentence_similarity_adjusted",
-]
-
-
-def is_punctuation(token: str, marker: str | None) -> bool:
-    """spaCy's ``is_punct`` (every character in a Unicode P* category), which Ethayarajh's index applies to each
-    word, here on the token with the tokenizer's word-boundary ``marker`` stripped (his GPT-2 words carry none)."""
-    return all(unicodedata.category(char).startswith("P") for char in type_key(token, marker))
-
-
-def ethayarajh_words(words: LayerWords, marker: str | None) -> np.ndarray:
-    """Which words his self-similarity averages over: n_w ≥ ETHAYARAJH_MIN_COUNT, not punctuation."""
-    punctuation = np.fromiter((is_punctuation(t, marker) for t in words.tokens), dtype=bool, count=len(words.tokens))
-    return (words.count >= ETHAYARAJH_MIN_COUNT) & ~punctuation
-
-
-def anisotropy_baseline(sentences: LayerSentences) -> float:
-    """Mean over ordered pairs of distinct contexts of ū_s · ū_t, from Σ ū_s and Σ ‖ū_s‖²."""
-    s = sentences.n_contexts
-    total = sentences.sum_mean_unit
-    return float((total @ total - sentences.sum_mean_unit_sq) / (s * (s - 1))) if s > 1 else np.nan
-
-
-def ethayarajh_metrics(words: LayerWords, sentences: LayerSentences, marker: str | None) -> dict:
-    """Ethayarajh's self-similarity, intra-sentence similarity and anisotropy baseline of one layer, with the
-    two similarities less the baseline (see the module docstring); ``marker``: the tokenizer's word-boundary
-    marker (the sums' ``type_marker``)."""
-    keep = ethayarajh_words(words, marker)
-    self_sim = float(np.mean(self_similarity(words.count[keep], words.sum_unit[keep]))) if keep.any() else np.nan
-    intra = sentences.intra_sum / sentences.n_contexts if sentences.n_contexts else np.nan
-    baseline = anisotropy_baseline(sentences)
-    return {
-        "ethayarajh_n_words": int(keep.sum()),
-        "ethayarajh_self_similarity": self_sim,
-        "ethayarajh_intra_sentence_similarity": float(intra),
-        "ethayarajh_anisotropy_baseline": baseline,
-        "ethayarajh_self_similarity_adjusted": self_sim - baseline,
-        "ethayarajh_intra_sentence_similarity_adjusted": float(intra) - baseline,
     }
 
 

@@ -42,10 +42,10 @@ import numpy as np
 import pyarrow as pa
 
 from ctxvar.errors import StatisticsError
-from ctxvar.io import (
+from ctxvar.io import atomic_path
+from ctxvar.parquet_files import (
     VECTOR_WRITE_OPTIONS,
     ParquetInput,
-    atomic_path,
     parquet_writer,
     tagged_schema,
     vector_column,
@@ -200,7 +200,8 @@ class LayerSums:
 
 class LayerWriter:
     """Write one table per layer, in layer order, one row group each with its value digests
-    (:class:`ctxvar.io.ParquetOutput`), atomically, with the options of :data:`ctxvar.io.VECTOR_WRITE_OPTIONS`.
+    (:class:`ctxvar.parquet_files.ParquetOutput`), atomically, with the options of
+    :data:`ctxvar.parquet_files.VECTOR_WRITE_OPTIONS`.
     ``bytes_written``: the file's size once complete.
 
     >>> with LayerWriter(path, schema) as writer:

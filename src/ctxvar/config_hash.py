@@ -1,0 +1,55 @@
+"""The hashes that name what made a run's numbers: the extraction hash that tags a model's partial sums (every
+setting that changes them) and the corpus sample's identity."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+ANALYSIS_ONLY_GEOMETRY = ("spectrum_k", "batches")  # geometry keys that leave the partial sums as they are
+# (batches enters below only when above 1); every other key, a new sum's switch among them, enters the hash
+
+
+def extraction_geometry(config: dict) -> dict:
+    """The geometry settings that change what extraction accumulates (not spectrum_k, an analysis choice).
+    ``batches`` only when above 1: one batch is the sample accumulated before the key existed, so such
+    runs keep their extraction hash and partials."""
+    geometry = config["geometry"]
+    chosen = {key: value for key, value in geometry.items() if key not in ANALYSIS_ONLY_GEOMETRY}
+    return chosen | ({"batches": geometry["batches"]} if geometry.get("batches", 1) > 1 else {})
+
+
+# The rule of ctxvar.models.tokens.type_key, part of the extraction hash: a new rule re-extracts every model
+# (and rebuilds the Gaussian null, whose means follow the types).
+TYPE_KEY_RULE = "one leading copy of the tokenizer's own marker; tokens made only of the marker whole"
+
+
+def stable_hash(obj) -> str:
+    """Hex SHA-256 of ``obj`` as canonical JSON (sorted keys); 16 characters."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+CORPUS_HASH = "corpus_hash"  # the key that names one corpus sample in counts.json and in each model's run.json
+
+
+def corpus_hash(corpus: dict) -> str:
+    """The identity of one corpus sample: the hash of the ``corpus:`` settings with what identified its files at
+    start-up (``inputs``, :mod:`ctxvar.inputs`), as the sampling job and each model's final merge receive them."""
+    return stable_hash(corpus)
+
+
+def extraction_config_hash(config: dict, model: dict) -> str:
+    """Hash of every setting that changes a model's partial sums (not batch size or device), and of the rule
+    that keys token types (:data:`TYPE_KEY_RULE`): partials keyed by another rule
+    re-extract and never merge with these."""
+    return stable_hash(
+        {
+            "corpus": config["corpus"],
+            "shards": config["shards"],
+            "model": model,
+            "dtype": config["dtype"],
+            "tokens": config["tokens"],
+            "type_key_rule": TYPE_KEY_RULE,
+            "geometry": extraction_geometry(config),
+        }
+    )

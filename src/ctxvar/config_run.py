@@ -1,0 +1,67 @@
+"""Which run the config files given on the command line make: its name, which keeps its outputs apart
+(``results/{run}/``), and the check that a ``--configfile`` names the study it runs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ctxvar.config import MODEL_ID_PATTERN
+from ctxvar.errors import ConfigError
+
+STUDY_KEYS = ("corpus", "models")  # what a run studies: never defaulted, never inherited
+
+
+def check_study_named(config: dict, cli_files: list[str], workflow_dir) -> None:
+    """A ``--configfile`` stands on its own: the Snakefile reads ``config.yaml`` (the paper's setup) only when
+    none is given, so ``config`` is the schema's defaults plus the given files. Raise :class:`ConfigError` when
+    they leave out :data:`STUDY_KEYS`, naming what ``config.yaml`` would have supplied and a command that
+    extends it: the working directory's ``config.yaml`` (what a run without ``--configfile`` reads), else the
+    workflow's own in ``workflow_dir``, every file by its absolute path so that the command runs from any
+    folder, ``--directory`` or not."""
+    missing = [key for key in STUDY_KEYS if key not in config]
+    if not cli_files or not missing:
+        return
+    files = " ".join(relative_if_below(path) for path in cli_files)
+    keys = " and ".join(f"{key}:" for key in missing)
+    paper = "config.yaml" if os.path.isfile("config.yaml") else os.path.join(workflow_dir, "config.yaml")
+    raise ConfigError(
+        f"{files} has no {keys} section: a --configfile stands on its own and does not inherit config.yaml's "
+        f"(the paper's six Hub models on BookCorpus); add it, or extend the paper's setup on purpose with "
+        f"--configfile {' '.join(os.path.abspath(path) for path in [paper, *cli_files])}"
+    )
+
+
+def relative_if_below(path) -> str:
+    """``path`` relative to the working directory if it lies below it (as a user typed it), else as given."""
+    relative = os.path.relpath(path)
+    return str(path) if relative.startswith("..") else relative
+
+
+def run_name(config: dict, cli_configs: dict[str, dict], overrides: dict) -> str:
+    """The run's name, which keeps its outputs apart: ``results/{run}/``, ``logs/{run}/``, ``benchmarks/{run}/``.
+
+    ``--config run=NAME`` first; else ``run:`` in the last ``--configfile`` that sets it, else that file's
+    name without its extension (``--configfile my_study.yaml`` → ``my_study``); without ``--configfile``,
+    ``run:`` of ``config.yaml`` (``paper``). A ``--configfile`` never inherits ``config.yaml``'s ``run``.
+    ``cli_configs``: ``{path: content}`` of the ``--configfile`` files, in command-line order.
+    """
+    if "run" in overrides:
+        name = overrides["run"]
+    elif cli_configs:
+        named = [own["run"] for own in cli_configs.values() if "run" in own]
+        name = named[-1] if named else Path(list(cli_configs)[-1]).stem
+    else:
+        name = config.get("run") or "default"
+    if not isinstance(name, str) or not MODEL_ID_PATTERN.fullmatch(name):
+        raise ConfigError(
+            f"run: {name!r} cannot name a results folder; set run: to letters, digits and . _ + @ = - "
+            "(in the config file or with --config run=NAME)"
+        )
+    return name
+
+
+def run_named_on_purpose(cli_configs: dict[str, dict], overrides: dict) -> bool:
+    """Whether the run's name was chosen (``--config run=``, ``run:`` in a ``--configfile``, or config.yaml's
+    own) rather than taken from a ``--configfile``'s name (see :func:`run_name`)."""
+    return "run" in overrides or any("run" in content for content in cli_configs.values()) or not cli_configs

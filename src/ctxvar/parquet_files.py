@@ -1,0 +1,331 @@
+"""Checksummed Parquet files: writers that store every column's value digests in the footer, and readers that
+verify every byte they read.
+
+Every column chunk's values carry an xxh3-128 digest (:mod:`ctxvar.value_digest`: the
+decoded values, whatever their pages, encodings or chunks), written by :class:`ParquetOutput`
+into the footer's key-value metadata (:data:`VALUE_DIGESTS_KEY`) when the file is closed, and
+checked for every column of every row group :class:`ParquetInput` reads. A changed byte in a
+value, in a page header (an encoding, a size) or in a digest reads as a mismatch, or as a page
+Arrow cannot decode. Parquet's own page CRC-32 is not written: it does not cover page headers,
+and the digests cost less (docs/performance.md). The footer carries the SHA-256 of the file's
+ctxvar metadata, of its column names and types, of its layout name, if any (:data:`LAYOUT_KEY`),
+and of the kind of value digest it carries (:data:`VALUES_KEY`), verified when the file is
+opened: a footer without its digests is refused. Files whose columns have a fixed layout (sums,
+moments, samples) name it; a reader refuses any other layout. Files written before value
+digests (a CRC-32 on every page and no :data:`VALUES_KEY`) are still read, their page CRCs
+verified as they are read.
+
+A file that fails a check raises :class:`~ctxvar.errors.IntegrityError`, one line naming the file and the remedy.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import io
+import json
+import os
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ctxvar.errors import IntegrityError, first_line
+from ctxvar.io import REMEDY, atomic_path
+from ctxvar.value_digest import VALUE_DIGEST_KIND, value_digest
+
+METADATA_KEY = b"ctxvar"
+INTEGRITY_KEY = b"ctxvar.sha256"  # SHA-256 of METADATA_KEY's JSON, the columns' names and types, LAYOUT_KEY, VALUES_KEY
+LAYOUT_KEY = b"ctxvar.layout"  # the name and version of a file's column layout, e.g. "ctxvar sums 2"
+VALUES_KEY = b"ctxvar.values"  # the kind of VALUE_DIGESTS_KEY the file carries: VALUE_DIGEST_KIND
+VALUE_DIGESTS_KEY = b"ctxvar.values.xxh3_128"  # JSON [[hex digest per column] per row group], added on closing
+
+PARQUET_WRITE_OPTIONS = {"write_page_checksum": False}  # the value digests cover the pages, headers included
+ROW_GROUP_ROWS = 1 << 20  # write_table's rows per row group (Arrow's default)
+# Files of float vectors (sums, moments, samples): plain pages, no dictionary, no compression (snappy saved 11 %
+# of a bert-base partial's bytes and halved the write speed), no min/max statistics (which cost more than
+# writing the values), and 64 rows per write batch: the writer checks the page size only between batches, so its
+# default of 1,024 rows built 6-32 MB pages of vectors in freshly grown buffers (writes were 10-25 % slower).
+VECTOR_WRITE_OPTIONS = {
+    "use_dictionary": False,
+    "write_statistics": False,
+    "compression": "none",
+    "write_batch_size": 64,
+}
+
+
+def tagged_schema(schema: pa.Schema, metadata: dict | None = None, layout: str | None = None) -> pa.Schema:
+    """``schema`` carrying ``metadata`` (JSON), the ``layout`` name if given, and the footer checksum that
+    :class:`ParquetInput` verifies (:class:`ParquetOutput` adds the kind of value digest to both)."""
+    text = json.dumps(metadata or {}, sort_keys=True)
+    tags = {METADATA_KEY: text, INTEGRITY_KEY: _footer_digest(schema, text.encode(), layout)}
+    return schema.with_metadata({**tags, **({LAYOUT_KEY: layout} if layout is not None else {})})
+
+
+def _with_value_digests(schema: pa.Schema) -> pa.Schema:
+    """A :func:`tagged_schema` that also says the file carries value digests, its footer checksum covering that."""
+    raw = schema.metadata or {}
+    if METADATA_KEY not in raw:
+        raise ValueError("a ctxvar Parquet file needs a schema from tagged_schema")
+    layout = raw[LAYOUT_KEY].decode() if LAYOUT_KEY in raw else None
+    digest = _footer_digest(schema.remove_metadata(), raw[METADATA_KEY], layout, VALUE_DIGEST_KIND)
+    return schema.with_metadata({**raw, VALUES_KEY: VALUE_DIGEST_KIND, INTEGRITY_KEY: digest})
+
+
+def _footer_digest(
+    schema: pa.Schema, metadata_json: bytes, layout: str | None = None, values: str | None = None
+) -> str:
+    """SHA-256 of the metadata JSON, the columns' names and types, the layout and the kind of value digest (the
+    last two when given: without ``values``, the digest of files written before value digests)."""
+    columns = json.dumps([[field.name, _type_name(field.type)] for field in schema])
+    named = b"" if layout is None else b"\0" + layout.encode()
+    digested = b"" if values is None else b"\0values\0" + values.encode()
+    return hashlib.sha256(metadata_json + b"\0" + columns.encode() + named + digested).hexdigest()
+
+
+def _type_name(kind: pa.DataType) -> str:
+    """A type as text, without list items' field names (Parquet renames 'item' to 'element')."""
+    if pa.types.is_fixed_size_list(kind):
+        return f"fixed_size_list<{_type_name(kind.value_type)}>[{kind.list_size}]"
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return f"list<{_type_name(kind.value_type)}>"
+    return str(kind)
+
+
+def vector_column(rows: np.ndarray, dtype: str = "<f8") -> pa.FixedSizeBinaryArray:
+    """(N, w) numbers as a ``fixed_size_binary(w · itemsize)`` column: each row's values, little-endian, in one
+    value. No copy for a C-contiguous array of ``dtype``."""
+    rows = np.ascontiguousarray(rows, dtype=dtype)
+    width = rows.shape[1] * rows.itemsize
+    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), rows.shape[0], [None, pa.py_buffer(rows)])
+
+
+def vector_rows(column: pa.ChunkedArray | pa.Array, dtype: str = "<f8") -> np.ndarray:
+    """The (N, w) read-only array of a column written by :func:`vector_column`, without a copy for one chunk."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    itemsize = np.dtype(dtype).itemsize
+    width = column.type.byte_width // itemsize
+    parts = [
+        np.frombuffer(
+            chunk.buffers()[1], dtype, count=len(chunk) * width, offset=chunk.offset * chunk.type.byte_width
+        ).reshape(-1, width)
+        for chunk in chunks
+        if len(chunk)
+    ]
+    if not parts:
+        return np.empty((0, width), dtype)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+_DIGEST_THREAD = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxvar-digest")
+
+
+class ParquetOutput:
+    """A Parquet file being written: each :meth:`write_table` is one row group, whose columns' :func:`value_digest`
+    are stored in the footer (:data:`VALUE_DIGESTS_KEY`) on :meth:`close`; no page CRC
+    (:data:`PARQUET_WRITE_OPTIONS`). ``schema`` should come from :func:`tagged_schema`; ``options`` go to
+    ``pyarrow.parquet.ParquetWriter``."""
+
+    def __init__(self, path, schema: pa.Schema, **options):
+        self.path = path
+        self.schema = _with_value_digests(schema)
+        self._writer = pq.ParquetWriter(path, self.schema, **{**PARQUET_WRITE_OPTIONS, **options})
+        self._digests: list[list[str]] = []
+        self._rows: list[int] = []
+
+    def write_table(self, table: pa.Table) -> None:
+        """``table`` as the file's next row group; its digests are computed on another thread while Arrow writes
+        it (both release the GIL)."""
+        digests = _DIGEST_THREAD.submit(lambda: [value_digest(column) for column in table.columns])
+        self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+        self._digests.append(digests.result())
+        self._rows.append(table.num_rows)
+
+    def close(self) -> None:
+        if self._writer.is_open:
+            self._writer.add_key_value_metadata({VALUE_DIGESTS_KEY: json.dumps(self._digests)})
+            self._writer.close()
+            written = self._writer.writer.metadata
+            rows = [written.row_group(i).num_rows for i in range(written.num_row_groups)]
+            if rows != self._rows:
+                raise RuntimeError(f"{self.path}: wrote row groups of {rows} rows for tables of {self._rows}")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if exc[0] is None:
+            self.close()
+        else:  # the file is abandoned: no digests, no check
+            self._writer.close()
+        return False
+
+
+def parquet_writer(path, schema: pa.Schema, **options) -> ParquetOutput:
+    """A :class:`ParquetOutput`: one row group per table written, value digests in the footer."""
+    return ParquetOutput(path, schema, **options)
+
+
+def write_table(table: pa.Table, path, metadata: dict | None = None, **options) -> None:
+    """Write a Parquet file atomically, in row groups of :data:`ROW_GROUP_ROWS` rows with their value digests, and
+    ``metadata`` stored as JSON in its schema."""
+    schema = tagged_schema(table.schema.remove_metadata(), metadata)
+    with atomic_path(path) as tmp, ParquetOutput(tmp, schema, **options) as writer:
+        for start in range(0, max(1, table.num_rows), ROW_GROUP_ROWS):
+            writer.write_table(table.slice(start, ROW_GROUP_ROWS))
+
+
+class ReadCounter:
+    """Bytes and file openings of the Parquet files this process has read through :class:`ParquetInput`:
+    every byte Arrow asked the operating system for, the footer included."""
+
+    def __init__(self):
+        self.bytes = 0
+        self.files = 0
+        self._lock = threading.Lock()  # Arrow's reader threads read columns in parallel
+
+    def add(self, nbytes: int, files: int = 0) -> None:
+        with self._lock:
+            self.bytes += nbytes
+            self.files += files
+
+
+PARQUET_READS = ReadCounter()
+FOOTER_READ_BYTES = 64 << 10  # Arrow reads up to this much of a Parquet file's end on opening, to find its footer
+
+
+class _CountedFile(io.FileIO):
+    """A file whose reads add to :data:`PARQUET_READS`."""
+
+    def read(self, size: int = -1) -> bytes:
+        data = super().read(size)
+        PARQUET_READS.add(len(data))
+        return data
+
+    def readinto(self, buffer) -> int:
+        count = super().readinto(buffer)
+        PARQUET_READS.add(count or 0)
+        return count
+
+
+class ParquetInput:
+    """A Parquet file written by :func:`write_table` or :func:`parquet_writer`, verified as it is read.
+
+    The footer checksum is checked on opening; the value digest of every column chunk
+    as it is read (or, in a file written before value digests, each page's CRC); any
+    failure is an :class:`IntegrityError` naming the file. With ``layout``, a file of
+    any other layout (or of none: an older ctxvar's) is refused. No pre-buffering: it
+    would keep each open file's last row group cached (memory O(shards) in a merge).
+    Its reads are counted in :data:`PARQUET_READS`; ``size`` is the file's size.
+    Columns are read on the calling thread: with Arrow's thread pool reading through a
+    Python file, 3-10 % of processes aborted at exit ("terminate called without an
+    active exception"): a job's exit status 134 after its work was done.
+    """
+
+    def __init__(self, path, layout: str | None = None):
+        self.path = str(path)
+        try:
+            self._handle = _CountedFile(self.path, "r")
+            self.size = os.fstat(self._handle.fileno()).st_size
+            PARQUET_READS.add(0, files=1)
+            self._file = pq.ParquetFile(
+                pa.PythonFile(self._handle, mode="r"), pre_buffer=False, page_checksum_verification=True
+            )
+        except (OSError, ValueError, pa.ArrowException) as error:  # a damaged footer can also raise UnicodeDecodeError
+            raise IntegrityError(f"{self.path}: not a readable Parquet file ({first_line(error)}); {REMEDY}") from error
+        self.schema = self._file.schema_arrow
+        raw = self.schema.metadata or {}
+        if INTEGRITY_KEY not in raw or METADATA_KEY not in raw:
+            raise IntegrityError(
+                f"{self.path}: carries no ctxvar checksum (written by another program or an older "
+                f"ctxvar, or its footer is damaged); {REMEDY}"
+            )
+        self.layout = raw[LAYOUT_KEY].decode(errors="replace") if LAYOUT_KEY in raw else None
+        values = raw[VALUES_KEY].decode(errors="replace") if VALUES_KEY in raw else None
+        if raw[INTEGRITY_KEY].decode(errors="replace") != _footer_digest(
+            self.schema.remove_metadata(), raw[METADATA_KEY], self.layout, values
+        ):
+            raise IntegrityError(f"{self.path}: footer checksum mismatch (the file is corrupt); {REMEDY}")
+        if layout is not None and self.layout != layout:
+            found = (
+                f"holds layout {self.layout!r}, not {layout!r} (another kind of file, or another ctxvar version)"
+                if self.layout
+                else f"is in an older layout of ctxvar (before {layout!r}), which this version does not read"
+            )
+            raise IntegrityError(f"{self.path}: {found}; {REMEDY}")
+        self.metadata = json.loads(raw[METADATA_KEY])
+        self.num_row_groups = self._file.num_row_groups
+        self.num_rows = self._file.metadata.num_rows
+        self._digests = None if values is None else self._value_digests(values)
+
+    def _value_digests(self, kind: str) -> list[list[str]]:
+        """The footer's value digests: one per column (in schema order) per row group."""
+        if kind != VALUE_DIGEST_KIND:
+            raise IntegrityError(
+                f"{self.path}: carries value digests of kind {kind!r}, not {VALUE_DIGEST_KIND!r} (written by "
+                f"another ctxvar version); {REMEDY}"
+            )
+        text = (self._file.metadata.metadata or {}).get(VALUE_DIGESTS_KEY)
+        if text is None:
+            raise IntegrityError(f"{self.path}: its footer lacks its value digests (the file is corrupt); {REMEDY}")
+        try:
+            digests = json.loads(text)
+        except ValueError:
+            digests = None
+        if _table_shape(digests) != [len(self.schema)] * self.num_row_groups:
+            raise IntegrityError(f"{self.path}: its footer's value digests are damaged (the file is corrupt); {REMEDY}")
+        return digests
+
+    def read(self, columns: list[str] | None = None) -> pa.Table:
+        table = self._checked(lambda: self._file.read(columns=columns, use_threads=False), "")
+        start = 0
+        for index in range(self.num_row_groups):
+            rows = self.row_group_rows(index)
+            self._verify(table.slice(start, rows), index, "", f"row group {index}, ")
+            start += rows
+        return table
+
+    def row_group(self, index: int, columns: list[str] | None = None, what: str = "row group") -> pa.Table:
+        where = f" ({what} {index})"
+        table = self._checked(lambda: self._file.read_row_group(index, columns=columns, use_threads=False), where)
+        self._verify(table, index, where)
+        return table
+
+    def row_group_rows(self, index: int) -> int:
+        return self._file.metadata.row_group(index).num_rows
+
+    def _checked(self, read, where: str) -> pa.Table:
+        try:
+            return read()
+        except (OSError, ValueError, pa.ArrowException) as error:
+            raise IntegrityError(f"{self.path}{where}: cannot be read ({first_line(error)}); {REMEDY}") from error
+
+    def _verify(self, table: pa.Table, index: int, where: str, which: str = "") -> None:
+        """Each column of ``table`` (row group ``index``, read) against its digest in the footer; ``where`` and
+        ``which`` place it in the error line."""
+        if self._digests is None:
+            return  # written before value digests: its pages' CRCs were checked as they were read
+        for name, column in zip(table.column_names, table.columns):
+            if value_digest(column) != self._digests[index][self.schema.get_field_index(name)]:
+                raise IntegrityError(
+                    f"{self.path}{where}: cannot be read ({which}column {name!r} does not match its value digest: the "
+                    f"file is corrupt); {REMEDY}"
+                )
+
+
+def _table_shape(rows) -> list[int] | None:
+    """The lengths of a list of lists (None for anything else)."""
+    if not isinstance(rows, list) or not all(isinstance(row, list) for row in rows):
+        return None
+    return [len(row) for row in rows]
+
+
+def read_table(path, columns: list[str] | None = None) -> pa.Table:
+    """The whole Parquet file, verified (see :class:`ParquetInput`)."""
+    return ParquetInput(path).read(columns)
+
+
+def read_metadata(path) -> dict:
+    """The JSON metadata stored by :func:`write_table` or :func:`tagged_schema`, verified."""
+    return ParquetInput(path).metadata
