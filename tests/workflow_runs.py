@@ -20,20 +20,17 @@ SMALL_DEMO = {
     "models": DEMO["models"][:1],
     "corpus": {**DEMO["corpus"], "synthetic": {**DEMO["corpus"]["synthetic"], "n_sentences": 1000}},
 }
+MERGED_SUMS = (  # a model's merged files with the demo's geometry
+    "tokens.parquet",
+    "sums.parquet",
+    "sums.moments.parquet",
+    "sums.sample.parquet",
+    "sums.words.parquet",
+    "sums.sentences.parquet",
+)
 # What the tests compare across runs of SMALL_DEMO: every merged sum, the layer table, one per-model figure.
 SMALL_DEMO_OUTPUTS = [
-    *(
-        f"results/demo/tiny-bert/{name}"
-        for name in (
-            "tokens.parquet",
-            "sums.parquet",
-            "sums.moments.parquet",
-            "sums.sample.parquet",
-            "sums.words.parquet",
-            "sums.sentences.parquet",
-            "layers.csv",
-        )
-    ),
+    *(f"results/demo/tiny-bert/{name}" for name in (*MERGED_SUMS, "layers.csv")),
     "results/demo/tiny-bert/figures/fig05_decomposition.csv",  # plot_model_figure
 ]
 RUN_SECONDS: dict[str, float] = {}  # shipped config → wall-clock seconds of its run, printed after the tests

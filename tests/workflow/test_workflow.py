@@ -26,6 +26,7 @@ from ctxvar.stats.layers import COLUMNS
 from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
 from workflow_runs import (
     DEMO,
+    MERGED_SUMS,
     REPO,
     SMALL_DEMO,
     SMALL_DEMO_OUTPUTS,
@@ -354,16 +355,6 @@ def test_changing_analysis_code_never_reruns_extraction(tmp_path, demo):
 def core_partials(partials):
     """The sums partials (not their .moments / .sample companions)."""
     return [p for p in partials.glob("*/*.parquet") if re.fullmatch(r"\d+\.parquet", p.name)]
-
-
-MERGED_SUMS = (
-    "tokens.parquet",
-    "sums.parquet",
-    "sums.moments.parquet",
-    "sums.sample.parquet",
-    "sums.words.parquet",
-    "sums.sentences.parquet",
-)
 
 
 def test_killed_run_resumes_only_unfinished_jobs_with_bit_identical_results(tmp_path, small_demo):
