@@ -32,7 +32,7 @@ def partials(folder) -> dict:
         for layer in range(N_LAYERS):
             count, mean = rng.integers(1, 9, len(types)), rng.normal(size=(len(types), D))
             sum_sq = count * ((mean**2).sum(axis=1) + 1.0)  # a spread of 1 around each type's mean
-            layers.append(LayerSums(layer, types, count, count[:, None] * mean, sum_sq))
+            layers.append(LayerSums.of(layer, types, count, sum=count[:, None] * mean, sum_sq=sum_sq))
         write_sums(folder / f"{shard}.parquet", layers, D, metadata)
         schema = moments_schema(D, metadata)
         with LayerWriter(folder / f"{shard}.moments.parquet", schema) as writer:

@@ -263,13 +263,21 @@ class SumsFile:
                 f"{self.path}: holds {self.n_layers} layers but its metadata says {self.metadata.get('n_layers')}; "
                 "delete it and re-run"
             )
-        self.d = self._file.schema.field("sum").type.byte_width // 8
-        self.sum_names = tuple(self._file.schema.names[len(KEY_COLUMNS) :])  # the declared sums it holds
-        unknown = [name for name in self.sum_names if name not in {item.name for item in declarations.TYPE_SUMS}]
-        if list(self._file.schema.names[: len(KEY_COLUMNS)]) != list(KEY_COLUMNS) or unknown:
+        names = self._file.schema.names
+        held = set(names[len(KEY_COLUMNS) :])
+        self.sum_names = tuple(item.name for item in declarations.TYPE_SUMS if item.name in held)  # declaration order
+        always = {item.name for item in declarations.TYPE_SUMS if item.switch is None}
+        width = self._file.schema.field("sum").type if "sum" in held else None
+        self.d = width.byte_width // 8 if isinstance(width, pa.FixedSizeBinaryType) else 0
+        expected = sums_schema(self.d, {}, self.sum_names)
+        if (
+            list(names[: len(KEY_COLUMNS)]) != list(KEY_COLUMNS)
+            or held != set(self.sum_names) | always
+            or any(self._file.schema.field(name).type != expected.field(name).type for name in self.sum_names)
+        ):
             raise StatisticsError(
-                f"{self.path}: holds columns {self._file.schema.names}, not a sums file of this ctxvar's declared "
-                "sums; delete it and re-run"
+                f"{self.path}: holds columns {names}, not a sums file of this ctxvar's declared sums; delete it and "
+                "re-run"
             )
         self.has_unit = "sum_unit" in self.sum_names
         self._tokens: pa.ChunkedArray | None = None  # layer 0's, as read
