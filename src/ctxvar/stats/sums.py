@@ -125,6 +125,7 @@ class MomentsFile:
         names = self._file.schema.names
         self.has_outer = "sum_outer" in names
         self.layer_sum_names = tuple(names[4 if self.has_outer else 3 :])  # the declared per-layer sums it holds
+        self.sum_names = ("sum", *(("sum_outer",) if self.has_outer else ()), *self.layer_sum_names)
         known = {item.name for item in declarations.LAYER_SUMS}
         if names[:3] != ["layer", "n", "sum"] or not set(self.layer_sum_names) <= known:
             raise StatisticsError(
