@@ -90,3 +90,13 @@ def test_a_file_of_other_sums_is_refused_in_one_line(tmp_path, names, widths):
     ) as caught:
         SumsFile(path)
     assert "\n" not in str(caught.value)
+
+
+def test_a_sum_reads_as_an_attribute_and_a_misspelt_name_raises():
+    from ctxvar.stats.sums import LayerSums
+
+    sums = LayerSums.of(0, np.array(["a"]), np.array([2]), sum=np.ones((1, D)), sum_sq=np.full(1, 4.0))
+    assert sums.sum_sq[0] == 4.0 and sums.sum_unit is None  # declared, not kept: None
+    assert list(sums.sums) == ["sum_sq", "sum"]  # declaration order, whatever the keywords' order
+    with pytest.raises(AttributeError, match="sum_sqq"):
+        sums.sum_sqq  # noqa: B018
