@@ -100,3 +100,12 @@ def test_a_sum_reads_as_an_attribute_and_a_misspelt_name_raises():
     assert list(sums.sums) == ["sum_sq", "sum"]  # declaration order, whatever the keywords' order
     with pytest.raises(AttributeError, match="sum_sqq"):
         sums.sum_sqq  # noqa: B018
+
+
+def test_a_misspelt_sum_given_by_name_raises_instead_of_being_dropped():
+    from ctxvar.stats.sums import LayerSums
+
+    with pytest.raises(TypeError, match="no declared sum is named sum_unti"):
+        LayerSums.of(
+            0, np.array(["a"]), np.array([2]), sum=np.ones((1, D)), sum_sq=np.ones(1), sum_unti=np.ones((1, D))
+        )

@@ -164,7 +164,11 @@ class LayerSums:
 
     @classmethod
     def of(cls, layer: int, types: np.ndarray, count: np.ndarray, **sums: np.ndarray) -> "LayerSums":
-        """The layer's sums given by name (``sum=…, sum_sq=…``), kept in declaration order; None values left out."""
+        """The layer's sums given by name (``sum=…, sum_sq=…``), kept in declaration order; None values left out.
+        A name no declaration has raises TypeError, as an unknown keyword does."""
+        unknown = sorted(set(sums) - {item.name for item in declarations.TYPE_SUMS})
+        if unknown:
+            raise TypeError(f"LayerSums.of: no declared sum is named {', '.join(unknown)}")
         return cls(
             layer,
             types,
