@@ -8,16 +8,20 @@ Sums file (layout :data:`SUMS_LAYOUT`): one Parquet file, one row group per laye
     n         int64                     occurrences n_t
 
 then one column per sum of :data:`ctxvar.stats.declarations.TYPE_SUMS` that the run's ``geometry`` keeps, in
-declaration order: float64, or fixed_size_binary(8·d) for a d-vector (d little-endian float64). Today:
-``sum_sq`` (Σ‖x‖²), ``sum`` (Σx) and, with geometry.cosine, ``sum_unit`` (Σ x/‖x‖).
+declaration order: float64, or fixed_size_binary(8·d) for a d-vector (d little-endian float64):
+``sum_sq`` (Σ‖x‖²), ``sum`` (Σx) and, with geometry.cosine, ``sum_unit`` (Σ x/‖x‖). A reader takes them by
+name; a file lacking a sum every run keeps, or holding a column no declaration names, is refused.
 
-Moments file (layout :data:`MOMENTS_LAYOUT`, geometry.covariance): row group i =
-layer i, with d rows, row j for dimension j:
+Moments file (layout :data:`MOMENTS_LAYOUT`; geometry.covariance, or a declared per-layer sum kept): row
+group i = layer i, with d rows, row j for dimension j:
 
     layer      int16                     hidden-state index
     n          int64                     tokens N (the same on every row)
     sum        float64                   (Σx)_j over all tokens
-    sum_outer  fixed_size_binary(8·d)    row j of Σxxᵀ: d little-endian float64
+    sum_outer  fixed_size_binary(8·d)    row j of Σxxᵀ: d little-endian float64 (geometry.covariance)
+
+then one float64 column per declared per-layer sum kept (:data:`ctxvar.stats.declarations.LAYER_SUMS`):
+a d-vector's component j on row j, a number the same on every row.
 
 A vector is one fixed-size binary value rather than a list of d numbers: Parquet
 stores a list with a repetition and a definition level per number, which its
