@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from test_results_mixture import finished_run
 
-from ctxvar.config import CORPUS_HASH
+from ctxvar.config_hash import CORPUS_HASH
 from ctxvar.errors import StatisticsError
 from ctxvar.io import read_json, write_json
 from ctxvar.results import load_results
