@@ -16,6 +16,7 @@ from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.extract import extract_shard
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.parquet_files import write_table
+from ctxvar.stats.geometry import geometry_table
 from ctxvar.stats.layers import layers_table
 from ctxvar.stats.merge import merge_job, merge_partials, merge_sample_partials
 
@@ -94,3 +95,35 @@ def run_geometry_pipeline(tmp, model_dir, texts, n_shards: int, options: Geometr
     outputs = {name: tmp / f"{name}.parquet" for name in ("stats", "tokens", *kinds)}
     merge_job(inputs, outputs)
     return outputs
+
+
+GEOMETRY_OPTIONS = GeometryOptions(covariance=True, cosine=True, sample_size=600)  # every geometry sum but the words
+GEOMETRY_SPECTRUM_K = 5
+
+
+def run_geometry(tmp, model_dir, texts, n_shards):
+    """Shard, extract with every geometry sum, merge; return (geometry table, merged sample path)."""
+    merged = run_geometry_pipeline(tmp, model_dir, texts, n_shards, GEOMETRY_OPTIONS)
+    table = geometry_table(merged["stats"], merged["moments"], merged["sample"], GEOMETRY_SPECTRUM_K, 0, 1, 5)
+    return table, merged["sample"]
+
+
+def shard_of(tmp_path, texts, name="shard.parquet"):
+    """One shard of ``texts`` in one chunk (extraction batches over all of it), for any model, damaged ones too."""
+    table = pa.table(
+        {
+            "sentence_id": np.arange(len(texts)),
+            "text": pa.array(texts, pa.string()),
+            "chunk": pa.array(np.zeros(len(texts), dtype=np.int64)),
+        }
+    )
+    write_table(table, tmp_path / name)
+    return tmp_path / name
+
+
+def sentence_offsets(model_dir, texts) -> np.ndarray:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    lengths = [len(tokenizer.tokenize(t)) + 2 for t in texts]
+    return np.concatenate([[0], np.cumsum(lengths)])

@@ -94,9 +94,12 @@ def check_one_sample(results: Results) -> None:
     if others:
         runs = ", ".join(str(results.folder / name / "run.json") for name in others)
         theirs = sorted({str(results.provenance[name].get(CORPUS_HASH)) for name in others})
+        unnamed = (
+            " (None: a file written before ctxvar recorded the sample)" if "None" in [str(sample), *theirs] else ""
+        )
         raise StatisticsError(
             f"{counts} (corpus sample {sample}) and {runs} (sample {', '.join(theirs)}) come from different corpus "
-            f"samples; {FINISH}"
+            f"samples{unnamed}; {FINISH}"
         )
 
 

@@ -25,10 +25,25 @@ def old_sums_files(run_folder, model_ids) -> list[str]:
     return found
 
 
+def current_name(path) -> str:
+    """The current name of a merged sums file named ``stats*.parquet``: ``sums*.parquet`` in the same folder."""
+    folder, name = os.path.split(path)
+    return os.path.join(folder, MERGED_SUMS + name[len(OLD_MERGED_SUMS) :])
+
+
 def check_results_layout(run_folder, model_ids) -> None:
     """Raise :class:`IntegrityError` (one line: the first such file, and what to do) if a model's merged sums in
-    ``run_folder`` carry the older name ``stats*.parquet``."""
+    ``run_folder`` carry the older name ``stats*.parquet``: rename them, or, where the current name is taken too,
+    delete them."""
     old = old_sums_files(run_folder, model_ids)
+    both = [path for path in old if os.path.lexists(current_name(path))]
+    if both:  # a rename would write over the merged sums under the current name
+        others = f" and {len(both) - 1} more in {run_folder}" if len(both) > 1 else ""
+        raise IntegrityError(
+            f"{both[0]}{others}: merged sums under the older name {OLD_MERGED_SUMS}*.parquet beside the same file "
+            f"under the current name, {os.path.basename(current_name(both[0]))}, which the workflow reads; delete "
+            f"the {OLD_MERGED_SUMS}*.parquet files (renaming them would write over the current ones)"
+        )
     if old:
         others = f" and {len(old) - 1} more in {run_folder}" if len(old) > 1 else ""
         raise IntegrityError(

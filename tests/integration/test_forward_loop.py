@@ -18,8 +18,7 @@ from ctxvar.models import hashing
 from ctxvar.models import loading as models
 from ctxvar.parquet_files import read_metadata
 
-from pipeline_runs import TEST_DEVICE
-from test_guards import shard_of
+from pipeline_runs import TEST_DEVICE, shard_of
 
 HASH_PATIENCE_S = 30  # how long the held-back hash waits for a forward pass before it gives up: a deadlock's bound
 

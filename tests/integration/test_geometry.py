@@ -14,33 +14,24 @@ import pytest
 import skdim
 
 from ctxvar.errors import StatisticsError
-from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.position_sample import token_keys
 from ctxvar.parquet_files import FOOTER_READ_BYTES
-from ctxvar.stats.geometry import geometry_table
 from ctxvar.stats.merge import merge_job, merge_moments, merge_partials, merge_sample_partials
 from ctxvar.stats.merge_io import run_io
 from ctxvar.stats.sample_file import points
 from ctxvar.stats.twonn import distinct_points
 
 from effective_rank_reference import rankme, roy_vetterli_effective_rank
-from pipeline_runs import run_geometry_pipeline
+from pipeline_runs import GEOMETRY_OPTIONS as OPTIONS
+from pipeline_runs import GEOMETRY_SPECTRUM_K as SPECTRUM_K
+from pipeline_runs import run_geometry, sentence_offsets
 
-OPTIONS = GeometryOptions(covariance=True, cosine=True, sample_size=600)
-SPECTRUM_K = 5
 RTOL = 1e-6
 # √λ turns the fp32 Gram product's ~ε₃₂λ₁ rounding of a zero eigenvalue (LayerNorm outputs have one) into
 # ~√(ε₃₂λ₁): the singular-value ranks match to about 10⁻⁵ (see stats.geometry.rank_metrics); their formulas
 # are checked to 10⁻⁶ on float64 moments in test_effective_rank.py.
 SINGULAR_VALUE_RANKS = ("effective_rank", "rankme")
 SINGULAR_VALUE_RTOL = 1e-4
-
-
-def run_geometry(tmp, model_dir, texts, n_shards):
-    """Shard, extract with every geometry sum, merge; return (geometry table, merged sample path)."""
-    merged = run_geometry_pipeline(tmp, model_dir, texts, n_shards, OPTIONS)
-    table = geometry_table(merged["stats"], merged["moments"], merged["sample"], SPECTRUM_K, 0, 1, 5)
-    return table, merged["sample"]
 
 
 @pytest.fixture(scope="module", params=["bert", "gpt2"])
@@ -224,14 +215,6 @@ def test_sample_is_the_bottom_k_positions_with_their_embeddings(one_shard, oracl
         rows = offsets[table.column("sentence_id").to_numpy()] + table.column("position").to_numpy()
         np.testing.assert_array_equal(table.column("token").to_numpy(zero_copy_only=False), keys[rows])
         np.testing.assert_allclose(points(table), X[layer, rows], rtol=0, atol=1e-5 * np.abs(X[layer]).max())
-
-
-def sentence_offsets(model_dir, texts) -> np.ndarray:
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    lengths = [len(tokenizer.tokenize(t)) + 2 for t in texts]
-    return np.concatenate([[0], np.cumsum(lengths)])
 
 
 def test_twonn_matches_the_reference_estimator(one_shard):

@@ -31,20 +31,7 @@ from ctxvar.stats.merge import MUST_MATCH, merge_partials
 from ctxvar.stats.sums import SUMS_LAYOUT
 
 from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
-from pipeline_runs import TEST_DEVICE
-
-
-def shard_of(tmp_path, texts, name="shard.parquet"):
-    """One shard of ``texts`` in one chunk (extraction batches over all of it), for any model, damaged ones too."""
-    table = pa.table(
-        {
-            "sentence_id": np.arange(len(texts)),
-            "text": pa.array(texts, pa.string()),
-            "chunk": pa.array(np.zeros(len(texts), dtype=np.int64)),
-        }
-    )
-    write_table(table, tmp_path / name)
-    return tmp_path / name
+from pipeline_runs import TEST_DEVICE, shard_of
 
 
 def extract(model_dir, shard_path, out, entry=None, **options):

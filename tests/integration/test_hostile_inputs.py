@@ -53,8 +53,8 @@ from ctxvar.stats.sums import (
 )
 
 from byte_flips import each_byte_flipped
-from pipeline_runs import TEST_DEVICE
-from test_guards import extract, shard_of
+from pipeline_runs import TEST_DEVICE, shard_of
+from test_guards import extract
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"

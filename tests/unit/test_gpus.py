@@ -18,7 +18,7 @@ from ctxvar.extraction.extract import extract_shard, prepare_shard
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.stats import sums
 
-from test_guards import shard_of
+from pipeline_runs import shard_of
 
 JOBS = textwrap.dedent("""
     import json, os, sys, time

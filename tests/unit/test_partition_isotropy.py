@@ -238,7 +238,8 @@ def test_partition_metrics_of_a_sample_equal_the_reference():
 
 @pytest.mark.integration
 def test_geometry_table_has_the_sample_isotropy_per_layer(tmp_path, tiny_models, corpus_texts):
-    from test_geometry import SPECTRUM_K, run_geometry
+    from pipeline_runs import GEOMETRY_SPECTRUM_K as SPECTRUM_K
+    from pipeline_runs import run_geometry
 
     table, sample_path = run_geometry(tmp_path, tiny_models["gpt2"], corpus_texts, 1)
     assert list(table.columns) == geometry_columns(SPECTRUM_K)

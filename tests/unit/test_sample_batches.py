@@ -193,7 +193,7 @@ def test_batches_do_not_depend_on_the_sharding(runs):
 
 @pytest.mark.integration
 def test_batches_are_blocks_of_the_brute_force_ranking(runs, oracle, tiny_models, corpus_texts, arch):
-    from test_geometry import sentence_offsets
+    from pipeline_runs import sentence_offsets
 
     keys, X = oracle
     offsets = sentence_offsets(tiny_models[arch], corpus_texts)

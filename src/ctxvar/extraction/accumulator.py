@@ -29,7 +29,7 @@ import torch
 from ctxvar.extraction.host_copy import to_host
 from ctxvar.extraction.word_sums import WordSums
 from ctxvar.models.batching import to_device
-from ctxvar.stats.declarations import TypeSum, keeps_moments, kept_layer_sums, kept_sums
+from ctxvar.stats.declarations import TypeSum, declared_switches, keeps_moments, kept_layer_sums, kept_sums
 
 
 @dataclass(frozen=True)
@@ -40,12 +40,21 @@ class GeometryOptions:
     cosine: bool = False  # Σ x/‖x‖ per (layer, type)
     sample_size: int = 0  # points per layer in the sample: B batches of k for TwoNN; 0: none
     ethayarajh: bool = False  # Σ x/‖x‖ per (layer, raw token id) and the sentence sums (word_sums.py)
+    switches: frozenset[str] = frozenset()  # the other declared sums' switches that are on (ctxvar.stats.declarations)
 
     @classmethod
     def from_config(cls, geometry: dict) -> "GeometryOptions":
         """From config ``geometry`` (or :func:`ctxvar.config_hash.extraction_geometry`, which leaves out batches: 1)."""
         points = geometry["sample_size"] * geometry.get("batches", 1) if geometry["twonn"] else 0
-        return cls(geometry["covariance"], geometry["cosine"], points, geometry["ethayarajh"])
+        fields = {"covariance", "cosine", "ethayarajh"}
+        switches = frozenset(key for key in declared_switches() if key not in fields and geometry.get(key, False))
+        return cls(geometry["covariance"], geometry["cosine"], points, geometry["ethayarajh"], switches)
+
+    def record(self) -> dict:
+        """The options as the sums files' metadata records them (JSON): each field, and each switch in
+        ``switches`` as True (none for the shipped sums, whose metadata stays as it was)."""
+        fields = {name: getattr(self, name) for name in ("covariance", "cosine", "sample_size", "ethayarajh")}
+        return fields | dict.fromkeys(sorted(self.switches), True)
 
     @property
     def moments(self) -> bool:

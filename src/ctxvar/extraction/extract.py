@@ -11,7 +11,7 @@ import logging
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -292,7 +292,7 @@ def model_metadata(settings: ExtractionSettings, job: ShardRun) -> dict:
         "attn_implementation": getattr(job.model.config, "_attn_implementation", None),
         "merge_markers": settings.merge_markers,
         "type_marker": job.marker,
-        "geometry": {**asdict(settings.geometry), "seed": settings.sample_seed},
+        "geometry": {**settings.geometry.record(), "seed": settings.sample_seed},
         "final_norm": loading.ends_in_final_norm(job.model),
         "config_hash": settings.config_hash,
         "versions": package_versions(),

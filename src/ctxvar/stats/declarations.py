@@ -151,10 +151,19 @@ LAYER_SUMS: tuple[LayerSum, ...] = ()  # the moments file's N and Σx, and Σxx�
 
 def is_on(switch: str | None, geometry) -> bool:
     """Whether ``switch`` is on in ``geometry``: a config's ``geometry`` mapping or an object with the
-    switches as attributes (:class:`ctxvar.extraction.accumulator.GeometryOptions`)."""
+    switches as attributes, or in its set ``switches`` of those on (:class:`ctxvar.extraction.accumulator.
+    GeometryOptions`, which has attributes for the switches it predates)."""
     if switch is None:
         return True
-    return bool(geometry.get(switch, False) if isinstance(geometry, Mapping) else getattr(geometry, switch, False))
+    if isinstance(geometry, Mapping):
+        return bool(geometry.get(switch, False))
+    return bool(getattr(geometry, switch, False)) or switch in getattr(geometry, "switches", ())
+
+
+def declared_switches() -> tuple[str, ...]:
+    """The ``geometry`` keys that keep a declared sum, per (layer, type) or per layer, in declaration order."""
+    switches = (item.switch for item in (*TYPE_SUMS, *LAYER_SUMS) if item.switch is not None)
+    return tuple(dict.fromkeys(switches))
 
 
 def kept_sums(geometry) -> tuple[TypeSum, ...]:

@@ -87,10 +87,11 @@ def open_partials(paths, config_hash: str | None = None) -> list[SumsFile]:
     for other in files[1:]:
         check_same_run(other.path, other.metadata, reference.path, reference.metadata)
         if other.sum_names != reference.sum_names:
+            stale, stale_metadata = older((other.path, other.metadata), (reference.path, reference.metadata))
             raise StatisticsError(
                 f"merge: {other.path} holds the sums {list(other.sum_names)}, {reference.path} "
                 f"{list(reference.sum_names)}: they were made by different ctxvar versions or settings; delete the "
-                "older and re-run"
+                f"older, {stale}, and re-run: Snakemake {how_rebuilt(stale_metadata)}"
             )
     shards = [shard for f in files for shard in shards_of(f.metadata, f.path)]
     if len(set(shards)) != len(shards):
@@ -107,16 +108,19 @@ def check_same_run(path, metadata: dict, reference_name: str, reference: dict) -
     """
     for key in MUST_MATCH:
         if metadata.get(key) != reference.get(key):
-            stale, stale_metadata = (
-                (reference_name, reference)
-                if os.path.isfile(reference_name) and os.path.getmtime(reference_name) < os.path.getmtime(path)
-                else (path, metadata)
-            )
+            stale, stale_metadata = older((path, metadata), (reference_name, reference))
             raise StatisticsError(
                 f"merge: {path} differs from {reference_name} in {key} "
                 f"({metadata.get(key)!r} vs {reference.get(key)!r}): they were made from different model files or "
                 f"settings; delete the older, {stale}, and re-run: Snakemake {how_rebuilt(stale_metadata)}"
             )
+
+
+def older(file: tuple[str, dict], reference: tuple[str, dict]) -> tuple[str, dict]:
+    """Of two ``(path, metadata)``, the one written first: ``reference`` if it is a file older than ``file``."""
+    if os.path.isfile(reference[0]) and os.path.getmtime(reference[0]) < os.path.getmtime(file[0]):
+        return reference
+    return file
 
 
 def how_rebuilt(metadata: dict) -> str:
@@ -239,8 +243,13 @@ def merge_moments(paths, out_path, metadata: dict) -> None:
     """Add the shards' N, Σx, Σxxᵀ (if kept) and declared per-layer sums per layer, in shard order."""
     files = in_shard_order([MomentsFile(path) for path in paths], metadata)
     first = files[0]
-    if any((file.has_outer, file.layer_sum_names) != (first.has_outer, first.layer_sum_names) for file in files):
-        raise StatisticsError(f"merge: the moments files {paths} hold different sums; delete them and re-run")
+    for file in files[1:]:
+        if file.sum_names != first.sum_names:
+            raise StatisticsError(
+                f"merge: {file.path} holds the moments {list(file.sum_names)}, {first.path} "
+                f"{list(first.sum_names)}: they were made by different ctxvar versions or settings; delete both and "
+                "re-run"
+            )
     schema = moments_schema(metadata["d"], metadata, first.has_outer, first.layer_sum_names)
     with LayerWriter(out_path, schema) as writer:
         for layer in range(metadata["n_layers"]):

@@ -8,16 +8,20 @@ Sums file (layout :data:`SUMS_LAYOUT`): one Parquet file, one row group per laye
     n         int64                     occurrences n_t
 
 then one column per sum of :data:`ctxvar.stats.declarations.TYPE_SUMS` that the run's ``geometry`` keeps, in
-declaration order: float64, or fixed_size_binary(8·d) for a d-vector (d little-endian float64). Today:
-``sum_sq`` (Σ‖x‖²), ``sum`` (Σx) and, with geometry.cosine, ``sum_unit`` (Σ x/‖x‖).
+declaration order: float64, or fixed_size_binary(8·d) for a d-vector (d little-endian float64):
+``sum_sq`` (Σ‖x‖²), ``sum`` (Σx) and, with geometry.cosine, ``sum_unit`` (Σ x/‖x‖). A reader takes them by
+name; a file lacking a sum every run keeps, or holding a column no declaration names, is refused.
 
-Moments file (layout :data:`MOMENTS_LAYOUT`, geometry.covariance): row group i =
-layer i, with d rows, row j for dimension j:
+Moments file (layout :data:`MOMENTS_LAYOUT`; geometry.covariance, or a declared per-layer sum kept): row
+group i = layer i, with d rows, row j for dimension j:
 
     layer      int16                     hidden-state index
     n          int64                     tokens N (the same on every row)
     sum        float64                   (Σx)_j over all tokens
-    sum_outer  fixed_size_binary(8·d)    row j of Σxxᵀ: d little-endian float64
+    sum_outer  fixed_size_binary(8·d)    row j of Σxxᵀ: d little-endian float64 (geometry.covariance)
+
+then one float64 column per declared per-layer sum kept (:data:`ctxvar.stats.declarations.LAYER_SUMS`):
+a d-vector's component j on row j, a number the same on every row.
 
 A vector is one fixed-size binary value rather than a list of d numbers: Parquet
 stores a list with a repetition and a definition level per number, which its
@@ -125,6 +129,7 @@ class MomentsFile:
         names = self._file.schema.names
         self.has_outer = "sum_outer" in names
         self.layer_sum_names = tuple(names[4 if self.has_outer else 3 :])  # the declared per-layer sums it holds
+        self.sum_names = ("sum", *(("sum_outer",) if self.has_outer else ()), *self.layer_sum_names)
         known = {item.name for item in declarations.LAYER_SUMS}
         if names[:3] != ["layer", "n", "sum"] or not set(self.layer_sum_names) <= known:
             raise StatisticsError(
@@ -163,7 +168,11 @@ class LayerSums:
 
     @classmethod
     def of(cls, layer: int, types: np.ndarray, count: np.ndarray, **sums: np.ndarray) -> "LayerSums":
-        """The layer's sums given by name (``sum=…, sum_sq=…``), kept in declaration order; None values left out."""
+        """The layer's sums given by name (``sum=…, sum_sq=…``), kept in declaration order; None values left out.
+        A name no declaration has raises TypeError, as an unknown keyword does."""
+        unknown = sorted(set(sums) - {item.name for item in declarations.TYPE_SUMS})
+        if unknown:
+            raise TypeError(f"LayerSums.of: no declared sum is named {', '.join(unknown)}")
         return cls(
             layer,
             types,
@@ -264,13 +273,21 @@ class SumsFile:
                 f"{self.path}: holds {self.n_layers} layers but its metadata says {self.metadata.get('n_layers')}; "
                 "delete it and re-run"
             )
-        self.d = self._file.schema.field("sum").type.byte_width // 8
-        self.sum_names = tuple(self._file.schema.names[len(KEY_COLUMNS) :])  # the declared sums it holds
-        unknown = [name for name in self.sum_names if name not in {item.name for item in declarations.TYPE_SUMS}]
-        if list(self._file.schema.names[: len(KEY_COLUMNS)]) != list(KEY_COLUMNS) or unknown:
+        names = self._file.schema.names
+        held = set(names[len(KEY_COLUMNS) :])
+        self.sum_names = tuple(item.name for item in declarations.TYPE_SUMS if item.name in held)  # declaration order
+        always = {item.name for item in declarations.TYPE_SUMS if item.switch is None}
+        width = self._file.schema.field("sum").type if "sum" in held else None
+        self.d = width.byte_width // 8 if isinstance(width, pa.FixedSizeBinaryType) else 0
+        expected = sums_schema(self.d, {}, self.sum_names)
+        if (
+            list(names[: len(KEY_COLUMNS)]) != list(KEY_COLUMNS)
+            or held != set(self.sum_names) | always
+            or any(self._file.schema.field(name).type != expected.field(name).type for name in self.sum_names)
+        ):
             raise StatisticsError(
-                f"{self.path}: holds columns {self._file.schema.names}, not a sums file of this ctxvar's declared "
-                "sums; delete it and re-run"
+                f"{self.path}: holds columns {names}, not a sums file of this ctxvar's declared sums; delete it and "
+                "re-run"
             )
         self.has_unit = "sum_unit" in self.sum_names
         self._tokens: pa.ChunkedArray | None = None  # layer 0's, as read

@@ -1,0 +1,46 @@
+"""A sum declared with a new ``geometry`` switch is kept by the extraction job exactly when the config turns the
+switch on: the job's options (GeometryOptions, built from the config) agree with the config, which the workflow,
+the disk estimate and the merge read. Before, options had attributes only for the switches they predated, so such
+a sum was never accumulated while the config said it was on."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxvar.extraction.accumulator import GeometryOptions
+from ctxvar.stats import declarations
+from ctxvar.stats.declarations import LayerSum, TypeSum, keeps_moments, kept_layer_sums, kept_sums
+
+FOURTH_POWER = TypeSum("sum_fourth", "Σ‖x‖⁴", vector=False, switch="fourth", values=lambda chunk: chunk.sq_norm**2)
+LAYER_FOURTH = LayerSum("layer_fourth", "Σ‖x‖⁴", vector=False, switch="layer_fourth", values=lambda c: c.sq_norm**2)
+GEOMETRY = {"covariance": False, "cosine": True, "twonn": False, "sample_size": 0, "ethayarajh": False}
+
+
+@pytest.fixture
+def with_new_switches(monkeypatch):
+    monkeypatch.setattr(declarations, "TYPE_SUMS", (*declarations.TYPE_SUMS, FOURTH_POWER))
+    monkeypatch.setattr(declarations, "LAYER_SUMS", (*declarations.LAYER_SUMS, LAYER_FOURTH))
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_the_options_keep_what_the_config_keeps(with_new_switches, on):
+    geometry = {**GEOMETRY, "fourth": on, "layer_fourth": on}
+    options = GeometryOptions.from_config(geometry)
+    assert kept_sums(options) == kept_sums(geometry)
+    assert (FOURTH_POWER in kept_sums(options)) is on
+    assert kept_layer_sums(options) == kept_layer_sums(geometry)
+    assert options.moments == keeps_moments(geometry) == on
+
+
+def test_the_shipped_switches_give_the_same_options():
+    assert GeometryOptions.from_config(GEOMETRY) == GeometryOptions(cosine=True)
+
+
+def test_the_sums_files_record_the_options_as_before_and_a_new_switch_as_json():
+    import json
+    from dataclasses import asdict
+
+    shipped = GeometryOptions.from_config({**GEOMETRY, "covariance": True, "twonn": True, "sample_size": 8})
+    assert shipped.record() == {key: value for key, value in asdict(shipped).items() if key != "switches"}
+    new = GeometryOptions(cosine=True, switches=frozenset({"fourth"}))
+    assert json.loads(json.dumps(new.record())) == {**GeometryOptions(cosine=True).record(), "fourth": True}
