@@ -8,14 +8,21 @@ import json
 
 ANALYSIS_ONLY_GEOMETRY = ("spectrum_k", "batches")  # geometry keys that leave the partial sums as they are
 # (batches enters below only when above 1); every other key, a new sum's switch among them, enters the hash
+EXTRACTION_GEOMETRY_ORDER = ("covariance", "cosine", "twonn", "sample_size", "seed", "ethayarajh")
 
 
 def extraction_geometry(config: dict) -> dict:
     """The geometry settings that change what extraction accumulates (not spectrum_k, an analysis choice).
     ``batches`` only when above 1: one batch is the sample accumulated before the key existed, so such
-    runs keep their extraction hash and partials."""
+    runs keep their extraction hash and partials.
+
+    The keys come in a fixed order, whatever the config's: Snakemake compares a job's params as text, so the
+    order of the keys in ``config.yaml`` must not re-run extraction. The keys of :data:`EXTRACTION_GEOMETRY_ORDER`
+    come first, in that order (the params of runs made before any other key existed), then any other, sorted."""
     geometry = config["geometry"]
-    chosen = {key: value for key, value in geometry.items() if key not in ANALYSIS_ONLY_GEOMETRY}
+    keys = [key for key in EXTRACTION_GEOMETRY_ORDER if key in geometry]
+    keys += sorted(key for key in geometry if key not in keys and key not in ANALYSIS_ONLY_GEOMETRY)
+    chosen = {key: geometry[key] for key in keys}
     return chosen | ({"batches": geometry["batches"]} if geometry.get("batches", 1) > 1 else {})
 
 

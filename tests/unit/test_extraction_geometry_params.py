@@ -1,0 +1,43 @@
+"""Extraction's geometry params are the same text whatever the order of the config's keys: Snakemake compares a
+job's params as text, so a reordered config.yaml must not re-run extraction."""
+
+from __future__ import annotations
+
+from ctxvar.config_hash import extraction_geometry
+
+GEOMETRY = {  # the schema's defaults, in the schema's order
+    "covariance": True,
+    "cosine": True,
+    "ethayarajh": False,
+    "twonn": True,
+    "sample_size": 4096,
+    "batches": 1,
+    "spectrum_k": 10,
+    "seed": 0,
+}
+
+
+def test_geometry_params_do_not_follow_the_configs_key_order():
+    reordered = dict(reversed(list(GEOMETRY.items())))
+    assert str(extraction_geometry({"geometry": reordered})) == str(extraction_geometry({"geometry": GEOMETRY}))
+
+
+def test_geometry_params_keep_the_text_of_runs_made_before_new_switches():
+    params = extraction_geometry({"geometry": GEOMETRY})
+    assert str(params) == str(
+        {"covariance": True, "cosine": True, "twonn": True, "sample_size": 4096, "seed": 0, "ethayarajh": False}
+    )
+
+
+def test_a_new_switch_enters_the_params_after_the_others():
+    params = extraction_geometry({"geometry": {**GEOMETRY, "batches": 4, "fourth_power": True}})
+    assert list(params) == [
+        "covariance",
+        "cosine",
+        "twonn",
+        "sample_size",
+        "seed",
+        "ethayarajh",
+        "fourth_power",
+        "batches",
+    ]
