@@ -157,18 +157,15 @@ def write_numpy(path, sums: LayerSums, n_layers: int) -> None:
                 array.tofile(out)
 
 
-def read_numpy(path, types: int, d: int, n_layers: int) -> list[tuple[np.ndarray, ...]]:
+def read_numpy(path, template: LayerSums, n_layers: int) -> list[tuple[np.ndarray, ...]]:
+    """The arrays :func:`write_numpy` wrote, per layer in the order of ``template.additive()``."""
     layers = []
     with open(path, "rb") as source:
         for _ in range(n_layers):
-            count = np.fromfile(source, np.int64, types)
             layers.append(
-                (
-                    count,
-                    np.fromfile(source, np.float64, types * d).reshape(types, d),
-                    np.fromfile(source, np.float64, types),
+                tuple(
+                    np.fromfile(source, array.dtype, array.size).reshape(array.shape) for array in template.additive()
                 )
-                + (np.fromfile(source, np.float64, types * d).reshape(types, d),)
             )
     return layers
 
@@ -195,7 +192,7 @@ def measure(variant: str, shape: dict, sums: LayerSums, folder: Path, check: boo
     counted = PARQUET_READS.bytes
     start = time.perf_counter()
     if variant == "numpy":
-        read = read_numpy(path, shape["types"], shape["d"], shape["layers"])
+        read = read_numpy(path, sums, shape["layers"])
     else:
         read = read_layout1(path) if variant == "layout 1" else read_ctxvar(path)
     seconds = time.perf_counter() - start
