@@ -46,7 +46,6 @@ import sys
 import tempfile
 import time
 from contextlib import ExitStack
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -160,7 +159,7 @@ def accumulate(shard: Shard, options: GeometryOptions, states, device: str, cloc
 
 def write_partial(sums: EmbeddingSums, shard: Shard, options: GeometryOptions, folder: Path) -> dict[str, int]:
     """The partial files of ``extract.extract_shard`` for these sums, with its writers and schemas; their bytes."""
-    d, metadata = shard.shape["d"], {"model_id": "bench", "geometry": asdict(options)}
+    d, metadata = shard.shape["d"], {"model_id": "bench", "geometry": options.record()}
     types = sums.types.to_numpy()
     outer = sums.moments.to_numpy() if sums.moments is not None else None
     points = sums.sample.to_numpy() if sums.sample is not None else None
