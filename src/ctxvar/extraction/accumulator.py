@@ -20,7 +20,7 @@ Their device memory, and how many layers one pass holds: :mod:`ctxvar.extraction
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Sequence
 
 import numpy as np
@@ -46,15 +46,15 @@ class GeometryOptions:
     def from_config(cls, geometry: dict) -> "GeometryOptions":
         """From config ``geometry`` (or :func:`ctxvar.config_hash.extraction_geometry`, which leaves out batches: 1)."""
         points = geometry["sample_size"] * geometry.get("batches", 1) if geometry["twonn"] else 0
-        fields = {"covariance", "cosine", "ethayarajh"}
-        switches = frozenset(key for key in declared_switches() if key not in fields and geometry.get(key, False))
+        own = {field.name for field in fields(cls)}
+        switches = frozenset(key for key in declared_switches() if key not in own and geometry.get(key, False))
         return cls(geometry["covariance"], geometry["cosine"], points, geometry["ethayarajh"], switches)
 
     def record(self) -> dict:
         """The options as the sums files' metadata records them (JSON): each field, and each switch in
         ``switches`` as True (none for the shipped sums, whose metadata stays as it was)."""
-        fields = {name: getattr(self, name) for name in ("covariance", "cosine", "sample_size", "ethayarajh")}
-        return fields | dict.fromkeys(sorted(self.switches), True)
+        recorded = {field.name: getattr(self, field.name) for field in fields(self) if field.name != "switches"}
+        return recorded | dict.fromkeys(sorted(self.switches), True)
 
     @property
     def moments(self) -> bool:

@@ -43,26 +43,31 @@ class TokenColumn:
 
 
 @dataclass(frozen=True)
-class TypeSum:
-    """One sum per (layer, type t) over t's occurrences x: Σ values(x).
-
-    ``vector``: d float64 values (stored as fixed_size_binary(8·d)), else one float64. ``switch``: the
-    ``geometry`` key that keeps it (None: always kept). ``values``: per-token values of a chunk, (C,) or (C, d)
-    float64 on the device. ``unit_rows``: whether ``values`` reads the chunk's unit rows (a (C, d) float64
-    buffer on the device). ``columns``: what it finalizes into, in ``tokens.parquet``'s order.
-    """
+class DeclaredSum:
+    """What every declared sum has: ``name``, ``formula``; ``vector``: d float64 values, else one float64;
+    ``switch``: the ``geometry`` key that keeps it (None: always kept); ``values``: per-token values of a chunk,
+    (C,) or (C, d) float64 on the device."""
 
     name: str
     formula: str
     vector: bool
     switch: str | None
     values: Callable
-    columns: tuple[TokenColumn, ...] = ()
-    unit_rows: bool = False
 
     def width(self, d: int) -> int:
-        """float64 values per (layer, type)."""
+        """float64 values per (layer, type) or per layer."""
         return d if self.vector else 1
+
+
+@dataclass(frozen=True)
+class TypeSum(DeclaredSum):
+    """One sum per (layer, type t) over t's occurrences x: Σ values(x); a d-vector sum is stored as
+    fixed_size_binary(8·d), a number as float64. ``unit_rows``: whether ``values`` reads the chunk's unit rows
+    (a (C, d) float64 buffer on the device). ``columns``: what it finalizes into, in ``tokens.parquet``'s order.
+    """
+
+    columns: tuple[TokenColumn, ...] = ()
+    unit_rows: bool = False
 
 
 def _mean_squared_norm(c):
@@ -127,23 +132,13 @@ class LayerColumn:
 
 
 @dataclass(frozen=True)
-class LayerSum:
+class LayerSum(DeclaredSum):
     """One sum per layer over all its N tokens x: Σ values(x), kept in the moments file (d rows per layer: a
     d-vector's component j on row j, one value repeated on every row) beside N, Σx and, with covariance, Σxxᵀ.
-
-    ``vector``, ``switch``, ``values``: as for :class:`TypeSum`; ``columns``: what it finalizes into, in
-    ``geometry.csv``.
+    ``columns``: what it finalizes into, in ``geometry.csv``.
     """
 
-    name: str
-    formula: str
-    vector: bool
-    switch: str | None
-    values: Callable
     columns: tuple[LayerColumn, ...] = ()
-
-    def width(self, d: int) -> int:
-        return d if self.vector else 1
 
 
 LAYER_SUMS: tuple[LayerSum, ...] = ()  # the moments file's N and Σx, and Σxxᵀ (geometry.covariance), are its keys
@@ -168,12 +163,16 @@ def declared_switches() -> tuple[str, ...]:
 
 def kept_sums(geometry) -> tuple[TypeSum, ...]:
     """The declared sums that ``geometry`` keeps (see :func:`is_on`), in declaration order."""
-    return tuple(declared for declared in TYPE_SUMS if is_on(declared.switch, geometry))
+    return _kept(TYPE_SUMS, geometry)
 
 
 def kept_layer_sums(geometry) -> tuple[LayerSum, ...]:
     """The declared per-layer sums that ``geometry`` keeps, in declaration order."""
-    return tuple(item for item in LAYER_SUMS if is_on(item.switch, geometry))
+    return _kept(LAYER_SUMS, geometry)
+
+
+def _kept(registry: tuple, geometry) -> tuple:
+    return tuple(item for item in registry if is_on(item.switch, geometry))
 
 
 def keeps_moments(geometry) -> bool:
@@ -197,15 +196,17 @@ def finalize_layer(n: int, values: Mapping[str, np.ndarray]) -> dict[str, float]
 
 def declared_layer(name: str) -> LayerSum:
     """The declaration of the per-layer sum named ``name``."""
-    for candidate in LAYER_SUMS:
-        if candidate.name == name:
-            return candidate
-    raise KeyError(name)
+    return _named(LAYER_SUMS, name)
 
 
 def declared(name: str) -> TypeSum:
     """The declaration of the sum named ``name``."""
-    for candidate in TYPE_SUMS:
+    return _named(TYPE_SUMS, name)
+
+
+def _named(registry: tuple, name: str):
+    """The declaration in ``registry`` named ``name``; KeyError if none is."""
+    for candidate in registry:
         if candidate.name == name:
             return candidate
     raise KeyError(name)
