@@ -1,9 +1,14 @@
-"""Damage a file one byte at a time, for the tests that flip every byte of a file."""
+"""Damage a file one byte at a time, for the tests that flip every byte of a file; seal an edited Parquet footer
+anew."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from ctxvar import byte_digest
 
 
 def each_byte_flipped(path: Path, bits: int = 0x10) -> Iterator[int]:
@@ -21,3 +26,15 @@ def each_byte_flipped(path: Path, bits: int = 0x10) -> Iterator[int]:
             finally:
                 handle.seek(position)
                 handle.write(original)
+
+
+def reseal(path: Path) -> None:
+    """Write a Parquet file's file digest (ctxvar.byte_digest) anew after its footer was edited, as someone who knows
+    the format would: what is left to find the edit is the check behind it."""
+    data = bytearray(path.read_bytes())
+    footer_start = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+    old = pq.ParquetFile(path).metadata.metadata[byte_digest.FILE_DIGEST_KEY]
+    footer = bytes(data[footer_start:-8])
+    new = byte_digest.file_digest(bytes(data[:4]), footer, bytes(data[-8:]), old).encode()
+    data[footer_start:-8] = footer.replace(old, new)
+    path.write_bytes(bytes(data))

@@ -4,16 +4,19 @@ verify every byte they read.
 Every column chunk's values carry an xxh3-128 digest (:mod:`ctxvar.value_digest`: the
 decoded values, whatever their pages, encodings or chunks), written by :class:`ParquetOutput`
 into the footer's key-value metadata (:data:`VALUE_DIGESTS_KEY`) when the file is closed, and
-checked for every column of every row group :class:`ParquetInput` reads. A changed byte in a
-value, in a page header (an encoding, a size) or in a digest reads as a mismatch, or as a page
-Arrow cannot decode. Parquet's own page CRC-32 is not written: it does not cover page headers,
-and the digests cost less (docs/performance.md). The footer carries the SHA-256 of the file's
-ctxvar metadata, of its column names and types, of its layout name, if any (:data:`LAYOUT_KEY`),
-and of the kind of value digest it carries (:data:`VALUES_KEY`), verified when the file is
-opened: a footer without its digests is refused. Files whose columns have a fixed layout (sums,
-moments, samples) name it; a reader refuses any other layout. Files written before value
-digests (a CRC-32 on every page and no :data:`VALUES_KEY`) are still read, their page CRCs
-verified as they are read.
+checked for every column of every row group :class:`ParquetInput` reads. Every byte of the file
+is covered as well (:mod:`ctxvar.byte_digest`): each column chunk's bytes, page headers included,
+have an xxh3-128 digest, checked as Arrow reads them (from the same read, not a second one), and
+the first 4 bytes, the whole footer and the last 8 a SHA-256, checked when the file is opened. A
+changed byte anywhere reads as a mismatch, or as a file Arrow cannot decode. Parquet's own page
+CRC-32 is not written: it does not cover page headers, and the digests cost less
+(docs/performance.md). The footer also carries the SHA-256 of the file's ctxvar metadata, of its
+column names and types, of its layout name, if any (:data:`LAYOUT_KEY`), and of the kinds of
+digest it carries (:data:`VALUES_KEY`, :data:`BYTES_KEY`): a footer without its digests is
+refused. Files whose columns have a fixed layout (sums, moments, samples) name it; a reader
+refuses any other layout. Files written with value digests but before byte digests (no
+:data:`BYTES_KEY`) are read with their value digests checked; files written before value digests
+(a CRC-32 on every page and no :data:`VALUES_KEY`) with their page CRCs verified as they are read.
 
 A file that fails a check raises :class:`~ctxvar.errors.IntegrityError`, one line naming the file and the remedy.
 """
@@ -31,15 +34,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ctxvar import byte_digest
 from ctxvar.errors import IntegrityError, first_line
 from ctxvar.io import REMEDY, atomic_path
 from ctxvar.value_digest import VALUE_DIGEST_KIND, value_digest
 
 METADATA_KEY = b"ctxvar"
-INTEGRITY_KEY = b"ctxvar.sha256"  # SHA-256 of METADATA_KEY's JSON, the columns' names and types, LAYOUT_KEY, VALUES_KEY
+INTEGRITY_KEY = b"ctxvar.sha256"  # SHA-256 of METADATA_KEY's JSON, the columns' names and types, LAYOUT_KEY,
+# VALUES_KEY, BYTES_KEY
 LAYOUT_KEY = b"ctxvar.layout"  # the name and version of a file's column layout, e.g. "ctxvar sums 2"
 VALUES_KEY = b"ctxvar.values"  # the kind of VALUE_DIGESTS_KEY the file carries: VALUE_DIGEST_KIND
 VALUE_DIGESTS_KEY = b"ctxvar.values.xxh3_128"  # JSON [[hex digest per column] per row group], added on closing
+BYTES_KEY = b"ctxvar.bytes"  # the kind of byte digests the file carries: byte_digest.BYTE_DIGEST_KIND
 
 PARQUET_WRITE_OPTIONS = {"write_page_checksum": False}  # the value digests cover the pages, headers included
 ROW_GROUP_ROWS = 1 << 20  # write_table's rows per row group (Arrow's default)
@@ -64,23 +70,31 @@ def tagged_schema(schema: pa.Schema, metadata: dict | None = None, layout: str |
 
 
 def _with_value_digests(schema: pa.Schema) -> pa.Schema:
-    """A :func:`tagged_schema` that also says the file carries value digests, its footer checksum covering that."""
+    """A :func:`tagged_schema` that also says the file carries value and byte digests, its footer checksum covering
+    that."""
     raw = schema.metadata or {}
     if METADATA_KEY not in raw:
         raise ValueError("a ctxvar Parquet file needs a schema from tagged_schema")
     layout = raw[LAYOUT_KEY].decode() if LAYOUT_KEY in raw else None
-    digest = _footer_digest(schema.remove_metadata(), raw[METADATA_KEY], layout, VALUE_DIGEST_KIND)
-    return schema.with_metadata({**raw, VALUES_KEY: VALUE_DIGEST_KIND, INTEGRITY_KEY: digest})
+    kinds = {VALUES_KEY: VALUE_DIGEST_KIND, BYTES_KEY: byte_digest.BYTE_DIGEST_KIND}
+    digest = _footer_digest(schema.remove_metadata(), raw[METADATA_KEY], layout, *kinds.values())
+    return schema.with_metadata({**raw, **kinds, INTEGRITY_KEY: digest})
 
 
 def _footer_digest(
-    schema: pa.Schema, metadata_json: bytes, layout: str | None = None, values: str | None = None
+    schema: pa.Schema,
+    metadata_json: bytes,
+    layout: str | None = None,
+    values: str | None = None,
+    byte_digests: str | None = None,
 ) -> str:
-    """SHA-256 of the metadata JSON, the columns' names and types, the layout and the kind of value digest (the
-    last two when given: without ``values``, the digest of files written before value digests)."""
+    """SHA-256 of the metadata JSON, the columns' names and types, the layout and the kinds of value and byte
+    digest (the last three when given: without ``byte_digests``, the digest of files written before byte
+    digests; without ``values`` either, of files written before value digests)."""
     columns = json.dumps([[field.name, _type_name(field.type)] for field in schema])
     named = b"" if layout is None else b"\0" + layout.encode()
     digested = b"" if values is None else b"\0values\0" + values.encode()
+    digested += b"" if byte_digests is None else b"\0bytes\0" + byte_digests.encode()
     return hashlib.sha256(metadata_json + b"\0" + columns.encode() + named + digested).hexdigest()
 
 
@@ -123,9 +137,9 @@ _DIGEST_THREAD = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_nam
 
 class ParquetOutput:
     """A Parquet file being written: each :meth:`write_table` is one row group, whose columns' :func:`value_digest`
-    are stored in the footer (:data:`VALUE_DIGESTS_KEY`) on :meth:`close`; no page CRC
-    (:data:`PARQUET_WRITE_OPTIONS`). ``schema`` should come from :func:`tagged_schema`; ``options`` go to
-    ``pyarrow.parquet.ParquetWriter``."""
+    are stored in the footer (:data:`VALUE_DIGESTS_KEY`) on :meth:`close`, and then the digests of the file's bytes
+    (:func:`ctxvar.byte_digest.seal`); no page CRC (:data:`PARQUET_WRITE_OPTIONS`). ``schema`` should come from
+    :func:`tagged_schema`; ``options`` go to ``pyarrow.parquet.ParquetWriter``."""
 
     def __init__(self, path, schema: pa.Schema, **options):
         self.path = path
@@ -144,12 +158,16 @@ class ParquetOutput:
 
     def close(self) -> None:
         if self._writer.is_open:
-            self._writer.add_key_value_metadata({VALUE_DIGESTS_KEY: json.dumps(self._digests)})
+            leaves = sum(byte_digest.leaf_count(field.type) for field in self.schema)
+            self._writer.add_key_value_metadata(
+                {VALUE_DIGESTS_KEY: json.dumps(self._digests), **byte_digest.placeholders(len(self._rows), leaves)}
+            )
             self._writer.close()
             written = self._writer.writer.metadata
             rows = [written.row_group(i).num_rows for i in range(written.num_row_groups)]
             if rows != self._rows:
                 raise RuntimeError(f"{self.path}: wrote row groups of {rows} rows for tables of {self._rows}")
+            byte_digest.seal(self.path, written)
 
     def __enter__(self):
         return self
@@ -192,21 +210,39 @@ class ReadCounter:
 
 
 PARQUET_READS = ReadCounter()
-FOOTER_READ_BYTES = 64 << 10  # Arrow reads up to this much of a Parquet file's end on opening, to find its footer
+# Arrow reads up to 64 KiB of a Parquet file's end on opening, to find its footer, and ctxvar its first 4 bytes
+FOOTER_READ_BYTES = (64 << 10) + byte_digest.HEAD
 
 
 class _CountedFile(io.FileIO):
-    """A file whose reads add to :data:`PARQUET_READS`."""
+    """A file whose reads add to :data:`PARQUET_READS`. A read of exactly one of the ``watched`` byte ranges
+    (offset, length) records the xxh3-128 of what it read there; ``end`` keeps the offset and bytes of the last
+    read that reached the file's end."""
+
+    def __init__(self, path, mode: str = "r"):
+        super().__init__(path, mode)
+        self.size = os.fstat(self.fileno()).st_size
+        self.watched: dict[tuple[int, int], str | None] = {}
+        self.end: tuple[int, bytes] | None = None
 
     def read(self, size: int = -1) -> bytes:
+        offset = self.tell()
         data = super().read(size)
-        PARQUET_READS.add(len(data))
+        self._seen(offset, data)
         return data
 
     def readinto(self, buffer) -> int:
-        count = super().readinto(buffer)
-        PARQUET_READS.add(count or 0)
+        offset = self.tell()
+        count = super().readinto(buffer) or 0
+        self._seen(offset, memoryview(buffer)[:count])
         return count
+
+    def _seen(self, offset: int, data) -> None:
+        PARQUET_READS.add(len(data))
+        if (offset, len(data)) in self.watched:
+            self.watched[offset, len(data)] = byte_digest.bytes_digest(data)
+        if offset + len(data) == self.size:
+            self.end = (offset, bytes(data))
 
 
 class ParquetInput:
@@ -227,7 +263,7 @@ class ParquetInput:
         self.path = str(path)
         try:
             self._handle = _CountedFile(self.path, "r")
-            self.size = os.fstat(self._handle.fileno()).st_size
+            self.size = self._handle.size
             PARQUET_READS.add(0, files=1)
             self._file = pq.ParquetFile(
                 pa.PythonFile(self._handle, mode="r"), pre_buffer=False, page_checksum_verification=True
@@ -243,8 +279,9 @@ class ParquetInput:
             )
         self.layout = raw[LAYOUT_KEY].decode(errors="replace") if LAYOUT_KEY in raw else None
         values = raw[VALUES_KEY].decode(errors="replace") if VALUES_KEY in raw else None
+        byte_digests = raw[BYTES_KEY].decode(errors="replace") if BYTES_KEY in raw else None
         if raw[INTEGRITY_KEY].decode(errors="replace") != _footer_digest(
-            self.schema.remove_metadata(), raw[METADATA_KEY], self.layout, values
+            self.schema.remove_metadata(), raw[METADATA_KEY], self.layout, values, byte_digests
         ):
             raise IntegrityError(f"{self.path}: footer checksum mismatch (the file is corrupt); {REMEDY}")
         if layout is not None and self.layout != layout:
@@ -258,6 +295,58 @@ class ParquetInput:
         self.num_row_groups = self._file.num_row_groups
         self.num_rows = self._file.metadata.num_rows
         self._digests = None if values is None else self._value_digests(values)
+        self._chunks = None if byte_digests is None else self._chunk_digests(byte_digests)
+
+    def _chunk_digests(self, kind: str) -> tuple[list[list[tuple[int, int]]], list[list[str]]]:
+        """The column chunks' byte ranges and digests, per row group, per leaf column, once the file digest (first
+        4 bytes, footer, last 8) is checked and the chunks are found to tile the rest."""
+        if kind != byte_digest.BYTE_DIGEST_KIND:
+            raise IntegrityError(
+                f"{self.path}: carries byte digests of kind {kind!r}, not {byte_digest.BYTE_DIGEST_KIND!r} (written "
+                f"by another ctxvar version); {REMEDY}"
+            )
+        entries = self._file.metadata.metadata or {}
+        if byte_digest.FILE_DIGEST_KEY not in entries or byte_digest.CHUNK_DIGESTS_KEY not in entries:
+            raise IntegrityError(f"{self.path}: its footer lacks its byte digests (the file is corrupt); {REMEDY}")
+        footer_start, head, footer, tail = self._outside_chunks()
+        if entries[byte_digest.FILE_DIGEST_KEY].decode(errors="replace") != byte_digest.file_digest(
+            head, footer, tail, entries[byte_digest.FILE_DIGEST_KEY]
+        ):
+            raise IntegrityError(f"{self.path}: footer checksum mismatch (the file is corrupt); {REMEDY}")
+        ranges = byte_digest.chunk_ranges(self._file.metadata)
+        leaves = sum(byte_digest.leaf_count(field.type) for field in self.schema)
+        try:
+            digests = json.loads(entries[byte_digest.CHUNK_DIGESTS_KEY])
+        except ValueError:
+            digests = None
+        if _table_shape(digests) != [leaves] * self.num_row_groups or _table_shape(ranges) != _table_shape(digests):
+            raise IntegrityError(f"{self.path}: its footer's byte digests are damaged (the file is corrupt); {REMEDY}")
+        if not byte_digest.tiles(ranges, footer_start):
+            raise IntegrityError(
+                f"{self.path}: its column chunks do not cover its bytes before the footer (the file is corrupt); "
+                f"{REMEDY}"
+            )
+        self._leaves = _leaf_indices(self.schema)
+        return ranges, digests
+
+    def _outside_chunks(self) -> tuple[int, bytes, bytes, bytes]:
+        """Where the footer starts, and the file's first 4 bytes, its footer and its last 8, taken from what Arrow
+        read on opening where it read them."""
+        start, data = self._handle.end or (self.size, b"")
+        if len(data) < byte_digest.TAIL:
+            start, data = self.size - byte_digest.TAIL, self._pread(byte_digest.TAIL, self.size - byte_digest.TAIL)
+        footer_start = self.size - byte_digest.TAIL - int.from_bytes(data[-byte_digest.TAIL : -4], "little")
+        if footer_start < byte_digest.HEAD:
+            raise IntegrityError(f"{self.path}: footer checksum mismatch (the file is corrupt); {REMEDY}")
+        if footer_start < start:  # Arrow read the footer in two parts
+            start, data = footer_start, self._pread(self.size - footer_start, footer_start)
+        head = data[: byte_digest.HEAD] if start == 0 else self._pread(byte_digest.HEAD, 0)
+        return footer_start, head, data[footer_start - start : -byte_digest.TAIL], data[-byte_digest.TAIL :]
+
+    def _pread(self, length: int, offset: int) -> bytes:
+        data = os.pread(self._handle.fileno(), length, offset)
+        PARQUET_READS.add(len(data))
+        return data
 
     def _value_digests(self, kind: str) -> list[list[str]]:
         """The footer's value digests: one per column (in schema order) per row group."""
@@ -278,22 +367,56 @@ class ParquetInput:
         return digests
 
     def read(self, columns: list[str] | None = None) -> pa.Table:
-        table = self._checked(lambda: self._file.read(columns=columns, use_threads=False), "")
-        start = 0
-        for index in range(self.num_row_groups):
-            rows = self.row_group_rows(index)
-            self._verify(table.slice(start, rows), index, "", f"row group {index}, ")
-            start += rows
-        return table
+        read = lambda: self._file.read(columns=columns, use_threads=False)  # noqa: E731
+        return self._read(read, range(self.num_row_groups), columns, "", name_groups=True)
 
     def row_group(self, index: int, columns: list[str] | None = None, what: str = "row group") -> pa.Table:
-        where = f" ({what} {index})"
-        table = self._checked(lambda: self._file.read_row_group(index, columns=columns, use_threads=False), where)
-        self._verify(table, index, where)
-        return table
+        read = lambda: self._file.read_row_group(index, columns=columns, use_threads=False)  # noqa: E731
+        return self._read(read, [index], columns, f" ({what} {index})")
 
     def row_group_rows(self, index: int) -> int:
         return self._file.metadata.row_group(index).num_rows
+
+    def _read(self, read, groups, columns: list[str] | None, where: str, name_groups: bool = False) -> pa.Table:
+        """``read()`` (of ``columns`` in row groups ``groups``), then each column of each row group checked against
+        its value digest, and the bytes of each column chunk read against theirs: digested as Arrow read them, or
+        read again where Arrow read a chunk in parts. ``where`` and ``name_groups`` place a failure in its line."""
+        chunks = self._chunks_of(groups, columns)
+        self._handle.watched = {chunk: None for chunk, *_ in chunks}
+        try:
+            table = self._checked(read, where)
+        finally:
+            seen, self._handle.watched = self._handle.watched, {}
+        start = 0
+        for group in groups:
+            rows = self.row_group_rows(group)
+            self._verify(table.slice(start, rows), group, where, f"row group {group}, " if name_groups else "")
+            start += rows
+        for chunk, group, name, expected in chunks:
+            digest = seen.get(chunk)
+            if digest is None:
+                digest, count = byte_digest.range_digest(self._handle, *chunk)
+                PARQUET_READS.add(count)
+            if digest != expected:
+                which = f"row group {group}, " if name_groups else ""
+                raise IntegrityError(
+                    f"{self.path}{where}: cannot be read ({which}column {name!r} does not match its bytes' digest: "
+                    f"the file is corrupt); {REMEDY}"
+                )
+        return table
+
+    def _chunks_of(self, groups, columns: list[str] | None) -> list[tuple[tuple[int, int], int, str, str]]:
+        """(byte range, row group, column name, digest) of each column chunk of ``columns`` in ``groups``; none in
+        a file written before byte digests."""
+        if self._chunks is None:
+            return []
+        ranges, digests = self._chunks
+        return [
+            (ranges[group][leaf], group, name, digests[group][leaf])
+            for group in groups
+            for name in (self.schema.names if columns is None else columns)
+            for leaf in self._leaves.get(name, ())
+        ]
 
     def _checked(self, read, where: str) -> pa.Table:
         try:
@@ -312,6 +435,15 @@ class ParquetInput:
                     f"{self.path}{where}: cannot be read ({which}column {name!r} does not match its value digest: the "
                     f"file is corrupt); {REMEDY}"
                 )
+
+
+def _leaf_indices(schema: pa.Schema) -> dict[str, range]:
+    """Each field's Parquet leaf columns, by index."""
+    indices, start = {}, 0
+    for field in schema:
+        count = byte_digest.leaf_count(field.type)
+        indices[field.name], start = range(start, start + count), start + count
+    return indices
 
 
 def _table_shape(rows) -> list[int] | None:

@@ -45,6 +45,7 @@ BASE = [
     "jobs",
     "run_origin",
     "value_digest",
+    "byte_digest",
 ]
 RUN = ["resources", "disk", "inputs", "run_end", "results", "results_layout"]
 LAYERS = [

@@ -38,7 +38,7 @@ from ctxvar.stats.sums import (
 )
 from ctxvar.value_digest import value_digest
 
-from byte_flips import each_byte_flipped
+from byte_flips import each_byte_flipped, reseal
 
 REMEDY = "delete it and re-run (Snakemake rebuilds it)"
 N_LAYERS, D = 3, 4
@@ -245,12 +245,17 @@ def footer_span(path: Path) -> tuple[int, int]:
 
 
 def test_a_changed_digest_is_refused_when_its_column_is_read(sums_path):
+    """The footer's digest finds the edit on opening; with that digest written anew, the value digest finds it."""
     data = bytearray(sums_path.read_bytes())
     start, end = footer_span(sums_path)
     digests = json.loads(pq.ParquetFile(sums_path).metadata.metadata[VALUE_DIGESTS_KEY])
     at = data.index(digests[2][3].encode(), start, end)
     data[at] = ord("0") if data[at] != ord("0") else ord("1")
     sums_path.write_bytes(bytes(data))
+    with pytest.raises(IntegrityError) as error:
+        SumsFile(sums_path)
+    assert one_line(error) == f"{sums_path}: footer checksum mismatch (the file is corrupt); {REMEDY}"
+    reseal(sums_path)
     sums = SumsFile(sums_path)
     sums.layer(1), sums.layer(2, columns=["sum"])
     with pytest.raises(IntegrityError) as error:
@@ -296,22 +301,22 @@ def test_removing_the_mark_of_value_digests_breaks_the_footer_checksum(tmp_path)
 
 
 def test_every_byte_of_a_sums_file_is_covered(tmp_path):
-    """Flipping any single byte of a small sums file either fails the read or leaves every value unchanged."""
+    """Flipping any single byte of a small sums file fails the read: each byte is under a digest ctxvar checks."""
     path = tmp_path / "s.parquet"
     layers = [
         LayerSums(i, layer.types[:3], layer.count[:3], {name: values[:3] for name, values in layer.sums.items()})
         for i, layer in enumerate(sums_layers())
     ][:2]
     write_sums(path, layers, D, {**METADATA, "n_layers": 2})
+    read_silently = []
     for position in each_byte_flipped(path):
         try:
             sums = SumsFile(path)
-            got = [sums.layer(i) for i in range(2)]
+            [sums.layer(i) for i in range(2)]
         except IntegrityError:
             continue
-        for read, written in zip(got, layers):
-            assert all(np.array_equal(a, b) for a, b in zip(read.additive(), written.additive())), position
-            assert list(read.types) == list(written.types), position
+        read_silently.append(position)
+    assert read_silently == []
 
 
 # --- the digest's definition ----------------------------------------------------------------------------------
