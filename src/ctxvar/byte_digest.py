@@ -1,7 +1,11 @@
 """The digests of a Parquet file's bytes that :mod:`ctxvar.parquet_files` stores in its footer, so that every byte of
 the file is covered by a checksum ctxvar checks:
 
-- each column chunk's bytes (its pages, their headers included): xxh3-128, key :data:`CHUNK_DIGESTS_KEY`;
+- each column chunk's bytes (its pages, their headers included), key :data:`CHUNK_DIGESTS_KEY`: the xxh3-128 of
+  the xxh3-128 digests (16 bytes each, end to end) of its pieces, the chunk cut at every multiple of
+  :data:`BLOCK` bytes of the file (:func:`pieces`). The writer hashes the file's whole blocks as they are
+  written, on a thread of its own (:class:`BlockDigests`), and reads back only each chunk's partial blocks at its
+  ends; a reader digests a chunk from the bytes Arrow read to decode it.
 - the rest, the file's first 4 bytes (``PAR1``), its whole footer (Parquet's Thrift ``FileMetaData``, with
   the value of :data:`FILE_DIGEST_KEY` as 64 zeros) and its last 8 (the footer's length and ``PAR1``):
   SHA-256, key :data:`FILE_DIGEST_KEY`.
@@ -16,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -27,7 +32,8 @@ FILE_DIGEST_KEY = b"ctxvar.bytes.sha256"
 HEAD, TAIL = 4, 8  # "PAR1"; the footer's length and "PAR1"
 _CHUNK_PLACEHOLDER = "0" * 32
 _FILE_PLACEHOLDER = b"0" * 64
-_BLOCK = 8 << 20  # bytes hashed at a time when a chunk is read for its digest alone
+BLOCK = 256 << 10  # a chunk's digest is over its pieces between multiples of BLOCK bytes of the file
+_POLL_S = 0.002  # how often BlockDigests looks for newly written blocks
 
 
 def placeholders(row_groups: int, leaves: int) -> dict[bytes, str]:
@@ -68,20 +74,72 @@ def tiles(ranges: list[list[tuple[int, int]]], footer_start: int) -> bool:
     return end == footer_start
 
 
-def range_digest(handle, offset: int, length: int) -> tuple[str, int]:
-    """The xxh3-128 (hex) of ``length`` bytes of an open file from ``offset``, read in blocks, and the bytes read."""
-    digest, done = xxhash.xxh3_128(), 0
-    while done < length:
-        block = os.pread(handle.fileno(), min(_BLOCK, length - done), offset + done)
-        if not block:
-            break
-        digest.update(block)
-        done += len(block)
-    return digest.hexdigest(), done
+def pieces(offset: int, length: int) -> list[tuple[int, int]]:
+    """(offset, length) of the pieces of the bytes [offset, offset + length): cut at every multiple of BLOCK."""
+    cuts = [offset, *range((offset // BLOCK + 1) * BLOCK, offset + length, BLOCK), offset + length]
+    return [(start, end - start) for start, end in zip(cuts, cuts[1:])]
 
 
-def bytes_digest(data) -> str:
-    return xxhash.xxh3_128_hexdigest(data)
+def data_digest(offset: int, data) -> str:
+    """The chunk digest (hex) of ``data``, the bytes of the file from ``offset``."""
+    view = memoryview(data)
+    return xxhash.xxh3_128_hexdigest(
+        b"".join(
+            xxhash.xxh3_128_digest(view[start - offset : start - offset + size])
+            for start, size in pieces(offset, len(view))
+        )
+    )
+
+
+def range_digest(fd: int, offset: int, length: int, blocks: dict[int, bytes] | None = None) -> tuple[str, int]:
+    """The chunk digest (hex) of ``length`` bytes of the open file ``fd`` from ``offset``, and the bytes read for
+    it: whole blocks' digests come from ``blocks`` (block index → digest) where it has them."""
+    blocks, parts, done = blocks or {}, [], 0
+    for start, size in pieces(offset, length):
+        if size == BLOCK and start // BLOCK in blocks:
+            parts.append(blocks[start // BLOCK])
+            continue
+        data = os.pread(fd, size, start)
+        parts.append(xxhash.xxh3_128_digest(data))
+        done += len(data)
+    return xxhash.xxh3_128_hexdigest(b"".join(parts)), done
+
+
+class BlockDigests:
+    """The xxh3-128 digests of a file's whole blocks (``BLOCK`` bytes at multiples of ``BLOCK``; block index →
+    digest), taken on a thread of its own while the file is written: every few milliseconds it hashes the whole
+    blocks below the file's size, read back from the page cache, until :meth:`stop`. A file that only grows by
+    appended writes (Parquet's) has every byte below its size final."""
+
+    def __init__(self, path):
+        self._fd = os.open(path, os.O_RDONLY)
+        self.digests: dict[int, bytes] = {}
+        self._next = 0  # the first block not hashed yet
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._follow, name="ctxvar-blocks", daemon=True)
+        self._thread.start()
+
+    def add_until(self, end: int) -> None:
+        """Hash every whole block below ``end`` not hashed yet."""
+        while (self._next + 1) * BLOCK <= end:
+            self.digests[self._next] = xxhash.xxh3_128_digest(os.pread(self._fd, BLOCK, self._next * BLOCK))
+            self._next += 1
+
+    def _follow(self) -> None:
+        while True:
+            stopping = self._stopping.is_set()
+            self.add_until(os.fstat(self._fd).st_size)
+            if stopping:
+                return
+            self._stopping.wait(_POLL_S)
+
+    def stop(self) -> dict[int, bytes]:
+        """Hash what is left of the file's whole blocks, stop, and give the digests (those hashed: a block the
+        thread could not read is left out, and :func:`seal` reads it)."""
+        self._stopping.set()
+        self._thread.join()
+        os.close(self._fd)
+        return self.digests
 
 
 def file_digest(head: bytes, footer: bytes, tail: bytes, value: bytes) -> str | None:
@@ -94,9 +152,10 @@ def file_digest(head: bytes, footer: bytes, tail: bytes, value: bytes) -> str | 
     return hashlib.sha256(head + zeroed + tail).hexdigest()
 
 
-def seal(path, metadata: pq.FileMetaData) -> None:
+def seal(path, metadata: pq.FileMetaData, blocks: dict[int, bytes] | None = None) -> None:
     """Fill in the placeholders of a Parquet file just closed with :func:`placeholders` in its footer: each column
-    chunk's digest, then the file digest. Raises RuntimeError if the chunks do not tile the file."""
+    chunk's digest (from the whole ``blocks`` hashed as it was written, reading the rest), then the file digest.
+    Raises RuntimeError if the chunks do not tile the file."""
     with open(path, "r+b") as handle:
         size = os.fstat(handle.fileno()).st_size
         tail = os.pread(handle.fileno(), TAIL, size - TAIL)
@@ -104,7 +163,8 @@ def seal(path, metadata: pq.FileMetaData) -> None:
         ranges = chunk_ranges(metadata)
         if not tiles(ranges, footer_start):
             raise RuntimeError(f"{path}: its column chunks do not cover its bytes before the footer")
-        digests = json.dumps([[range_digest(handle, *chunk)[0] for chunk in group] for group in ranges])
+        fd = handle.fileno()
+        digests = json.dumps([[range_digest(fd, *chunk, blocks)[0] for chunk in group] for group in ranges])
         leaves = len(ranges[0]) if ranges else 0
         empty = placeholders(len(ranges), leaves)[CHUNK_DIGESTS_KEY]
         footer = os.pread(handle.fileno(), size - TAIL - footer_start, footer_start)

@@ -138,19 +138,22 @@ _DIGEST_THREAD = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_nam
 class ParquetOutput:
     """A Parquet file being written: each :meth:`write_table` is one row group, whose columns' :func:`value_digest`
     are stored in the footer (:data:`VALUE_DIGESTS_KEY`) on :meth:`close`, and then the digests of the file's bytes
-    (:func:`ctxvar.byte_digest.seal`); no page CRC (:data:`PARQUET_WRITE_OPTIONS`). ``schema`` should come from
-    :func:`tagged_schema`; ``options`` go to ``pyarrow.parquet.ParquetWriter``."""
+    (:func:`ctxvar.byte_digest.seal`), its whole blocks hashed on another thread as they are written; no page CRC
+    (:data:`PARQUET_WRITE_OPTIONS`). ``schema`` should come from :func:`tagged_schema`; ``options`` go to
+    ``pyarrow.parquet.ParquetWriter``."""
 
     def __init__(self, path, schema: pa.Schema, **options):
         self.path = path
         self.schema = _with_value_digests(schema)
-        self._writer = pq.ParquetWriter(path, self.schema, **{**PARQUET_WRITE_OPTIONS, **options})
+        self._sink = pa.OSFile(str(path), mode="w")
+        self._blocks = byte_digest.BlockDigests(path)
+        self._writer = pq.ParquetWriter(self._sink, self.schema, **{**PARQUET_WRITE_OPTIONS, **options})
         self._digests: list[list[str]] = []
         self._rows: list[int] = []
 
     def write_table(self, table: pa.Table) -> None:
-        """``table`` as the file's next row group; its digests are computed on another thread while Arrow writes
-        it (both release the GIL)."""
+        """``table`` as the file's next row group; its value digests are computed on another thread while Arrow
+        writes it (both release the GIL), and its whole blocks' digests on a third as they are written."""
         digests = _DIGEST_THREAD.submit(lambda: [value_digest(column) for column in table.columns])
         self._writer.write_table(table, row_group_size=max(1, table.num_rows))
         self._digests.append(digests.result())
@@ -162,12 +165,21 @@ class ParquetOutput:
             self._writer.add_key_value_metadata(
                 {VALUE_DIGESTS_KEY: json.dumps(self._digests), **byte_digest.placeholders(len(self._rows), leaves)}
             )
-            self._writer.close()
+            blocks = self._finish()
             written = self._writer.writer.metadata
             rows = [written.row_group(i).num_rows for i in range(written.num_row_groups)]
             if rows != self._rows:
                 raise RuntimeError(f"{self.path}: wrote row groups of {rows} rows for tables of {self._rows}")
-            byte_digest.seal(self.path, written)
+            byte_digest.seal(self.path, written, blocks)
+
+    def _finish(self) -> dict[int, bytes]:
+        """Close the writer and the file, stop the block hashing and give its digests."""
+        try:
+            self._writer.close()
+        finally:
+            self._sink.close()
+            blocks = self._blocks.stop()
+        return blocks
 
     def __enter__(self):
         return self
@@ -175,8 +187,8 @@ class ParquetOutput:
     def __exit__(self, *exc):
         if exc[0] is None:
             self.close()
-        else:  # the file is abandoned: no digests, no check
-            self._writer.close()
+        elif self._writer.is_open:  # the file is abandoned: no digests, no check
+            self._finish()
         return False
 
 
@@ -240,7 +252,7 @@ class _CountedFile(io.FileIO):
     def _seen(self, offset: int, data) -> None:
         PARQUET_READS.add(len(data))
         if (offset, len(data)) in self.watched:
-            self.watched[offset, len(data)] = byte_digest.bytes_digest(data)
+            self.watched[offset, len(data)] = byte_digest.data_digest(offset, data)
         if offset + len(data) == self.size:
             self.end = (offset, bytes(data))
 
@@ -395,7 +407,7 @@ class ParquetInput:
         for chunk, group, name, expected in chunks:
             digest = seen.get(chunk)
             if digest is None:
-                digest, count = byte_digest.range_digest(self._handle, *chunk)
+                digest, count = byte_digest.range_digest(self._handle.fileno(), *chunk)
                 PARQUET_READS.add(count)
             if digest != expected:
                 which = f"row group {group}, " if name_groups else ""

@@ -53,6 +53,31 @@ def table(rows: int = 40) -> pa.Table:
     )
 
 
+@pytest.fixture(params=[byte_digest.BLOCK, 64], ids=["1 MiB blocks", "64-byte blocks"])
+def block(request, monkeypatch) -> int:
+    """The block size of chunk digests: the default, and one small enough that these files' chunks span many whole
+    blocks, hashed by the writer as it writes."""
+    monkeypatch.setattr(byte_digest, "BLOCK", request.param)
+    return request.param
+
+
+def test_a_chunk_digest_is_the_same_from_a_read_the_file_and_the_blocks_hashed_while_writing(tmp_path, block):
+    path = tmp_path / "bytes"
+    data = np.random.default_rng(0).integers(0, 256, 5 * 64 + 17, np.uint8).tobytes()
+    path.write_bytes(data)
+    blocks = byte_digest.BlockDigests(path).stop()
+    assert sorted(blocks) == list(range(len(data) // block))
+    fd = path.open("rb")
+    for offset, length in [(0, len(data)), (4, 100), (64, 128), (63, 2), (100, 0), (200, len(data) - 200)]:
+        expected = byte_digest.data_digest(offset, data[offset : offset + length])
+        read, count = byte_digest.range_digest(fd.fileno(), offset, length)
+        assert read == expected and count == length
+        from_blocks, count = byte_digest.range_digest(fd.fileno(), offset, length, blocks)
+        whole = len([p for p in byte_digest.pieces(offset, length) if p[1] == block])
+        assert from_blocks == expected and count == length - whole * block
+    assert byte_digest.data_digest(0, data[:64]) != byte_digest.data_digest(0, data[:63])
+
+
 def footer_start(path: Path) -> int:
     data = path.read_bytes()
     return len(data) - 8 - int.from_bytes(data[-8:-4], "little")
@@ -101,7 +126,7 @@ def test_a_footer_larger_than_arrows_first_read_is_checked_whole(tmp_path, monke
         ParquetInput(path)
 
 
-def test_every_byte_of_a_file_of_many_row_groups_is_covered(tmp_path, monkeypatch):
+def test_every_byte_of_a_file_of_many_row_groups_is_covered(tmp_path, monkeypatch, block):
     """Strings, nulls and lists (two leaf columns' worth of levels), in 3 row groups."""
     monkeypatch.setattr(ctxvar.parquet_files, "ROW_GROUP_ROWS", 4)
     path = tmp_path / "t.parquet"
@@ -128,7 +153,7 @@ def changed_chunk_digest(path: Path, group: int, leaf: int) -> None:
 
 
 @pytest.mark.parametrize("arrow_reads", ["whole chunks", "chunks in parts"])
-def test_a_chunk_whose_bytes_do_not_match_their_digest_is_refused(tmp_path, monkeypatch, arrow_reads):
+def test_a_chunk_whose_bytes_do_not_match_their_digest_is_refused(tmp_path, monkeypatch, arrow_reads, block):
     """A chunk Arrow reads in one read is digested from that read; one read in parts is read again for its digest,
     the bytes counted."""
     monkeypatch.setattr(ctxvar.parquet_files, "ROW_GROUP_ROWS", 20)
