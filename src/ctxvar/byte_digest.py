@@ -113,6 +113,7 @@ class BlockDigests:
 
     def __init__(self, path):
         self._fd = os.open(path, os.O_RDONLY)
+        self._buffer = memoryview(bytearray(BLOCK))  # read into, not allocated for each block
         self.digests: dict[int, bytes] = {}
         self._next = 0  # the first block not hashed yet
         self._stopping = threading.Event()
@@ -122,7 +123,8 @@ class BlockDigests:
     def add_until(self, end: int) -> None:
         """Hash every whole block below ``end`` not hashed yet."""
         while (self._next + 1) * BLOCK <= end:
-            self.digests[self._next] = xxhash.xxh3_128_digest(os.pread(self._fd, BLOCK, self._next * BLOCK))
+            count = os.preadv(self._fd, [self._buffer], self._next * BLOCK)
+            self.digests[self._next] = xxhash.xxh3_128_digest(self._buffer[:count])
             self._next += 1
 
     def _follow(self) -> None:

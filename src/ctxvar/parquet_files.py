@@ -326,11 +326,12 @@ class ParquetInput:
         ):
             raise IntegrityError(f"{self.path}: footer checksum mismatch (the file is corrupt); {REMEDY}")
         ranges = byte_digest.chunk_ranges(self._file.metadata)
-        leaves = sum(byte_digest.leaf_count(field.type) for field in self.schema)
+        self._leaves = _leaf_indices(self.schema)
         try:
             digests = json.loads(entries[byte_digest.CHUNK_DIGESTS_KEY])
         except ValueError:
             digests = None
+        leaves = sum(len(indices) for indices in self._leaves.values())
         if _table_shape(digests) != [leaves] * self.num_row_groups or _table_shape(ranges) != _table_shape(digests):
             raise IntegrityError(f"{self.path}: its footer's byte digests are damaged (the file is corrupt); {REMEDY}")
         if not byte_digest.tiles(ranges, footer_start):
@@ -338,7 +339,6 @@ class ParquetInput:
                 f"{self.path}: its column chunks do not cover its bytes before the footer (the file is corrupt); "
                 f"{REMEDY}"
             )
-        self._leaves = _leaf_indices(self.schema)
         return ranges, digests
 
     def _outside_chunks(self) -> tuple[int, bytes, bytes, bytes]:
