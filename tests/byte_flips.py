@@ -28,6 +28,19 @@ def each_byte_flipped(path: Path, bits: int = 0x10) -> Iterator[int]:
                 handle.write(original)
 
 
+def read_despite_a_flip(path: Path, read, error: type[Exception]) -> list[int]:
+    """The positions of ``path`` at which ``read(path)`` gave no ``error`` with that byte flipped: the bytes no
+    checksum covers."""
+    unnoticed = []
+    for position in each_byte_flipped(path):
+        try:
+            read(path)
+        except error:
+            continue
+        unnoticed.append(position)
+    return unnoticed
+
+
 def reseal(path: Path) -> None:
     """Write a Parquet file's file digest (ctxvar.byte_digest) anew after its footer was edited, as someone who knows
     the format would: what is left to find the edit is the check behind it."""

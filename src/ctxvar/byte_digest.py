@@ -125,20 +125,30 @@ class BlockDigests:
         """Hash every whole block below ``end`` not hashed yet."""
         while (self._next + 1) * BLOCK <= end:
             count = min(end // BLOCK - self._next, _MAP_BLOCKS)
-            with mmap.mmap(self._fd, count * BLOCK, offset=self._next * BLOCK, access=mmap.ACCESS_READ) as mapped:
+            start = self._next * BLOCK
+            base = start - start % mmap.ALLOCATIONGRANULARITY  # a mapping starts at a multiple of the granularity
+            with mmap.mmap(self._fd, start + count * BLOCK - base, offset=base, access=mmap.ACCESS_READ) as mapped:
                 view = memoryview(mapped)
-                for block in range(count):
-                    self.digests[self._next + block] = xxhash.xxh3_128_digest(view[block * BLOCK : (block + 1) * BLOCK])
-                view.release()
+                try:
+                    for block in range(count):
+                        at = start - base + block * BLOCK
+                        self.digests[self._next + block] = xxhash.xxh3_128_digest(view[at : at + BLOCK])
+                finally:
+                    view.release()
             self._next += count
 
     def _follow(self) -> None:
-        while True:
-            stopping = self._stopping.is_set()
-            self.add_until(os.fstat(self._fd).st_size)
-            if stopping:
-                return
-            self._stopping.wait(_POLL_S)
+        """Hash blocks as the file grows, until stopped; on a file it cannot map or read it stops early, leaving
+        the blocks not hashed to :func:`seal`."""
+        try:
+            while True:
+                stopping = self._stopping.is_set()
+                self.add_until(os.fstat(self._fd).st_size)
+                if stopping:
+                    return
+                self._stopping.wait(_POLL_S)
+        except (OSError, ValueError):
+            return
 
     def stop(self) -> dict[int, bytes]:
         """Hash what is left of the file's whole blocks, stop, and give the digests (those hashed: a block the
