@@ -145,7 +145,11 @@ class ParquetOutput:
     def __init__(self, path, schema: pa.Schema, **options):
         self.path = path
         self.schema = _with_value_digests(schema)
-        self._sink = pa.OSFile(str(path), mode="w")
+        if os.path.exists(path) and os.path.getsize(path):
+            os.truncate(path, 0)
+        # Appending to the empty file, not opening it with O_TRUNC: ext4 writes a file truncated on opening out to
+        # disk when it is closed (its auto_da_alloc), which made closing a 0.5 GB file take 0.15-0.25 s.
+        self._sink = pa.OSFile(str(path), mode="a")
         self._blocks = byte_digest.BlockDigests(path)
         self._writer = pq.ParquetWriter(self._sink, self.schema, **{**PARQUET_WRITE_OPTIONS, **options})
         self._digests: list[list[str]] = []
