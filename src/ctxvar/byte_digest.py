@@ -135,7 +135,10 @@ class BlockDigests:
     def _follow(self) -> None:
         while True:
             stopping = self._stopping.is_set()
-            self.add_until(os.fstat(self._fd).st_size)
+            try:
+                self.add_until(os.fstat(self._fd).st_size)
+            except (OSError, ValueError):  # a file system that cannot map the file: seal reads those blocks
+                return
             if stopping:
                 return
             self._stopping.wait(_POLL_S)

@@ -132,7 +132,15 @@ def vector_rows(column: pa.ChunkedArray | pa.Array, dtype: str = "<f8") -> np.nd
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-_DIGEST_THREAD = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxvar-digest")
+def _start_digest_thread() -> None:
+    """A fresh executor for the value digests: a child forked from a process that used one inherits its idle
+    state but not its thread, and would wait forever on its first digest."""
+    global _DIGEST_THREAD
+    _DIGEST_THREAD = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxvar-digest")
+
+
+_start_digest_thread()
+os.register_at_fork(after_in_child=_start_digest_thread)
 
 
 class ParquetOutput:
@@ -146,8 +154,17 @@ class ParquetOutput:
         self.path = path
         self.schema = _with_value_digests(schema)
         self._sink = pa.OSFile(str(path), mode="w")
-        self._blocks = byte_digest.BlockDigests(path)
-        self._writer = pq.ParquetWriter(self._sink, self.schema, **{**PARQUET_WRITE_OPTIONS, **options})
+        try:
+            self._blocks = byte_digest.BlockDigests(path)
+        except BaseException:
+            self._sink.close()
+            raise
+        try:
+            self._writer = pq.ParquetWriter(self._sink, self.schema, **{**PARQUET_WRITE_OPTIONS, **options})
+        except BaseException:  # e.g. an option Arrow refuses: no thread left hashing, no file left open
+            self._sink.close()
+            self._blocks.stop()
+            raise
         self._digests: list[list[str]] = []
         self._rows: list[int] = []
 
