@@ -24,6 +24,7 @@ A file that fails a check raises :class:`~ctxvar.errors.IntegrityError`, one lin
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import hashlib
 import io
 import json
@@ -373,7 +374,7 @@ class ParquetInput:
         return footer_start, head, data[footer_start - start : -byte_digest.TAIL], data[-byte_digest.TAIL :]
 
     def _pread(self, length: int, offset: int) -> bytes:
-        data = os.pread(self._handle.fileno(), length, offset)
+        data = self._checked(functools.partial(os.pread, self._handle.fileno(), length, offset), "")
         PARQUET_READS.add(len(data))
         return data
 
@@ -424,7 +425,9 @@ class ParquetInput:
         for chunk, group, name, expected in chunks:
             digest = seen.get(chunk)
             if digest is None:
-                digest, count = byte_digest.range_digest(self._handle.fileno(), *chunk)
+                digest, count = self._checked(
+                    functools.partial(byte_digest.range_digest, self._handle.fileno(), *chunk), where
+                )
                 PARQUET_READS.add(count)
             if digest != expected:
                 which = f"row group {group}, " if name_groups else ""
@@ -447,7 +450,8 @@ class ParquetInput:
             for leaf in self._leaves.get(name, ())
         ]
 
-    def _checked(self, read, where: str) -> pa.Table:
+    def _checked(self, read, where: str):
+        """``read()``; a failure to read (Arrow's, or the operating system's) is an IntegrityError."""
         try:
             return read()
         except (OSError, ValueError, pa.ArrowException) as error:

@@ -11,7 +11,8 @@ import pyarrow as pa
 import pytest
 
 from ctxvar import byte_digest
-from ctxvar.parquet_files import ParquetOutput, read_table, tagged_schema, write_table
+from ctxvar.errors import IntegrityError
+from ctxvar.parquet_files import ParquetInput, ParquetOutput, _CountedFile, read_table, tagged_schema, write_table
 
 
 def table(rows: int = 300_000) -> pa.Table:
@@ -60,3 +61,37 @@ def test_a_process_forked_after_a_write_writes_parquet_files(tmp_path):
             os._exit(2)
     _, status = os.waitpid(child, 0)
     assert os.waitstatus_to_exitcode(status) == 0, "the forked child's write did not finish"
+
+
+def failing_preads(monkeypatch) -> None:
+    """Every os.pread fails as a disk that cannot read a sector does."""
+
+    def unreadable(fd, length, offset):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "pread", unreadable)
+
+
+def test_a_disk_error_in_ctxvars_own_reads_is_one_line(tmp_path, monkeypatch):
+    """The first 4 bytes (read on opening) and a chunk Arrow read in parts (read again for its digest) fail as a
+    read of Arrow's own does: an IntegrityError of one line naming the file, not an OSError's traceback."""
+    path = tmp_path / "file.parquet"
+    write_table(table(), path)
+    with monkeypatch.context() as patched:
+        failing_preads(patched)
+        with pytest.raises(IntegrityError) as error:
+            ParquetInput(path)
+    assert str(error.value).startswith(f"{path}: cannot be read (") and "Input/output error" in str(error.value)
+    source = ParquetInput(path)
+    read = _CountedFile.read
+
+    def in_halves(self, size=-1):
+        if size < 64:
+            return read(self, size)
+        return read(self, size // 2) + read(self, size - size // 2)
+
+    monkeypatch.setattr(_CountedFile, "read", in_halves)
+    failing_preads(monkeypatch)
+    with pytest.raises(IntegrityError) as error:
+        source.row_group(0)
+    assert str(error.value).startswith(f"{path} (row group 0): cannot be read (") and "\n" not in str(error.value)
