@@ -29,6 +29,7 @@ import hashlib
 import io
 import json
 import os
+import stat
 import threading
 
 import numpy as np
@@ -244,14 +245,25 @@ PARQUET_READS = ReadCounter()
 FOOTER_READ_BYTES = (64 << 10) + byte_digest.HEAD
 
 
+def _open_without_waiting(path, flags: int) -> int:
+    """``os.open`` that returns at once for a FIFO (which :class:`_CountedFile` then refuses) instead of waiting
+    for a writer; the file is made blocking again once found regular."""
+    return os.open(path, flags | os.O_NONBLOCK)
+
+
 class _CountedFile(io.FileIO):
-    """A file whose reads add to :data:`PARQUET_READS`. A read of exactly one of the ``watched`` byte ranges
-    (offset, length) records the xxh3-128 of what it read there; ``end`` keeps the offset and bytes of the last
-    read that reached the file's end."""
+    """A regular file (anything else raises OSError) whose reads add to :data:`PARQUET_READS`. A read of exactly
+    one of the ``watched`` byte ranges (offset, length) records the xxh3-128 of what it read there; ``end`` keeps
+    the offset and bytes of the last read that reached the file's end."""
 
     def __init__(self, path, mode: str = "r"):
-        super().__init__(path, mode)
-        self.size = os.fstat(self.fileno()).st_size
+        super().__init__(path, mode, opener=_open_without_waiting)
+        status = os.fstat(self.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            self.close()
+            raise OSError(f"not a regular file: {path}")
+        os.set_blocking(self.fileno(), True)
+        self.size = status.st_size
         self.watched: dict[tuple[int, int], str | None] = {}
         self.end: tuple[int, bytes] | None = None
 

@@ -95,3 +95,23 @@ def test_a_disk_error_in_ctxvars_own_reads_is_one_line(tmp_path, monkeypatch):
     with pytest.raises(IntegrityError) as error:
         source.row_group(0)
     assert str(error.value).startswith(f"{path} (row group 0): cannot be read (") and "\n" not in str(error.value)
+
+
+def test_a_path_that_is_no_regular_file_is_refused_at_once(tmp_path):
+    """A FIFO in a file's place is refused on opening, as /dev/zero and a folder are, instead of waiting forever for
+    a writer to open its other end."""
+    os.mkfifo(tmp_path / "fifo.parquet")
+
+    def waited(*args):
+        raise AssertionError("ParquetInput waited on the FIFO")
+
+    previous = signal.signal(signal.SIGALRM, waited)
+    signal.alarm(5)
+    try:
+        for path in [tmp_path / "fifo.parquet", "/dev/zero", tmp_path]:
+            with pytest.raises(IntegrityError) as error:
+                ParquetInput(path)
+            assert str(error.value).startswith(f"{path}: not a readable Parquet file (")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
