@@ -34,7 +34,8 @@ HEAD, TAIL = 4, 8  # "PAR1"; the footer's length and "PAR1"
 _CHUNK_PLACEHOLDER = "0" * 32
 _FILE_PLACEHOLDER = b"0" * 64
 BLOCK = 256 << 10  # a chunk's digest is over its pieces between multiples of BLOCK bytes of the file
-_POLL_S = 0.002  # how often BlockDigests looks for newly written blocks
+_POLL_S = 0.002  # how often BlockDigests looks for newly written blocks while the file grows
+_IDLE_POLL_S = 0.05  # the longest it waits, doubling from _POLL_S, while the file does not grow
 _MAP_BLOCKS = 256  # blocks BlockDigests maps at a time (64 MiB): hashed in the page cache, not copied out
 
 
@@ -109,8 +110,9 @@ def range_digest(fd: int, offset: int, length: int, blocks: dict[int, bytes] | N
 
 class BlockDigests:
     """The xxh3-128 digests of a file's whole blocks (``BLOCK`` bytes at multiples of ``BLOCK``; block index →
-    digest), taken on a thread of its own while the file is written: every few milliseconds it hashes the whole
-    blocks below the file's size, read back from the page cache, until :meth:`stop`. A file that only grows by
+    digest), taken on a thread of its own while the file is written: every few milliseconds (up to every 50 while
+    the file does not grow) it hashes the whole blocks below the file's size, read back from the page cache, until
+    :meth:`stop`. A file that only grows by
     appended writes (Parquet's) has every byte below its size final."""
 
     def __init__(self, path):
@@ -133,15 +135,19 @@ class BlockDigests:
             self._next += count
 
     def _follow(self) -> None:
+        size, wait = 0, _POLL_S  # the file's size at the last look, and the wait before the next
         while True:
             stopping = self._stopping.is_set()
             try:
-                self.add_until(os.fstat(self._fd).st_size)
+                now = os.fstat(self._fd).st_size
+                self.add_until(now)
             except (OSError, ValueError):  # a file system that cannot map the file: seal reads those blocks
                 return
             if stopping:
                 return
-            self._stopping.wait(_POLL_S)
+            wait = _POLL_S if now > size else min(2 * wait, _IDLE_POLL_S)
+            size = now
+            self._stopping.wait(wait)
 
     def stop(self) -> dict[int, bytes]:
         """Hash what is left of the file's whole blocks, stop, and give the digests (those hashed: a block the

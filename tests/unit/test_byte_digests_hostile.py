@@ -115,3 +115,26 @@ def test_a_path_that_is_no_regular_file_is_refused_at_once(tmp_path):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_an_open_writer_that_writes_nothing_stops_polling_its_file(tmp_path, monkeypatch):
+    """A writer held open while its next table is computed (an extraction holds up to five for its whole run) looks
+    at its file less and less often while the file does not grow: at most every 50 ms, not every 2 ms."""
+    polls = []
+    fstat = os.fstat
+
+    def counted(fd):
+        if threading.current_thread().name == "ctxvar-blocks":
+            polls.append(fd)
+        return fstat(fd)
+
+    monkeypatch.setattr(os, "fstat", counted)
+    source = table(10)
+    writer = ParquetOutput(tmp_path / "file.parquet", tagged_schema(source.schema))
+    try:
+        threading.Event().wait(0.5)
+        assert len(polls) < 40, f"{len(polls)} looks at an idle file in 0.5 s"
+        writer.write_table(source)
+    finally:
+        writer.close()
+    assert read_table(tmp_path / "file.parquet").equals(source)
