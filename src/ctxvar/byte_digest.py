@@ -171,7 +171,7 @@ def file_digest(head: bytes, footer: bytes, tail: bytes, value: bytes) -> str | 
 def seal(path, metadata: pq.FileMetaData, blocks: dict[int, bytes] | None = None) -> None:
     """Fill in the placeholders of a Parquet file just closed with :func:`placeholders` in its footer: each column
     chunk's digest (from the whole ``blocks`` hashed as it was written, reading the rest), then the file digest.
-    Raises RuntimeError if the chunks do not tile the file."""
+    Raises RuntimeError if the chunks do not tile the file, OSError if the footer is written only in part."""
     with open(path, "r+b") as handle:
         size = os.fstat(handle.fileno()).st_size
         tail = os.pread(handle.fileno(), TAIL, size - TAIL)
@@ -188,7 +188,8 @@ def seal(path, metadata: pq.FileMetaData, blocks: dict[int, bytes] | None = None
         head = os.pread(handle.fileno(), HEAD, 0)
         digest = file_digest(head, footer, tail, _FILE_PLACEHOLDER)
         footer = _replace_once(footer, _thrift_entry(FILE_DIGEST_KEY, _FILE_PLACEHOLDER), digest.encode(), path)
-        os.pwrite(handle.fileno(), footer, footer_start)
+        if os.pwrite(handle.fileno(), footer, footer_start) != len(footer):
+            raise OSError(f"{path}: wrote only part of its footer's digests (is the disk full or failing?)")
 
 
 def _thrift_entry(key: bytes, value: bytes) -> bytes:

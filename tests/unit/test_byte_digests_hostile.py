@@ -138,3 +138,14 @@ def test_an_open_writer_that_writes_nothing_stops_polling_its_file(tmp_path, mon
     finally:
         writer.close()
     assert read_table(tmp_path / "file.parquet").equals(source)
+
+
+def test_a_footer_written_only_in_part_fails_the_write_and_leaves_no_file(tmp_path, monkeypatch):
+    """os.pwrite may write fewer bytes than asked (a full or failing disk, a network file system): the digests
+    written into the closed file's footer must all be there, or the write fails instead of leaving a file that
+    every later read refuses."""
+    pwrite = os.pwrite
+    monkeypatch.setattr(os, "pwrite", lambda fd, data, offset: pwrite(fd, data[: len(data) // 2], offset))
+    with pytest.raises(OSError, match="footer"):
+        write_table(table(10), tmp_path / "file.parquet")
+    assert os.listdir(tmp_path) == []
