@@ -159,12 +159,12 @@ class BlockDigests:
 
 
 def file_digest(head: bytes, footer: bytes, tail: bytes, value: bytes) -> str | None:
-    """The SHA-256 (hex) of ``head``, ``footer`` with its :data:`FILE_DIGEST_KEY` entry's ``value`` as zeros,
-    and ``tail``; None if that entry is not in ``footer`` exactly once."""
-    entry = _thrift_entry(FILE_DIGEST_KEY, value)
-    if len(value) != len(_FILE_PLACEHOLDER) or footer.count(entry) != 1:
+    """The SHA-256 (hex) of ``head``, ``footer`` with its :data:`FILE_DIGEST_KEY` entry's ``value`` as zeros
+    (the last entry of that key and value: see :func:`_replace_last`), and ``tail``; None if ``footer`` has no
+    such entry."""
+    if len(value) != len(_FILE_PLACEHOLDER) or _thrift_entry(FILE_DIGEST_KEY, value) not in footer:
         return None
-    zeroed = footer.replace(entry, _thrift_entry(FILE_DIGEST_KEY, _FILE_PLACEHOLDER))
+    zeroed = _replace_last(footer, _thrift_entry(FILE_DIGEST_KEY, value), _FILE_PLACEHOLDER, "")
     return hashlib.sha256(head + zeroed + tail).hexdigest()
 
 
@@ -184,10 +184,10 @@ def seal(path, metadata: pq.FileMetaData, blocks: dict[int, bytes] | None = None
         leaves = len(ranges[0]) if ranges else 0
         empty = placeholders(len(ranges), leaves)[CHUNK_DIGESTS_KEY]
         footer = os.pread(handle.fileno(), size - TAIL - footer_start, footer_start)
-        footer = _replace_once(footer, _thrift_entry(CHUNK_DIGESTS_KEY, empty.encode()), digests.encode(), path)
+        footer = _replace_last(footer, _thrift_entry(CHUNK_DIGESTS_KEY, empty.encode()), digests.encode(), path)
         head = os.pread(handle.fileno(), HEAD, 0)
         digest = file_digest(head, footer, tail, _FILE_PLACEHOLDER)
-        footer = _replace_once(footer, _thrift_entry(FILE_DIGEST_KEY, _FILE_PLACEHOLDER), digest.encode(), path)
+        footer = _replace_last(footer, _thrift_entry(FILE_DIGEST_KEY, _FILE_PLACEHOLDER), digest.encode(), path)
         if os.pwrite(handle.fileno(), footer, footer_start) != len(footer):
             raise OSError(f"{path}: wrote only part of its footer's digests (is the disk full or failing?)")
 
@@ -207,9 +207,12 @@ def _varint(number: int) -> bytes:
             return bytes(out)
 
 
-def _replace_once(footer: bytes, entry: bytes, value: bytes, path) -> bytes:
-    """``footer`` with the value of key-value ``entry`` replaced by ``value``, of the same length."""
-    if footer.count(entry) != 1:
-        raise RuntimeError(f"{path}: the footer holds its placeholder {footer.count(entry)} times, not once")
-    key_part = len(entry) - len(value)
-    return footer.replace(entry, entry[:key_part] + value)
+def _replace_last(footer: bytes, entry: bytes, value: bytes, path) -> bytes:
+    """``footer`` with the value of its last key-value ``entry`` replaced by ``value``, of the same length. Thrift
+    writes a ``FileMetaData``'s fields in order: the key-value list (field 5) after the row groups (field 4), whose
+    column statistics may hold any bytes of the data, and before only Arrow's own ``created_by`` and column
+    orders; so the last entry is the footer's own."""
+    at = footer.rfind(entry)
+    if at < 0:
+        raise RuntimeError(f"{path}: the footer lacks its placeholder")
+    return footer[:at] + entry[: len(entry) - len(value)] + value + footer[at + len(entry) :]
