@@ -127,10 +127,13 @@ class BlockDigests:
         """Hash every whole block below ``end`` not hashed yet."""
         while (self._next + 1) * BLOCK <= end:
             count = min(end // BLOCK - self._next, _MAP_BLOCKS)
-            with mmap.mmap(self._fd, count * BLOCK, offset=self._next * BLOCK, access=mmap.ACCESS_READ) as mapped:
+            start = self._next * BLOCK
+            skip = start % mmap.ALLOCATIONGRANULARITY  # a mapping starts at a multiple of the page size
+            with mmap.mmap(self._fd, skip + count * BLOCK, offset=start - skip, access=mmap.ACCESS_READ) as mapped:
                 view = memoryview(mapped)
                 for block in range(count):
-                    self.digests[self._next + block] = xxhash.xxh3_128_digest(view[block * BLOCK : (block + 1) * BLOCK])
+                    at = skip + block * BLOCK
+                    self.digests[self._next + block] = xxhash.xxh3_128_digest(view[at : at + BLOCK])
                 view.release()
             self._next += count
 

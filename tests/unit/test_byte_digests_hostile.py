@@ -161,3 +161,23 @@ def test_a_value_that_spells_a_digests_footer_entry_is_written_and_read(tmp_path
     source = pa.table({"token": ["a", entry, "z"]})
     write_table(source, tmp_path / "file.parquet")
     assert read_table(tmp_path / "file.parquet").equals(source)
+
+
+def test_the_writer_hashes_every_whole_block_whatever_the_block_size(tmp_path, monkeypatch):
+    """A mapping starts at a multiple of the page size: blocks smaller than a page (as the tests that cut chunks
+    into many blocks use) are hashed through a mapping from the page below, not left to seal after the first."""
+    monkeypatch.setattr(byte_digest, "BLOCK", 64)
+    stop, hashed = byte_digest.BlockDigests.stop, []
+
+    def stopped(self):
+        hashed.append(stop(self))
+        return hashed[-1]
+
+    monkeypatch.setattr(byte_digest.BlockDigests, "stop", stopped)
+    path = tmp_path / "file.parquet"
+    source = pa.table({"x": np.arange(1000, dtype="f8")})
+    with ParquetOutput(path, tagged_schema(source.schema)) as writer:
+        for _ in range(20):
+            writer.write_table(source)
+    assert sorted(hashed[0]) == list(range(path.stat().st_size // 64))
+    assert read_table(path).num_rows == 20_000
