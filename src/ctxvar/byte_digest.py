@@ -112,8 +112,7 @@ class BlockDigests:
     """The xxh3-128 digests of a file's whole blocks (``BLOCK`` bytes at multiples of ``BLOCK``; block index →
     digest), taken on a thread of its own while the file is written: every few milliseconds (up to every 50 while
     the file does not grow) it hashes the whole blocks below the file's size, read back from the page cache, until
-    :meth:`stop`. A file that only grows by
-    appended writes (Parquet's) has every byte below its size final."""
+    :meth:`stop`. A file that only grows by appended writes (Parquet's) has every byte below its size final."""
 
     def __init__(self, path):
         self._fd = os.open(path, os.O_RDONLY)
