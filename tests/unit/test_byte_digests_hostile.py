@@ -1,6 +1,8 @@
-"""Unit tier: ctxvar.parquet_files and ctxvar.byte_digest under a hostile machine: a writer that fails to open
-leaves no thread or descriptor behind, a file system that cannot map the file being written still gives a whole,
-checked file without a traceback, and a process forked after a write can write Parquet files itself."""
+"""Unit tier: ctxvar.parquet_files and ctxvar.byte_digest under a hostile machine and hostile data: a writer that
+fails to open leaves no thread or descriptor behind; a file system that cannot map the file being written, a short
+write of the footer, a disk error in ctxvar's own reads, a FIFO in a file's place, a process forked after a write,
+an idle open writer, blocks smaller than a page, and a corpus word that spells a footer entry each give a whole
+checked file or one line, never a hang or a traceback."""
 
 import os
 import signal
