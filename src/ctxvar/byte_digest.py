@@ -34,7 +34,8 @@ HEAD, TAIL = 4, 8  # "PAR1"; the footer's length and "PAR1"
 _CHUNK_PLACEHOLDER = "0" * 32
 _FILE_PLACEHOLDER = b"0" * 64
 BLOCK = 256 << 10  # a chunk's digest is over its pieces between multiples of BLOCK bytes of the file
-_POLL_S = 0.002  # how often BlockDigests looks for newly written blocks
+_POLL_S = 0.002  # how often BlockDigests looks for newly written blocks while the file grows
+_IDLE_POLL_S = 0.05  # the longest it waits, doubling from _POLL_S, while the file does not grow
 _MAP_BLOCKS = 256  # blocks BlockDigests maps at a time (64 MiB): hashed in the page cache, not copied out
 
 
@@ -109,9 +110,9 @@ def range_digest(fd: int, offset: int, length: int, blocks: dict[int, bytes] | N
 
 class BlockDigests:
     """The xxh3-128 digests of a file's whole blocks (``BLOCK`` bytes at multiples of ``BLOCK``; block index →
-    digest), taken on a thread of its own while the file is written: every few milliseconds it hashes the whole
-    blocks below the file's size, read back from the page cache, until :meth:`stop`. A file that only grows by
-    appended writes (Parquet's) has every byte below its size final."""
+    digest), taken on a thread of its own while the file is written: every few milliseconds (up to every 50 while
+    the file does not grow) it hashes the whole blocks below the file's size, read back from the page cache, until
+    :meth:`stop`. A file that only grows by appended writes (Parquet's) has every byte below its size final."""
 
     def __init__(self, path):
         self._fd = os.open(path, os.O_RDONLY)
@@ -138,17 +139,21 @@ class BlockDigests:
             self._next += count
 
     def _follow(self) -> None:
-        """Hash blocks as the file grows, until stopped; on a file it cannot map or read it stops early, leaving
-        the blocks not hashed to :func:`seal`."""
-        try:
-            while True:
-                stopping = self._stopping.is_set()
-                self.add_until(os.fstat(self._fd).st_size)
-                if stopping:
-                    return
-                self._stopping.wait(_POLL_S)
-        except (OSError, ValueError):
-            return
+        """Hash blocks as the file grows, looking less and less often while it does not, until stopped; on a file
+        it cannot map or read it stops early, leaving the blocks not hashed to :func:`seal`."""
+        size, wait = 0, _POLL_S  # the file's size at the last look, and the wait before the next
+        while True:
+            stopping = self._stopping.is_set()
+            try:
+                now = os.fstat(self._fd).st_size
+                self.add_until(now)
+            except (OSError, ValueError):  # a file system that cannot map the file: seal reads those blocks
+                return
+            if stopping:
+                return
+            wait = _POLL_S if now > size else min(2 * wait, _IDLE_POLL_S)
+            size = now
+            self._stopping.wait(wait)
 
     def stop(self) -> dict[int, bytes]:
         """Hash what is left of the file's whole blocks, stop, and give the digests (those hashed: a block the
@@ -160,19 +165,19 @@ class BlockDigests:
 
 
 def file_digest(head: bytes, footer: bytes, tail: bytes, value: bytes) -> str | None:
-    """The SHA-256 (hex) of ``head``, ``footer`` with its :data:`FILE_DIGEST_KEY` entry's ``value`` as zeros,
-    and ``tail``; None if that entry is not in ``footer`` exactly once."""
-    entry = _thrift_entry(FILE_DIGEST_KEY, value)
-    if len(value) != len(_FILE_PLACEHOLDER) or footer.count(entry) != 1:
+    """The SHA-256 (hex) of ``head``, ``footer`` with its :data:`FILE_DIGEST_KEY` entry's ``value`` as zeros
+    (the last entry of that key and value: see :func:`_replace_last`), and ``tail``; None if ``footer`` has no
+    such entry."""
+    if len(value) != len(_FILE_PLACEHOLDER) or _thrift_entry(FILE_DIGEST_KEY, value) not in footer:
         return None
-    zeroed = footer.replace(entry, _thrift_entry(FILE_DIGEST_KEY, _FILE_PLACEHOLDER))
+    zeroed = _replace_last(footer, _thrift_entry(FILE_DIGEST_KEY, value), _FILE_PLACEHOLDER, "")
     return hashlib.sha256(head + zeroed + tail).hexdigest()
 
 
 def seal(path, metadata: pq.FileMetaData, blocks: dict[int, bytes] | None = None) -> None:
     """Fill in the placeholders of a Parquet file just closed with :func:`placeholders` in its footer: each column
     chunk's digest (from the whole ``blocks`` hashed as it was written, reading the rest), then the file digest.
-    Raises RuntimeError if the chunks do not tile the file."""
+    Raises RuntimeError if the chunks do not tile the file, OSError if the footer is written only in part."""
     with open(path, "r+b") as handle:
         size = os.fstat(handle.fileno()).st_size
         tail = os.pread(handle.fileno(), TAIL, size - TAIL)
@@ -185,11 +190,12 @@ def seal(path, metadata: pq.FileMetaData, blocks: dict[int, bytes] | None = None
         leaves = len(ranges[0]) if ranges else 0
         empty = placeholders(len(ranges), leaves)[CHUNK_DIGESTS_KEY]
         footer = os.pread(handle.fileno(), size - TAIL - footer_start, footer_start)
-        footer = _replace_once(footer, _thrift_entry(CHUNK_DIGESTS_KEY, empty.encode()), digests.encode(), path)
+        footer = _replace_last(footer, _thrift_entry(CHUNK_DIGESTS_KEY, empty.encode()), digests.encode(), path)
         head = os.pread(handle.fileno(), HEAD, 0)
         digest = file_digest(head, footer, tail, _FILE_PLACEHOLDER)
-        footer = _replace_once(footer, _thrift_entry(FILE_DIGEST_KEY, _FILE_PLACEHOLDER), digest.encode(), path)
-        os.pwrite(handle.fileno(), footer, footer_start)
+        footer = _replace_last(footer, _thrift_entry(FILE_DIGEST_KEY, _FILE_PLACEHOLDER), digest.encode(), path)
+        if os.pwrite(handle.fileno(), footer, footer_start) != len(footer):
+            raise OSError(f"{path}: wrote only part of its footer's digests (is the disk full or failing?)")
 
 
 def _thrift_entry(key: bytes, value: bytes) -> bytes:
@@ -207,9 +213,12 @@ def _varint(number: int) -> bytes:
             return bytes(out)
 
 
-def _replace_once(footer: bytes, entry: bytes, value: bytes, path) -> bytes:
-    """``footer`` with the value of key-value ``entry`` replaced by ``value``, of the same length."""
-    if footer.count(entry) != 1:
-        raise RuntimeError(f"{path}: the footer holds its placeholder {footer.count(entry)} times, not once")
-    key_part = len(entry) - len(value)
-    return footer.replace(entry, entry[:key_part] + value)
+def _replace_last(footer: bytes, entry: bytes, value: bytes, path) -> bytes:
+    """``footer`` with the value of its last key-value ``entry`` replaced by ``value``, of the same length. Thrift
+    writes a ``FileMetaData``'s fields in order: the key-value list (field 5) after the row groups (field 4), whose
+    column statistics may hold any bytes of the data, and before only Arrow's own ``created_by`` and column
+    orders; so the last entry is the footer's own."""
+    at = footer.rfind(entry)
+    if at < 0:
+        raise RuntimeError(f"{path}: the footer lacks its placeholder")
+    return footer[:at] + entry[: len(entry) - len(value)] + value + footer[at + len(entry) :]

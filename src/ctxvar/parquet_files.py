@@ -24,10 +24,12 @@ A file that fails a check raises :class:`~ctxvar.errors.IntegrityError`, one lin
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import hashlib
 import io
 import json
 import os
+import stat
 import threading
 
 import numpy as np
@@ -132,7 +134,15 @@ def vector_rows(column: pa.ChunkedArray | pa.Array, dtype: str = "<f8") -> np.nd
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-_DIGEST_THREAD = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxvar-digest")
+def _start_digest_thread() -> None:
+    """A fresh executor for the value digests: a child forked from a process that used one inherits its idle
+    state but not its thread, and would wait forever on its first digest."""
+    global _DIGEST_THREAD
+    _DIGEST_THREAD = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxvar-digest")
+
+
+_start_digest_thread()
+os.register_at_fork(after_in_child=_start_digest_thread)
 
 
 class ParquetOutput:
@@ -150,8 +160,17 @@ class ParquetOutput:
         # Appending to the empty file, not opening it with O_TRUNC: ext4 writes a file truncated on opening out to
         # disk when it is closed (its auto_da_alloc), which made closing a 0.5 GB file take 0.15-0.25 s.
         self._sink = pa.OSFile(str(path), mode="a")
-        self._blocks = byte_digest.BlockDigests(path)
-        self._writer = pq.ParquetWriter(self._sink, self.schema, **{**PARQUET_WRITE_OPTIONS, **options})
+        try:
+            self._blocks = byte_digest.BlockDigests(path)
+        except BaseException:
+            self._sink.close()
+            raise
+        try:
+            self._writer = pq.ParquetWriter(self._sink, self.schema, **{**PARQUET_WRITE_OPTIONS, **options})
+        except BaseException:  # e.g. an option Arrow refuses: no thread left hashing, no file left open
+            self._sink.close()
+            self._blocks.stop()
+            raise
         self._digests: list[list[str]] = []
         self._rows: list[int] = []
 
@@ -230,14 +249,25 @@ PARQUET_READS = ReadCounter()
 FOOTER_READ_BYTES = (64 << 10) + byte_digest.HEAD
 
 
+def _open_without_waiting(path, flags: int) -> int:
+    """``os.open`` that returns at once for a FIFO (which :class:`_CountedFile` then refuses) instead of waiting
+    for a writer; the file is made blocking again once found regular."""
+    return os.open(path, flags | os.O_NONBLOCK)
+
+
 class _CountedFile(io.FileIO):
-    """A file whose reads add to :data:`PARQUET_READS`. A read of exactly one of the ``watched`` byte ranges
-    (offset, length) records the xxh3-128 of what it read there; ``end`` keeps the offset and bytes of the last
-    read that reached the file's end."""
+    """A regular file (anything else raises OSError) whose reads add to :data:`PARQUET_READS`. A read of exactly
+    one of the ``watched`` byte ranges (offset, length) records the xxh3-128 of what it read there; ``end`` keeps
+    the offset and bytes of the last read that reached the file's end."""
 
     def __init__(self, path, mode: str = "r"):
-        super().__init__(path, mode)
-        self.size = os.fstat(self.fileno()).st_size
+        super().__init__(path, mode, opener=_open_without_waiting)
+        status = os.fstat(self.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            self.close()
+            raise OSError(f"not a regular file: {path}")
+        os.set_blocking(self.fileno(), True)
+        self.size = status.st_size
         self.watched: dict[tuple[int, int], str | None] = {}
         self.end: tuple[int, bytes] | None = None
 
@@ -360,7 +390,7 @@ class ParquetInput:
         return footer_start, head, data[footer_start - start : -byte_digest.TAIL], data[-byte_digest.TAIL :]
 
     def _pread(self, length: int, offset: int) -> bytes:
-        data = os.pread(self._handle.fileno(), length, offset)
+        data = self._checked(functools.partial(os.pread, self._handle.fileno(), length, offset), "")
         PARQUET_READS.add(len(data))
         return data
 
@@ -411,7 +441,9 @@ class ParquetInput:
         for chunk, group, name, expected in chunks:
             digest = seen.get(chunk)
             if digest is None:
-                digest, count = byte_digest.range_digest(self._handle.fileno(), *chunk)
+                digest, count = self._checked(
+                    functools.partial(byte_digest.range_digest, self._handle.fileno(), *chunk), where
+                )
                 PARQUET_READS.add(count)
             if digest != expected:
                 which = f"row group {group}, " if name_groups else ""
@@ -434,7 +466,8 @@ class ParquetInput:
             for leaf in self._leaves.get(name, ())
         ]
 
-    def _checked(self, read, where: str) -> pa.Table:
+    def _checked(self, read, where: str):
+        """``read()``; a failure to read (Arrow's, or the operating system's) is an IntegrityError."""
         try:
             return read()
         except (OSError, ValueError, pa.ArrowException) as error:
