@@ -183,3 +183,17 @@ def test_the_writer_hashes_every_whole_block_whatever_the_block_size(tmp_path, m
             writer.write_table(source)
     assert sorted(hashed[0]) == list(range(path.stat().st_size // 64))
     assert read_table(path).num_rows == 20_000
+
+
+def test_a_layer_writer_whose_writer_fails_to_open_leaves_no_temporary_file(tmp_path, monkeypatch):
+    from ctxvar.stats import sums
+
+    def refused(*args, **kwargs):
+        raise OSError("no space left on device")
+
+    monkeypatch.setattr(sums, "parquet_writer", refused)
+    schema = sums.sums_schema(4, {"n_layers": 1, "shard": 0}, ("sum_sq", "sum"))
+    writer = sums.LayerWriter(tmp_path / "s.parquet", schema)  # kept alive: no garbage collection cleans up
+    with pytest.raises(OSError, match="no space left"):
+        writer.__enter__()
+    assert list(tmp_path.iterdir()) == []

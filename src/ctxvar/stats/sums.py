@@ -226,7 +226,11 @@ class LayerWriter:
 
     def __enter__(self):
         self._tmp = self._atomic.__enter__()
-        self._writer = parquet_writer(self._tmp, self.schema, **VECTOR_WRITE_OPTIONS)
+        try:
+            self._writer = parquet_writer(self._tmp, self.schema, **VECTOR_WRITE_OPTIONS)
+        except BaseException as error:  # the temporary file goes with the failed writer
+            self._atomic.__exit__(type(error), error, error.__traceback__)
+            raise
         return self
 
     def write(self, table: pa.Table) -> None:
