@@ -341,6 +341,8 @@ class ParquetInput:
         self.num_row_groups = self._file.num_row_groups
         self.num_rows = self._file.metadata.num_rows
         self._digests = None if values is None else self._value_digests(values)
+        self._ranges = None  # the column chunks' byte ranges, per row group
+        self._leaves = _leaf_indices(self.schema)
         self._chunks = None if byte_digests is None else self._chunk_digests(byte_digests)
 
     def _chunk_digests(self, kind: str) -> tuple[list[list[tuple[int, int]]], list[list[str]]]:
@@ -359,8 +361,7 @@ class ParquetInput:
             head, footer, tail, entries[byte_digest.FILE_DIGEST_KEY]
         ):
             raise IntegrityError(f"{self.path}: footer checksum mismatch (the file is corrupt); {REMEDY}")
-        ranges = byte_digest.chunk_ranges(self._file.metadata)
-        self._leaves = _leaf_indices(self.schema)
+        self._ranges = ranges = byte_digest.chunk_ranges(self._file.metadata)
         try:
             digests = json.loads(entries[byte_digest.CHUNK_DIGESTS_KEY])
         except ValueError:
@@ -428,6 +429,7 @@ class ParquetInput:
         its value digest, and the bytes of each column chunk read against theirs: digested as Arrow read them, or
         read again where Arrow read a chunk in parts. ``where`` and ``name_groups`` place a failure in its line."""
         chunks = self._chunks_of(groups, columns)
+        self._prefetch(max(groups, default=-1) + 1, columns)
         self._handle.watched = {chunk: None for chunk, *_ in chunks}
         try:
             table = self._checked(read, where)
@@ -452,6 +454,20 @@ class ParquetInput:
                     f"the file is corrupt); {REMEDY}"
                 )
         return table
+
+    def _prefetch(self, group: int, columns: list[str] | None) -> None:
+        """Ask the operating system to read ``columns`` of row group ``group`` ahead while this one is decoded and
+        checked: readers go through a file's row groups (layers) in order, and reading a file that is not in the
+        page cache then overlaps the disk with the decoding."""
+        if not (0 <= group < self.num_row_groups and hasattr(os, "posix_fadvise")):
+            return
+        if self._ranges is None:
+            self._ranges = byte_digest.chunk_ranges(self._file.metadata)
+        for name in self.schema.names if columns is None else columns:
+            for leaf in self._leaves.get(name, ()):
+                offset, length = self._ranges[group][leaf]
+                if length > 0:
+                    os.posix_fadvise(self._handle.fileno(), offset, length, os.POSIX_FADV_WILLNEED)
 
     def _chunks_of(self, groups, columns: list[str] | None) -> list[tuple[tuple[int, int], int, str, str]]:
         """(byte range, row group, column name, digest) of each column chunk of ``columns`` in ``groups``; none in

@@ -4,6 +4,7 @@ parts, column chunks Arrow reads in parts, files written before byte digests, an
 bytes outside the column chunks."""
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -277,3 +278,18 @@ def test_a_file_the_block_thread_cannot_map_is_digested_at_closing(tmp_path, mon
     path = tmp_path / "unmapped.parquet"
     write_table(table(400), path)
     assert path.read_bytes() == expected.read_bytes() and read_table(path).equals(table(400))
+
+
+def test_reading_a_row_group_asks_for_the_same_columns_of_the_next_ahead(tmp_path, monkeypatch):
+    monkeypatch.setattr(ctxvar.parquet_files, "ROW_GROUP_ROWS", 20)
+    path = tmp_path / "t.parquet"
+    write_table(table(), path)
+    advised = []
+    monkeypatch.setattr(os, "posix_fadvise", lambda fd, offset, length, advice: advised.append((offset, length)))
+    ranges = byte_digest.chunk_ranges(pq.ParquetFile(path).metadata)
+    source = ParquetInput(path)
+    source.row_group(0, ["n", "positions"])
+    assert advised == [ranges[1][1], ranges[1][3]]
+    advised.clear()
+    source.row_group(1)
+    assert advised == []  # the last row group
