@@ -264,22 +264,6 @@ def test_a_writer_that_would_leave_bytes_outside_the_chunks_fails_and_leaves_no_
         raise AssertionError(f"{options} wrote a file with bytes outside its chunks")
 
 
-def test_a_file_the_block_thread_cannot_map_is_digested_at_closing(tmp_path, monkeypatch):
-    """Whole blocks are hashed while the file is written where the file system maps it; where it does not, every
-    chunk is read back when the file is closed, to the same digests."""
-    monkeypatch.setattr(byte_digest, "BLOCK", 4096)
-    expected = tmp_path / "mapped.parquet"
-    write_table(table(400), expected)
-
-    def no_mapping(*args, **kwargs):
-        raise OSError("mmap: operation not supported")
-
-    monkeypatch.setattr(byte_digest.mmap, "mmap", no_mapping)
-    path = tmp_path / "unmapped.parquet"
-    write_table(table(400), path)
-    assert path.read_bytes() == expected.read_bytes() and read_table(path).equals(table(400))
-
-
 def test_reading_a_row_group_asks_for_the_same_columns_of_the_next_ahead(tmp_path, monkeypatch):
     monkeypatch.setattr(ctxvar.parquet_files, "ROW_GROUP_ROWS", 20)
     path = tmp_path / "t.parquet"

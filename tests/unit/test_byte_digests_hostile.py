@@ -40,13 +40,17 @@ def test_a_writer_that_cannot_open_leaves_no_thread_and_no_descriptor(tmp_path, 
 
 
 def test_a_file_that_cannot_be_mapped_while_written_is_still_whole_and_says_nothing(tmp_path, monkeypatch, capfd):
+    """The chunks are then digested from the file when it is closed, to the same bytes as where it is mapped."""
+    source = table()
+    write_table(source, tmp_path / "mapped.parquet")
+
     def unmappable(*args, **kwargs):
         raise OSError(19, "No such device")
 
     monkeypatch.setattr(byte_digest.mmap, "mmap", unmappable)
-    source = table()
     write_table(source, tmp_path / "file.parquet")
     assert read_table(tmp_path / "file.parquet").equals(source)
+    assert (tmp_path / "file.parquet").read_bytes() == (tmp_path / "mapped.parquet").read_bytes()
     assert "Traceback" not in capfd.readouterr().err
 
 
