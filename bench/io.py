@@ -11,7 +11,8 @@ holding the same arrays (built once: only the files change). Types seen once (a 
 have sums that are float32 values, as in a real partial, so compression finds what it would find there.
 
 - ``ctxvar``: :func:`ctxvar.stats.sums.write_sums`, then :class:`ctxvar.stats.sums.SumsFile` reading every layer
-  into numpy, each column chunk's value digest (xxh3-128, in the footer) verified and every byte read counted.
+  into numpy, each column chunk's value and byte digests (xxh3-128, in the footer) and the footer's SHA-256
+  verified and every byte read counted.
 - ``page CRC``: the same layout written without value digests, a CRC-32 on every page instead (as ctxvar wrote it
   before value digests), read by the same :class:`~ctxvar.stats.sums.SumsFile`, which verifies each page's CRC.
 - ``layout 1``: the layout and the code before layout 2, kept here as the reference: vectors as

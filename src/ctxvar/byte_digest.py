@@ -83,14 +83,17 @@ def pieces(offset: int, length: int) -> list[tuple[int, int]]:
     return [(start, end - start) for start, end in zip(cuts, cuts[1:])]
 
 
+def _chunk_digest(piece_digests) -> str:
+    """The chunk digest (hex): the xxh3-128 of its pieces' xxh3-128 digests, end to end."""
+    return xxhash.xxh3_128_hexdigest(b"".join(piece_digests))
+
+
 def data_digest(offset: int, data) -> str:
     """The chunk digest (hex) of ``data``, the bytes of the file from ``offset``."""
     view = memoryview(data)
-    return xxhash.xxh3_128_hexdigest(
-        b"".join(
-            xxhash.xxh3_128_digest(view[start - offset : start - offset + size])
-            for start, size in pieces(offset, len(view))
-        )
+    return _chunk_digest(
+        xxhash.xxh3_128_digest(view[start - offset : start - offset + size])
+        for start, size in pieces(offset, len(view))
     )
 
 
@@ -105,7 +108,7 @@ def range_digest(fd: int, offset: int, length: int, blocks: dict[int, bytes] | N
         data = os.pread(fd, size, start)
         parts.append(xxhash.xxh3_128_digest(data))
         done += len(data)
-    return xxhash.xxh3_128_hexdigest(b"".join(parts)), done
+    return _chunk_digest(parts), done
 
 
 class BlockDigests:
@@ -179,22 +182,22 @@ def seal(path, metadata: pq.FileMetaData, blocks: dict[int, bytes] | None = None
     chunk's digest (from the whole ``blocks`` hashed as it was written, reading the rest), then the file digest.
     Raises RuntimeError if the chunks do not tile the file, OSError if the footer is written only in part."""
     with open(path, "r+b") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        tail = os.pread(handle.fileno(), TAIL, size - TAIL)
+        fd = handle.fileno()
+        size = os.fstat(fd).st_size
+        tail = os.pread(fd, TAIL, size - TAIL)
         footer_start = size - TAIL - int.from_bytes(tail[:4], "little")
         ranges = chunk_ranges(metadata)
         if not tiles(ranges, footer_start):
             raise RuntimeError(f"{path}: its column chunks do not cover its bytes before the footer")
-        fd = handle.fileno()
         digests = json.dumps([[range_digest(fd, *chunk, blocks)[0] for chunk in group] for group in ranges])
         leaves = len(ranges[0]) if ranges else 0
         empty = placeholders(len(ranges), leaves)[CHUNK_DIGESTS_KEY]
-        footer = os.pread(handle.fileno(), size - TAIL - footer_start, footer_start)
+        footer = os.pread(fd, size - TAIL - footer_start, footer_start)
         footer = _replace_last(footer, _thrift_entry(CHUNK_DIGESTS_KEY, empty.encode()), digests.encode(), path)
-        head = os.pread(handle.fileno(), HEAD, 0)
+        head = os.pread(fd, HEAD, 0)
         digest = file_digest(head, footer, tail, _FILE_PLACEHOLDER)
         footer = _replace_last(footer, _thrift_entry(FILE_DIGEST_KEY, _FILE_PLACEHOLDER), digest.encode(), path)
-        if os.pwrite(handle.fileno(), footer, footer_start) != len(footer):
+        if os.pwrite(fd, footer, footer_start) != len(footer):
             raise OSError(f"{path}: wrote only part of its footer's digests (is the disk full or failing?)")
 
 

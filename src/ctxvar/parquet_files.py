@@ -341,7 +341,6 @@ class ParquetInput:
         self.num_row_groups = self._file.num_row_groups
         self.num_rows = self._file.metadata.num_rows
         self._digests = None if values is None else self._value_digests(values)
-        self._ranges = None  # the column chunks' byte ranges, per row group
         self._leaves = _leaf_indices(self.schema)
         self._chunks = None if byte_digests is None else self._chunk_digests(byte_digests)
 
@@ -361,7 +360,8 @@ class ParquetInput:
             head, footer, tail, entries[byte_digest.FILE_DIGEST_KEY]
         ):
             raise IntegrityError(f"{self.path}: footer checksum mismatch (the file is corrupt); {REMEDY}")
-        self._ranges = ranges = byte_digest.chunk_ranges(self._file.metadata)
+        # Read only from a footer its digest vouches for: Arrow aborts the process on some damaged column metadata
+        ranges = byte_digest.chunk_ranges(self._file.metadata)
         try:
             digests = json.loads(entries[byte_digest.CHUNK_DIGESTS_KEY])
         except ValueError:
@@ -458,16 +458,15 @@ class ParquetInput:
     def _prefetch(self, group: int, columns: list[str] | None) -> None:
         """Ask the operating system to read ``columns`` of row group ``group`` ahead while this one is decoded and
         checked: readers go through a file's row groups (layers) in order, and reading a file that is not in the
-        page cache then overlaps the disk with the decoding."""
-        if not (0 <= group < self.num_row_groups and hasattr(os, "posix_fadvise")):
+        page cache then overlaps the disk with the decoding. Only in a file with byte digests, whose chunk ranges
+        come from a footer its digest vouches for."""
+        if self._chunks is None or not (0 <= group < self.num_row_groups and hasattr(os, "posix_fadvise")):
             return
-        if self._ranges is None:
-            self._ranges = byte_digest.chunk_ranges(self._file.metadata)
-        for name in self.schema.names if columns is None else columns:
-            for leaf in self._leaves.get(name, ()):
-                offset, length = self._ranges[group][leaf]
-                if length > 0:
-                    os.posix_fadvise(self._handle.fileno(), offset, length, os.POSIX_FADV_WILLNEED)
+        ranges, _ = self._chunks
+        for _, leaf in self._leaves_of(columns):
+            offset, length = ranges[group][leaf]
+            if length > 0:
+                os.posix_fadvise(self._handle.fileno(), offset, length, os.POSIX_FADV_WILLNEED)
 
     def _chunks_of(self, groups, columns: list[str] | None) -> list[tuple[tuple[int, int], int, str, str]]:
         """(byte range, row group, column name, digest) of each column chunk of ``columns`` in ``groups``; none in
@@ -478,9 +477,13 @@ class ParquetInput:
         return [
             (ranges[group][leaf], group, name, digests[group][leaf])
             for group in groups
-            for name in (self.schema.names if columns is None else columns)
-            for leaf in self._leaves.get(name, ())
+            for name, leaf in self._leaves_of(columns)
         ]
+
+    def _leaves_of(self, columns: list[str] | None) -> list[tuple[str, int]]:
+        """(column name, leaf column index) of each Parquet leaf of ``columns`` (all columns for None)."""
+        names = self.schema.names if columns is None else columns
+        return [(name, leaf) for name in names for leaf in self._leaves.get(name, ())]
 
     def _checked(self, read, where: str):
         """``read()``; a failure to read (Arrow's, or the operating system's) is an IntegrityError."""
