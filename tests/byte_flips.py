@@ -1,5 +1,5 @@
 """Damage a file one byte at a time, for the tests that flip every byte of a file; seal an edited Parquet footer
-anew."""
+anew; make Arrow read a file's column chunks in parts."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from ctxvar import byte_digest
+from ctxvar.parquet_files import _CountedFile
 
 
 def each_byte_flipped(path: Path, bits: int = 0x10) -> Iterator[int]:
@@ -51,3 +52,16 @@ def reseal(path: Path) -> None:
     new = byte_digest.file_digest(bytes(data[:4]), footer, bytes(data[-8:]), old).encode()
     data[footer_start:-8] = footer.replace(old, new)
     path.write_bytes(bytes(data))
+
+
+def reads_in_halves(monkeypatch) -> None:
+    """Every read of 64 bytes or more through a ParquetInput's file comes in two halves, as Arrow reads a column
+    chunk in parts: the reader can no longer digest a chunk from the read that brought it."""
+    read = _CountedFile.read
+
+    def in_halves(self, size=-1):
+        if size < 64:
+            return read(self, size)
+        return read(self, size // 2) + read(self, size - size // 2)
+
+    monkeypatch.setattr(_CountedFile, "read", in_halves)

@@ -31,7 +31,7 @@ from ctxvar.parquet_files import (
 )
 from ctxvar.value_digest import VALUE_DIGEST_KIND, value_digest
 
-from byte_flips import read_despite_a_flip, reseal
+from byte_flips import read_despite_a_flip, reads_in_halves, reseal
 
 REMEDY = "delete it and re-run (Snakemake rebuilds it)"
 
@@ -54,7 +54,7 @@ def table(rows: int = 40) -> pa.Table:
     )
 
 
-@pytest.fixture(params=[byte_digest.BLOCK, 64], ids=["1 MiB blocks", "64-byte blocks"])
+@pytest.fixture(params=[byte_digest.BLOCK, 64], ids=["256 KiB blocks", "64-byte blocks"])
 def block(request, monkeypatch) -> int:
     """The block size of chunk digests: the default, and one small enough that these files' chunks span many whole
     blocks, hashed by the writer as it writes."""
@@ -154,14 +154,7 @@ def test_a_chunk_whose_bytes_do_not_match_their_digest_is_refused(tmp_path, monk
     path = tmp_path / "t.parquet"
     write_table(table(), path)
     if arrow_reads == "chunks in parts":
-        read = ctxvar.parquet_files._CountedFile.read
-
-        def in_halves(self, size=-1):
-            if size < 64:
-                return read(self, size)
-            return read(self, size // 2) + read(self, size - size // 2)
-
-        monkeypatch.setattr(ctxvar.parquet_files._CountedFile, "read", in_halves)
+        reads_in_halves(monkeypatch)
     source = ParquetInput(path)
     before = PARQUET_READS.bytes
     source.row_group(1)

@@ -14,7 +14,9 @@ import pytest
 
 from ctxvar import byte_digest
 from ctxvar.errors import IntegrityError
-from ctxvar.parquet_files import ParquetInput, ParquetOutput, _CountedFile, read_table, tagged_schema, write_table
+from ctxvar.parquet_files import ParquetInput, ParquetOutput, read_table, tagged_schema, write_table
+
+from byte_flips import reads_in_halves
 
 
 def table(rows: int = 300_000) -> pa.Table:
@@ -89,14 +91,7 @@ def test_a_disk_error_in_ctxvars_own_reads_is_one_line(tmp_path, monkeypatch):
             ParquetInput(path)
     assert str(error.value).startswith(f"{path}: cannot be read (") and "Input/output error" in str(error.value)
     source = ParquetInput(path)
-    read = _CountedFile.read
-
-    def in_halves(self, size=-1):
-        if size < 64:
-            return read(self, size)
-        return read(self, size // 2) + read(self, size - size // 2)
-
-    monkeypatch.setattr(_CountedFile, "read", in_halves)
+    reads_in_halves(monkeypatch)
     failing_preads(monkeypatch)
     with pytest.raises(IntegrityError) as error:
         source.row_group(0)
