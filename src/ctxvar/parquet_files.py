@@ -448,11 +448,7 @@ class ParquetInput:
                 )
                 PARQUET_READS.add(count)
             if digest != expected:
-                which = f"row group {group}, " if name_groups else ""
-                raise IntegrityError(
-                    f"{self.path}{where}: cannot be read ({which}column {name!r} does not match its bytes' digest: "
-                    f"the file is corrupt); {REMEDY}"
-                )
+                raise self._mismatch(where, f"row group {group}, " if name_groups else "", name, "its bytes' digest")
         return table
 
     def _prefetch(self, group: int, columns: list[str] | None) -> None:
@@ -499,10 +495,14 @@ class ParquetInput:
             return  # written before value digests: its pages' CRCs were checked as they were read
         for name, column in zip(table.column_names, table.columns):
             if value_digest(column) != self._digests[index][self.schema.get_field_index(name)]:
-                raise IntegrityError(
-                    f"{self.path}{where}: cannot be read ({which}column {name!r} does not match its value digest: the "
-                    f"file is corrupt); {REMEDY}"
-                )
+                raise self._mismatch(where, which, name, "its value digest")
+
+    def _mismatch(self, where: str, which: str, name: str, digest: str) -> IntegrityError:
+        """The error of a column that does not match ``digest``, placed in the file by ``where`` and ``which``."""
+        return IntegrityError(
+            f"{self.path}{where}: cannot be read ({which}column {name!r} does not match {digest}: the file is "
+            f"corrupt); {REMEDY}"
+        )
 
 
 def _leaf_indices(schema: pa.Schema) -> dict[str, range]:
