@@ -329,7 +329,7 @@ class ParquetInput:
         if raw[INTEGRITY_KEY].decode(errors="replace") != _footer_digest(
             self.schema.remove_metadata(), raw[METADATA_KEY], self.layout, values, byte_digests
         ):
-            raise IntegrityError(f"{self.path}: footer checksum mismatch (the file is corrupt); {REMEDY}")
+            raise self._corrupt("footer checksum mismatch")
         if layout is not None and self.layout != layout:
             found = (
                 f"holds layout {self.layout!r}, not {layout!r} (another kind of file, or another ctxvar version)"
@@ -347,19 +347,15 @@ class ParquetInput:
     def _chunk_digests(self, kind: str) -> tuple[list[list[tuple[int, int]]], list[list[str]]]:
         """The column chunks' byte ranges and digests, per row group, per leaf column, once the file digest (first
         4 bytes, footer, last 8) is checked and the chunks are found to tile the rest."""
-        if kind != byte_digest.BYTE_DIGEST_KIND:
-            raise IntegrityError(
-                f"{self.path}: carries byte digests of kind {kind!r}, not {byte_digest.BYTE_DIGEST_KIND!r} (written "
-                f"by another ctxvar version); {REMEDY}"
-            )
+        self._check_kind("byte", kind, byte_digest.BYTE_DIGEST_KIND)
         entries = self._file.metadata.metadata or {}
         if byte_digest.FILE_DIGEST_KEY not in entries or byte_digest.CHUNK_DIGESTS_KEY not in entries:
-            raise IntegrityError(f"{self.path}: its footer lacks its byte digests (the file is corrupt); {REMEDY}")
+            raise self._corrupt("its footer lacks its byte digests")
         footer_start, head, footer, tail = self._outside_chunks()
         if entries[byte_digest.FILE_DIGEST_KEY].decode(errors="replace") != byte_digest.file_digest(
             head, footer, tail, entries[byte_digest.FILE_DIGEST_KEY]
         ):
-            raise IntegrityError(f"{self.path}: footer checksum mismatch (the file is corrupt); {REMEDY}")
+            raise self._corrupt("footer checksum mismatch")
         # Read only from a footer its digest vouches for: Arrow aborts the process on some damaged column metadata
         ranges = byte_digest.chunk_ranges(self._file.metadata)
         try:
@@ -368,12 +364,9 @@ class ParquetInput:
             digests = None
         leaves = sum(len(indices) for indices in self._leaves.values())
         if _table_shape(digests) != [leaves] * self.num_row_groups or _table_shape(ranges) != _table_shape(digests):
-            raise IntegrityError(f"{self.path}: its footer's byte digests are damaged (the file is corrupt); {REMEDY}")
+            raise self._corrupt("its footer's byte digests are damaged")
         if not byte_digest.tiles(ranges, footer_start):
-            raise IntegrityError(
-                f"{self.path}: its column chunks do not cover its bytes before the footer (the file is corrupt); "
-                f"{REMEDY}"
-            )
+            raise self._corrupt("its column chunks do not cover its bytes before the footer")
         return ranges, digests
 
     def _outside_chunks(self) -> tuple[int, bytes, bytes, bytes]:
@@ -384,7 +377,7 @@ class ParquetInput:
             start, data = self.size - byte_digest.TAIL, self._pread(byte_digest.TAIL, self.size - byte_digest.TAIL)
         footer_start = self.size - byte_digest.TAIL - int.from_bytes(data[-byte_digest.TAIL : -4], "little")
         if footer_start < byte_digest.HEAD:
-            raise IntegrityError(f"{self.path}: footer checksum mismatch (the file is corrupt); {REMEDY}")
+            raise self._corrupt("footer checksum mismatch")
         if footer_start < start:  # Arrow read the footer in two parts
             start, data = footer_start, self._pread(self.size - footer_start, footer_start)
         head = data[: byte_digest.HEAD] if start == 0 else self._pread(byte_digest.HEAD, 0)
@@ -397,20 +390,16 @@ class ParquetInput:
 
     def _value_digests(self, kind: str) -> list[list[str]]:
         """The footer's value digests: one per column (in schema order) per row group."""
-        if kind != VALUE_DIGEST_KIND:
-            raise IntegrityError(
-                f"{self.path}: carries value digests of kind {kind!r}, not {VALUE_DIGEST_KIND!r} (written by "
-                f"another ctxvar version); {REMEDY}"
-            )
+        self._check_kind("value", kind, VALUE_DIGEST_KIND)
         text = (self._file.metadata.metadata or {}).get(VALUE_DIGESTS_KEY)
         if text is None:
-            raise IntegrityError(f"{self.path}: its footer lacks its value digests (the file is corrupt); {REMEDY}")
+            raise self._corrupt("its footer lacks its value digests")
         try:
             digests = json.loads(text)
         except ValueError:
             digests = None
         if _table_shape(digests) != [len(self.schema)] * self.num_row_groups:
-            raise IntegrityError(f"{self.path}: its footer's value digests are damaged (the file is corrupt); {REMEDY}")
+            raise self._corrupt("its footer's value digests are damaged")
         return digests
 
     def read(self, columns: list[str] | None = None) -> pa.Table:
@@ -496,6 +485,18 @@ class ParquetInput:
         for name, column in zip(table.column_names, table.columns):
             if value_digest(column) != self._digests[index][self.schema.get_field_index(name)]:
                 raise self._mismatch(where, which, name, "its value digest")
+
+    def _check_kind(self, what: str, kind: str, expected: str) -> None:
+        """Refuse ``what`` digests of a kind other than this version's ``expected``."""
+        if kind != expected:
+            raise IntegrityError(
+                f"{self.path}: carries {what} digests of kind {kind!r}, not {expected!r} (written by another ctxvar "
+                f"version); {REMEDY}"
+            )
+
+    def _corrupt(self, problem: str) -> IntegrityError:
+        """The error of a file found corrupt by ``problem``."""
+        return IntegrityError(f"{self.path}: {problem} (the file is corrupt); {REMEDY}")
 
     def _mismatch(self, where: str, which: str, name: str, digest: str) -> IntegrityError:
         """The error of a column that does not match ``digest``, placed in the file by ``where`` and ``which``."""
