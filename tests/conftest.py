@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from ctxvar.corpus.sources import synthetic_sentences
+from ctxvar.extraction import devices
 from ctxvar.models.random_init import build_random_model
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -42,6 +43,15 @@ def pytest_collection_modifyitems(items):
             raise pytest.UsageError(f"{item.path}: a test file belongs in one of tests/{{{','.join(TIER_MARKERS)}}}/")
         if TIER_MARKERS[folder]:
             item.add_marker(TIER_MARKERS[folder])
+
+
+@pytest.fixture(autouse=True)
+def gpu_claim_ends_with_its_test():
+    """A test that prepares a shard on a GPU (``CTXVAR_TEST_DEVICE=cuda``) holds the process's GPU claim, as a job
+    holds it until its sums are in host memory; given up after the test, or the workflow tier's jobs, in other
+    processes, wait on it for the rest of the session."""
+    yield
+    devices.release_gpu()
 
 
 SYNTHETIC = {"n_sentences": 300, "vocab_size": 300, "zipf_exponent": 1.1, "mean_words": 10}

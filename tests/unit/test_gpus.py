@@ -11,11 +11,14 @@ import time
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from ctxvar.extraction import devices as gpus
+from ctxvar.extraction import extract
 from ctxvar.extraction.budget import layer_groups, state_bytes
 from ctxvar.extraction.extract import extract_shard, prepare_shard
 from ctxvar.extraction.settings import ExtractionSettings
+from ctxvar.models import loading
 from ctxvar.stats import sums
 
 from pipeline_runs import shard_of
@@ -182,3 +185,31 @@ def test_with_one_gpu_a_waiting_job_takes_it_as_soon_as_it_is_released(tmp_path,
         assert claimed == [0]
     finally:
         gpus.release_gpu()
+
+
+@pytest.mark.integration
+def test_a_job_that_fails_after_its_claim_gives_it_up(tmp_path, monkeypatch, tiny_models, corpus_texts):
+    """A failed extraction in a process that goes on (a notebook, a test session) frees the GPU at once: a claim
+    kept for the process's life would make every other job wait forever. Failing in a pass, and failing while
+    the shard is prepared (a shard that cannot be read, after a claim taken as on a GPU)."""
+    monkeypatch.setenv("CTXVAR_GPUS", "0")
+    monkeypatch.setenv("CTXVAR_GPU_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.setattr(gpus, "_held", {})
+    shard = shard_of(tmp_path, corpus_texts[:40])
+    settings = ExtractionSettings(
+        model={"id": "m"}, source=str(tiny_models["bert"]), device="cpu", progress=False, config_hash="h"
+    )
+
+    def out_of_memory(*args):
+        raise RuntimeError("CUDA out of memory")
+
+    monkeypatch.setattr(extract, "run_batches", out_of_memory)
+    assert gpus.claim_gpu(poll_seconds=0.05) == 0  # as prepare_shard claims on a GPU
+    with pytest.raises(RuntimeError, match="out of memory"):
+        extract_shard(shard, tmp_path / "partial.parquet", settings)
+    assert not gpus._held and lock_is_free(tmp_path / "locks" / "gpu0.lock")
+
+    monkeypatch.setattr(loading, "resolve_device", lambda device: torch.device("cuda"))  # no index: a claim
+    with pytest.raises(Exception, match="missing.parquet"):
+        prepare_shard(tmp_path / "missing.parquet", settings)
+    assert not gpus._held and lock_is_free(tmp_path / "locks" / "gpu0.lock")

@@ -7,6 +7,7 @@ runs its passes over the shard (:mod:`ctxvar.extraction.passes`) within the devi
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -86,12 +87,21 @@ def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool =
     The shard is tokenized in a background thread while the weights load, and (with
     ``hash_weights``) the weights are hashed in another while the batches run: the
     fast tokenizer and hashlib release the GIL. ``ShardRun.weights_hash`` is the
-    hash's future, None without ``hash_weights``.
+    hash's future, None without ``hash_weights``. An error after the claim gives it up.
     """
     device = loading.resolve_device(settings.device)
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", devices.claim_gpu())
         log.info("claimed %s", device)
+    try:
+        return loaded_shard(shard_path, settings, device, hash_weights)
+    except BaseException:
+        devices.release_gpu()
+        raise
+
+
+def loaded_shard(shard_path, settings: ExtractionSettings, device: torch.device, hash_weights: bool) -> ShardRun:
+    """:func:`prepare_shard` on ``device``, once claimed."""
     if settings.threads:
         torch.set_num_threads(settings.threads)
     if os.path.isdir(settings.source):
@@ -155,6 +165,14 @@ def extract_shard(
             "with a sample size, words_paths with geometry.ethayarajh"
         )
     job = prepare_shard(shard_path, settings)
+    with released_on_error(job):
+        return run_and_write(job, settings, out_path, moments_path, sample_path, words_paths)
+
+
+def run_and_write(job: ShardRun, settings: ExtractionSettings, out_path, moments_path, sample_path, words_paths):
+    """:func:`extract_shard` once the shard is prepared: the passes, each group's sums written while the next
+    runs; the device is released before the last group is written. Returns the metadata."""
+    options = settings.geometry
     lengths, n_layers, d = job.encoded.lengths, job.n_layers, job.d
     padded = job.padded()
     padding = padding_fraction(lengths, job.batches)
@@ -243,6 +261,18 @@ def extract_shard(
 def sum_names(options: GeometryOptions) -> list[str]:
     """The names of the declared sums a job with ``options`` keeps (the sums file's columns after n)."""
     return [item.name for item in kept_sums(options)]
+
+
+@contextlib.contextmanager
+def released_on_error(job: ShardRun):
+    """Within the block, an error frees the job's device and gives up its GPU claim before it propagates: the
+    claim would otherwise last as long as the process, and every other job waits on it (a notebook, a test
+    session, a worker that goes on after a failed job)."""
+    try:
+        yield
+    except BaseException:
+        release_device(job)
+        raise
 
 
 def release_device(job: ShardRun) -> None:
