@@ -1,7 +1,13 @@
-"""GPU benchmark in one command of at most 10 minutes on an H100 or H200 (see docs/performance.md).
+"""GPU benchmark of about 10 minutes on an H100 (see docs/performance.md).
 
     python bench/gpu.py                 # on CUDA if torch sees it: writes bench/results/gpu.csv and gpu.md
+    python bench/gpu.py --models llama-2-7b  # those models' rows only; the others' stay from the run before
     python bench/gpu.py --quick --out D  # tiny shapes: checks the script, measures nothing
+
+Where a command may not run 10 minutes, run the 7B decoder on its own (its part, built and
+run, is about 3 of them) and the other models in a command before it. The corpus and the
+models are written under --work (default: OUT/gpu-work, about 15 GB; bench/results/gpu-work is
+ignored by git); a model already saved there is kept.
 
 Random-weight models of the published shapes, each saved as sharded safetensors as
 the Hub ships them: bert-base and gpt2-medium in fp32 and bf16 over a shard of the
@@ -66,18 +72,27 @@ PEAK_FLOPS = {  # dense, per second: bf16 on tensor cores; fp32 without TF32 (to
 }
 
 
-def build_models(folder: Path, quick: bool, shard_size: str) -> dict[str, Path]:
-    """The benchmark's models, saved sharded, each with a tokenizer trained on the corpus."""
+def build_models(folder: Path, quick: bool, shard_size: str, names=("bert-base", "gpt2-medium", "llama-2-7b")):
+    """The benchmark's models among ``names`` (and gpt2-medium, whose tokenizer the decoder takes), saved sharded,
+    each with a tokenizer trained on the corpus; a model already saved in ``folder`` is kept."""
     texts = pd.read_parquet(folder / "sentences.parquet")["text"].tolist()
-    dirs = {}
+    wanted = set(names) | ({"gpt2-medium"} if "llama-2-7b" in names else set())
+    dirs = {name: folder / name for name in wanted}
     for name, shape in (("bert-base", BERT_BASE), ("gpt2-medium", GPT2_MEDIUM)):
-        shape = {**shape, **QUICK_SHAPE} if quick else shape
-        dirs[name] = folder / name
-        build_random_model({"id": name, **shape, "vocab_size": 8000, "seed": 0}, texts, dirs[name])
-        reshard(dirs[name], shard_size)
-    llama = QUICK_LLAMA if quick else LLAMA_2_7B
-    dirs["llama-2-7b"] = build_llama(folder / "llama-2-7b", dirs["gpt2-medium"], llama, shard_size)
+        if name in wanted and not saved(dirs[name]):
+            shape = {**shape, **QUICK_SHAPE} if quick else shape
+            build_random_model({"id": name, **shape, "vocab_size": 8000, "seed": 0}, texts, dirs[name])
+            reshard(dirs[name], shard_size)
+    if "llama-2-7b" in wanted and not saved(dirs["llama-2-7b"]):
+        llama = QUICK_LLAMA if quick else LLAMA_2_7B
+        build_llama(dirs["llama-2-7b"], dirs["gpt2-medium"], llama, shard_size)
     return dirs
+
+
+def saved(model_dir: Path) -> bool:
+    """Whether ``model_dir`` holds a whole sharded save (its index is written after the shards, and the
+    tokenizer after the weights)."""
+    return (model_dir / "model.safetensors.index.json").exists() and (model_dir / "tokenizer_config.json").exists()
 
 
 def reshard(model_dir: Path, shard_size: str) -> None:
@@ -185,29 +200,42 @@ def main(argv=None) -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--quick", action="store_true", help="tiny shapes and corpus: checks the script only")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
-    parser.add_argument("--work", type=Path, default=None, help="folder for the corpus and models (default: --out)")
+    parser.add_argument("--work", type=Path, default=None, help="corpus and models (default: OUT/gpu-work)")
+    parser.add_argument("--models", nargs="+", choices=list(MODES["gpu"]["models"]), help="default: every model")
     args = parser.parse_args(argv)
     mode = MODES["quick" if args.quick else "gpu"]
+    names = [name for name in mode["models"] if name in (args.models or mode["models"])]
     work = args.work or args.out / "gpu-work"
     (work / "large").mkdir(parents=True, exist_ok=True)
     shard = write_corpus(work, mode["sentences"])
     small = write_corpus(work / "large", mode["small"])
     device = torch.device(args.device)
     gpu_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    dirs = build_models(work, args.quick, mode["shard_size"])
+    dirs = build_models(work, args.quick, mode["shard_size"], names)
+    earlier = args.out / "gpu.csv"
+    kept = pd.read_csv(earlier) if args.models and earlier.exists() else pd.DataFrame(columns=COLUMNS)
+    kept = kept[~kept["model"].isin(names)]  # the rows of the models not run now, from the run before
     rows = []
-    for name, dtypes in mode["models"].items():
-        for dtype in dtypes:
+    for name in names:
+        for dtype in mode["models"][name]:
             rows += rows_for(name, dirs[name], small if name == "llama-2-7b" else shard, dtype, args.device, gpu_name)
             print(pd.DataFrame(rows[-4:]).reindex(columns=COLUMNS).to_string(), flush=True)
-    table = pd.DataFrame(rows).reindex(columns=COLUMNS)
+            write_report(kept, rows, args, gpu_name)  # after every model and dtype: a run cut short keeps its rows
+
+
+def write_report(kept: pd.DataFrame, rows: list[dict], args: argparse.Namespace, gpu_name: str) -> None:
+    table = pd.concat([kept, pd.DataFrame(rows).reindex(columns=COLUMNS)]) if len(kept) else pd.DataFrame(rows)
+    table = table.reindex(columns=COLUMNS)
+    order = {name: i for i, name in enumerate(MODES["gpu"]["models"])}
+    table = table.sort_values("model", key=lambda models: models.map(order), kind="stable")
     args.out.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out / "gpu.csv", index=False)
+    models = f" --models {' '.join(args.models)}" if args.models else ""
+    earlier = f" The rows of {', '.join(kept['model'].unique())} are from the run before." if len(kept) else ""
     (args.out / "gpu.md").write_text(
         f"# GPU benchmark ({gpu_name}, torch {torch.__version__})\n\n`python bench/gpu.py --device {args.device}"
-        f"{' --quick' if args.quick else ''}`; each step in a fresh process; see bench/gpu.py for the steps.\n\n"
-        + markdown(table)
-        + "\n"
+        f"{' --quick' if args.quick else ''}{models}`; each step in a fresh process; see bench/gpu.py for the "
+        f"steps.{earlier}\n\n" + markdown(table) + "\n"
     )
 
 

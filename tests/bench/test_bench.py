@@ -148,9 +148,12 @@ def test_eight_shards_of_50000_sentences_balance_within_30_percent(bench_corpus)
 
 
 def test_gpu_benchmark_writes_every_column_the_report_promises(tmp_path):
-    """bench/gpu.py --quick on tiny shapes, without --device (on a CPU here): one row per model, dtype and step,
-    sharded models; (a) and (b) warm up first, and the load row is (b)'s loading, timed in (b)'s process."""
-    run_bench("gpu.py", tmp_path, "--quick")
+    """bench/gpu.py --quick on tiny shapes, without --device (on a CPU here), in two parts as on a machine whose
+    commands stop at 10 minutes: one row per model, dtype and step, sharded models; (a) and (b) warm up first,
+    and the load row is (b)'s loading, timed in (b)'s process. bench/profile_job.py then profiles a job of each
+    on the models the benchmark built."""
+    run_bench("gpu.py", tmp_path, "--quick", "--models", "bert-base")
+    run_bench("gpu.py", tmp_path, "--quick", "--models", "llama-2-7b")  # the bert-base rows stay
     table = pd.read_csv(tmp_path / "gpu.csv")
     required = ["model", "dtype", "step", "tokens", "batches", "tokens_per_s", "overhead_b_over_a", "padding_fraction"]
     assert set(required + ["peak_host_mb", "peak_gpu_mb", "gpu_name", "mfu", "read_seconds"]) <= set(table.columns)
@@ -164,7 +167,58 @@ def test_gpu_benchmark_writes_every_column_the_report_promises(tmp_path):
         loads = rows.set_index("step")
         assert loads.loc["load", "seconds"] == loads.loc["(b) extraction", "load_seconds"]
     assert list((tmp_path / "gpu-work" / "llama-2-7b").glob("model-0000*-of-0000*.safetensors"))
-    assert "| llama-2-7b |" in (tmp_path / "gpu.md").read_text()
+    report = (tmp_path / "gpu.md").read_text()
+    assert "| llama-2-7b |" in report and "| bert-base " in report and "rows of bert-base are from the run" in report
+
+    saved = {path: path.stat().st_mtime_ns for path in (tmp_path / "gpu-work").rglob("*.safetensors")}
+    run_bench("profile_job.py", tmp_path, "--quick")
+    assert {path: path.stat().st_mtime_ns for path in (tmp_path / "gpu-work").rglob("*.safetensors")} == saved
+    profile = pd.read_csv(tmp_path / "profile.csv")
+    assert list(profile["model"]) == ["bert-base", "llama-2-7b"]
+    assert (profile[["seconds", "load_seconds", "batches_seconds", "tokens", "batches"]] > 0).all().all()
+    assert profile["gpu_busy_fraction"].isna().all()  # no CUDA activity on a CPU
+    assert report_has_tables(tmp_path / "profile.md")
+
+
+def report_has_tables(path) -> bool:
+    text = path.read_text()
+    return text.count("By self CUDA time:") == 2 and text.count("By self CPU time:") == 2
+
+
+def test_profile_measures_from_a_cuda_trace():
+    """bench/profile_job.py's reading of a Chrome trace, on a made-up one: the GPU's busy share over the batches'
+    window (a kernel launched in it that ends after it counts, work of other windows not), its waits per batch,
+    and each idle gap put down to the innermost op of the window's thread under way at its start."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from profile_job import trace_summary
+
+    def span(cat, name, ts, dur, tid=1, correlation=None):
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "tid": tid} | (
+            {"args": {"correlation": correlation}} if correlation is not None else {}
+        )
+
+    events = [
+        span("user_annotation", "ctxvar.load", 0, 100),
+        span("kernel", "loading's copy", 50, 400, tid=7, correlation=9),
+        span("cuda_runtime", "cudaLaunchKernel", 40, 5, correlation=9),
+        span("user_annotation", "ctxvar.batches", 1000, 1000),
+        span("gpu_user_annotation", "ctxvar.batches", 1000, 1000, tid=7),
+        span("cpu_op", "aten::mm", 1010, 20),
+        span("cuda_runtime", "cudaLaunchKernel", 1015, 5, correlation=1),
+        span("kernel", "gemm", 1030, 500, tid=7, correlation=1),
+        span("cpu_op", "aten::item", 1600, 300),
+        span("cpu_op", "other thread", 1500, 800, tid=2),
+        span("cuda_runtime", "cudaMemcpyAsync", 1610, 280, correlation=2),
+        span("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 1620, 10, tid=7, correlation=2),
+        span("cuda_runtime", "cudaStreamSynchronize", 1700, 10, correlation=3),
+        span("cuda_runtime", "cudaLaunchKernel", 1950, 5, correlation=4),
+        span("kernel", "late", 2100, 100, tid=7, correlation=4),
+    ]
+    summary = trace_summary(events, 2)
+    assert summary["load_seconds"] == pytest.approx(100e-6) and summary["batches_seconds"] == pytest.approx(1e-3)
+    assert summary["gpu_busy_fraction"] == pytest.approx((500 + 10 + 100) / (2200 - 1000))
+    assert summary["syncs_per_batch"] == 1 and summary["pageable_copies"] == 1  # the sync and the pageable copy
+    assert summary["idle_by_host_op"] == pytest.approx({"cudaMemcpyAsync": 470e-6, "(Python)": 120e-6})
 
 
 def test_the_gpu_benchmarks_7b_shard_runs_at_least_30_batches(tmp_path):

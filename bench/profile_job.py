@@ -1,0 +1,228 @@
+"""One extraction job under torch.profiler, for each of the GPU benchmark's models (see docs/performance.md).
+
+    python bench/profile_job.py --device cuda --work W       # W: bench/gpu.py's --work folder (built if absent)
+    python bench/profile_job.py --quick --out D              # tiny shapes on the CPU: checks the script only
+
+Per model, in a fresh process, one job as a workflow job runs it (the config's default geometry; bert-base in
+fp32 over the benchmark's corpus, the Llama-2-7B-shaped decoder in bf16 over its smaller one), after a warm-up
+batch outside the profile's batch window, under ``torch.profiler`` with CPU and CUDA activity. Writes
+``profile.md`` and ``profile.csv`` (one row per model) to ``--out``:
+
+- seconds of the whole job, of its model loading and of its batches (the window of the passes' batch loops);
+- gpu_busy_fraction: in the batches' window, the union of the kernels, copies and memsets that the window's
+  runtime calls launched, over the time from the window's start to its end or the last of them, if later;
+- syncs_per_batch: the host's waits on the device in that window, per batch: cudaStreamSynchronize,
+  cudaDeviceSynchronize, cudaEventSynchronize and copies to or from pageable host memory, which block;
+- where the GPU idles in that window: each idle gap is put down to the innermost host op under way at its
+  start (or "(Python)" outside any op), summed by op;
+- ``key_averages()`` tables sorted by self CUDA time and by self CPU time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import gpu
+import pandas as pd
+import steps
+import torch
+from run import in_fresh_process, markdown, write_corpus
+
+from ctxvar.extraction import extract
+from ctxvar.extraction.extract import extract_shard
+from ctxvar.models import loading as models
+
+DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
+RUNTIME_CATEGORIES = {"cuda_runtime", "cuda_driver"}
+SYNC_CALLS = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize"}
+JOBS = {"bert-base": ("float32", False), "llama-2-7b": ("bfloat16", True)}  # dtype, on the smaller corpus
+TABLE_ROWS = 25
+
+
+def profiled_job(model_dir: str, shard: str, out: str, device: str, dtype: str) -> dict:
+    """One extraction job with the default geometry, profiled; its summary and the two key_averages tables."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    options = steps.default_geometry()
+    settings = steps.settings_for(model_dir, device, dtype, options)
+    paths = {"moments_path": out + ".moments", "sample_path": out + ".sample"}
+    load, run_batches = models.load_model, extract.run_batches
+    batches = []
+
+    def annotated_load(*args, **kwargs):
+        with record_function("ctxvar.load"):
+            return load(*args, **kwargs)
+
+    def annotated_batches(model, sums, padded, device, progress):
+        batches.append(len(padded))
+        with record_function("ctxvar.batches"):
+            run_batches(model, sums, padded, device, progress)
+            steps.synchronise(device)
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.device(device).type == "cuda" else [])
+    models.load_model, extract.run_batches = annotated_load, annotated_batches
+    try:
+        with profile(activities=activities) as profiler, steps.timed_loading_and_warm_up({}):
+            start = time.perf_counter()
+            metadata = extract_shard(shard, out, settings, **paths)
+            seconds = time.perf_counter() - start
+    finally:
+        models.load_model, extract.run_batches = load, run_batches
+    with tempfile.TemporaryDirectory() as folder:
+        trace = Path(folder) / "trace.json"
+        profiler.export_chrome_trace(str(trace))
+        events = json.loads(trace.read_text())["traceEvents"]
+    averages = profiler.key_averages()
+    return {
+        "summary": {
+            "seconds": seconds,
+            "tokens": metadata["n_tokens"],
+            "batches": sum(batches),
+            "passes": len(batches),
+            **trace_summary(events, sum(batches)),
+            **steps.peaks(metadata["device"]),
+        },
+        "by_cuda": averages.table(sort_by="self_cuda_time_total", row_limit=TABLE_ROWS, max_name_column_width=60),
+        "by_cpu": averages.table(sort_by="self_cpu_time_total", row_limit=TABLE_ROWS, max_name_column_width=60),
+    }
+
+
+def trace_summary(events: list[dict], n_batches: int) -> dict:
+    """The module docstring's measures from a Chrome trace's events (times in µs)."""
+    spans = [e for e in events if e.get("ph") == "X" and "dur" in e]
+    annotations = [e for e in spans if e.get("cat") == "user_annotation"]  # on the host's timeline
+    windows = [(e["ts"], e["ts"] + e["dur"]) for e in annotations if e["name"] == "ctxvar.batches"]
+    load = sum(e["dur"] for e in annotations if e["name"] == "ctxvar.load")
+
+    def in_windows(t: float) -> bool:
+        return any(start <= t <= end for start, end in windows)
+
+    runtime = [e for e in spans if e.get("cat") in RUNTIME_CATEGORIES and in_windows(e["ts"])]
+    launched = {e["args"]["correlation"] for e in runtime if "correlation" in e.get("args", {})}
+    device = [
+        e for e in spans if e.get("cat") in DEVICE_CATEGORIES and e.get("args", {}).get("correlation") in launched
+    ]
+    pageable = [e for e in device if e.get("cat") == "gpu_memcpy" and "Pageable" in e["name"]]
+    syncs = sum(e["name"] in SYNC_CALLS for e in runtime) + len(pageable)
+    window_seconds = sum(end - start for start, end in windows) / 1e6
+    out = {
+        "load_seconds": load / 1e6,
+        "batches_seconds": window_seconds,
+        "syncs_per_batch": syncs / n_batches if device else float("nan"),
+        "pageable_copies": len(pageable),
+    }
+    if not device:
+        return {**out, "gpu_busy_fraction": float("nan"), "idle_by_host_op": {}}
+    busy = merged([(e["ts"], e["ts"] + e["dur"]) for e in device])
+    first, last = windows[0][0], max(windows[-1][1], busy[-1][1])
+    busy_us = sum(end - start for start, end in busy)
+    idle = gaps(busy, first, last)
+    thread = next(e["tid"] for e in annotations if e["name"] == "ctxvar.batches")
+    host_ops = [e for e in spans if e.get("cat") in {"cpu_op", "cuda_runtime"} and e["tid"] == thread]
+    return {
+        **out,
+        "gpu_busy_fraction": busy_us / (last - first),
+        "idle_by_host_op": idle_by_host_op(idle, host_ops),
+    }
+
+
+def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of ``intervals`` as sorted disjoint intervals."""
+    out: list[list[float]] = []
+    for start, end in sorted(intervals):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return [(start, end) for start, end in out]
+
+
+def gaps(busy: list[tuple[float, float]], first: float, last: float) -> list[tuple[float, float]]:
+    """The parts of [first, last] outside the sorted disjoint ``busy`` intervals."""
+    out, at = [], first
+    for start, end in busy:
+        if start > at:
+            out.append((at, min(start, last)))
+        at = max(at, end)
+    return out + ([(at, last)] if at < last else [])
+
+
+def idle_by_host_op(idle: list[tuple[float, float]], host_ops: list[dict]) -> dict[str, float]:
+    """Seconds of ``idle`` per innermost op of ``host_ops`` (one thread's, so nested) under way at each gap's
+    start, "(Python)" where none is; largest first. One sweep over both, sorted by start."""
+    total: dict[str, float] = collections.defaultdict(float)
+    ops = sorted(host_ops, key=lambda e: (e["ts"], -e["dur"]))  # an op before the ops it encloses
+    open_ops: list[dict] = []  # the ops under way, outermost first
+    index = 0
+    for gap_start, gap_end in idle:
+        while index < len(ops) and ops[index]["ts"] <= gap_start:
+            op = ops[index]
+            while open_ops and open_ops[-1]["ts"] + open_ops[-1]["dur"] <= op["ts"]:
+                open_ops.pop()
+            open_ops.append(op)
+            index += 1
+        while open_ops and open_ops[-1]["ts"] + open_ops[-1]["dur"] < gap_start:
+            open_ops.pop()
+        total[open_ops[-1]["name"] if open_ops else "(Python)"] += (gap_end - gap_start) / 1e6
+    return dict(sorted(total.items(), key=lambda item: -item[1]))
+
+
+def report(results: dict[str, dict], device: str, gpu_name: str, command: str) -> str:
+    lines = [
+        f"# Profile of one extraction job per model ({gpu_name}, torch {torch.__version__})",
+        "",
+        f"`{command}`; see bench/profile_job.py for what each measure is.",
+        "",
+        markdown(summary_table(results)),
+    ]
+    for name, result in results.items():
+        idle = result["summary"]["idle_by_host_op"]
+        lines += ["", f"## {name}", "", "GPU idle time in the batches' window, by the host op under way:", ""]
+        lines += [f"- {op}: {seconds:.3f} s" for op, seconds in list(idle.items())[:12]] or ["- (no CUDA activity)"]
+        lines += ["", "By self CUDA time:", "", "```", result["by_cuda"], "```", "", "By self CPU time:", ""]
+        lines += ["```", result["by_cpu"], "```"]
+    return "\n".join(lines) + "\n"
+
+
+def summary_table(results: dict[str, dict]) -> pd.DataFrame:
+    rows = []
+    for name, result in results.items():
+        row = {k: v for k, v in result["summary"].items() if k != "idle_by_host_op"}
+        rows.append({"model": name, "dtype": JOBS[name][0], **row})
+    return pd.DataFrame(rows)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--quick", action="store_true", help="tiny shapes and corpus: checks the script only")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    parser.add_argument("--work", type=Path, default=None, help="bench/gpu.py's --work folder (default: OUT/gpu-work)")
+    args = parser.parse_args(argv)
+    mode = gpu.MODES["quick" if args.quick else "gpu"]
+    work = args.work or args.out / "gpu-work"
+    shards = {False: work / "shard.parquet", True: work / "large" / "shard.parquet"}
+    if not all(path.exists() for path in shards.values()):
+        (work / "large").mkdir(parents=True, exist_ok=True)
+        write_corpus(work, mode["sentences"])
+        write_corpus(work / "large", mode["small"])
+    gpu.build_models(work, args.quick, mode["shard_size"], list(JOBS))
+    gpu_name = torch.cuda.get_device_name(args.device) if torch.device(args.device).type == "cuda" else "cpu"
+    results = {}
+    for name, (dtype, small) in JOBS.items():
+        out = str(work / f"profile-{name}.parquet")
+        results[name] = in_fresh_process(profiled_job, str(work / name), str(shards[small]), out, args.device, dtype)
+        print(summary_table(results).to_string(), flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    summary_table(results).to_csv(args.out / "profile.csv", index=False)
+    command = f"python bench/profile_job.py --device {args.device}{' --quick' if args.quick else ''}"
+    (args.out / "profile.md").write_text(report(results, args.device, gpu_name, command))
+
+
+if __name__ == "__main__":
+    main()
