@@ -213,3 +213,23 @@ def test_a_job_that_fails_after_its_claim_gives_it_up(tmp_path, monkeypatch, tin
     with pytest.raises(Exception, match="missing.parquet"):
         prepare_shard(tmp_path / "missing.parquet", settings)
     assert not gpus._held and lock_is_free(tmp_path / "locks" / "gpu0.lock")
+
+
+def test_a_cuda_error_that_fails_the_release_too_still_gives_up_the_claim_and_keeps_the_jobs_error(
+    tmp_path, monkeypatch
+):
+    """After a CUDA error that outlives its kernel (a device-side assert), freeing the cache raises as well: the
+    claim still goes, and the error that propagates is the job's."""
+    monkeypatch.setenv("CTXVAR_GPUS", "0")
+    monkeypatch.setenv("CTXVAR_GPU_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.setattr(gpus, "_held", {})
+
+    def sticky():
+        raise RuntimeError("CUDA error: device-side assert triggered")
+
+    monkeypatch.setattr(torch.cuda, "empty_cache", sticky)
+    job = SimpleNamespace(model=object(), device=torch.device("cuda", gpus.claim_gpu(poll_seconds=0.05)))
+    with pytest.raises(ValueError, match="the job's own error"):
+        with extract.released_on_error(job):
+            raise ValueError("the job's own error")
+    assert not gpus._held and job.model is None and lock_is_free(tmp_path / "locks" / "gpu0.lock")

@@ -267,21 +267,28 @@ def sum_names(options: GeometryOptions) -> list[str]:
 def released_on_error(job: ShardRun):
     """Within the block, an error frees the job's device and gives up its GPU claim before it propagates: the
     claim would otherwise last as long as the process, and every other job waits on it (a notebook, a test
-    session, a worker that goes on after a failed job)."""
+    session, a worker that goes on after a failed job). The block's error is the one raised; an error in
+    freeing the device (a CUDA error that outlives its kernel fails ``empty_cache`` too) is logged."""
     try:
         yield
     except BaseException:
-        release_device(job)
+        try:
+            release_device(job)
+        except Exception as error:
+            log.warning("freeing the device after the job's error failed too: %s", error)
         raise
 
 
 def release_device(job: ShardRun) -> None:
     """Free the model and the device's cached memory, then give up the GPU claim (see
-    :func:`ctxvar.extraction.devices.release_gpu`): from here on the job only writes."""
-    job.model = None
-    if job.device.type == "cuda":
-        torch.cuda.empty_cache()
-    devices.release_gpu()
+    :func:`ctxvar.extraction.devices.release_gpu`), even when freeing fails: from here on the job only
+    writes. Memory the caller still references (an error's traceback) stays allocated."""
+    try:
+        job.model = None
+        if job.device.type == "cuda":
+            torch.cuda.empty_cache()
+    finally:
+        devices.release_gpu()
 
 
 def sample_positions(job: ShardRun, settings: ExtractionSettings) -> dict[str, np.ndarray] | None:

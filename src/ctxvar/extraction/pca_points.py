@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from ctxvar.extraction.extract import prepare_shard
+from ctxvar.extraction.extract import prepare_shard, release_device, released_on_error
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.shard import chunk_batches
 from ctxvar.io import read_csv
@@ -79,24 +79,26 @@ def collect_points(shard_path, out_path, settings: ExtractionSettings, selection
         return 0
     layer, components = int(selection["layer"].iloc[0]), read_components(components_path)
     job = prepare_shard(shard_path, settings, hash_weights=False)  # the points carry no provenance hash
-    wanted = np.isin(job.types, selection["token"].to_numpy())
-    rows = sequences_with(job.type_index, job.encoded.offsets, wanted)
-    batches = [rows[b] for b in chunk_batches(job.encoded.lengths[rows], job.chunk[rows], settings.batch_tokens)]
-    log.info(
-        "%s layer %d: %d of %d sequences hold a selected type",
-        settings.model["id"],
-        layer,
-        len(rows),
-        len(job.encoded.lengths),
-    )
-    collector = TypeProjections(
-        layer,
-        job.n_layers,
-        torch.from_numpy(wanted).to(job.device),
-        torch.from_numpy(np.ascontiguousarray(components, dtype=np.float64)).to(job.device),
-    )
-    job.run(collector, settings, job.padded(batches))
-    type_index, coordinates, sq_norm = collector.to_numpy()
+    with released_on_error(job):
+        wanted = np.isin(job.types, selection["token"].to_numpy())
+        rows = sequences_with(job.type_index, job.encoded.offsets, wanted)
+        batches = [rows[b] for b in chunk_batches(job.encoded.lengths[rows], job.chunk[rows], settings.batch_tokens)]
+        log.info(
+            "%s layer %d: %d of %d sequences hold a selected type",
+            settings.model["id"],
+            layer,
+            len(rows),
+            len(job.encoded.lengths),
+        )
+        collector = TypeProjections(
+            layer,
+            job.n_layers,
+            torch.from_numpy(wanted).to(job.device),
+            torch.from_numpy(np.ascontiguousarray(components, dtype=np.float64)).to(job.device),
+        )
+        job.run(collector, settings, job.padded(batches))
+        type_index, coordinates, sq_norm = collector.to_numpy()
+    release_device(job)  # the points are in host memory: the next job may use the GPU while these are written
     table = pa.table(
         [pa.array(job.types[type_index], pa.string()), coordinates[:, 0], coordinates[:, 1], sq_norm],
         schema=POINTS_SCHEMA,
