@@ -1,19 +1,20 @@
-"""GPU benchmark of about 10 minutes on an H100 (see docs/performance.md).
+"""GPU benchmark (see docs/performance.md).
 
     python bench/gpu.py                 # on CUDA if torch sees it: writes bench/results/gpu.csv and gpu.md
     python bench/gpu.py --models llama-2-7b  # those models' rows only; the others' stay from the run before
     python bench/gpu.py --quick --out D  # tiny shapes: checks the script, measures nothing
 
-Where a command may not run 10 minutes, run the 7B decoder on its own (its part, built and
-run, is about 3 of them) and the other models in a command before it. The corpus and the
-models are written under --work (default: OUT/gpu-work, about 15 GB; bench/results/gpu-work is
-ignored by git); a model already saved there is kept.
+Where a command's time is limited, run the models in parts with --models into one --out: the
+rows of the models not run stay when they came from the same GPU, torch version and mode
+(else --models refuses). The corpus and the models are written under --work (default:
+OUT/gpu-work; bench/results/gpu-work is ignored by git); a model saved there by a run of the
+same mode and shape is kept (its marker, bench-model.json, is written last).
 
-Random-weight models of the published shapes, each saved as sharded safetensors as
-the Hub ships them: bert-base and gpt2-medium in fp32 and bf16 over a shard of the
-benchmark's corpus (about 1.3 M tokens), and a decoder of Llama-2-7B's shape
-(vocabulary cut to the corpus tokenizer's) in bf16 over a smaller shard of at least 30
-batches. Per model and dtype, each step in a fresh process:
+Random-weight models of the published shapes, each saved in safetensors shards of at most 2 GB
+(bert-base and gpt2-medium in one file, as the Hub ships them): bert-base and gpt2-medium in
+fp32 and bf16 over a shard of the benchmark's corpus (about 1.3 M tokens), and a decoder of
+Llama-2-7B's shape (vocabulary cut to the corpus tokenizer's) in bf16 over a smaller shard of
+at least 30 batches. Per model and dtype, each step in a fresh process:
 
     (a)        the bare forward pass with all hidden states over the extraction's own batches,
                after a warm-up batch, with no weight hash beside it
@@ -23,8 +24,8 @@ batches. Per model and dtype, each step in a fresh process:
     load       (b)'s loading of the model onto the device, against reading its weight files (read_seconds)
 
 The CSV has one row per model, dtype and step: model, dtype, step, tokens, batches, tokens_per_s,
-overhead_b_over_a (seconds per token against (a)), padding_fraction, peak_host_mb,
-peak_gpu_mb (of the device the step used), gpu_name, and seconds, warm_up_seconds, mfu (the
+overhead_b_over_a (seconds per token against (a)), padding_fraction, peak_host_mb (ru_maxrss, MiB),
+peak_gpu_mb (MiB; of the device the step used), gpu_name, torch, quick, and seconds, warm_up_seconds, mfu (the
 forward pass's model FLOPs, 2 × non-embedding parameters × real tokens, over the GPU's dense
 peak for the dtype), load_seconds, read_seconds.
 """
@@ -32,6 +33,9 @@ peak for the dtype), load_seconds, read_seconds.
 from __future__ import annotations
 
 import argparse
+import json
+import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -49,7 +53,7 @@ MODES = {  # sentences of the corpus, and of the 7B decoder's smaller one; the m
     "gpu": {
         "sentences": 60000,
         "small": 24000,  # ≥ 30 batches of 16,384 tokens (tested): too few do not measure a rate
-        "shard_size": "2GB",  # save_pretrained's max_shard_size: checkpoints come as model-0000k-of-0000n.safetensors
+        "shard_size": "2GB",  # save_pretrained's max_shard_size: larger checkpoints come as model-0000k-of-0000n
         "models": {
             "bert-base": ("float32", "bfloat16"),
             "gpt2-medium": ("float32", "bfloat16"),
@@ -72,27 +76,49 @@ PEAK_FLOPS = {  # dense, per second: bf16 on tensor cores; fp32 without TF32 (to
 }
 
 
-def build_models(folder: Path, quick: bool, shard_size: str, names=("bert-base", "gpt2-medium", "llama-2-7b")):
-    """The benchmark's models among ``names`` (and gpt2-medium, whose tokenizer the decoder takes), saved sharded,
-    each with a tokenizer trained on the corpus; a model already saved in ``folder`` is kept."""
+def build_models(folder: Path, quick: bool, shard_size: str, names: list[str]) -> dict[str, Path]:
+    """The benchmark's models among ``names``, each with a tokenizer trained on the corpus, saved in shards of at
+    most ``shard_size`` (the decoder takes gpt2-medium's tokenizer, built for it when needed). A model saved in
+    ``folder`` by an earlier run of the same mode and shape is kept (:func:`saved`); another is built anew."""
     texts = pd.read_parquet(folder / "sentences.parquet")["text"].tolist()
-    wanted = set(names) | ({"gpt2-medium"} if "llama-2-7b" in names else set())
-    dirs = {name: folder / name for name in wanted}
-    for name, shape in (("bert-base", BERT_BASE), ("gpt2-medium", GPT2_MEDIUM)):
-        if name in wanted and not saved(dirs[name]):
-            shape = {**shape, **QUICK_SHAPE} if quick else shape
-            build_random_model({"id": name, **shape, "vocab_size": 8000, "seed": 0}, texts, dirs[name])
+    specs = model_specs(quick, shard_size)
+    dirs = {name: folder / name for name in names}
+    if "llama-2-7b" in names and not saved(dirs["llama-2-7b"], specs["llama-2-7b"]):
+        dirs.setdefault("gpt2-medium", folder / "gpt2-medium")
+    for name in ("bert-base", "gpt2-medium"):
+        if name in dirs and not saved(dirs[name], specs[name]):
+            shutil.rmtree(dirs[name], ignore_errors=True)
+            build_random_model({"id": name, **specs[name]["shape"], "vocab_size": 8000, "seed": 0}, texts, dirs[name])
             reshard(dirs[name], shard_size)
-    if "llama-2-7b" in wanted and not saved(dirs["llama-2-7b"]):
-        llama = QUICK_LLAMA if quick else LLAMA_2_7B
-        build_llama(dirs["llama-2-7b"], dirs["gpt2-medium"], llama, shard_size)
-    return dirs
+            mark_saved(dirs[name], specs[name])
+    if "llama-2-7b" in names and not saved(dirs["llama-2-7b"], specs["llama-2-7b"]):
+        shutil.rmtree(dirs["llama-2-7b"], ignore_errors=True)
+        build_llama(dirs["llama-2-7b"], dirs["gpt2-medium"], specs["llama-2-7b"]["shape"], shard_size)
+        mark_saved(dirs["llama-2-7b"], specs["llama-2-7b"])
+    return {name: dirs[name] for name in names}
 
 
-def saved(model_dir: Path) -> bool:
-    """Whether ``model_dir`` holds a whole sharded save (its index is written after the shards, and the
-    tokenizer after the weights)."""
-    return (model_dir / "model.safetensors.index.json").exists() and (model_dir / "tokenizer_config.json").exists()
+def model_specs(quick: bool, shard_size: str) -> dict[str, dict]:
+    """What each model is built from: its shape, the mode and the shard size."""
+    shapes = {
+        "bert-base": {**BERT_BASE, **QUICK_SHAPE} if quick else BERT_BASE,
+        "gpt2-medium": {**GPT2_MEDIUM, **QUICK_SHAPE} if quick else GPT2_MEDIUM,
+        "llama-2-7b": QUICK_LLAMA if quick else LLAMA_2_7B,
+    }
+    return {name: {"shape": shape, "quick": quick, "shard_size": shard_size} for name, shape in shapes.items()}
+
+
+SAVED_MARKER = "bench-model.json"  # written once a model is wholly saved: what it was built from
+
+
+def saved(model_dir: Path, spec: dict) -> bool:
+    """Whether ``model_dir`` holds a model wholly saved from ``spec`` (its marker is written last)."""
+    marker = model_dir / SAVED_MARKER
+    return marker.exists() and json.loads(marker.read_text()) == spec
+
+
+def mark_saved(model_dir: Path, spec: dict) -> None:
+    (model_dir / SAVED_MARKER).write_text(json.dumps(spec))
 
 
 def reshard(model_dir: Path, shard_size: str) -> None:
@@ -129,7 +155,7 @@ def build_llama(out: Path, tokenizer_dir: Path, shape: dict, shard_size: str) ->
 
 
 def read_seconds(model_dir: Path) -> float:
-    """Time to read every weight file once, in 64 MB blocks: the floor for loading."""
+    """Time to read every weight file once, in 64 MB blocks through ``read()`` (a copy; loading maps the files)."""
     start = time.perf_counter()
     for path in sorted(model_dir.glob("*.safetensors")):
         with open(path, "rb", buffering=0) as handle:
@@ -146,7 +172,9 @@ def non_embedding_parameters(model_dir: Path) -> int:
     return sum(p.numel() for name, p in model.named_parameters() if "emb" not in name)
 
 
-def rows_for(name: str, model_dir: Path, shard: Path, dtype: str, device: str, gpu_name: str) -> list[dict]:
+def rows_for(
+    name: str, model_dir: Path, shard: Path, dtype: str, device: str, gpu_name: str, quick: bool
+) -> list[dict]:
     """Every step for one model and dtype, in fresh processes."""
     partial = str(shard.parent / f"{name}-{dtype}.parquet")
     forward = in_fresh_process(steps.forward, str(model_dir), str(shard), device, dtype)
@@ -166,7 +194,8 @@ def rows_for(name: str, model_dir: Path, shard: Path, dtype: str, device: str, g
         job["overhead_b_over_a"] = (job["seconds"] / job["tokens"]) / (forward["seconds"] / forward["tokens"])
     rows = [load, forward, paper, geometry]
     for row in rows:
-        row.update(model=name, dtype=dtype, gpu_name=gpu_name, peak_host_mb=row.pop("peak_rss_mb"))
+        row.update(model=name, dtype=dtype, gpu_name=gpu_name, torch=torch.__version__, quick=quick)
+        row["peak_host_mb"] = row.pop("peak_rss_mb")
         row["tokens_per_s"] = row["tokens"] / row["seconds"] if row["tokens"] else float("nan")
     return rows
 
@@ -187,6 +216,8 @@ COLUMNS = [
     "peak_host_mb",
     "peak_gpu_mb",
     "gpu_name",
+    "torch",
+    "quick",
     "seconds",
     "warm_up_seconds",
     "mfu",
@@ -204,38 +235,68 @@ def main(argv=None) -> None:
     parser.add_argument("--models", nargs="+", choices=list(MODES["gpu"]["models"]), help="default: every model")
     args = parser.parse_args(argv)
     mode = MODES["quick" if args.quick else "gpu"]
+    if set(args.models or ()) - set(mode["models"]):
+        parser.error(f"--quick runs only {', '.join(mode['models'])}")
     names = [name for name in mode["models"] if name in (args.models or mode["models"])]
+    device = torch.device(args.device)
+    gpu_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    earlier = earlier_rows(args.out / "gpu.csv", gpu_name, args.quick)
+    if earlier is None and args.models:
+        sys.exit(
+            f"bench/gpu.py: {args.out / 'gpu.csv'} holds rows of another GPU, torch version or mode than this run's "
+            f"({gpu_name}, torch {torch.__version__}{', --quick' if args.quick else ''}): run every model (no "
+            "--models), or give another --out"
+        )
+    if earlier is None:  # every model runs: the rows of the other GPU, torch or mode go
+        earlier = pd.DataFrame(columns=COLUMNS)
     work = args.work or args.out / "gpu-work"
     (work / "large").mkdir(parents=True, exist_ok=True)
     shard = write_corpus(work, mode["sentences"])
     small = write_corpus(work / "large", mode["small"])
-    device = torch.device(args.device)
-    gpu_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     dirs = build_models(work, args.quick, mode["shard_size"], names)
-    earlier = args.out / "gpu.csv"
-    kept = pd.read_csv(earlier) if args.models and earlier.exists() else pd.DataFrame(columns=COLUMNS)
-    kept = kept[~kept["model"].isin(names)]  # the rows of the models not run now, from the run before
     rows = []
     for name in names:
         for dtype in mode["models"][name]:
-            rows += rows_for(name, dirs[name], small if name == "llama-2-7b" else shard, dtype, args.device, gpu_name)
+            shard_of_model = small if name == "llama-2-7b" else shard
+            rows += rows_for(name, dirs[name], shard_of_model, dtype, args.device, gpu_name, args.quick)
             print(pd.DataFrame(rows[-4:]).reindex(columns=COLUMNS).to_string(), flush=True)
-            write_report(kept, rows, args, gpu_name)  # after every model and dtype: a run cut short keeps its rows
+            # after every model and dtype: a run cut short keeps its rows, and the earlier ones not yet re-measured
+            write_report(earlier, rows, args.out, gpu_name, argv)
 
 
-def write_report(kept: pd.DataFrame, rows: list[dict], args: argparse.Namespace, gpu_name: str) -> None:
-    table = pd.concat([kept, pd.DataFrame(rows).reindex(columns=COLUMNS)]) if len(kept) else pd.DataFrame(rows)
-    table = table.reindex(columns=COLUMNS)
+def earlier_rows(path: Path, gpu_name: str, quick: bool) -> pd.DataFrame | None:
+    """The rows of an earlier run in ``path``, when it ran on this GPU, torch version and mode (empty when there is
+    no such file); None when it did not."""
+    if not path.exists():
+        return pd.DataFrame(columns=COLUMNS)
+    rows = pd.read_csv(path)
+    same = {"gpu_name": gpu_name, "torch": torch.__version__, "quick": quick}
+    if any(column not in rows or (rows[column] != value).any() for column, value in same.items()):
+        return None
+    return rows.reindex(columns=COLUMNS)
+
+
+def write_report(earlier: pd.DataFrame, rows: list[dict], out: Path, gpu_name: str, argv=None) -> None:
+    """gpu.csv and gpu.md in ``out``: ``rows``, and the ``earlier`` rows of every (model, dtype) that ``rows`` do
+    not measure, in the order of MODES["gpu"]; the report names the (model, dtype) pairs kept from before."""
+    table = pd.DataFrame(rows).reindex(columns=COLUMNS)
+    measured = set(zip(table["model"], table["dtype"]))
+    kept = earlier.loc[[pair not in measured for pair in zip(earlier["model"], earlier["dtype"])], :]
+    if len(kept):
+        table = pd.concat([kept, table])
     order = {name: i for i, name in enumerate(MODES["gpu"]["models"])}
     table = table.sort_values("model", key=lambda models: models.map(order), kind="stable")
-    args.out.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.out / "gpu.csv", index=False)
-    models = f" --models {' '.join(args.models)}" if args.models else ""
-    earlier = f" The rows of {', '.join(kept['model'].unique())} are from the run before." if len(kept) else ""
-    (args.out / "gpu.md").write_text(
-        f"# GPU benchmark ({gpu_name}, torch {torch.__version__})\n\n`python bench/gpu.py --device {args.device}"
-        f"{' --quick' if args.quick else ''}{models}`; each step in a fresh process; see bench/gpu.py for the "
-        f"steps.{earlier}\n\n" + markdown(table) + "\n"
+    out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out / "gpu.csv", index=False)
+    pairs = ", ".join(f"{model} {dtype}" for model, dtype in dict.fromkeys(zip(kept["model"], kept["dtype"])))
+    command = "python bench/gpu.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    (out / "gpu.md").write_text(
+        f"# GPU benchmark ({gpu_name}, torch {table['torch'].iloc[0]})\n\n`{command.strip()}`; each step in a fresh "
+        "process; see bench/gpu.py for the steps."
+        + (f" The rows of {pairs} are from an earlier run of the same GPU, torch and mode." if pairs else "")
+        + "\n\n"
+        + markdown(table)
+        + "\n"
     )
 
 

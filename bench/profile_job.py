@@ -1,6 +1,6 @@
 """One extraction job under torch.profiler, for each of the GPU benchmark's models (see docs/performance.md).
 
-    python bench/profile_job.py --device cuda --work W       # W: bench/gpu.py's --work folder (built if absent)
+    python bench/profile_job.py --device cuda --work W       # W: bench/gpu.py's --work folder (models kept)
     python bench/profile_job.py --quick --out D              # tiny shapes on the CPU: checks the script only
 
 Per model, in a fresh process, one job as a workflow job runs it (the config's default geometry; bert-base in
@@ -9,12 +9,15 @@ batch outside the profile's batch window, under ``torch.profiler`` with CPU and 
 ``profile.md`` and ``profile.csv`` (one row per model) to ``--out``:
 
 - seconds of the whole job, of its model loading and of its batches (the window of the passes' batch loops);
-- gpu_busy_fraction: in the batches' window, the union of the kernels, copies and memsets that the window's
-  runtime calls launched, over the time from the window's start to its end or the last of them, if later;
-- syncs_per_batch: the host's waits on the device in that window, per batch: cudaStreamSynchronize,
-  cudaDeviceSynchronize, cudaEventSynchronize and copies to or from pageable host memory, which block;
-- where the GPU idles in that window: each idle gap is put down to the innermost host op under way at its
-  start (or "(Python)" outside any op), summed by op;
+- gpu_busy_fraction: per batch window (one per pass), the union of the kernels, copies and memsets that the
+  window's runtime calls launched, over the time from the window's start to its end or the last of them, if
+  later; summed over the windows;
+- syncs_per_batch: the waits on the device (cudaStreamSynchronize, cudaDeviceSynchronize,
+  cudaEventSynchronize; a copy to or from pageable memory waits with one of these) in the windows, by the
+  thread that runs the batches, per batch; other_thread_syncs: those of other threads (the weight hash's);
+  pageable_copies: the copies to or from pageable host memory launched in the windows, by any thread;
+- where the GPU idles in that window: each idle gap is put down to the innermost op under way at its start
+  in the thread that runs the batches (or "(Python)" outside any op), summed by op;
 - ``key_averages()`` tables sorted by self CUDA time and by self CPU time.
 """
 
@@ -62,7 +65,7 @@ def profiled_job(model_dir: str, shard: str, out: str, device: str, dtype: str) 
         batches.append(len(padded))
         with record_function("ctxvar.batches"):
             run_batches(model, sums, padded, device, progress)
-            steps.synchronise(device)
+        steps.synchronise(device)  # outside the window: the profile's own wait is not the job's
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.device(device).type == "cuda" else [])
     models.load_model, extract.run_batches = annotated_load, annotated_batches
@@ -93,42 +96,44 @@ def profiled_job(model_dir: str, shard: str, out: str, device: str, dtype: str) 
 
 
 def trace_summary(events: list[dict], n_batches: int) -> dict:
-    """The module docstring's measures from a Chrome trace's events (times in µs)."""
+    """The measures of the module docstring from a Chrome trace's events (times in µs): load_seconds,
+    batches_seconds, syncs_per_batch, other_thread_syncs, pageable_copies, gpu_busy_fraction and
+    idle_by_host_op (seconds by op, largest first). Without CUDA activity in a batch window the GPU's
+    measures are NaN (and no idle time); without batches, the per-batch one is."""
     spans = [e for e in events if e.get("ph") == "X" and "dur" in e]
     annotations = [e for e in spans if e.get("cat") == "user_annotation"]  # on the host's timeline
-    windows = [(e["ts"], e["ts"] + e["dur"]) for e in annotations if e["name"] == "ctxvar.batches"]
-    load = sum(e["dur"] for e in annotations if e["name"] == "ctxvar.load")
-
-    def in_windows(t: float) -> bool:
-        return any(start <= t <= end for start, end in windows)
-
-    runtime = [e for e in spans if e.get("cat") in RUNTIME_CATEGORIES and in_windows(e["ts"])]
-    launched = {e["args"]["correlation"] for e in runtime if "correlation" in e.get("args", {})}
-    device = [
-        e for e in spans if e.get("cat") in DEVICE_CATEGORIES and e.get("args", {}).get("correlation") in launched
+    marks = sorted((e for e in annotations if e["name"] == "ctxvar.batches"), key=lambda e: e["ts"])
+    windows = [(e["ts"], e["ts"] + e["dur"]) for e in marks]
+    thread = marks[0].get("tid") if marks else None
+    runtime = [
+        [e for e in spans if e.get("cat") in RUNTIME_CATEGORIES and start <= e["ts"] <= end] for start, end in windows
     ]
-    pageable = [e for e in device if e.get("cat") == "gpu_memcpy" and "Pageable" in e["name"]]
-    syncs = sum(e["name"] in SYNC_CALLS for e in runtime) + len(pageable)
-    window_seconds = sum(end - start for start, end in windows) / 1e6
+    launched = [{e["args"]["correlation"] for e in calls if "correlation" in e.get("args", {})} for calls in runtime]
+    device = [
+        [e for e in spans if e.get("cat") in DEVICE_CATEGORIES and e.get("args", {}).get("correlation") in ids]
+        for ids in launched
+    ]
+    syncs = [e for calls in runtime for e in calls if e["name"] in SYNC_CALLS]
+    loop_syncs = sum(e.get("tid") == thread for e in syncs)
     out = {
-        "load_seconds": load / 1e6,
-        "batches_seconds": window_seconds,
-        "syncs_per_batch": syncs / n_batches if device else float("nan"),
-        "pageable_copies": len(pageable),
+        "load_seconds": sum(e["dur"] for e in annotations if e["name"] == "ctxvar.load") / 1e6,
+        "batches_seconds": sum(end - start for start, end in windows) / 1e6,
+        "syncs_per_batch": loop_syncs / n_batches if n_batches else float("nan"),
+        "other_thread_syncs": len(syncs) - loop_syncs,
+        "pageable_copies": sum("Pageable" in e["name"] for work in device for e in work if e["cat"] == "gpu_memcpy"),
     }
-    if not device:
+    if not any(device):
         return {**out, "gpu_busy_fraction": float("nan"), "idle_by_host_op": {}}
-    busy = merged([(e["ts"], e["ts"] + e["dur"]) for e in device])
-    first, last = windows[0][0], max(windows[-1][1], busy[-1][1])
-    busy_us = sum(end - start for start, end in busy)
-    idle = gaps(busy, first, last)
-    thread = next(e["tid"] for e in annotations if e["name"] == "ctxvar.batches")
-    host_ops = [e for e in spans if e.get("cat") in {"cpu_op", "cuda_runtime"} and e["tid"] == thread]
-    return {
-        **out,
-        "gpu_busy_fraction": busy_us / (last - first),
-        "idle_by_host_op": idle_by_host_op(idle, host_ops),
-    }
+    busy_us = span_us = 0.0
+    idle = []
+    for (start, end), work in zip(windows, device):
+        busy = merged([(e["ts"], e["ts"] + e["dur"]) for e in work])
+        last = max([end] + [stop for _, stop in busy])  # the window's kernels may end after its host calls
+        busy_us += sum(stop - begin for begin, stop in busy)
+        span_us += last - start
+        idle += gaps(busy, start, last)
+    host_ops = [e for e in spans if e.get("cat") in {"cpu_op", "cuda_runtime"} and e.get("tid") == thread]
+    return {**out, "gpu_busy_fraction": busy_us / span_us, "idle_by_host_op": idle_by_host_op(idle, host_ops)}
 
 
 def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -172,7 +177,7 @@ def idle_by_host_op(idle: list[tuple[float, float]], host_ops: list[dict]) -> di
     return dict(sorted(total.items(), key=lambda item: -item[1]))
 
 
-def report(results: dict[str, dict], device: str, gpu_name: str, command: str) -> str:
+def report(results: dict[str, dict], gpu_name: str, command: str) -> str:
     lines = [
         f"# Profile of one extraction job per model ({gpu_name}, torch {torch.__version__})",
         "",
@@ -206,11 +211,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     mode = gpu.MODES["quick" if args.quick else "gpu"]
     work = args.work or args.out / "gpu-work"
-    shards = {False: work / "shard.parquet", True: work / "large" / "shard.parquet"}
-    if not all(path.exists() for path in shards.values()):
-        (work / "large").mkdir(parents=True, exist_ok=True)
-        write_corpus(work, mode["sentences"])
-        write_corpus(work / "large", mode["small"])
+    (work / "large").mkdir(parents=True, exist_ok=True)
+    shards = {False: write_corpus(work, mode["sentences"]), True: write_corpus(work / "large", mode["small"])}
     gpu.build_models(work, args.quick, mode["shard_size"], list(JOBS))
     gpu_name = torch.cuda.get_device_name(args.device) if torch.device(args.device).type == "cuda" else "cpu"
     results = {}
@@ -221,7 +223,7 @@ def main(argv=None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     summary_table(results).to_csv(args.out / "profile.csv", index=False)
     command = f"python bench/profile_job.py --device {args.device}{' --quick' if args.quick else ''}"
-    (args.out / "profile.md").write_text(report(results, args.device, gpu_name, command))
+    (args.out / "profile.md").write_text(report(results, gpu_name, command))
 
 
 if __name__ == "__main__":

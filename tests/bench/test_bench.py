@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -152,6 +153,14 @@ def test_gpu_benchmark_writes_every_column_the_report_promises(tmp_path):
     commands stop at 10 minutes: one row per model, dtype and step, sharded models; (a) and (b) warm up first,
     and the load row is (b)'s loading, timed in (b)'s process. bench/profile_job.py then profiles a job of each
     on the models the benchmark built."""
+    shutil.copy(REPO / "bench" / "results" / "gpu.csv", tmp_path)  # another GPU's rows: --models does not mix them
+    refused = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "gpu.py"), "--quick", "--models", "bert-base", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode != 0 and "holds rows of another GPU, torch version or mode" in refused.stderr
+    (tmp_path / "gpu.csv").unlink()
     run_bench("gpu.py", tmp_path, "--quick", "--models", "bert-base")
     run_bench("gpu.py", tmp_path, "--quick", "--models", "llama-2-7b")  # the bert-base rows stay
     table = pd.read_csv(tmp_path / "gpu.csv")
@@ -167,11 +176,19 @@ def test_gpu_benchmark_writes_every_column_the_report_promises(tmp_path):
         loads = rows.set_index("step")
         assert loads.loc["load", "seconds"] == loads.loc["(b) extraction", "load_seconds"]
     assert list((tmp_path / "gpu-work" / "llama-2-7b").glob("model-0000*-of-0000*.safetensors"))
+    sys.path.insert(0, str(REPO / "bench"))
+    import gpu
+
+    specs = {quick: gpu.model_specs(quick, gpu.MODES["quick" if quick else "gpu"]["shard_size"]) for quick in (0, 1)}
+    for name in ("bert-base", "llama-2-7b"):  # a full run builds its own models where a quick run saved these
+        assert gpu.saved(tmp_path / "gpu-work" / name, specs[1][name])
+        assert not gpu.saved(tmp_path / "gpu-work" / name, specs[0][name])
     report = (tmp_path / "gpu.md").read_text()
-    assert "| llama-2-7b |" in report and "| bert-base " in report and "rows of bert-base are from the run" in report
+    assert "| llama-2-7b |" in report and "| bert-base " in report
+    assert "The rows of bert-base float32 are from an earlier run of the same GPU, torch and mode." in report
 
     saved = {path: path.stat().st_mtime_ns for path in (tmp_path / "gpu-work").rglob("*.safetensors")}
-    run_bench("profile_job.py", tmp_path, "--quick")
+    run_bench("profile_job.py", tmp_path, "--quick")  # on the models gpu.py saved: none is built again
     assert {path: path.stat().st_mtime_ns for path in (tmp_path / "gpu-work").rglob("*.safetensors")} == saved
     profile = pd.read_csv(tmp_path / "profile.csv")
     assert list(profile["model"]) == ["bert-base", "llama-2-7b"]
@@ -186,9 +203,10 @@ def report_has_tables(path) -> bool:
 
 
 def test_profile_measures_from_a_cuda_trace():
-    """bench/profile_job.py's reading of a Chrome trace, on a made-up one: the GPU's busy share over the batches'
-    window (a kernel launched in it that ends after it counts, work of other windows not), its waits per batch,
-    and each idle gap put down to the innermost op of the window's thread under way at its start."""
+    """bench/profile_job.py's reading of a Chrome trace, on a made-up one with two passes, listed out of time
+    order: the GPU's busy share over the batch windows (a kernel launched in one that ends after it counts, the
+    loading's kernel not), the batch thread's waits per batch apart from another thread's, and each idle gap put
+    down to the innermost op of the batch thread under way at its start."""
     sys.path.insert(0, str(REPO / "bench"))
     from profile_job import trace_summary
 
@@ -201,6 +219,9 @@ def test_profile_measures_from_a_cuda_trace():
         span("user_annotation", "ctxvar.load", 0, 100),
         span("kernel", "loading's copy", 50, 400, tid=7, correlation=9),
         span("cuda_runtime", "cudaLaunchKernel", 40, 5, correlation=9),
+        span("user_annotation", "ctxvar.batches", 3000, 100),  # the second pass, listed first
+        span("cuda_runtime", "cudaLaunchKernel", 3000, 1, correlation=5),
+        span("kernel", "second pass", 3000, 100, tid=7, correlation=5),
         span("user_annotation", "ctxvar.batches", 1000, 1000),
         span("gpu_user_annotation", "ctxvar.batches", 1000, 1000, tid=7),
         span("cpu_op", "aten::mm", 1010, 20),
@@ -208,6 +229,7 @@ def test_profile_measures_from_a_cuda_trace():
         span("kernel", "gemm", 1030, 500, tid=7, correlation=1),
         span("cpu_op", "aten::item", 1600, 300),
         span("cpu_op", "other thread", 1500, 800, tid=2),
+        span("cuda_runtime", "cudaStreamSynchronize", 1800, 10, tid=2, correlation=6),
         span("cuda_runtime", "cudaMemcpyAsync", 1610, 280, correlation=2),
         span("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 1620, 10, tid=7, correlation=2),
         span("cuda_runtime", "cudaStreamSynchronize", 1700, 10, correlation=3),
@@ -215,10 +237,13 @@ def test_profile_measures_from_a_cuda_trace():
         span("kernel", "late", 2100, 100, tid=7, correlation=4),
     ]
     summary = trace_summary(events, 2)
-    assert summary["load_seconds"] == pytest.approx(100e-6) and summary["batches_seconds"] == pytest.approx(1e-3)
-    assert summary["gpu_busy_fraction"] == pytest.approx((500 + 10 + 100) / (2200 - 1000))
-    assert summary["syncs_per_batch"] == 1 and summary["pageable_copies"] == 1  # the sync and the pageable copy
+    assert summary["load_seconds"] == pytest.approx(100e-6) and summary["batches_seconds"] == pytest.approx(1.1e-3)
+    assert summary["gpu_busy_fraction"] == pytest.approx((500 + 10 + 100 + 100) / (1200 + 100))
+    assert summary["syncs_per_batch"] == 0.5 and summary["other_thread_syncs"] == 1
+    assert summary["pageable_copies"] == 1
     assert summary["idle_by_host_op"] == pytest.approx({"cudaMemcpyAsync": 470e-6, "(Python)": 120e-6})
+    loading_only = trace_summary(events[:3], 0)  # no batches: nothing to measure the GPU by
+    assert np.isnan(loading_only["gpu_busy_fraction"]) and np.isnan(loading_only["syncs_per_batch"])
 
 
 def test_the_gpu_benchmarks_7b_shard_runs_at_least_30_batches(tmp_path):
