@@ -226,12 +226,18 @@ COLUMNS = [
 ]
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def arguments(description: str, work: str) -> argparse.ArgumentParser:
+    """The options this script and bench/profile_job.py share: --device, --quick, --out, --work."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--quick", action="store_true", help="tiny shapes and corpus: checks the script only")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
-    parser.add_argument("--work", type=Path, default=None, help="corpus and models (default: OUT/gpu-work)")
+    parser.add_argument("--work", type=Path, default=None, help=f"{work} (default: OUT/gpu-work)")
+    return parser
+
+
+def main(argv=None) -> None:
+    parser = arguments(__doc__, "corpus and models")
     parser.add_argument("--models", nargs="+", choices=list(MODES["gpu"]["models"]), help="default: every model")
     args = parser.parse_args(argv)
     mode = MODES["quick" if args.quick else "gpu"]

@@ -23,7 +23,6 @@ batch outside the profile's batch window, under ``torch.profiler`` with CPU and 
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import tempfile
@@ -203,12 +202,7 @@ def summary_table(results: dict[str, dict]) -> pd.DataFrame:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--quick", action="store_true", help="tiny shapes and corpus: checks the script only")
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
-    parser.add_argument("--work", type=Path, default=None, help="bench/gpu.py's --work folder (default: OUT/gpu-work)")
-    args = parser.parse_args(argv)
+    args = gpu.arguments(__doc__, "bench/gpu.py's --work folder").parse_args(argv)
     mode = gpu.MODES["quick" if args.quick else "gpu"]
     work = args.work or args.out / "gpu-work"
     (work / "large").mkdir(parents=True, exist_ok=True)

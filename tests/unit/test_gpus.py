@@ -109,18 +109,23 @@ def lock_is_free(path) -> bool:
         return True
 
 
+@pytest.fixture
+def one_gpu(tmp_path, monkeypatch):
+    """One faked GPU, index 0, its lock file in ``tmp_path / "locks"``, and no claim held by this process."""
+    monkeypatch.setenv("CTXVAR_GPUS", "0")
+    monkeypatch.setenv("CTXVAR_GPU_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.setattr(gpus, "_held", {})
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("passes", [1, 2])
 def test_an_extraction_job_gives_up_its_gpu_claim_before_it_writes_its_last_layers(
-    tmp_path, monkeypatch, tiny_models, corpus_texts, passes
+    tmp_path, monkeypatch, one_gpu, tiny_models, corpus_texts, passes
 ):
     """The job's sums reach host memory, the job frees the device and releases its claim, then writes: the next
     job's forward pass can run meanwhile. With several passes (layer groups), the groups before the last are
     written while the next pass runs, still under the claim; the last group after the release. On a CPU, with a
     claim taken as prepare_shard takes it on a GPU."""
-    monkeypatch.setenv("CTXVAR_GPUS", "0")
-    monkeypatch.setenv("CTXVAR_GPU_LOCK_DIR", str(tmp_path / "locks"))
-    monkeypatch.setattr(gpus, "_held", {})
     shard = shard_of(tmp_path, corpus_texts[:80])
     settings = ExtractionSettings(
         model={"id": "m"}, source=str(tiny_models["bert"]), device="cpu", progress=False, config_hash="h"
@@ -188,13 +193,10 @@ def test_with_one_gpu_a_waiting_job_takes_it_as_soon_as_it_is_released(tmp_path,
 
 
 @pytest.mark.integration
-def test_a_job_that_fails_after_its_claim_gives_it_up(tmp_path, monkeypatch, tiny_models, corpus_texts):
+def test_a_job_that_fails_after_its_claim_gives_it_up(tmp_path, monkeypatch, one_gpu, tiny_models, corpus_texts):
     """A failed extraction in a process that goes on (a notebook, a test session) frees the GPU at once: a claim
     kept for the process's life would make every other job wait forever. Failing in a pass, and failing while
     the shard is prepared (a shard that cannot be read, after a claim taken as on a GPU)."""
-    monkeypatch.setenv("CTXVAR_GPUS", "0")
-    monkeypatch.setenv("CTXVAR_GPU_LOCK_DIR", str(tmp_path / "locks"))
-    monkeypatch.setattr(gpus, "_held", {})
     shard = shard_of(tmp_path, corpus_texts[:40])
     settings = ExtractionSettings(
         model={"id": "m"}, source=str(tiny_models["bert"]), device="cpu", progress=False, config_hash="h"
@@ -216,13 +218,10 @@ def test_a_job_that_fails_after_its_claim_gives_it_up(tmp_path, monkeypatch, tin
 
 
 def test_a_cuda_error_that_fails_the_release_too_still_gives_up_the_claim_and_keeps_the_jobs_error(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, one_gpu
 ):
     """After a CUDA error that outlives its kernel (a device-side assert), freeing the cache raises as well: the
     claim still goes, and the error that propagates is the job's."""
-    monkeypatch.setenv("CTXVAR_GPUS", "0")
-    monkeypatch.setenv("CTXVAR_GPU_LOCK_DIR", str(tmp_path / "locks"))
-    monkeypatch.setattr(gpus, "_held", {})
 
     def sticky():
         raise RuntimeError("CUDA error: device-side assert triggered")
