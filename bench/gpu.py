@@ -33,6 +33,7 @@ peak for the dtype), load_seconds, read_seconds.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import sys
@@ -87,14 +88,13 @@ def build_models(folder: Path, quick: bool, shard_size: str, names: list[str]) -
         dirs.setdefault("gpt2-medium", folder / "gpt2-medium")
     for name in ("bert-base", "gpt2-medium"):
         if name in dirs and not saved(dirs[name], specs[name]):
-            shutil.rmtree(dirs[name], ignore_errors=True)
-            build_random_model({"id": name, **specs[name]["shape"], "vocab_size": 8000, "seed": 0}, texts, dirs[name])
-            reshard(dirs[name], shard_size)
-            mark_saved(dirs[name], specs[name])
+            with building(dirs[name], specs[name]):
+                entry = {"id": name, **specs[name]["shape"], "vocab_size": 8000, "seed": 0}
+                build_random_model(entry, texts, dirs[name])
+                reshard(dirs[name], shard_size)
     if "llama-2-7b" in names and not saved(dirs["llama-2-7b"], specs["llama-2-7b"]):
-        shutil.rmtree(dirs["llama-2-7b"], ignore_errors=True)
-        build_llama(dirs["llama-2-7b"], dirs["gpt2-medium"], specs["llama-2-7b"]["shape"], shard_size)
-        mark_saved(dirs["llama-2-7b"], specs["llama-2-7b"])
+        with building(dirs["llama-2-7b"], specs["llama-2-7b"]):
+            build_llama(dirs["llama-2-7b"], dirs["gpt2-medium"], specs["llama-2-7b"]["shape"], shard_size)
     return {name: dirs[name] for name in names}
 
 
@@ -113,12 +113,26 @@ SAVED_MARKER = "bench-model.json"  # written once a model is wholly saved: what 
 
 def saved(model_dir: Path, spec: dict) -> bool:
     """Whether ``model_dir`` holds a model wholly saved from ``spec`` (its marker is written last)."""
-    marker = model_dir / SAVED_MARKER
-    return marker.exists() and json.loads(marker.read_text()) == spec
+    try:
+        return json.loads((model_dir / SAVED_MARKER).read_text()) == spec
+    except (OSError, ValueError):
+        return False
 
 
-def mark_saved(model_dir: Path, spec: dict) -> None:
+@contextlib.contextmanager
+def building(model_dir: Path, spec: dict):
+    """Build ``model_dir`` anew within the block, then mark it saved from ``spec``. A folder there is removed
+    first only when this benchmark made it (its marker, or the sibling ``<name>.building`` of a build cut
+    short); any other is left alone, and the run stops with one line."""
+    started = model_dir.with_name(model_dir.name + ".building")
+    if model_dir.exists() or model_dir.is_symlink():
+        if not ((model_dir / SAVED_MARKER).exists() or started.exists()) or model_dir.is_symlink():
+            sys.exit(f"bench/gpu.py: {model_dir} was not built by this benchmark: give --work a folder of its own")
+        shutil.rmtree(model_dir)
+    started.touch()
+    yield
     (model_dir / SAVED_MARKER).write_text(json.dumps(spec))
+    started.unlink()
 
 
 def reshard(model_dir: Path, shard_size: str) -> None:
@@ -226,20 +240,32 @@ COLUMNS = [
 ]
 
 
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
 def arguments(description: str, work: str) -> argparse.ArgumentParser:
     """The options this script and bench/profile_job.py share: --device, --quick, --out, --work."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--quick", action="store_true", help="tiny shapes and corpus: checks the script only")
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="default: bench/results (not with --quick)")
     parser.add_argument("--work", type=Path, default=None, help=f"{work} (default: OUT/gpu-work)")
     return parser
+
+
+def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
+    """``parser``'s arguments; --quick must name its own --out: its tiny models and rows would replace the
+    measured ones in bench/results."""
+    args = parser.parse_args(argv)
+    if args.quick and args.out.resolve() == RESULTS:
+        parser.error("--quick: give --out a folder of its own, not bench/results")
+    return args
 
 
 def main(argv=None) -> None:
     parser = arguments(__doc__, "corpus and models")
     parser.add_argument("--models", nargs="+", choices=list(MODES["gpu"]["models"]), help="default: every model")
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     mode = MODES["quick" if args.quick else "gpu"]
     if set(args.models or ()) - set(mode["models"]):
         parser.error(f"--quick runs only {', '.join(mode['models'])}")
@@ -249,10 +275,13 @@ def main(argv=None) -> None:
     earlier = earlier_rows(args.out / "gpu.csv", gpu_name, args.quick)
     if earlier is None and args.models:
         sys.exit(
-            f"bench/gpu.py: {args.out / 'gpu.csv'} holds rows of another GPU, torch version or mode than this run's "
+            f"bench/gpu.py: {args.out / 'gpu.csv'} cannot be read, or holds rows of another GPU, torch version or mode "
+            "than this run's "
             f"({gpu_name}, torch {torch.__version__}{', --quick' if args.quick else ''}): run every model (no "
             "--models), or give another --out"
         )
+    command = f"python bench/gpu.py --device {args.device}{' --quick' if args.quick else ''}"
+    command += f" --models {' '.join(names)}" if args.models else ""
     if earlier is None:  # every model runs: the rows of the other GPU, torch or mode go
         earlier = pd.DataFrame(columns=COLUMNS)
     work = args.work or args.out / "gpu-work"
@@ -267,7 +296,7 @@ def main(argv=None) -> None:
             rows += rows_for(name, dirs[name], shard_of_model, dtype, args.device, gpu_name, args.quick)
             print(pd.DataFrame(rows[-4:]).reindex(columns=COLUMNS).to_string(), flush=True)
             # after every model and dtype: a run cut short keeps its rows, and the earlier ones not yet re-measured
-            write_report(earlier, rows, args.out, gpu_name, argv)
+            write_report(earlier, rows, args.out, gpu_name, command)
 
 
 def earlier_rows(path: Path, gpu_name: str, quick: bool) -> pd.DataFrame | None:
@@ -275,16 +304,20 @@ def earlier_rows(path: Path, gpu_name: str, quick: bool) -> pd.DataFrame | None:
     no such file); None when it did not."""
     if not path.exists():
         return pd.DataFrame(columns=COLUMNS)
-    rows = pd.read_csv(path)
+    try:
+        rows = pd.read_csv(path)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError):  # a run killed while it wrote the file
+        return None
     same = {"gpu_name": gpu_name, "torch": torch.__version__, "quick": quick}
     if any(column not in rows or (rows[column] != value).any() for column, value in same.items()):
         return None
     return rows.reindex(columns=COLUMNS)
 
 
-def write_report(earlier: pd.DataFrame, rows: list[dict], out: Path, gpu_name: str, argv=None) -> None:
+def write_report(earlier: pd.DataFrame, rows: list[dict], out: Path, gpu_name: str, command: str) -> None:
     """gpu.csv and gpu.md in ``out``: ``rows``, and the ``earlier`` rows of every (model, dtype) that ``rows`` do
-    not measure, in the order of MODES["gpu"]; the report names the (model, dtype) pairs kept from before."""
+    not measure, in the order of MODES["gpu"]; the report names ``command`` (the options that change what is
+    measured) and the (model, dtype) pairs kept from before."""
     table = pd.DataFrame(rows).reindex(columns=COLUMNS)
     measured = set(zip(table["model"], table["dtype"]))
     kept = earlier.loc[[pair not in measured for pair in zip(earlier["model"], earlier["dtype"])], :]
@@ -295,9 +328,8 @@ def write_report(earlier: pd.DataFrame, rows: list[dict], out: Path, gpu_name: s
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "gpu.csv", index=False)
     pairs = ", ".join(f"{model} {dtype}" for model, dtype in dict.fromkeys(zip(kept["model"], kept["dtype"])))
-    command = "python bench/gpu.py " + " ".join(sys.argv[1:] if argv is None else argv)
     (out / "gpu.md").write_text(
-        f"# GPU benchmark ({gpu_name}, torch {table['torch'].iloc[0]})\n\n`{command.strip()}`; each step in a fresh "
+        f"# GPU benchmark ({gpu_name}, torch {table['torch'].iloc[0]})\n\n`{command}`; each step in a fresh "
         "process; see bench/gpu.py for the steps."
         + (f" The rows of {pairs} are from an earlier run of the same GPU, torch and mode." if pairs else "")
         + "\n\n"

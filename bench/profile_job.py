@@ -202,7 +202,7 @@ def summary_table(results: dict[str, dict]) -> pd.DataFrame:
 
 
 def main(argv=None) -> None:
-    args = gpu.arguments(__doc__, "bench/gpu.py's --work folder").parse_args(argv)
+    args = gpu.parse(gpu.arguments(__doc__, "bench/gpu.py's --work folder"), argv)
     mode = gpu.MODES["quick" if args.quick else "gpu"]
     work = args.work or args.out / "gpu-work"
     (work / "large").mkdir(parents=True, exist_ok=True)

@@ -197,6 +197,31 @@ def test_gpu_benchmark_writes_every_column_the_report_promises(tmp_path):
     assert report_has_tables(tmp_path / "profile.md")
 
 
+def test_gpu_benchmark_leaves_what_it_did_not_make(tmp_path):
+    """A folder under --work that the benchmark did not build is not removed, --quick does not write into
+    bench/results, and an unreadable gpu.csv is not merged into: each stops the run with one line."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import gpu
+
+    mine = tmp_path / "work" / "llama-2-7b"
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("a user's own files")
+    with pytest.raises(SystemExit, match="was not built by this benchmark"):
+        with gpu.building(mine, gpu.model_specs(True, "200KB")["llama-2-7b"]):
+            pytest.fail("built over a folder of the user's")
+    assert (mine / "notes.txt").exists()
+
+    def run(*options):
+        command = [sys.executable, str(REPO / "bench" / "gpu.py"), *options]
+        return subprocess.run(command, capture_output=True, text=True)
+
+    quick = run("--quick")
+    assert quick.returncode == 2 and "--quick: give --out a folder of its own" in quick.stderr
+    (tmp_path / "gpu.csv").write_text("")  # a run killed while it wrote it
+    cut_short = run("--quick", "--models", "bert-base", "--out", str(tmp_path))
+    assert cut_short.returncode == 1 and "cannot be read, or holds rows of another GPU" in cut_short.stderr
+
+
 def report_has_tables(path) -> bool:
     text = path.read_text()
     return text.count("By self CUDA time:") == 2 and text.count("By self CPU time:") == 2

@@ -98,6 +98,7 @@ def collect_points(shard_path, out_path, settings: ExtractionSettings, selection
         )
         job.run(collector, settings, job.padded(batches))
         type_index, coordinates, sq_norm = collector.to_numpy()
+        del collector  # its device tensors go before the device is released
     release_device(job)  # the points are in host memory: the next job may use the GPU while these are written
     table = pa.table(
         [pa.array(job.types[type_index], pa.string()), coordinates[:, 0], coordinates[:, 1], sq_norm],
