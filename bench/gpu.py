@@ -262,6 +262,19 @@ def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
     return args
 
 
+def corpora(args: argparse.Namespace, mode: dict) -> tuple[Path, Path, Path]:
+    """The work folder (--work, default OUT/gpu-work) and the shards written there: the benchmark's corpus and
+    the 7B decoder's smaller one (the same for the same mode: the sentences are drawn with a fixed seed)."""
+    work = args.work or args.out / "gpu-work"
+    (work / "large").mkdir(parents=True, exist_ok=True)
+    return work, write_corpus(work, mode["sentences"]), write_corpus(work / "large", mode["small"])
+
+
+def device_name(device: str) -> str:
+    """The GPU's name, or "cpu"."""
+    return torch.cuda.get_device_name(device) if torch.device(device).type == "cuda" else "cpu"
+
+
 def main(argv=None) -> None:
     parser = arguments(__doc__, "corpus and models")
     parser.add_argument("--models", nargs="+", choices=list(MODES["gpu"]["models"]), help="default: every model")
@@ -270,8 +283,7 @@ def main(argv=None) -> None:
     if set(args.models or ()) - set(mode["models"]):
         parser.error(f"--quick runs only {', '.join(mode['models'])}")
     names = [name for name in mode["models"] if name in (args.models or mode["models"])]
-    device = torch.device(args.device)
-    gpu_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    gpu_name = device_name(args.device)
     earlier = earlier_rows(args.out / "gpu.csv", gpu_name, args.quick)
     if earlier is None and args.models:
         sys.exit(
@@ -284,10 +296,7 @@ def main(argv=None) -> None:
     command += f" --models {' '.join(names)}" if args.models else ""
     if earlier is None:  # every model runs: the rows of the other GPU, torch or mode go
         earlier = pd.DataFrame(columns=COLUMNS)
-    work = args.work or args.out / "gpu-work"
-    (work / "large").mkdir(parents=True, exist_ok=True)
-    shard = write_corpus(work, mode["sentences"])
-    small = write_corpus(work / "large", mode["small"])
+    work, shard, small = corpora(args, mode)
     dirs = build_models(work, args.quick, mode["shard_size"], names)
     rows = []
     for name in names:

@@ -33,11 +33,10 @@ import gpu
 import pandas as pd
 import steps
 import torch
-from run import in_fresh_process, markdown, write_corpus
+from run import in_fresh_process, markdown
+from torch.profiler import ProfilerActivity, profile
 
-from ctxvar.extraction import extract
 from ctxvar.extraction.extract import extract_shard
-from ctxvar.models import loading as models
 
 DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 RUNTIME_CATEGORIES = {"cuda_runtime", "cuda_driver"}
@@ -48,33 +47,16 @@ TABLE_ROWS = 25
 
 def profiled_job(model_dir: str, shard: str, out: str, device: str, dtype: str) -> dict:
     """One extraction job with the default geometry, profiled; its summary and the two key_averages tables."""
-    from torch.profiler import ProfilerActivity, profile, record_function
-
     options = steps.default_geometry()
     settings = steps.settings_for(model_dir, device, dtype, options)
     paths = {"moments_path": out + ".moments", "sample_path": out + ".sample"}
-    load, run_batches = models.load_model, extract.run_batches
-    batches = []
-
-    def annotated_load(*args, **kwargs):
-        with record_function("ctxvar.load"):
-            return load(*args, **kwargs)
-
-    def annotated_batches(model, sums, padded, device, progress):
-        batches.append(len(padded))
-        with record_function("ctxvar.batches"):
-            run_batches(model, sums, padded, device, progress)
-        steps.synchronise(device)  # outside the window: the profile's own wait is not the job's
-
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.device(device).type == "cuda" else [])
-    models.load_model, extract.run_batches = annotated_load, annotated_batches
-    try:
-        with profile(activities=activities) as profiler, steps.timed_loading_and_warm_up({}):
-            start = time.perf_counter()
-            metadata = extract_shard(shard, out, settings, **paths)
-            seconds = time.perf_counter() - start
-    finally:
-        models.load_model, extract.run_batches = load, run_batches
+    timings = {}
+    with profile(activities=activities) as profiler, steps.timed_loading_and_warm_up(timings):
+        start = time.perf_counter()
+        metadata = extract_shard(shard, out, settings, **paths)
+        seconds = time.perf_counter() - start
+    batches = timings["batches"]
     with tempfile.TemporaryDirectory() as folder:
         trace = Path(folder) / "trace.json"
         profiler.export_chrome_trace(str(trace))
@@ -204,11 +186,10 @@ def summary_table(results: dict[str, dict]) -> pd.DataFrame:
 def main(argv=None) -> None:
     args = gpu.parse(gpu.arguments(__doc__, "bench/gpu.py's --work folder"), argv)
     mode = gpu.MODES["quick" if args.quick else "gpu"]
-    work = args.work or args.out / "gpu-work"
-    (work / "large").mkdir(parents=True, exist_ok=True)
-    shards = {False: write_corpus(work, mode["sentences"]), True: write_corpus(work / "large", mode["small"])}
+    work, shard, small = gpu.corpora(args, mode)
+    shards = {False: shard, True: small}
     gpu.build_models(work, args.quick, mode["shard_size"], list(JOBS))
-    gpu_name = torch.cuda.get_device_name(args.device) if torch.device(args.device).type == "cuda" else "cpu"
+    gpu_name = gpu.device_name(args.device)
     results = {}
     for name, (dtype, small) in JOBS.items():
         out = str(work / f"profile-{name}.parquet")

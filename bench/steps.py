@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 import yaml
+from torch.profiler import record_function
 
 from ctxvar.extraction import extract
 from ctxvar.extraction.accumulator import NO_GEOMETRY, GeometryOptions
@@ -136,12 +137,15 @@ def extraction(
 @contextlib.contextmanager
 def timed_loading_and_warm_up(timings: dict):
     """Within the block, jobs time their model loading (``timings["load_seconds"]``) and run a warm-up batch
-    before their first pass (``timings["warm_up_seconds"]``), as (a) does."""
+    before their first pass (``timings["warm_up_seconds"]``), as (a) does; ``timings["batches"]`` lists each
+    pass's batches. Under ``torch.profiler``, the loading is the range ``ctxvar.load`` and each pass's batch
+    loop, after the warm-up, ``ctxvar.batches`` (see bench/profile_job.py)."""
     load, run_batches = models.load_model, extract.run_batches
 
     def timed_load(*args, **kwargs):
         start = time.perf_counter()
-        model = load(*args, **kwargs)
+        with record_function("ctxvar.load"):
+            model = load(*args, **kwargs)
         synchronise(next(model.parameters()).device)
         timings["load_seconds"] = time.perf_counter() - start
         return model
@@ -149,7 +153,9 @@ def timed_loading_and_warm_up(timings: dict):
     def warmed_up(model, sums, batches, device, progress):
         if "warm_up_seconds" not in timings:
             timings["warm_up_seconds"] = warm_up(model, batches, device)
-        run_batches(model, sums, batches, device, progress)
+        timings.setdefault("batches", []).append(len(batches))
+        with record_function("ctxvar.batches"):
+            run_batches(model, sums, batches, device, progress)
 
     models.load_model, extract.run_batches = timed_load, warmed_up
     try:
