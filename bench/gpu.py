@@ -84,7 +84,8 @@ def build_models(folder: Path, quick: bool, shard_size: str, names: list[str]) -
     texts = pd.read_parquet(folder / "sentences.parquet")["text"].tolist()
     specs = model_specs(quick, shard_size)
     dirs = {name: folder / name for name in names}
-    if "llama-2-7b" in names and not saved(dirs["llama-2-7b"], specs["llama-2-7b"]):
+    llama_to_build = "llama-2-7b" in names and not saved(dirs["llama-2-7b"], specs["llama-2-7b"])
+    if llama_to_build:
         dirs.setdefault("gpt2-medium", folder / "gpt2-medium")
     for name in ("bert-base", "gpt2-medium"):
         if name in dirs and not saved(dirs[name], specs[name]):
@@ -92,7 +93,7 @@ def build_models(folder: Path, quick: bool, shard_size: str, names: list[str]) -
                 entry = {"id": name, **specs[name]["shape"], "vocab_size": 8000, "seed": 0}
                 build_random_model(entry, texts, dirs[name])
                 reshard(dirs[name], shard_size)
-    if "llama-2-7b" in names and not saved(dirs["llama-2-7b"], specs["llama-2-7b"]):
+    if llama_to_build:
         with building(dirs["llama-2-7b"], specs["llama-2-7b"]):
             build_llama(dirs["llama-2-7b"], dirs["gpt2-medium"], specs["llama-2-7b"]["shape"], shard_size)
     return {name: dirs[name] for name in names}
