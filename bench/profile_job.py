@@ -187,13 +187,13 @@ def main(argv=None) -> None:
     args = gpu.parse(gpu.arguments(__doc__, "bench/gpu.py's --work folder"), argv)
     mode = gpu.MODES["quick" if args.quick else "gpu"]
     work, shard, small = gpu.corpora(args, mode)
-    gpu.build_models(work, args.quick, mode["shard_size"], list(JOBS))
+    dirs = gpu.build_models(work, args.quick, mode["shard_size"], list(JOBS))
     gpu_name = gpu.device_name(args.device)
     results = {}
     for name, (dtype, on_small) in JOBS.items():
         out = str(work / f"profile-{name}.parquet")
         corpus = str(small if on_small else shard)
-        results[name] = in_fresh_process(profiled_job, str(work / name), corpus, out, args.device, dtype)
+        results[name] = in_fresh_process(profiled_job, str(dirs[name]), corpus, out, args.device, dtype)
         print(summary_table(results).to_string(), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     summary_table(results).to_csv(args.out / "profile.csv", index=False)
