@@ -121,7 +121,8 @@ def test_a_bad_json_lines_row_is_named_with_its_line_and_cause(tmp_path, lines, 
     path = tmp_path / "rows.jsonl"
     path.write_text(lines)
     with pytest.raises(CorpusError, match=f"^corpus.path: {path} {message}"):
-        load_source({"source": "jsonl", "path": str(path), "text_column": "text"})
+        with load_source({"source": "jsonl", "path": str(path), "text_column": "text"}):
+            pass
 
 
 def test_a_config_with_return_dict_false_still_gives_hidden_states():

@@ -13,6 +13,7 @@ from ctxvar.config_hash import CORPUS_HASH, corpus_hash
 from ctxvar.corpus.sentences import write_sentences
 from ctxvar.errors import StatisticsError
 from ctxvar.io import read_json, write_csv, write_json
+from ctxvar.models.files import file_fingerprint
 from ctxvar.parquet_files import write_table
 from ctxvar.results import load_results
 from ctxvar.stats.provenance import FINISH
@@ -111,7 +112,7 @@ def test_the_sampling_records_the_identity_the_final_merge_records(tmp_path):
         "sampling": "paper",
         "max_words": 50,
         "text_column": "text",
-        "inputs": {"files": ["fingerprint"]},
+        "inputs": {"files": [file_fingerprint(str(text))]},  # what start-up records; the job checks it
     }
     counts = write_sentences(corpus, tmp_path / "sentences.parquet", tmp_path / "counts.json")
     assert counts[CORPUS_HASH] == read_json(tmp_path / "counts.json")[CORPUS_HASH] == corpus_hash(dict(corpus))

@@ -11,10 +11,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ctxvar.config import corpus_paths
 from ctxvar.config_hash import CORPUS_HASH, corpus_hash
 from ctxvar.corpus import python_docs
-from ctxvar.corpus.sources import first_non_text_json_line, load_source
+from ctxvar.corpus.sources import load_source
 from ctxvar.errors import CorpusError
 from ctxvar.io import write_json
 from ctxvar.parquet_files import write_table
@@ -69,16 +68,11 @@ def sample_sentences(corpus: dict) -> tuple[pa.Table, dict]:
     characters other than tab (NUL, for one) are dropped and counted. No sentence
     left is a :class:`CorpusError` that says what was dropped.
     """
-    dataset = load_source(corpus)
-    indices = sample_indices(len(dataset), corpus["fraction"], corpus["seed"], corpus["sampling"])
-    column = dataset.flatten_indices().data.column(corpus["text_column"])  # memory-mapped Arrow
-    texts = column.take(pa.array(indices, type=pa.int64())).combine_chunks()
-    if not pa.types.is_string(texts.type) and not pa.types.is_large_string(texts.type):
-        if corpus["source"] == "jsonl" and (
-            line := first_non_text_json_line(corpus_paths(corpus), corpus["text_column"])
-        ):
-            raise CorpusError(line)
-        raise CorpusError(f"corpus.text_column: column {corpus['text_column']!r} holds {texts.type}, not text")
+    with load_source(corpus) as dataset:
+        indices = sample_indices(len(dataset), corpus["fraction"], corpus["seed"], corpus["sampling"])
+        column = dataset.flatten_indices().data.column(corpus["text_column"])  # memory-mapped Arrow
+        texts = column.take(pa.array(indices, type=pa.int64())).combine_chunks()
+        rows_in_source = len(dataset)
     texts = texts.cast(pa.string())
     had_mark = _matches(texts, BYTE_ORDER_MARK)
     texts = pc.replace_substring(texts, BYTE_ORDER_MARK, "")
@@ -98,7 +92,7 @@ def sample_sentences(corpus: dict) -> tuple[pa.Table, dict]:
         schema=SENTENCES_SCHEMA,
     )
     counts = {
-        "rows_in_source": len(dataset),
+        "rows_in_source": rows_in_source,
         "rows_sampled": len(indices),
         "dropped_blank": int(blank.sum()),
         "dropped_invalid_utf8": int(invalid.sum()),

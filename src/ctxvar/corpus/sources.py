@@ -1,16 +1,16 @@
 """Read a corpus from its source: a Hub dataset, local files, the synthetic corpus or the Python documentation.
 
-Every source goes through ``datasets``: Hub datasets with ``load_dataset(name)``,
-local files with the ``text``/``parquet``/``json`` builders, and the synthetic corpus
-and the Python documentation's prose (:mod:`ctxvar.corpus.python_docs`) with ``Dataset.from_dict``.
-The HF cache and ``HF_HUB_OFFLINE`` apply as usual.
+Every source goes through ``datasets``: Hub datasets with ``load_dataset(name, revision=commit)`` (the HF cache
+and ``HF_HUB_OFFLINE`` apply as usual), local files with the ``text``/``parquet``/``json`` builders over private
+copies checked against the run's fingerprint (:func:`snapshot`; no cache is consulted or kept), and the synthetic
+corpus and the Python documentation's prose (:mod:`ctxvar.corpus.python_docs`) with ``Dataset.from_dict``.
 """
 
 from __future__ import annotations
 
 import codecs
 import contextlib
-import glob
+import io
 import json
 import logging
 import os
@@ -18,11 +18,13 @@ import shutil
 import tempfile
 
 import numpy as np
+import pyarrow as pa
 
 from ctxvar.config import corpus_paths
 from ctxvar.corpus import python_docs
 from ctxvar.errors import CorpusError, first_line
 from ctxvar.models import hub
+from ctxvar.models.files import file_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -39,72 +41,158 @@ JSON_TYPE_NAMES = {int: "a number", float: "a number", bool: "true or false", li
 ROWS_READ_LIMIT = 1 << 26  # characters source_rows_at_most reads at start-up before it gives up (64 M)
 
 
+@contextlib.contextmanager
 def load_source(corpus: dict):
-    """The whole corpus as a ``datasets.Dataset`` with the text in ``corpus.text_column``."""
+    """Yield the whole corpus as a ``datasets.Dataset`` with the text in ``corpus.text_column``.
+
+    Local files are read as they are now, never from a cache: each is copied once, through one open file, into a
+    private folder (:func:`snapshot`, which checks it against the fingerprint taken at start-up,
+    ``corpus.inputs.files``), and ``datasets`` builds its Arrow table from the copies in that folder, removed when
+    the ``with`` block ends. (``datasets`` keys its own cache on a file's path and modification time, so a file
+    edited in place with its size and modification time kept would come back with its old text.) A Hub dataset
+    is the commit resolved at start-up, through the HF cache.
+    """
     import datasets
 
     source = corpus["source"]
     if source == "synthetic":
-        return datasets.Dataset.from_dict(
+        yield datasets.Dataset.from_dict(
             {corpus["text_column"]: synthetic_sentences(corpus["synthetic"], corpus["seed"])}
         )
-    if source == "python-docs":
-        return datasets.Dataset.from_dict({corpus["text_column"]: list(python_docs.python_docs_sentences())})
-    if source == "hf" and not hub.offline() and not hub.hub_reachable():  # else datasets retries for minutes
+    elif source == "python-docs":
+        yield datasets.Dataset.from_dict({corpus["text_column"]: list(python_docs.python_docs_sentences())})
+    elif source == "hf":
+        yield with_text_column(corpus, load_hub_dataset(corpus), [])
+    else:
+        with tempfile.TemporaryDirectory(prefix="ctxvar-corpus-") as folder:
+            copies = [
+                snapshot(path, os.path.join(folder, f"{index}.{source}"), recorded, source)
+                for index, (path, recorded) in enumerate(zip(corpus_paths(corpus), recorded_fingerprints(corpus)))
+            ]
+            yield with_text_column(corpus, load_local_copies(corpus, copies, os.path.join(folder, "cache")), copies)
+
+
+def load_hub_dataset(corpus: dict):
+    """The Hub dataset ``corpus.name`` at the commit resolved at start-up (:func:`hub_commit`), through the HF
+    cache, which keeps a commit's files and the Arrow tables built from them under the commit's hash."""
+    import datasets
+
+    if not hub.offline() and not hub.hub_reachable():  # else datasets retries for minutes
         raise CorpusError(
             f"corpus: dataset {corpus['name']!r} cannot be loaded: the Hugging Face Hub cannot be reached; "
             "set HF_HUB_OFFLINE=1 to use the HF cache, or use a local file (corpus.source: text) or config/demo.yaml"
         )
     try:
-        if source == "hf":
-            dataset = datasets.load_dataset(
-                corpus["name"], corpus.get("config_name"), split=corpus["split"], revision=hub_commit(corpus)
-            )
-        elif all(os.path.getsize(path) == 0 for path in corpus_paths(corpus)):
-            return datasets.Dataset.from_dict(
-                {corpus["text_column"]: []},
-                features=datasets.Features({corpus["text_column"]: datasets.Value("string")}),
-            )
-        elif source == "parquet":
-            dataset = datasets.load_dataset("parquet", data_files=literal_files(corpus_paths(corpus)), split="train")
-        else:
-            with as_utf8(corpus_paths(corpus)) as paths:
-                # Undecodable bytes become U+FFFD; sample_sentences drops and counts such rows.
-                dataset = datasets.load_dataset(
-                    LOCAL_BUILDERS[source], data_files=literal_files(paths), split="train", encoding_errors="replace"
-                )
-    except CorpusError:
-        raise
+        return datasets.load_dataset(
+            corpus["name"], corpus.get("config_name"), split=corpus["split"], revision=hub_commit(corpus)
+        )
     except Exception as error:  # datasets raises many types; all mean "cannot load"
-        if source == "jsonl" and (bad_line := first_bad_json_line(corpus_paths(corpus))):
-            raise CorpusError(bad_line) from error
-        cause = f"{type(error).__name__}: {first_line(error)}"
-        if source != "hf":
-            raise CorpusError(
-                f"corpus: cannot read {corpus_paths(corpus)!r} as {source} ({cause}); check the files against "
-                "corpus.source (text: one sentence per line; parquet; jsonl: one JSON object per line)"
-            ) from error
         raise CorpusError(
-            f"corpus: cannot load {corpus['name']!r} ({cause}); "
+            f"corpus: cannot load {corpus['name']!r} ({type(error).__name__}: {first_line(error)}); "
             "if the Hub is unreachable, use a cached dataset, a local file (corpus.source: text) or config/demo.yaml"
         ) from error
-    if corpus["text_column"] not in dataset.column_names:
-        raise CorpusError(
-            f"corpus.text_column: column {corpus['text_column']!r} not found; available: {dataset.column_names}"
+
+
+def load_local_copies(corpus: dict, copies: list[str], cache_dir: str):
+    """The private ``copies`` of the local files (:func:`snapshot`) read by the ``datasets`` builder of
+    ``corpus.source``, its Arrow files written to ``cache_dir`` (a folder of this read alone)."""
+    import datasets
+
+    source = corpus["source"]
+    if all(os.path.getsize(copy) == 0 for copy in copies):
+        return datasets.Dataset.from_dict(
+            {corpus["text_column"]: []}, features=datasets.Features({corpus["text_column"]: datasets.Value("string")})
         )
-    return dataset
+    # Undecodable bytes of text and jsonl become U+FFFD; sample_sentences drops and counts such rows.
+    options = {} if source == "parquet" else {"encoding_errors": "replace"}
+    try:
+        return datasets.load_dataset(
+            LOCAL_BUILDERS[source], data_files=copies, split="train", cache_dir=cache_dir, **options
+        )
+    except Exception as error:  # datasets raises many types; all mean "cannot load"
+        if source == "jsonl" and (bad_line := first_bad_json_line(copies, corpus_paths(corpus))):
+            raise CorpusError(bad_line) from error
+        raise CorpusError(
+            f"corpus: cannot read {corpus_paths(corpus)!r} as {source} ({type(error).__name__}: "
+            f"{first_line(error)}); check the files against corpus.source (text: one sentence per line; parquet; "
+            "jsonl: one JSON object per line)"
+        ) from error
 
 
-def literal_files(paths: list[str]) -> list[str]:
-    """``paths`` as ``datasets`` data_files that match those files only: it reads data_files as glob patterns,
-    so ``corpus [v2].txt`` would otherwise read ``corpus v.txt``."""
-    return [glob.escape(path) for path in paths]
+def with_text_column(corpus: dict, dataset, copies: list[str]):
+    """``dataset`` if its ``corpus.text_column`` holds text; else :class:`CorpusError` naming what it holds
+    (for JSON Lines, the first row whose value is not a string, found in the ``copies`` read)."""
+    column = corpus["text_column"]
+    if column not in dataset.column_names:
+        raise CorpusError(f"corpus.text_column: column {column!r} not found; available: {dataset.column_names}")
+    kind = dataset.data.column(column).type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return dataset
+    if corpus["source"] == "jsonl" and (line := first_non_text_json_line(copies, corpus_paths(corpus), column)):
+        raise CorpusError(line)
+    raise CorpusError(f"corpus.text_column: column {column!r} holds {kind}, not text")
 
 
-def first_bad_json_line(paths: list[str]) -> str | None:
-    """Where the first line of the JSON Lines files ``paths`` that is not one JSON object is, and why; None if
-    every non-blank line is one."""
-    for path in paths:
+def recorded_fingerprints(corpus: dict) -> list[str | None | bool]:
+    """The fingerprint each of the corpus's files had at start-up (``corpus.inputs.files``, see
+    :func:`ctxvar.inputs.corpus_inputs`); False for each where none was taken (the corpus read outside a run)."""
+    recorded = (corpus.get("inputs") or {}).get("files")
+    return list(recorded) if recorded is not None else [False] * len(corpus_paths(corpus))
+
+
+def snapshot(path: str, copy: str, recorded: str | None | bool, source: str) -> str:
+    """Copy the file ``path`` to ``copy`` through one open file and return ``copy``; text and JSON Lines in
+    UTF-16 or UTF-32 (by their byte-order mark) become UTF-8, all else is copied byte for byte.
+
+    The bytes copied are those the run's fingerprint names: the file opened is the one ``path`` names now, whose
+    :func:`~ctxvar.models.files.file_fingerprint` (size, modification and change time, links followed) is
+    ``recorded`` (unless ``recorded`` is False), and its size and times are the same when the copy ends as when
+    it began. Any write changes the change time, which no tool can set back, so an edit or a replacement made
+    after start-up, or while the copy runs, is a :class:`CorpusError` and never a read of other text.
+    """
+    with open(path, "rb") as reader:
+        opened = os.fstat(reader.fileno())
+        named = os.stat(path)
+        if recorded is not False and (
+            (named.st_dev, named.st_ino) != (opened.st_dev, opened.st_ino) or file_fingerprint(path) != recorded
+        ):
+            raise CorpusError(
+                f"corpus.path: {path} changed after this run started (its size, modification or change time is "
+                "not what start-up recorded); run Snakemake again, so that every job reads the file as it is"
+            )
+        name, codec = ("binary", None) if source == "parquet" else encoding_of(reader.read(4096), path)
+        reader.seek(0)
+        if codec in (None, "utf-8", "utf-8-sig"):  # a UTF-8 mark becomes U+FEFF, removed with every other
+            with open(copy, "wb") as writer:
+                copy_blocks(reader, writer)
+        else:
+            log.info("corpus: %s is %s (byte-order mark); read as such", path, name)
+            decoded = io.TextIOWrapper(reader, encoding=codec, errors="replace", newline="")
+            with open(copy, "w", encoding="utf-8", newline="") as writer:
+                copy_blocks(decoded, writer)
+            decoded.detach()
+        read = os.fstat(reader.fileno())
+    if metadata(read) != metadata(opened):
+        raise CorpusError(
+            f"corpus.path: {path} changed while it was read; run Snakemake again once nothing writes to it"
+        )
+    return copy
+
+
+def metadata(status: os.stat_result) -> tuple[int, int, int]:
+    """What a write to a file changes: its size, modification time and change time."""
+    return status.st_size, status.st_mtime_ns, status.st_ctime_ns
+
+
+def copy_blocks(reader, writer) -> None:
+    """Copy ``reader`` to ``writer`` in blocks of 1 MiB (bytes or text, as they are opened)."""
+    shutil.copyfileobj(reader, writer, 1 << 20)
+
+
+def first_bad_json_line(paths: list[str], shown: list[str]) -> str | None:
+    """Where the first line of the JSON Lines files ``paths`` (named ``shown`` in the message) that is not one JSON
+    object is, and why; None if every non-blank line is one."""
+    for path, name in zip(paths, shown):
         with open(path, encoding="utf-8", errors="replace") as handle:
             for number, line in enumerate(handle, 1):
                 if not line.strip():
@@ -114,20 +202,21 @@ def first_bad_json_line(paths: list[str]) -> str | None:
                 except ValueError as error:
                     reason = getattr(error, "msg", error)
                     return (
-                        f"corpus.path: {path} line {number} is not JSON ({reason}); each line must be one JSON object"
+                        f"corpus.path: {name} line {number} is not JSON ({reason}); each line must be one JSON object"
                     )
                 if not isinstance(row, dict):
                     return (
-                        f"corpus.path: {path} line {number} is a JSON {type(row).__name__}, not an object; each line "
+                        f"corpus.path: {name} line {number} is a JSON {type(row).__name__}, not an object; each line "
                         'must be one JSON object such as {"text": "…"}'
                     )
     return None
 
 
-def first_non_text_json_line(paths: list[str], column: str) -> str | None:
-    """Where the first row of the JSON Lines files ``paths`` whose ``column`` holds something other than a string
-    (or null) is, and what it holds; None if there is none (``datasets`` reads a column of mixed kinds as JSON)."""
-    for path in paths:
+def first_non_text_json_line(paths: list[str], shown: list[str], column: str) -> str | None:
+    """Where the first row of the JSON Lines files ``paths`` (named ``shown`` in the message) whose ``column``
+    holds something other than a string (or null) is, and what it holds; None if there is none (``datasets``
+    reads a column of mixed kinds as JSON)."""
+    for path, name in zip(paths, shown):
         with open(path, encoding="utf-8", errors="replace") as handle:
             for number, line in enumerate(handle, 1):
                 try:
@@ -136,7 +225,7 @@ def first_non_text_json_line(paths: list[str], column: str) -> str | None:
                     continue
                 if value is not None and not isinstance(value, str):
                     return (
-                        f"corpus.path: {path} line {number}: {column!r} is {JSON_TYPE_NAMES[type(value)]} "
+                        f"corpus.path: {name} line {number}: {column!r} is {JSON_TYPE_NAMES[type(value)]} "
                         f"({json.dumps(value)[:40]}), not text; each row's {column} must be a string"
                     )
     return None
@@ -181,14 +270,18 @@ def source_rows_at_most(corpus: dict, enough: int) -> int | None:
 
 
 def text_encoding(path) -> tuple[str, str]:
-    """``(name, codec)`` of a text file from its byte-order mark; UTF-8 without one.
+    """``(name, codec)`` of the text file ``path`` from its byte-order mark (:func:`encoding_of`)."""
+    with open(path, "rb") as handle:
+        return encoding_of(handle.read(4096), path)
+
+
+def encoding_of(head: bytes, path) -> tuple[str, str]:
+    """``(name, codec)`` of a text file that begins with ``head`` from its byte-order mark; UTF-8 without one.
 
     Raises :class:`CorpusError` for text that looks like UTF-16 without a byte-order
     mark (NUL bytes at every second position; UTF-32 without one has them too and is
     refused the same way), which UTF-8 decoding would turn into sentences full of NULs.
     """
-    with open(path, "rb") as handle:
-        head = handle.read(4096)
     for mark, name, codec in BYTE_ORDER_MARKS:
         if head.startswith(mark):
             return name, codec
@@ -200,28 +293,6 @@ def text_encoding(path) -> tuple[str, str]:
                 "second position); save it as UTF-8, or as UTF-16 with a byte-order mark"
             )
     return "UTF-8", "utf-8"
-
-
-@contextlib.contextmanager
-def as_utf8(paths: list[str]):
-    """Yield ``paths`` with every UTF-16 or UTF-32 file (by its byte-order mark) transcoded to a temporary
-    UTF-8 copy; UTF-8 files are read as they are (a UTF-8 mark becomes U+FEFF, removed with every other)."""
-    with tempfile.TemporaryDirectory(prefix="ctxvar-corpus-") as folder:
-        readable = []
-        for index, path in enumerate(paths):
-            name, codec = text_encoding(path)
-            if codec in ("utf-8", "utf-8-sig"):
-                readable.append(path)
-                continue
-            log.info("corpus: %s is %s (byte-order mark); read as such", path, name)
-            copy = os.path.join(folder, f"{index}-{os.path.basename(path)}")
-            with (
-                open(path, encoding=codec, errors="replace", newline="") as reader,
-                open(copy, "w", encoding="utf-8", newline="") as writer,
-            ):
-                shutil.copyfileobj(reader, writer, 1 << 20)
-            readable.append(copy)
-        yield readable
 
 
 def synthetic_sentences(spec: dict, seed: int) -> list[str]:

@@ -1,0 +1,111 @@
+"""A local corpus edited in place is read as it is now: ``datasets`` keys its cache on a file's path and
+modification time, so an edit that keeps the size and sets the old times back (``os.utime``) must still give the
+sentences a fresh read gives, and the file read must be the file the run's fingerprint names."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from ctxvar.corpus import sources
+from ctxvar.corpus.sentences import sample_sentences
+from ctxvar.errors import CorpusError
+from ctxvar.inputs import corpus_inputs
+
+BASE = {
+    "name": None,
+    "config_name": None,
+    "split": "train",
+    "text_column": "text",
+    "fraction": 0.5,
+    "max_words": 20,
+    "seed": 0,
+    "sampling": "paper",
+}
+BEFORE = [f"the old sentence number {i:02d}" for i in range(40)]
+AFTER = [f"a new sentence, row {i:02d} now" for i in range(40)]  # as long as BEFORE's, row by row
+
+
+def write(path, source: str, texts: list[str]) -> None:
+    if source == "text":
+        path.write_text("".join(f"{text}\n" for text in texts), encoding="utf-8")
+    elif source == "jsonl":
+        path.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts), encoding="utf-8")
+    else:  # no compression, dictionary or statistics: strings of the same lengths give a file of the same size
+        table = pa.table({"text": texts})
+        pq.write_table(table, path, compression="none", use_dictionary=False, write_statistics=False)
+
+
+def edit_keeping_size_and_times(path, source: str, texts: list[str]) -> None:
+    """Rewrite ``path`` with ``texts`` in place, then set its access and modification times back."""
+    status = os.stat(path)
+    write(path, source, texts)
+    os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns))
+    after = os.stat(path)
+    assert (after.st_size, after.st_mtime_ns) == (status.st_size, status.st_mtime_ns)
+
+
+def sentences(corpus: dict) -> list[str]:
+    return sample_sentences(corpus)[0].column("text").to_pylist()
+
+
+@pytest.mark.parametrize("source", ["text", "jsonl", "parquet"])
+def test_an_edit_keeping_size_and_modification_time_reads_the_new_text(tmp_path, source):
+    path = tmp_path / f"corpus.{source}"
+    write(path, source, BEFORE)
+    corpus = {**BASE, "source": source, "path": str(path)}
+    old = sentences(corpus)
+    assert set(old) <= set(BEFORE)
+    edit_keeping_size_and_times(path, source, AFTER)
+    fresh = tmp_path / "fresh" / f"corpus.{source}"
+    fresh.parent.mkdir()
+    shutil.copyfile(path, fresh)
+    expected = sentences({**corpus, "path": str(fresh)})
+    assert set(expected) <= set(AFTER) and len(expected) == len(old)
+    assert sentences(corpus) == expected
+    assert sentences({**corpus, "inputs": corpus_inputs(corpus)}) == expected
+
+
+@pytest.mark.parametrize("source", ["text", "jsonl", "parquet"])
+def test_a_file_edited_after_its_fingerprint_was_taken_is_refused(tmp_path, source):
+    path = tmp_path / f"corpus.{source}"
+    write(path, source, BEFORE)
+    corpus = {**BASE, "source": source, "path": str(path)}
+    recorded = {**corpus, "inputs": corpus_inputs(corpus)}
+    edit_keeping_size_and_times(path, source, AFTER)
+    with pytest.raises(CorpusError, match=f"^corpus.path: {path} changed after this run started"):
+        sample_sentences(recorded)
+
+
+def test_a_link_moved_to_another_file_after_the_fingerprint_is_refused(tmp_path):
+    first, second, link = tmp_path / "first.txt", tmp_path / "second.txt", tmp_path / "corpus.txt"
+    write(first, "text", BEFORE)
+    write(second, "text", AFTER)
+    link.symlink_to(first)
+    corpus = {**BASE, "source": "text", "path": str(link)}
+    recorded = {**corpus, "inputs": corpus_inputs(corpus)}
+    link.unlink()
+    link.symlink_to(second)
+    with pytest.raises(CorpusError, match="changed after this run started"):
+        sample_sentences(recorded)
+
+
+def test_a_file_written_while_it_is_read_is_refused(tmp_path, monkeypatch):
+    path = tmp_path / "corpus.txt"
+    write(path, "text", BEFORE)
+    corpus = {**BASE, "source": "text", "path": str(path)}
+    copy_blocks = sources.copy_blocks
+
+    def copy_while_another_process_appends(reader, writer):
+        with open(path, "a", encoding="utf-8") as other:
+            other.write("a line written meanwhile\n")
+        copy_blocks(reader, writer)
+
+    monkeypatch.setattr(sources, "copy_blocks", copy_while_another_process_appends)
+    with pytest.raises(CorpusError, match=f"^corpus.path: {path} changed while it was read"):
+        sample_sentences({**corpus, "inputs": corpus_inputs(corpus)})
