@@ -4,15 +4,17 @@ sentences a fresh read gives, and the file read must be the file the run's finge
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
+import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ctxvar.corpus import sources
+from ctxvar.corpus import python_docs, sources
 from ctxvar.corpus.sentences import sample_sentences
 from ctxvar.errors import CorpusError
 from ctxvar.inputs import corpus_inputs
@@ -109,3 +111,40 @@ def test_a_file_written_while_it_is_read_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(sources, "copy_blocks", copy_while_another_process_appends)
     with pytest.raises(CorpusError, match=f"^corpus.path: {path} changed while it was read"):
         sample_sentences({**corpus, "inputs": corpus_inputs(corpus)})
+
+
+def test_the_python_documentation_edited_in_place_is_read_past_the_bytecode_cache(tmp_path, monkeypatch):
+    """Python's bytecode cache keys on a source file's size and modification time, as ``datasets`` does: the
+    documentation's topics, edited in place with both kept, must give the new text (a stand-in ``pydoc_data``
+    ahead of the standard library's; each read as a new job would make it, with no module imported yet)."""
+    package = tmp_path / "pydoc_data"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    topics = package / "topics.py"
+    topics.write_text(f"topics = {{'assert': {'The old text says this.'!r}}}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+
+    standard = {name: sys.modules.pop(name, None) for name in ("pydoc_data", "pydoc_data.topics")}
+
+    def sentences_of_a_new_job() -> tuple[str, ...]:
+        for name in standard:
+            sys.modules.pop(name, None)
+        python_docs.python_docs_sentences.cache_clear()
+        return python_docs.python_docs_sentences()
+
+    try:
+        importlib.import_module("pydoc_data.topics")  # as start-up does (ctxvar.inputs), leaving the bytecode
+        assert list((package / "__pycache__").glob("topics.*.pyc"))
+        assert sentences_of_a_new_job() == ("The old text says this.",)
+        status = os.stat(topics)
+        topics.write_text(f"topics = {{'assert': {'The new text says that.'!r}}}\n")
+        os.utime(topics, ns=(status.st_atime_ns, status.st_mtime_ns))
+        assert os.stat(topics).st_size == status.st_size
+        assert sentences_of_a_new_job() == ("The new text says that.",)
+    finally:  # the standard library's modules back, and no sentences of the stand-in kept
+        for name, module in standard.items():
+            sys.modules.pop(name, None)
+            if module is not None:
+                sys.modules[name] = module
+        python_docs.python_docs_sentences.cache_clear()

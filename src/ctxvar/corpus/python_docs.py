@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import re
 import sys
 import textwrap
@@ -36,13 +37,25 @@ MIN_WORDS = 3
 def python_docs_sentences() -> tuple[str, ...]:
     """Every prose sentence of the pydoc topics, in topic order (topics sorted by name); parsed once per process
     (sampling and :func:`provenance` both read it)."""
-    from pydoc_data.topics import topics
-
+    topics = pydoc_topics()
     sentences = []
     for name in sorted(topics):
         for paragraph in prose_paragraphs(topics[name]):
             sentences.extend(split_sentences(paragraph))
     return tuple(sentences)
+
+
+def pydoc_topics() -> dict[str, str]:
+    """``pydoc_data.topics.topics`` as its source file holds it now: the file's code run from its text, where an
+    import would take Python's bytecode cache, which keys on a source's size and modification time and so gives
+    the text of a file edited in place with both kept (the corpus's fingerprint, with the change time, names the
+    new one)."""
+    path = importlib.util.find_spec("pydoc_data.topics").origin
+    with open(path, "rb") as handle:
+        code = compile(handle.read(), path, "exec")
+    namespace: dict = {}
+    exec(code, namespace)  # the standard library's module, as an import would run it
+    return namespace["topics"]
 
 
 def prose_paragraphs(text: str) -> list[str]:
