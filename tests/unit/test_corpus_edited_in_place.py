@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ctxvar.corpus import python_docs, sources
-from ctxvar.corpus.sentences import sample_sentences
+from ctxvar.corpus.sentences import sample_sentences, write_sentences
 from ctxvar.errors import CorpusError
 from ctxvar.inputs import corpus_inputs
 
@@ -148,3 +148,28 @@ def test_the_python_documentation_edited_in_place_is_read_past_the_bytecode_cach
             if module is not None:
                 sys.modules[name] = module
         python_docs.python_docs_sentences.cache_clear()
+
+
+def test_the_copies_are_read_beside_the_outputs_and_removed(tmp_path, monkeypatch):
+    path = tmp_path / "corpus.txt"
+    write(path, "text", BEFORE)
+    corpus = {**BASE, "source": "text", "path": str(path)}
+    outputs, copied_to = tmp_path / "results" / "corpus", []
+    copy_blocks = sources.copy_blocks
+
+    def copy_and_note_where(reader, writer):
+        copied_to.append(os.path.dirname(os.path.dirname(writer.name)))
+        copy_blocks(reader, writer)
+
+    monkeypatch.setattr(sources, "copy_blocks", copy_and_note_where)
+    write_sentences({**corpus, "inputs": corpus_inputs(corpus)}, outputs / "sentences.parquet", outputs / "c.json")
+    assert copied_to == [str(outputs)]
+    assert not [name for name in os.listdir(outputs) if name.startswith(".")]
+
+
+def test_fingerprints_that_are_not_one_per_file_are_refused(tmp_path):
+    path = tmp_path / "corpus.txt"
+    write(path, "text", BEFORE)
+    corpus = {**BASE, "source": "text", "path": [str(path), str(path)]}
+    with pytest.raises(CorpusError, match="^corpus.path: 2 files, but start-up recorded 1 fingerprints"):
+        sample_sentences({**corpus, "inputs": {"files": corpus_inputs(corpus)["files"][:1]}})

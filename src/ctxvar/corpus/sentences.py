@@ -6,6 +6,7 @@ The corpus is read from its source by :mod:`ctxvar.corpus.sources`.
 from __future__ import annotations
 
 import logging
+import os
 
 import numpy as np
 import pyarrow as pa
@@ -57,8 +58,9 @@ def word_counts(texts: pa.Array) -> np.ndarray:
     return pc.list_value_length(pc.split_pattern(texts, " ")).to_numpy(zero_copy_only=False)
 
 
-def sample_sentences(corpus: dict) -> tuple[pa.Table, dict]:
-    """The sampled, filtered sentences and counts of what each step kept.
+def sample_sentences(corpus: dict, folder=None) -> tuple[pa.Table, dict]:
+    """The sampled, filtered sentences and counts of what each step kept (a local corpus is read through a
+    private copy in ``folder``, :func:`~ctxvar.corpus.sources.load_source`).
 
     Order of operations as in the paper: sample rows, then keep sentences with at
     most ``max_words`` space-separated words. U+FEFF (a byte-order mark, or a
@@ -68,7 +70,7 @@ def sample_sentences(corpus: dict) -> tuple[pa.Table, dict]:
     characters other than tab (NUL, for one) are dropped and counted. No sentence
     left is a :class:`CorpusError` that says what was dropped.
     """
-    with load_source(corpus) as dataset:
+    with load_source(corpus, folder) as dataset:
         indices = sample_indices(len(dataset), corpus["fraction"], corpus["seed"], corpus["sampling"])
         column = dataset.flatten_indices().data.column(corpus["text_column"])  # memory-mapped Arrow
         texts = column.take(pa.array(indices, type=pa.int64())).combine_chunks()
@@ -122,9 +124,10 @@ def _matches(texts: pa.Array, substring: str) -> np.ndarray:
 def write_sentences(corpus: dict, sentences_path, counts_path) -> dict:
     """Sample the corpus once and write the sentences (Parquet) and the step counts (JSON), with the text's
     provenance for the Python-docs source (its Python version decides the text), what identified the corpus's
-    files at start-up (``inputs``) and the sample's identity (``corpus_hash``,
-    :func:`ctxvar.config_hash.corpus_hash`)."""
-    table, counts = sample_sentences(corpus)
+    files at start-up (``inputs``, which the files read are checked against) and the sample's identity
+    (``corpus_hash``, :func:`ctxvar.config_hash.corpus_hash`). Local files are copied beside the outputs to be
+    read, and the copies removed."""
+    table, counts = sample_sentences(corpus, os.path.dirname(os.path.abspath(sentences_path)))
     counts = {**counts, CORPUS_HASH: corpus_hash(corpus)}
     if corpus["source"] == "python-docs":
         counts = {**counts, "text": python_docs.provenance()}

@@ -23,6 +23,7 @@ import pyarrow as pa
 from ctxvar.config import corpus_paths
 from ctxvar.corpus import python_docs
 from ctxvar.errors import CorpusError, first_line
+from ctxvar.jobs import disk_full
 from ctxvar.models import hub
 from ctxvar.models.files import file_fingerprint
 
@@ -42,13 +43,14 @@ ROWS_READ_LIMIT = 1 << 26  # characters source_rows_at_most reads at start-up be
 
 
 @contextlib.contextmanager
-def load_source(corpus: dict):
+def load_source(corpus: dict, folder=None):
     """Yield the whole corpus as a ``datasets.Dataset`` with the text in ``corpus.text_column``.
 
     Local files are read as they are now, never from a cache: each is copied once, through one open file, into a
-    private folder (:func:`snapshot`, which checks it against the fingerprint taken at start-up,
-    ``corpus.inputs.files``), and ``datasets`` builds its Arrow table from the copies in that folder, removed when
-    the ``with`` block ends. (``datasets`` keys its own cache on a file's path and modification time, so a file
+    private folder made in ``folder`` (the system's temporary folder if None) (:func:`snapshot`, which checks it
+    against the fingerprint taken at start-up, ``corpus.inputs.files``), and ``datasets`` builds its Arrow table
+    from the copies in that folder, removed when the ``with`` block ends: room for about twice the files is needed
+    there. (``datasets`` keys its own cache on a file's path and modification time, so a file
     edited in place with its size and modification time kept would come back with its old text.) A Hub dataset
     is the commit resolved at start-up, through the HF cache.
     """
@@ -64,12 +66,14 @@ def load_source(corpus: dict):
     elif source == "hf":
         yield with_text_column(corpus, load_hub_dataset(corpus), [])
     else:
-        with tempfile.TemporaryDirectory(prefix="ctxvar-corpus-") as folder:
+        if folder is not None:
+            os.makedirs(folder, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".ctxvar-corpus-", dir=folder) as private:
             copies = [
-                snapshot(path, os.path.join(folder, f"{index}.{source}"), recorded, source)
+                snapshot(path, os.path.join(private, f"{index}.{source}"), recorded, source)
                 for index, (path, recorded) in enumerate(zip(corpus_paths(corpus), recorded_fingerprints(corpus)))
             ]
-            yield with_text_column(corpus, load_local_copies(corpus, copies, os.path.join(folder, "cache")), copies)
+            yield with_text_column(corpus, load_local_copies(corpus, copies, os.path.join(private, "cache")), copies)
 
 
 def load_hub_dataset(corpus: dict):
@@ -109,7 +113,9 @@ def load_local_copies(corpus: dict, copies: list[str], cache_dir: str):
         return datasets.load_dataset(
             LOCAL_BUILDERS[source], data_files=copies, split="train", cache_dir=cache_dir, **options
         )
-    except Exception as error:  # datasets raises many types; all mean "cannot load"
+    except Exception as error:  # datasets raises many types; all mean "cannot load", but for a full disk
+        if disk_full(error):
+            raise
         if source == "jsonl" and (bad_line := first_bad_json_line(copies, corpus_paths(corpus))):
             raise CorpusError(bad_line) from error
         raise CorpusError(
@@ -136,8 +142,15 @@ def with_text_column(corpus: dict, dataset, copies: list[str]):
 def recorded_fingerprints(corpus: dict) -> list[str | None | bool]:
     """The fingerprint each of the corpus's files had at start-up (``corpus.inputs.files``, see
     :func:`ctxvar.inputs.corpus_inputs`); False for each where none was taken (the corpus read outside a run)."""
-    recorded = (corpus.get("inputs") or {}).get("files")
-    return list(recorded) if recorded is not None else [False] * len(corpus_paths(corpus))
+    paths, recorded = corpus_paths(corpus), (corpus.get("inputs") or {}).get("files")
+    if recorded is None:
+        return [False] * len(paths)
+    if len(recorded) != len(paths):
+        raise CorpusError(
+            f"corpus.path: {len(paths)} files, but start-up recorded {len(recorded)} fingerprints "
+            "(corpus.inputs.files); run Snakemake again, so that every job reads the files as they are"
+        )
+    return list(recorded)
 
 
 def snapshot(path: str, copy: str, recorded: str | None | bool, source: str) -> str:
