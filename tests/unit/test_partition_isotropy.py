@@ -3,10 +3,10 @@ log-space stability, the embedding matrices of tied and untied tiny models, geom
 and the figures drawn from them.
 
 Reference: Machina & Mercer (2024), github.com/anemily-machina/isotropy_transformers at commit
-baf98c29bd62c0d6601690dbb7e95d66ca1985c6, src/partition_function.py, ``compute_IW`` and ``calc_isotropy``:
-the eigenvectors of WᵀW from ``torch.linalg.eigh`` (columns), Z(c) = Σ_rows exp(W c) per eigenvector,
-I(W) = min Z / max Z; centred = W minus its mean row; the weights as the model holds them. Written again here
-in torch (float64, exp without log space, as the study does), not copied.
+baf98c29bd62c0d6601690dbb7e95d66ca1985c6, src/partition_function.py, ``compute_IW`` and ``calc_isotropy``
+(tests/machina_mercer_reference.py): the eigenvectors of WᵀW from ``torch.linalg.eigh`` (columns), one sign
+each, Z(c) = Σ_rows exp(W c) per eigenvector, I(W) = min Z / max Z; centred = W minus its mean row; the weights
+as the model holds them. The both-sign value is the same in torch over ±c (float64, exp without log space).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from machina_mercer_reference import machina_mercer_isotropy
 from safetensors.torch import load_file
 
 from ctxvar.errors import InsufficientData, StatisticsError
@@ -26,6 +27,7 @@ from ctxvar.parquet_files import read_table
 from ctxvar.stats.embedding_matrices import MATRIX_COLUMNS, embedding_matrix_statistics
 from ctxvar.stats.geometry import geometry_columns
 from ctxvar.stats.partition_isotropy import (
+    eigh_signs_partition_isotropy,
     gram_eigenvectors,
     log_partition,
     mean_cosine_of_rows,
@@ -48,13 +50,13 @@ def study_eigenvectors(w: torch.Tensor) -> torch.Tensor:
     return torch.linalg.eigh(w.T @ w).eigenvectors
 
 
-def study_isotropy(w: np.ndarray, centre: bool, both_signs: bool = True) -> float:
-    """I(W) = min Z / max Z over the eigenvectors of WᵀW (with −c as well when ``both_signs``), float64."""
+def study_isotropy(w: np.ndarray, centre: bool) -> float:
+    """I(W) = min Z / max Z over the eigenvectors of WᵀW and their negatives, float64."""
     w = torch.from_numpy(np.asarray(w, dtype=np.float64))
     if centre:
         w = w - w.mean(dim=0, keepdim=True)
     c = study_eigenvectors(w)
-    z = study_partition_sums(w, torch.cat([c, -c], dim=1) if both_signs else c)
+    z = study_partition_sums(w, torch.cat([c, -c], dim=1))
     return float(z.min() / z.max())
 
 
@@ -90,7 +92,30 @@ def test_both_signs_do_not_depend_on_the_solver_and_bound_the_one_sign_value():
         flipped = gram_eigenvectors(w) * np.where(np.arange(w.shape[1]) % 2, -1.0, 1.0)
         log_z = np.concatenate([log_partition(w, flipped), log_partition(w, -flipped)])
         assert np.exp(log_z.min() - log_z.max()) == pytest.approx(ours, rel=RTOL)
-        assert ours <= study_isotropy(w, centre=False, both_signs=False) * (1 + RTOL)
+        assert ours <= machina_mercer_isotropy(w, centred=False) * (1 + RTOL)
+
+
+@pytest.mark.parametrize("centre", [False, True])
+def test_eigh_signs_isotropy_equals_the_study_code(centre):
+    """One sign per eigenvector, torch.linalg.eigh's, as compute_IW takes them; its log is the log of the value,
+    and on rows with a shared direction it differs from the both-sign value."""
+    for w in matrices(9):
+        if centre and len(w) == 1:
+            continue
+        value = eigh_signs_partition_isotropy(w, centre=centre)
+        expected = machina_mercer_isotropy(w, centred=centre)
+        assert value["isotropy"] == pytest.approx(expected, rel=RTOL)
+        assert value["log_isotropy"] == pytest.approx(np.log(expected), rel=RTOL, abs=RTOL)
+    w = next(matrices(9))
+    assert eigh_signs_partition_isotropy(w)["isotropy"] > 2 * partition_isotropy(w)["isotropy"]
+
+
+def test_eigh_signs_log_isotropy_survives_activations_past_exp_range():
+    """Rows ±a_i e_i: Z(e_i) = Z(−e_i), so one sign gives the same log I(W) = a_min − a_max as both."""
+    a = np.array([1000.0, 2000.0, 3000.0])
+    result = eigh_signs_partition_isotropy(np.concatenate([np.diag(a), -np.diag(a)]))
+    assert result["log_isotropy"] == pytest.approx(a.min() - a.max(), rel=1e-12)
+    assert result["isotropy"] == 0.0
 
 
 def test_isotropic_rows_score_near_one_and_a_shared_direction_near_zero():
@@ -162,7 +187,8 @@ def reference_rows(name: str, w: np.ndarray, tied: bool) -> list[dict]:
     for centre in (False, True):
         value, zeros = mean_cosine_of_rows(w - w.mean(0) if centre else w)
         rows.append({"matrix": name, "tied": tied, "centred": centre, "isotropy": study_isotropy(w, centre)})
-        rows[-1]["isotropy_eigh_signs"] = study_isotropy(w, centre, both_signs=False)
+        rows[-1]["isotropy_eigh_signs"] = machina_mercer_isotropy(w, centred=centre)
+        rows[-1]["log_isotropy_eigh_signs"] = float(np.log(rows[-1]["isotropy_eigh_signs"]))
         rows[-1] |= {"mean_cosine": value, "zero_rows": zeros}
     return rows
 
@@ -231,8 +257,7 @@ def test_partition_metrics_of_a_sample_equal_the_reference():
     x = np.random.default_rng(7).standard_normal((300, 12)).astype(np.float32) + 1.0
     row = partition_metrics(x)
     assert list(row) == PARTITION_COLUMNS
-    assert row["partition_isotropy"] == pytest.approx(study_isotropy(x, False), rel=RTOL)
-    assert row["partition_isotropy_centred"] == pytest.approx(study_isotropy(x, True), rel=RTOL)
+    check_partition_columns(row, x)
     assert np.isnan(list(partition_metrics(np.zeros((0, 12), np.float32)).values())).all()
 
 
@@ -244,9 +269,22 @@ def test_geometry_table_has_the_sample_isotropy_per_layer(tmp_path, tiny_models,
     table, sample_path = run_geometry(tmp_path, tiny_models["gpt2"], corpus_texts, 1)
     assert list(table.columns) == geometry_columns(SPECTRUM_K)
     for layer in table["layer"]:
-        x = points(read_sample_layer(sample_path, layer))
-        assert table.loc[layer, "partition_isotropy"] == pytest.approx(study_isotropy(x, False), rel=RTOL)
-        assert table.loc[layer, "partition_isotropy_centred"] == pytest.approx(study_isotropy(x, True), rel=RTOL)
+        check_partition_columns(table.loc[layer], points(read_sample_layer(sample_path, layer)))
+    one_sign, both_signs = table["partition_isotropy_eigh_signs"], table["partition_isotropy"]
+    assert (one_sign > 1.01 * both_signs).any()  # the two columns are not one number on these points
+
+
+def check_partition_columns(row, x: np.ndarray) -> None:
+    """The sample's I(W) columns of one layer: both signs against the torch reference, one sign against the
+    study's code, uncentred and centred; each log column the log of its value."""
+    for centre, centring in ((False, ""), (True, "_centred")):
+        expected = {
+            f"partition_isotropy{centring}": study_isotropy(x, centre),
+            f"partition_isotropy{centring}_eigh_signs": machina_mercer_isotropy(x, centred=centre),
+        }
+        for column, value in expected.items():
+            assert row[column] == pytest.approx(value, rel=RTOL), column
+            assert row[f"log_{column}"] == pytest.approx(np.log(value), rel=RTOL, abs=RTOL), column
 
 
 # --- figures ---------------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from ctxvar.extraction.position_sample import token_keys
 from ctxvar.resources import ModelShape
 from ctxvar.stats.geometry import geometry_columns, geometry_table
 from ctxvar.stats.sample_file import points
-from ctxvar.stats.sample_metrics import batch_anisotropy, batch_twonn, sample_batches
+from ctxvar.stats.sample_metrics import PARTITION_COLUMNS, batch_anisotropy, batch_twonn, sample_batches
 from ctxvar.stats.twonn import distinct_points
 
 from pipeline_runs import run_geometry_pipeline
@@ -186,7 +186,7 @@ def test_batches_do_not_depend_on_the_sharding(runs):
     assert one.equals(three), "the sample batches depend on the sharding"
     columns = geometry_columns(SPECTRUM_K)
     # the sums' columns merge to float64 rounding; config_hash names the shard count
-    from_sample = columns[columns.index("twonn_points") : columns.index("log_partition_isotropy_centred") + 1]
+    from_sample = columns[columns.index("twonn_points") : columns.index(PARTITION_COLUMNS[-1]) + 1]
     one_table, three_table = runs[(1, BATCHES)][0], runs[(3, BATCHES)][0]
     np.testing.assert_array_equal(one_table[from_sample].to_numpy(), three_table[from_sample].to_numpy())
 

@@ -18,6 +18,7 @@ embedding_matrices.csv, one row per (matrix, centred):
     isotropy_eigh_signs   the same over one sign per eigenvector, the one torch.linalg.eigh returns on the CPU
                    in float64, as the study's code takes them: comparable with its published values, but
                    dependent on the LAPACK build torch uses (≥ isotropy)
+    log_isotropy_eigh_signs   its log (in log space, as log_isotropy)
     mean_cosine    mean cosine over all distinct pairs of nonzero rows, from Σu
     zero_rows      rows of norm 0, left out of the mean cosine
 
@@ -36,8 +37,7 @@ import pyarrow as pa
 from ctxvar.io import write_csv
 from ctxvar.parquet_files import write_table
 from ctxvar.stats.partition_isotropy import (
-    centred,
-    log_partition,
+    eigh_signs_partition_isotropy,
     mean_cosine_of_rows,
     partition_isotropy,
     svd_projection,
@@ -54,6 +54,7 @@ MATRIX_COLUMNS = [
     "isotropy",
     "log_isotropy",
     "isotropy_eigh_signs",
+    "log_isotropy_eigh_signs",
     "mean_cosine",
     "zero_rows",
 ]
@@ -90,17 +91,6 @@ def embedding_matrices(model, missing_keys=()) -> dict[str, np.ndarray]:
     return {"input": float64_array(inp), "output": float64_array(out)}
 
 
-def eigh_signs_isotropy(w: np.ndarray, centre: bool) -> float:
-    """I(W) over the eigenvectors of WᵀW with the signs ``torch.linalg.eigh`` gives them (float64, CPU), one per
-    eigenvalue, as Machina & Mercer's code takes them; in log space."""
-    import torch
-
-    rows = centred(w) if centre else w
-    vectors = torch.linalg.eigh(torch.from_numpy(rows.T @ rows)).eigenvectors.numpy()
-    log_z = log_partition(rows, vectors)
-    return float(np.exp(log_z.min() - log_z.max()))
-
-
 def matrix_rows(name: str, w: np.ndarray, tied: bool) -> list[dict]:
     """The two rows of embedding_matrices.csv for one matrix: uncentred, then centred."""
     rows = []
@@ -114,7 +104,7 @@ def matrix_rows(name: str, w: np.ndarray, tied: bool) -> list[dict]:
                 "dim": w.shape[1],
                 "centred": centre,
                 **partition_isotropy(w, centre=centre),
-                "isotropy_eigh_signs": eigh_signs_isotropy(w, centre),
+                **{f"{key}_eigh_signs": value for key, value in eigh_signs_partition_isotropy(w, centre).items()},
                 "mean_cosine": cosine,
                 "zero_rows": zero_rows,
             }

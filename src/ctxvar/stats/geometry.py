@@ -17,14 +17,16 @@ Effective ranks (:func:`rank_metrics`), exp of the entropy of a normalised spect
                                 uncentred embedding matrix, √ of the eigenvalues of Σxxᵀ,
                                 k ≤ min(N, d)                          (Garrido et al. 2023)
 
-From u = x/‖x‖ (Ethayarajh 2019), over all N tokens of the layer and per type t:
+From u = x/‖x‖, over all N tokens of the layer and per type t:
 
     mean_cosine           (‖Σu‖² − N) / (N (N − 1))           mean cos over all distinct pairs
     self-similarity S_t   (‖Σu_t‖² − n_t) / (n_t (n_t − 1))    mean cos over distinct pairs of t
+                                                              (Ethayarajh 2019's definition)
     self_similarity       unweighted mean of S_t over the frequency-filtered types
     self_similarity_adjusted   self_similarity − mean_cosine
 
-Ethayarajh's (2019) own measures, by his rules: :mod:`ctxvar.stats.ethayarajh`.
+These are not Ethayarajh's (2019) measures, whose tokens, words and baseline follow other rules: his, by his
+rules, are :mod:`ctxvar.stats.ethayarajh`.
 
 The sample's metrics (TwoNN, the per-batch metrics, the partition-function isotropy):
 :mod:`ctxvar.stats.sample_metrics`.

@@ -11,9 +11,9 @@ matrices, centred (W − mean row) and uncentred:
 An eigenvector is defined up to its sign, and Z(c) ≠ Z(−c) (most for an uncentred W whose rows share
 a direction). The study's code takes one sign per eigenvalue, the one its
 eigensolver returns, so its value depends on the LAPACK build (numpy's and torch's give different
-signs); here both signs enter, which makes I(W) a function of W alone, never larger than the
-one-sign value for the same eigenvectors (embedding_matrices.csv also gives the one-sign value with torch's
-signs, :func:`ctxvar.stats.embedding_matrices.eigh_signs_isotropy`, to compare with the study's numbers).
+signs); :func:`partition_isotropy` takes both signs, which makes I(W) a function of W alone, never larger than
+the one-sign value for the same eigenvectors. :func:`eigh_signs_partition_isotropy` takes the study's one sign,
+as ``torch.linalg.eigh`` returns it on the CPU in float64, to compare with the study's numbers.
 
 Computed in float64 and in log space, log Z(c) = logsumexp(W c): cᵀw of contextual embeddings with
 massive activations reaches the thousands, past exp's float64 range (≈ 709). ``log_isotropy`` =
@@ -60,15 +60,37 @@ def log_partition_both_signs(w: np.ndarray, directions: np.ndarray) -> np.ndarra
     return np.concatenate([logsumexp(products, axis=0), logsumexp(-products, axis=0)])
 
 
+def eigh_sign_eigenvectors(w: np.ndarray) -> np.ndarray:
+    """(d, d): the unit eigenvectors of WᵀW as columns, each with the one sign ``torch.linalg.eigh`` returns for
+    the float64 product WᵀW on the CPU (ascending eigenvalues), as Machina & Mercer's ``compute_IW`` takes them."""
+    import torch
+
+    rows = torch.tensor(w, dtype=torch.float64)  # a copy: w may be read-only
+    return torch.linalg.eigh(rows.T @ rows).eigenvectors.numpy()
+
+
+def isotropy_of(log_z: np.ndarray) -> dict:
+    """``{"isotropy": min Z / max Z, "log_isotropy": min log Z − max log Z}`` from the values log Z(c)."""
+    log_iso = float(log_z.min() - log_z.max())
+    return {"isotropy": float(np.exp(log_iso)), "log_isotropy": log_iso}
+
+
 def partition_isotropy(w, centre: bool = False) -> dict:
     """``{"isotropy": I(W), "log_isotropy": log I(W)}`` of the rows of ``w`` (module docstring), over the
     eigenvectors of WᵀW with both signs; of W − mean row when ``centre``."""
     w = float64_rows(w)
     if centre:
         w = centred(w)
-    log_z = log_partition_both_signs(w, gram_eigenvectors(w))
-    log_iso = float(log_z.min() - log_z.max())
-    return {"isotropy": float(np.exp(log_iso)), "log_isotropy": log_iso}
+    return isotropy_of(log_partition_both_signs(w, gram_eigenvectors(w)))
+
+
+def eigh_signs_partition_isotropy(w, centre: bool = False) -> dict:
+    """The same as :func:`partition_isotropy` over one sign per eigenvector, the one ``torch.linalg.eigh`` returns
+    (:func:`eigh_sign_eigenvectors`), as the study's code takes them: its ``compute_IW`` in log space."""
+    w = float64_rows(w)
+    if centre:
+        w = centred(w)
+    return isotropy_of(log_partition(w, eigh_sign_eigenvectors(w)))
 
 
 def mean_cosine_of_rows(w) -> tuple[float, int]:

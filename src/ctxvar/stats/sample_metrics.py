@@ -13,10 +13,12 @@ geometry.batches blocks of k positions of the hash ranking; batch 0 is the sampl
                           (:func:`ctxvar.stats.twonn.razzhigaev_twonn`)
 
 On the points of the first sample batch (the sample above, as rows of W), the partition-function isotropy
-(Arora et al. 2016; as Biś et al. 2021 and Machina & Mercer 2024 compute it), uncentred and centred:
+(Arora et al. 2016; Biś et al. 2021), uncentred and centred (``_centred``: W − mean row):
 
     partition_isotropy    I(W) = min_c Z(c) / max_c Z(c), Z(c) = Σ_x exp(cᵀx), c = ±eigenvectors of WᵀW
     log_partition_isotropy   log I(W), in log space (:mod:`ctxvar.stats.partition_isotropy`)
+    partition_isotropy_eigh_signs   the same over one sign per eigenvector, the one torch.linalg.eigh returns,
+                          as Machina & Mercer's (2024) code computes it; and its log
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import logging
 
 import numpy as np
 
-from ctxvar.stats.partition_isotropy import partition_isotropy
+from ctxvar.stats.partition_isotropy import eigh_signs_partition_isotropy, partition_isotropy
 from ctxvar.stats.sample_file import points, read_sample_layer
 from ctxvar.stats.twonn import (
     distinct_points,
@@ -84,23 +86,25 @@ def mean_and_std(values: list[float]) -> tuple[float, float]:
 
 
 PARTITION_COLUMNS = [
-    "partition_isotropy",
-    "log_partition_isotropy",
-    "partition_isotropy_centred",
-    "log_partition_isotropy_centred",
+    f"{log}partition_isotropy{centring}{signs}"
+    for centring in ("", "_centred")
+    for signs in ("", "_eigh_signs")
+    for log in ("", "log_")
 ]
 
 
 def partition_metrics(x: np.ndarray) -> dict:
-    """I(W) and log I(W) of the sampled points ``x`` (k, d), uncentred and centred (module docstring); NaN
-    for a layer without sampled points."""
+    """I(W) and log I(W) of the sampled points ``x`` (k, d), uncentred and centred, over both signs of each
+    eigenvector and over the one torch.linalg.eigh returns (module docstring); NaN for a layer without sampled
+    points."""
     if len(x) == 0:
         return dict.fromkeys(PARTITION_COLUMNS, np.nan)
     row = {}
-    for centre, suffix in ((False, ""), (True, "_centred")):
-        value = partition_isotropy(x, centre=centre)
-        row[f"partition_isotropy{suffix}"] = value["isotropy"]
-        row[f"log_partition_isotropy{suffix}"] = value["log_isotropy"]
+    for centre, centring in ((False, ""), (True, "_centred")):
+        for measure, signs in ((partition_isotropy, ""), (eigh_signs_partition_isotropy, "_eigh_signs")):
+            value = measure(x, centre=centre)
+            row[f"partition_isotropy{centring}{signs}"] = value["isotropy"]
+            row[f"log_partition_isotropy{centring}{signs}"] = value["log_isotropy"]
     return row
 
 
