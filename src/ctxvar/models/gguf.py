@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ctxvar.errors import ModelLoadError, first_line
 from ctxvar.io import atomic_directory
-from ctxvar.jobs import disk_full, full_disk_error, require_free_space
+from ctxvar.jobs import full_disk_named, require_free_space
 from ctxvar.models import completeness
 from ctxvar.models.archive import archive_path, check_sha256
 
@@ -183,14 +183,9 @@ def convert_gguf(entry: dict, out_dir) -> None:
         raise ModelLoadError(f"{what}: {reason}") from error
     completeness.check_loaded_whole(model, info, what)
     log.info("%s: dequantized to float32 (%d tensors)", what, len(model.state_dict()))
-    try:
-        with atomic_directory(out_dir) as converted:
-            plain_copy(model).save_pretrained(converted)
-            tokenizer.save_pretrained(converted)
-    except Exception as error:
-        if not disk_full(error):
-            raise
-        raise full_disk_error(error, folder, needed, "the float32 model") from error
+    with full_disk_named(folder, needed, "the float32 model"), atomic_directory(out_dir) as converted:
+        plain_copy(model).save_pretrained(converted)
+        tokenizer.save_pretrained(converted)
 
 
 def plain_copy(model):
