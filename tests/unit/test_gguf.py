@@ -75,7 +75,7 @@ def test_a_gguf_file_replaced_in_place_changes_the_model_inputs(tmp_path):
     "damage, message",
     [
         ("flipped byte", "m.gguf has SHA-256 [0-9a-f]{64}, not [0-9a-f]{64} as the entry 'g' says.*reinstall it"),
-        ("not gguf", "not a GGUF file the gguf package .* can read .*; it has the SHA-256 the entry names"),
+        ("not gguf", "not a GGUF file .*; it has the SHA-256 the entry names, so it was written so"),
         ("no file", "gguf '.*nowhere.gguf' not found"),
         ("package missing", "package 'no-such-model-package' is not installed; install it"),
         ("not in package", "pytest .* has no file 'models/nothing.gguf'; check gguf:"),

@@ -13,6 +13,8 @@ other, with the same completeness checks and hashes (:mod:`ctxvar.models.loading
 from __future__ import annotations
 
 import logging
+import math
+import struct
 from pathlib import Path
 
 from ctxvar.errors import ModelLoadError, first_line
@@ -63,35 +65,100 @@ def field_value(reader, key: str):
     return part[0].item() if field.types[0] != GGUFValueType.ARRAY else None
 
 
-def float32_bytes(reader) -> int:
-    """Bytes of the file's tensors dequantized to float32, plus its metadata (the tokenizer): what
-    ``save_pretrained`` writes, about."""
-    return 4 * sum(int(tensor.n_elements) for tensor in reader.tensors) + int(reader.tensors[0].data_offset)
+# GGUF metadata value types of a fixed size, as struct formats: u8, i8, u16, i16, u32, i32, f32, bool, u64, i64, f64.
+GGUF_VALUE_FORMATS = dict(
+    zip((0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12), ("<B", "<b", "<H", "<h", "<I", "<i", "<f", "<?", "<Q", "<q", "<d"))
+)
+GGUF_STRING, GGUF_ARRAY = 8, 9
+
+
+def gguf_header(path) -> tuple[dict, int, int]:
+    """``(metadata, tensor elements, bytes before the tensor data)`` of the GGUF file ``path``, read with the
+    standard library from its header alone (llama.cpp's GGUF v2/v3 layout, little-endian): scalar and string
+    values, and the length of each array. Raises ``ValueError`` for a file that is not one."""
+    import mmap
+
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as blob:
+        if blob[:4] != b"GGUF" or struct.unpack_from("<I", blob, 4)[0] not in (2, 3):
+            raise ValueError(f"{path} is not a GGUF v2 or v3 file")
+        tensors, count = struct.unpack_from("<QQ", blob, 8)
+        position = 24
+
+        def string() -> str:
+            nonlocal position
+            (length,) = struct.unpack_from("<Q", blob, position)
+            position += 8 + length
+            return blob[position - length : position].decode("utf-8", "replace")
+
+        def value(kind: int):
+            nonlocal position
+            if kind in GGUF_VALUE_FORMATS:
+                (scalar,) = struct.unpack_from(GGUF_VALUE_FORMATS[kind], blob, position)
+                position += struct.calcsize(GGUF_VALUE_FORMATS[kind])
+                return scalar
+            if kind == GGUF_STRING:
+                return string()
+            if kind != GGUF_ARRAY:
+                raise ValueError(f"{path}: unknown GGUF value type {kind}")
+            item, length = struct.unpack_from("<IQ", blob, position)
+            position += 12
+            if item in GGUF_VALUE_FORMATS:
+                position += length * struct.calcsize(GGUF_VALUE_FORMATS[item])
+            else:
+                for _ in range(length):
+                    value(item)
+            return length
+
+        metadata = {}
+        for _ in range(count):
+            key = string()
+            (kind,) = struct.unpack_from("<I", blob, position)
+            position += 4
+            metadata[key] = value(kind)
+        elements = 0
+        for _ in range(tensors):
+            string()
+            (dims,) = struct.unpack_from("<I", blob, position)
+            shape = struct.unpack_from(f"<{dims}Q", blob, position + 4)
+            position += 4 + 8 * dims + 12
+            elements += math.prod(shape)
+    return metadata, elements, position
 
 
 def gguf_shape(path) -> tuple[int, int, int, int] | None:
-    """``(hidden states, width, vocabulary, bytes)`` of the GGUF file ``path`` once converted (its blocks + 1, its
-    embedding length, its tokens, :func:`float32_bytes`), read from its header; None if it says less."""
+    """``(hidden states, width, vocabulary, bytes)`` of the GGUF file ``path`` once converted: its blocks + 1, its
+    embedding length, its tokens, and its tensors in float32 plus its metadata (:func:`gguf_header`); None if
+    the header says less or is not a GGUF file's (the conversion job says why)."""
     try:
-        from gguf import GGUFReader
-
-        reader = GGUFReader(path)
-    except Exception:  # no gguf package, or not a GGUF file: the conversion job says which
+        metadata, elements, header_bytes = gguf_header(path)
+    except (OSError, ValueError, struct.error):
         return None
-    architecture = field_value(reader, "general.architecture")
-    layers, width = (field_value(reader, f"{architecture}.{key}") for key in ("block_count", "embedding_length"))
-    tokens = reader.fields.get("tokenizer.ggml.tokens")
-    if not isinstance(layers, int) or not isinstance(width, int) or tokens is None:
+    architecture = metadata.get("general.architecture")
+    layers, width = (metadata.get(f"{architecture}.{key}") for key in ("block_count", "embedding_length"))
+    tokens = metadata.get("tokenizer.ggml.tokens")
+    if not all(isinstance(number, int) for number in (layers, width, tokens)):
         return None
-    return layers + 1, width, len(tokens.data), float32_bytes(reader)
+    return layers + 1, width, tokens, converted_bytes(elements, header_bytes)
 
 
-def unsupported_part(reader) -> str | None:
-    """What in a GGUF file transformers cannot convert, with what to do instead: an architecture it does not read,
-    tensors of a quantisation the gguf package cannot dequantize, a tokenizer it cannot build; None if none."""
+def converted_bytes(elements: int, header_bytes: int) -> int:
+    """About what ``save_pretrained`` writes for a GGUF file of ``elements`` tensor elements: each in float32,
+    plus the file's metadata (the tokenizer)."""
+    return 4 * elements + header_bytes
+
+
+def unsupported_part(path) -> str | None:
+    """What in the GGUF file ``path`` transformers cannot convert, with what to do instead: an architecture it does
+    not read, tensors of a quantisation the gguf package cannot dequantize, a tokenizer it cannot build; None if
+    none, or if the gguf package cannot parse the file."""
     import numpy as np
-    from gguf import GGML_QUANT_SIZES, dequantize
+    from gguf import GGML_QUANT_SIZES, GGUFReader, dequantize
     from transformers import __version__
+
+    try:
+        reader = GGUFReader(path)
+    except Exception:  # ValueError, struct and numpy errors: the caller's line names transformers' error
+        return None
 
     try:
         from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
@@ -154,18 +221,16 @@ def convert_gguf(entry: dict, out_dir) -> None:
             f"model {entry['id']!r}: reading {path.name} needs the gguf package (≥ {GGUF_MIN_VERSION}); "
             f"pip install 'gguf>={GGUF_MIN_VERSION}' (the example extra has it)"
         )
-    from gguf import GGUFReader
-
     what = f"model {entry['id']!r} ({path})"
     try:
-        reader = GGUFReader(path)
-    except Exception as error:  # the reader raises ValueError, struct and numpy errors for a file it cannot parse
+        _, elements, header_bytes = gguf_header(path)
+    except (ValueError, struct.error) as error:
         raise ModelLoadError(
-            f"{what}: not a GGUF file the gguf package {gguf_version()} can read ({type(error).__name__}: "
-            f"{first_line(error)}); it has the SHA-256 the entry names, so it was written so: get a whole copy "
-            f"from where it came and put its SHA-256 in sha256:, or {SAVED_FOLDER.removeprefix('use ')}"
+            f"{what}: not a GGUF file ({first_line(error)}); it has the SHA-256 the entry names, so it was written "
+            f"so: get a whole copy from where it came and put its SHA-256 in sha256:, or "
+            f"{SAVED_FOLDER.removeprefix('use ')}"
         ) from error
-    needed, folder = float32_bytes(reader), Path(out_dir).parent
+    needed, folder = converted_bytes(elements, header_bytes), Path(out_dir).parent
     require_free_space(folder, needed, f"the float32 model converted from {path.name}")
     options = {"gguf_file": path.name}
     try:
@@ -176,7 +241,7 @@ def convert_gguf(entry: dict, out_dir) -> None:
     except Exception as error:  # gguf, transformers and numpy raise many types; all mean "cannot convert"
         from transformers import __version__
 
-        reason = unsupported_part(reader) or (
+        reason = unsupported_part(path) or (
             f"transformers {__version__} cannot convert it ({type(error).__name__}: {first_line(error)}); it has "
             f"the SHA-256 the entry names, so reinstalling it gives the same file: {OTHER_FILE}"
         )
