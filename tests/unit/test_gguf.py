@@ -121,9 +121,10 @@ def test_without_the_gguf_package_the_conversion_says_how_to_install_it(tmp_path
     assert not (tmp_path / "models").exists()
 
 
-def write_gguf(path, architecture="llama", quantisation=None, merges=True) -> None:
+def write_gguf(path, architecture="llama", quantisation=None, merges=True, output_rows=None) -> None:
     """A tiny one-block llama-style GGUF file written with the gguf package: float32 tensors, or the blocks'
-    matrices as random bytes of ``quantisation``; a byte-level BPE tokenizer, with or without its merges."""
+    matrices as random bytes of ``quantisation``; a byte-level BPE tokenizer, with or without its merges; an
+    output matrix of its own of ``output_rows`` rows (else none: tied to the input matrix)."""
     import gguf
 
     tokens = ["<s>", "</s>", "a", "b", "Ġ", "ab", "Ġa"] + [f"t{i}" for i in range(25)]
@@ -146,6 +147,8 @@ def write_gguf(path, architecture="llama", quantisation=None, merges=True) -> No
     writer.add_bos_token_id(0)
     writer.add_eos_token_id(1)
     shapes = {"token_embd.weight": (len(tokens), d), "output_norm.weight": (d,)}
+    if output_rows:
+        shapes["output.weight"] = (output_rows, d)
     block = {"attn_q": (d, d), "attn_k": (d, d), "attn_v": (d, d), "attn_output": (d, d), "ffn_gate": (ff, d)}
     block |= {"ffn_up": (ff, d), "ffn_down": (d, ff), "attn_norm": (d,), "ffn_norm": (d,)}
     shapes |= {f"blk.0.{name}.weight": shape for name, shape in block.items()}
@@ -199,12 +202,23 @@ def test_a_gguf_file_that_transformers_converts_becomes_a_model_folder(tmp_path,
             r"model's save_pretrained folder",
         ),
         (
+            {"output_rows": 35},
+            r"1 tensor\(s\) have other shapes than config.json says and would be initialised at random: "
+            r"lm_head.weight \(35, 32\) in the files, \(32, 32\) in config.json; the file's tensors do not fit the "
+            r"model its metadata describes: use a GGUF file of another quantisation",
+        ),
+        (
             {"merges": False},
             r"its tokenizer \('gpt2'\) has no tokenizer.ggml.merges, from which transformers builds it; use a GGUF "
             r"file written with them .* or the model's save_pretrained folder",
         ),
     ],
-    ids=["another architecture", "a quantisation not dequantized", "a tokenizer without merges"],
+    ids=[
+        "another architecture",
+        "a quantisation not dequantized",
+        "an output matrix of other rows",
+        "a tokenizer without merges",
+    ],
 )
 def test_a_gguf_file_transformers_cannot_convert_says_what_in_it_and_what_to_use(tmp_path, tiny_gguf, options, message):
     from ctxvar.models.gguf import convert_gguf

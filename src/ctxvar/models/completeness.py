@@ -71,7 +71,7 @@ def log_loading_report(what: str, info: dict) -> None:
             log.info("    %s", entry)
 
 
-def refuse_mismatched(info: dict, what: str) -> None:
+def refuse_mismatched(info: dict, what: str, remedy: str = INCONSISTENT) -> None:
     """Refuse a model whose loading report has tensors of other shapes in the files than config.json builds
     (transformers, told to ``ignore_mismatched_sizes``, initialises them at random), naming both shapes."""
     mismatched = [
@@ -81,7 +81,7 @@ def refuse_mismatched(info: dict, what: str) -> None:
     if mismatched:
         raise ModelLoadError(
             f"{what}: {len(mismatched)} tensor(s) have other shapes than config.json says and would be "
-            f"initialised at random: {listed(mismatched)}; {INCONSISTENT}"
+            f"initialised at random: {listed(mismatched)}; {remedy}"
         )
 
 
@@ -103,22 +103,23 @@ def check_matrices_loaded(model, info: dict, what: str) -> None:
             )
 
 
-def check_loaded_whole(model, info: dict, what: str) -> None:
+def check_loaded_whole(model, info: dict, what: str, remedy: str = INCONSISTENT) -> None:
     """Refuse a model that transformers built with tensors the files lack, lacks tensors the files hold for its
-    own layers, or holds with other shapes; heads and poolers of the checkpoint are ignored (module docstring)."""
+    own layers, or holds with other shapes; heads and poolers of the checkpoint are ignored (module docstring).
+    ``remedy`` ends each line (a model directory's files to restore, by default)."""
     log_loading_report(what, info)
-    refuse_mismatched(info, what)
+    refuse_mismatched(info, what, remedy)
     missing = [name for name in info.get("missing_keys") or () if feeds_hidden_states(name)]
     if missing:
         raise ModelLoadError(
             f"{what}: {len(missing)} tensor(s) of the model are not in its weight files and would be "
-            f"initialised at random: {listed(missing)}; {INCONSISTENT}"
+            f"initialised at random: {listed(missing)}; {remedy}"
         )
     extra = own_tensor_names(model, info.get("unexpected_keys") or ())
     if extra:
         raise ModelLoadError(
             f"{what}: the weight files hold {len(extra)} tensor(s) of layers config.json does not build: "
-            f"{listed(extra)}; {INCONSISTENT}"
+            f"{listed(extra)}; {remedy}"
         )
     ignored = sorted(info.get("unexpected_keys") or ())
     if ignored:

@@ -214,6 +214,8 @@ def convert_gguf(entry: dict, out_dir) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import is_gguf_available
 
+    from ctxvar.models.loading import transformers_into_log  # imports torch: not at module level (the DAG's disk check)
+
     path = archive_path(entry)
     check_sha256(path, entry["sha256"][path.name], entry, str(path))
     if not is_gguf_available(GGUF_MIN_VERSION):
@@ -234,10 +236,11 @@ def convert_gguf(entry: dict, out_dir) -> None:
     require_free_space(folder, needed, f"the float32 model converted from {path.name}")
     options = {"gguf_file": path.name}
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path.parent, **options)
-        model, info = AutoModelForCausalLM.from_pretrained(
-            path.parent, dtype=torch.float32, output_loading_info=True, **options
-        )
+        with transformers_into_log():
+            tokenizer = AutoTokenizer.from_pretrained(path.parent, **options)
+            model, info = AutoModelForCausalLM.from_pretrained(
+                path.parent, dtype=torch.float32, output_loading_info=True, ignore_mismatched_sizes=True, **options
+            )
     except Exception as error:  # gguf, transformers and numpy raise many types; all mean "cannot convert"
         from transformers import __version__
 
@@ -246,7 +249,9 @@ def convert_gguf(entry: dict, out_dir) -> None:
             f"the SHA-256 the entry names, so reinstalling it gives the same file: {OTHER_FILE}"
         )
         raise ModelLoadError(f"{what}: {reason}") from error
-    completeness.check_loaded_whole(model, info, what)
+    completeness.check_loaded_whole(
+        model, info, what, f"the file's tensors do not fit the model its metadata describes: {OTHER_FILE}"
+    )
     log.info("%s: dequantized to float32 (%d tensors)", what, len(model.state_dict()))
     with full_disk_named(folder, needed, "the float32 model"), atomic_directory(out_dir) as converted:
         plain_copy(model).save_pretrained(converted)
