@@ -17,7 +17,8 @@ U ≤ min(V, N) types and
     words             W · L · (8d + 32)              (geometry.ethayarajh; W ≤ min(V, N) raw token ids)
     sentences         L · d · 34                     (geometry.ethayarajh)
 
-The merged files are the same with N the whole corpus, plus tokens.parquet
+An ``init: archive`` model not unpacked yet adds its folder: the zip's files, or its GGUF file's tensors
+in float32. The merged files are the same with N the whole corpus, plus tokens.parquet
 (U · L · (32 + 8 · c) bytes for the c columns of the kept sums: 64 with geometry.cosine).
 """
 
@@ -29,8 +30,10 @@ import os
 import shutil
 
 from ctxvar.config import model_source, models_by_id
-from ctxvar.errors import DiskSpaceError, size_text
-from ctxvar.resources import ModelShape, known_model_shape, shard_tokens
+from ctxvar.errors import DiskSpaceError, ModelLoadError, size_text
+from ctxvar.models.archive import archive_path, packaged_key, packed_config, unpacked_bytes
+from ctxvar.models.gguf import gguf_shape
+from ctxvar.resources import ModelShape, config_shape, known_model_shape, shard_tokens
 from ctxvar.stats.declarations import keeps_moments, kept_layer_sums, kept_sums, token_row_bytes
 
 log = logging.getLogger(__name__)
@@ -67,7 +70,9 @@ def words_files_bytes(words: int, shape: ModelShape) -> int:
 def planned_bytes(config: dict, run_folder) -> tuple[int, int] | None:
     """``(peak, all_at_once)``: bytes still to be written by the run's extraction and merge jobs, with one model's
     partials on disk at a time (merged as each model completes) or with every partial at once; both count the
-    merged files of the models not merged yet. None while the corpus is not sampled (nothing to estimate from).
+    merged files of the models not merged yet, and the folders of ``init: archive`` models still to be unpacked or
+    converted (:func:`packaged_model`), whose shapes their files give. None while the corpus is not sampled
+    (nothing to estimate from).
     Each shard holds an equal part of the corpus's tokens: the plan deals batches to shards by their tokens."""
     sentences = os.path.join(run_folder, "corpus", "sentences.parquet")
     if not os.path.exists(sentences):
@@ -77,7 +82,11 @@ def planned_bytes(config: dict, run_folder) -> tuple[int, int] | None:
     for mid, entry in models_by_id(config).items():
         if os.path.exists(os.path.join(run_folder, mid, "sums.parquet")):
             continue
-        shape = known_model_shape(entry, model_source(entry, run_folder))  # built: from the entry
+        source = model_source(entry, run_folder)
+        shape = known_model_shape(entry, source)  # built: from the entry
+        if shape is None and entry.get("init") == "archive" and not os.path.isdir(source):
+            shape, folder_bytes = packaged_model(entry)
+            merged += folder_bytes
         if shape is None:  # a Hub model not downloaded yet: a bert-large-sized guess would block small runs
             log.info("disk: model %r is not downloaded or unpacked yet, so its shape is unknown; not counted", mid)
             continue
@@ -91,6 +100,20 @@ def planned_bytes(config: dict, run_folder) -> tuple[int, int] | None:
         merged += sums_bytes(sum(tokens), shape, config["geometry"])
         merged += min(shape.vocab_size, sum(tokens)) * shape.n_layers * token_table_row(config["geometry"])
     return merged + max(partials, default=0), merged + sum(partials)
+
+
+def packaged_model(entry: dict) -> tuple[ModelShape | None, int]:
+    """``(shape, bytes)`` of an ``init: archive`` model still to be unpacked or converted: its shape from the zip's
+    config.json or the GGUF file's header, and the bytes of the folder it becomes (the zip's files, or the float32
+    model); ``(None, 0)`` while its file is not there (the start-up check of the archives names it)."""
+    try:
+        path = archive_path(entry)
+    except ModelLoadError:
+        return None, 0
+    if packaged_key(entry) == "gguf":
+        found = gguf_shape(path)
+        return (ModelShape(*found[:3]), found[3]) if found else (None, 0)
+    return config_shape(packed_config(path)), unpacked_bytes(path)
 
 
 def check_free_space(config: dict, run_folder) -> None:
@@ -107,8 +130,9 @@ def check_free_space(config: dict, run_folder) -> None:
     peak, all_at_once = planned
     if peak > free:
         raise DiskSpaceError(
-            f"disk: this run still needs up to {size_text(peak)} (merged sums plus one model's partials) but "
-            f"{folder} has {size_text(free)} free; free space, run on a larger disk (snakemake --directory DIR), set "
+            f"disk: this run still needs up to {size_text(peak)} (merged sums plus one model's partials, and the "
+            f"models still to unpack or convert) but {folder} has {size_text(free)} free; free space, run on a larger "
+            "disk (snakemake --directory DIR), set "
             "geometry.cosine: false and geometry.ethayarajh: false (each as large as the core sums), use fewer shards "
             "(each repeats the types), or split the models across runs (CTXVAR_SKIP_DISK_CHECK=1 skips this "
             "upper-bound check)"

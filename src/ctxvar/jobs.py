@@ -10,7 +10,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from ctxvar.errors import CtxvarError, DiskSpaceError, size_text
+from ctxvar.errors import CtxvarError, DiskSpaceError, first_line, size_text
 from ctxvar.io import use_system_allocator
 
 FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
@@ -21,16 +21,21 @@ FULL_DISK_REMEDY = (
 SKIP_DISK_CHECK = "CTXVAR_SKIP_DISK_CHECK"  # =1: no up-front check (the estimates are upper bounds)
 
 
+def free_bytes(folder) -> int:
+    """Free bytes on the disk that holds ``folder``, or its nearest existing parent."""
+    existing = os.path.abspath(folder)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    return shutil.disk_usage(existing).free
+
+
 def require_free_space(folder, needed: int, what: str) -> None:
     """Raise :class:`DiskSpaceError` (one line: the folder, ``needed`` and the free bytes, the remedy) when the disk
     that holds ``folder`` (or its nearest existing parent) has fewer than ``needed`` bytes free; ``what``: the
     outputs, as the line names them. ``CTXVAR_SKIP_DISK_CHECK=1`` skips the check."""
     if os.environ.get(SKIP_DISK_CHECK) == "1":
         return
-    existing = os.path.abspath(folder)
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
-    free = shutil.disk_usage(existing).free
+    free = free_bytes(folder)
     if needed > free:
         raise DiskSpaceError(
             f"disk: {what} in {os.path.abspath(folder)} need up to {size_text(needed)} ({needed} bytes) but its disk "
@@ -52,16 +57,57 @@ def removed_on_failure(paths):
         raise
 
 
+# How a full disk reads in the message of an error that is not an OSError (safetensors' SafetensorError, from Rust).
+FULL_DISK_MESSAGES = ("No space left on device", "Disk quota exceeded", "os error 28)", "os error 122)")
+
+
 def disk_full(error: BaseException) -> bool:
-    """Whether ``error`` or one of its causes says the disk (or the user's quota) is full; Arrow's writers raise
-    an ``OSError`` without errno that only says so in its message."""
+    """Whether ``error`` or one of its causes says the disk (or the user's quota) is full: an ``OSError`` of
+    ENOSPC or EDQUOT, or any error whose message says so (Arrow's writers raise an ``OSError`` without errno;
+    safetensors a ``SafetensorError`` that is no ``OSError``)."""
     while error is not None:
-        if isinstance(error, OSError) and (
-            error.errno in FULL_DISK or "No space left on device" in str(error) or "Disk quota exceeded" in str(error)
+        if (isinstance(error, OSError) and error.errno in FULL_DISK) or any(
+            text in str(error) for text in FULL_DISK_MESSAGES
         ):
             return True
         error = error.__cause__ or error.__context__
     return False
+
+
+def written_folder(error: BaseException) -> str:
+    """The folder of the file that the full-disk ``error`` (or a cause) names, else the working directory."""
+    while error is not None:
+        if isinstance(error, OSError) and isinstance(error.filename, str):
+            return os.path.dirname(os.path.abspath(error.filename))
+        error = error.__cause__ or error.__context__
+    return os.getcwd()
+
+
+def full_disk_error(error: BaseException, folder=None, needed: int | None = None, what: str = "") -> DiskSpaceError:
+    """One line for a write that a full disk stopped: the folder (``folder``, else :func:`written_folder`), the
+    bytes ``what`` needs there when known, the free bytes left, the library's words and the remedy."""
+    folder = os.path.abspath(folder) if folder else written_folder(error)
+    free = free_bytes(folder)
+    need = f"; {what} need about {size_text(needed)} ({needed} bytes) there" if needed else ""
+    return DiskSpaceError(
+        f"disk full while this job wrote its outputs in {folder} ({first_line(error)}){need}; its disk has "
+        f"{size_text(free)} "
+        f"({free} bytes) free now; {FULL_DISK_REMEDY}"
+    )
+
+
+@contextlib.contextmanager
+def full_disk_named(folder=None, needed: int | None = None, what: str = ""):
+    """Within the block, an error that says the disk is full (:func:`disk_full`) becomes the one-line
+    :class:`DiskSpaceError` of :func:`full_disk_error`; every other error passes unchanged."""
+    try:
+        yield
+    except CtxvarError:
+        raise
+    except Exception as error:
+        if not disk_full(error):
+            raise
+        raise full_disk_error(error, folder, needed, what) from error
 
 
 @contextlib.contextmanager
@@ -72,7 +118,8 @@ def job_log(path):
     or, on a cluster, the job's log). A :class:`CtxvarError` goes to the console's
     stderr as one line, and the job exits with status 1; the job log gets that line
     with the full traceback, causes included. Any other exception (a bug) is logged
-    with its traceback too, then propagates; a full disk is one line (:func:`disk_full`), not a bug.
+    with its traceback too, then propagates; a full disk is one line naming the folder and its free space
+    (:func:`disk_full`, :func:`full_disk_error`), not a bug.
     """
     console = sys.stderr
     use_system_allocator()
@@ -87,14 +134,8 @@ def job_log(path):
         echo.setFormatter(logging.Formatter("ctxvar warning: %(message)s"))
         logging.getLogger().addHandler(echo)
         try:
-            try:
+            with full_disk_named():
                 yield
-            except OSError as error:
-                if not disk_full(error):
-                    raise
-                raise DiskSpaceError(
-                    f"disk full while this job wrote its outputs ({error}); {FULL_DISK_REMEDY}"
-                ) from error
         except CtxvarError as error:
             logging.exception("%s", error)
             print(f"ctxvar error: {error} (traceback in {path})", file=console)

@@ -66,7 +66,11 @@ def known_model_shape(entry: dict, source: str) -> ModelShape | None:
         spec = random_spec(entry)
         layers = spec["num_layers"] if entry.get("init") == "random" else int(gaussian_spec(entry)["layer_norm"])
         return ModelShape(layers + 1, spec["hidden_size"], spec["vocab_size"])
-    config = hub.model_json(source, "config.json", load_revision(entry)) or {}
+    return config_shape(hub.model_json(source, "config.json", load_revision(entry)) or {})
+
+
+def config_shape(config: dict) -> ModelShape | None:
+    """The shape a model's config.json gives (layers, width, vocabulary); None when it lacks them."""
     layers = config.get("num_hidden_layers") or config.get("n_layer")
     d = config.get("hidden_size") or config.get("n_embd") or config.get("d_model")
     try:

@@ -8,9 +8,12 @@ cases (runs that must not destroy each other, tiny corpora) are in test_workflow
 from __future__ import annotations
 
 import codecs
+import errno
 import json
 import logging
 import math
+import os
+import re
 import shutil
 from pathlib import Path
 
@@ -651,7 +654,10 @@ def test_a_run_that_does_not_fit_on_disk_fails_before_extraction_with_both_numbe
     run_folder = sampled_demo_corpus(tmp_path)
     check_free_space(DEMO, run_folder)  # fits on this disk
     monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**12, 10**12 - 10**6, 10**6))
-    expected = r"needs up to [\d.]+ [kMG]B \(merged sums plus one model.s partials\) .* has 1 MB free; free space"
+    expected = (
+        r"needs up to [\d.]+ [kMG]B \(merged sums plus one model.s partials, and the models still to unpack or "
+        r"convert\) .* has 1 MB free; free space"
+    )
     with pytest.raises(DiskSpaceError, match=expected) as error:
         check_free_space(DEMO, run_folder)
     one_line(error)
@@ -772,6 +778,27 @@ def test_a_damaged_or_missing_archive_is_named(tmp_path, tiny_models, damage, me
     assert not list(tmp_path.glob("models/*zipped*")), (
         "a failed unpack leaves no model folder, not even a temporary one"
     )
+
+
+def test_a_disk_that_fills_while_an_archive_unpacks_is_one_line_naming_the_folder_and_the_bytes(
+    tmp_path, tiny_models, monkeypatch
+):
+    """Not a damaged archive to reinstall: the write of a member fails as a full disk fails it."""
+    from ctxvar.models.archive import unpack_model
+
+    entry = archive_entry(tmp_path, tiny_models)
+
+    def full_disk(source, target, *args):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), target.name)
+
+    monkeypatch.setattr(shutil, "copyfileobj", full_disk)
+    with pytest.raises(DiskSpaceError) as error:
+        unpack_model(entry, tmp_path / "models" / "zipped")
+    one_line(error)
+    message = str(error.value)
+    assert message.startswith(f"disk full while this job wrote its outputs in {tmp_path / 'models'} (")
+    assert re.search(r"the unpacked model need about \S+ \S+ \(\d+ bytes\) there; its disk has .* free now", message)
+    assert "reinstall" not in message and not list(tmp_path.glob("models/*zipped*"))
 
 
 FORKED_READERS = """

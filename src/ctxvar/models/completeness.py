@@ -30,6 +30,7 @@ SINGLE_FILE = "model.safetensors"
 SHARD_INDEX = "model.safetensors.index.json"
 SHARD_FILES = "model-*-of-*.safetensors"  # the names save_pretrained gives a sharded checkpoint's files
 REFETCH = "download the model again, or save_pretrained it again"  # how a damaged or incomplete model is restored
+INCONSISTENT = "the model directory is incomplete or its config.json does not match its weights: restore the files"
 # A tokenizer with fewer entries than this share of the model's embedding rows belongs to another model.
 # Real checkpoints pad their rows by well under 5 % (GPT-J: 50,257 of 50,400; Phi-2: 50,295 of 51,200).
 MIN_VOCABULARY_SHARE = 0.5
@@ -70,20 +71,44 @@ def log_loading_report(what: str, info: dict) -> None:
             log.info("    %s", entry)
 
 
-def check_loaded_whole(model, info: dict, what: str) -> None:
-    """Refuse a model that transformers built with tensors the files lack, lacks tensors the files hold for its
-    own layers, or holds with other shapes; heads and poolers of the checkpoint are ignored (module docstring)."""
-    log_loading_report(what, info)
-    remedy = "the model directory is incomplete or its config.json does not match its weights: restore the files"
+def refuse_mismatched(info: dict, what: str, remedy: str = INCONSISTENT) -> None:
+    """Refuse a model whose loading report has tensors of other shapes in the files than config.json builds
+    (transformers, told to ``ignore_mismatched_sizes``, initialises them at random), naming both shapes."""
     mismatched = [
         f"{name} {tuple(found)} in the files, {tuple(built)} in config.json"
         for name, found, built in info.get("mismatched_keys") or ()
     ]
     if mismatched:
         raise ModelLoadError(
-            f"{what}: {len(mismatched)} tensor(s) have other shapes than config.json says: "
-            f"{listed(mismatched)}; {remedy}"
+            f"{what}: {len(mismatched)} tensor(s) have other shapes than config.json says and would be "
+            f"initialised at random: {listed(mismatched)}; {remedy}"
         )
+
+
+def check_matrices_loaded(model, info: dict, what: str) -> None:
+    """Refuse a model loaded with its head whose input or output embedding matrix (``get_input_embeddings``,
+    ``get_output_embeddings``) is not the files' own: missing from them (initialised at random), or any tensor of
+    another shape than config.json says. A tied output matrix is the input matrix, loaded once."""
+    log_loading_report(what, info)
+    refuse_mismatched(info, what)
+    missing = set(info.get("missing_keys") or ())
+    head = model.get_output_embeddings()
+    for kind, module in (("input", model.get_input_embeddings()), ("output", head)):
+        weight = getattr(module, "weight", None)
+        names = sorted(n for n, p in model.named_parameters(remove_duplicate=False) if p is weight and n in missing)
+        if weight is not None and names:
+            raise ModelLoadError(
+                f"{what}: its {kind} embedding matrix {names[0]} {tuple(weight.shape)} is not in its weight files "
+                f"and would be initialised at random; {INCONSISTENT}"
+            )
+
+
+def check_loaded_whole(model, info: dict, what: str, remedy: str = INCONSISTENT) -> None:
+    """Refuse a model that transformers built with tensors the files lack, lacks tensors the files hold for its
+    own layers, or holds with other shapes; heads and poolers of the checkpoint are ignored (module docstring).
+    ``remedy`` ends each line (a model directory's files to restore, by default)."""
+    log_loading_report(what, info)
+    refuse_mismatched(info, what, remedy)
     missing = [name for name in info.get("missing_keys") or () if feeds_hidden_states(name)]
     if missing:
         raise ModelLoadError(

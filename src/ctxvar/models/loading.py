@@ -117,10 +117,12 @@ def load_with_head(entry: dict, source: str, dtype: str):
     """``(model, loading report)``: the model with its language-modelling head, on the CPU in ``dtype``, in eval
     mode, for its input and output embedding matrices (``get_input_embeddings``, ``get_output_embeddings``).
 
-    The head class is the one config.json's ``architectures`` names when transformers maps the config to it
-    (a masked-LM class for BERT-like checkpoints), else the causal-LM class, else the masked-LM class, else the
-    base model (no output matrix). Tensors the files lack are in the report's ``missing_keys``: an untied head
-    saved without its matrix is initialised at random, and the caller must not read it.
+    The head class is the causal- or masked-LM class that config.json's ``architectures`` names (the class the
+    files were saved from). A checkpoint saved without a head (``BertModel``, a sentence encoder) holds no output
+    matrix: it is loaded as the base model, whose output matrix is None, even where its config ties one to the
+    input matrix. The loading report is read: an embedding matrix missing from the files, or a tensor of
+    another shape (transformers would initialise either at random), stops the job
+    (:func:`ctxvar.models.completeness.check_matrices_loaded`).
     """
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
 
@@ -128,26 +130,30 @@ def load_with_head(entry: dict, source: str, dtype: str):
     if os.path.isdir(source):
         completeness.check_checkpoint_files(source, what)
     config = _from_pretrained(AutoConfig, source, entry, _options(entry, source))
-    mapped = [cls for cls in (AutoModelForCausalLM, AutoModelForMaskedLM) if type(config) in cls._model_mapping]
+    saved_as = getattr(config, "architectures", None) or ()
     named = [
         cls
-        for cls in mapped
-        if any(
-            cls._model_mapping[type(config)].__name__ == name for name in getattr(config, "architectures", None) or ()
-        )
+        for cls in (AutoModelForCausalLM, AutoModelForMaskedLM)
+        if type(config) in cls._model_mapping and cls._model_mapping[type(config)].__name__ in saved_as
     ]
-    head_class = (named or mapped or [AutoModel])[0]
+    if not named:
+        log.info(
+            "%s: config.json's architectures (%s) name no language-modelling head of transformers: the files hold "
+            "no output matrix; the input matrix alone is measured",
+            what,
+            ", ".join(saved_as) or "none",
+        )
     options = {
         "config": config,
         "dtype": DTYPES[dtype],
         "use_safetensors": True,
         "device_map": {"": "cpu"},
         "output_loading_info": True,
-        "ignore_mismatched_sizes": True,
+        "ignore_mismatched_sizes": True,  # reported as mismatched_keys and refused below, with their shapes
     }
     with transformers_into_log():
-        model, info = _from_pretrained(head_class, source, entry, {**_options(entry, source), **options})
-    completeness.log_loading_report(what, info)
+        model, info = _from_pretrained((named or [AutoModel])[0], source, entry, {**_options(entry, source), **options})
+    completeness.check_matrices_loaded(model, info, what)
     return model.eval(), info
 
 

@@ -3,8 +3,8 @@
 The matrices are the weights as the model holds them (every row, padding rows included), read with
 transformers' ``get_input_embeddings`` and ``get_output_embeddings`` after loading the model with its
 language-modelling head (:func:`ctxvar.models.loading.load_with_head`). A model whose output matrix is the input
-matrix (tied weights: the same storage, or equal values) has one matrix, ``tied``; a model without a head, or
-whose head's matrix is not in its files (it would be random), has only ``input``. Each matrix is measured
+matrix (tied weights: the same storage, or equal values) has one matrix, ``tied``; a model whose files hold no
+head (config.json's ``architectures`` names none) has only ``input``. Each matrix is measured
 uncentred and centred (W − mean row), in float64 (:mod:`ctxvar.stats.partition_isotropy`).
 
 embedding_matrices.csv, one row per (matrix, centred):
