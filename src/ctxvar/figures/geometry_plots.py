@@ -15,7 +15,15 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 
 from ctxvar.errors import InsufficientData
-from ctxvar.figures.cross_model import DEPTH_LABEL, curve_data, figure_legend, layer_curves, layer_panels, model_style
+from ctxvar.figures.cross_model import (
+    DEPTH_LABEL,
+    batch_band,
+    curve_data,
+    figure_legend,
+    layer_curves,
+    layer_panels,
+    model_style,
+)
 from ctxvar.figures.plotting import Plot, panels, paper_style
 from ctxvar.stats.layers import ols
 from ctxvar.stats.token_table import TokenStats
@@ -30,7 +38,8 @@ CHECKPOINT_PANELS = (
 
 
 def isotropy(geometry: pd.DataFrame, models: list[str]) -> Plot:
-    """Per layer and model: anisotropy, IsoScore, effective rank and participation ratio."""
+    """Per layer and model: anisotropy, IsoScore, effective rank and participation ratio; with sample batches,
+    the per-batch anisotropy's mean ± std shaded around the anisotropy."""
     return layer_panels(
         geometry,
         models,
@@ -40,6 +49,7 @@ def isotropy(geometry: pd.DataFrame, models: list[str]) -> Plot:
             "effective_rank": (geometry["effective_rank"], "effective rank"),
             "participation_ratio": (geometry["participation_ratio"], "participation ratio"),
         },
+        bands={"anisotropy": "anisotropy_batch"},
     )
 
 
@@ -58,11 +68,13 @@ def cosine(geometry: pd.DataFrame, models: list[str]) -> Plot:
 
 @paper_style
 def intrinsic_dimension(geometry: pd.DataFrame, models: list[str]) -> Plot:
-    """Per layer and model: TwoNN on the sample (solid) and on Gaussian points of the same n and d (dashed)."""
+    """Per layer and model: TwoNN on the sample (solid) and on Gaussian points of the same n and d (dashed);
+    with sample batches, the batches' TwoNN mean ± std shaded around the first batch's value."""
     if not (geometry["twonn"] > 0).any():  # NaN without a sample, or with fewer than 3 distinct points
         raise InsufficientData("no layer of any model has a TwoNN dimension (geometry.twonn off, or too few points)")
     figure, axes = panels(1, 1, size=(3.6, 2.6))
     ax, styles = axes[0, 0], model_style(models)
+    banded = batch_band(ax, geometry, models, geometry["twonn_batch_mean"], geometry["twonn_batch_std"], styles)
     layer_curves(ax, geometry, models, geometry["twonn"], styles)
     for model in models:
         rows = (geometry["model"] == model).to_numpy()
@@ -84,6 +96,11 @@ def intrinsic_dimension(geometry: pd.DataFrame, models: list[str]) -> Plot:
                 "twonn": geometry["twonn"],
                 "twonn_gaussian": geometry["twonn_gaussian"],
                 "twonn_points": geometry["twonn_points"],
+                **(
+                    {column: geometry[column] for column in ("twonn_batch_mean", "twonn_batch_std", "sample_batches")}
+                    if banded
+                    else {}
+                ),
             },
         ),
     )
