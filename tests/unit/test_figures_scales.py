@@ -371,3 +371,28 @@ def test_anisotropy_and_twonn_shade_the_batches_mean_plus_minus_std(draw, column
     assert not [c for c in one_batch.figure.axes[0].collections if c.get_gid() == BAND_GID]
     assert f"{metric}_std" not in one_batch.data
     assert BAND_LABEL not in [text.get_text() for text in one_batch.figure.legends[0].texts]
+
+
+def test_checkpoints_shade_each_layer_s_batch_spread_across_steps():
+    steps = {f"m@step{step}": step for step in (0, 1000, 10000)}
+    layers = {m: layers_table([m], n_layers=3).drop(columns="model") for m in steps}
+    geometry = {
+        m: geometry_table([m], n_layers=3, batches=4, seed=i).drop(columns="model") for i, m in enumerate(steps)
+    }
+    table = geometry_plots.checkpoint_table(steps, layers, geometry)
+    plot = geometry_plots.checkpoints(table, "m")
+    anisotropy_ax, twonn_ax = plot.figure.axes[:2]
+    for ax, metric in ((anisotropy_ax, "anisotropy_batch"), (twonn_ax, "twonn_batch")):
+        bands = [c for c in ax.collections if c.get_gid() == BAND_GID]
+        assert len(bands) == 3  # one per layer
+        for layer, band in enumerate(bands):
+            rows = table[table["layer"] == layer].sort_values("step")
+            vertices = band.get_paths()[0].vertices
+            for step, mean, std in zip(rows["step"], rows[f"{metric}_mean"], rows[f"{metric}_std"]):
+                at = vertices[np.isclose(vertices[:, 0], step), 1]
+                np.testing.assert_allclose([at.min(), at.max()], [mean - std, mean + std])
+    assert {"anisotropy_batch_std", "twonn_batch_std", "sample_batches"} <= set(plot.data.columns)
+    assert "batch mean ± std" in plot.figure.axes[-1].get_ylabel()  # the colorbar says what the shade is
+    one = {m: geometry_table([m], n_layers=3).drop(columns="model") for m in steps}
+    plain = geometry_plots.checkpoints(geometry_plots.checkpoint_table(steps, layers, one), "m")
+    assert not [c for ax in plain.figure.axes for c in ax.collections if c.get_gid() == BAND_GID]

@@ -72,13 +72,15 @@ def batch_band(ax, layers: pd.DataFrame, models: list[str], mean: pd.Series, std
     for model in models:
         rows = (layers["model"] == model).to_numpy() & batched
         if rows.any():
-            low, high = (mean - std)[rows], (mean + std)[rows]
-            band = ax.fill_between(
-                layers["depth"][rows], low, high, color=styles[model]["color"], alpha=BAND_ALPHA, linewidth=0
-            )
-            band.set_gid(BAND_GID)
+            spread_band(ax, layers["depth"][rows], mean[rows], std[rows], styles[model]["color"])
             drawn = True
     return drawn
+
+
+def spread_band(ax, x, mean, std, colour) -> None:
+    """Shade mean ± std over ``x`` in ``colour``, tagged :data:`BAND_GID` (the legend's batch entry looks for it)."""
+    band = ax.fill_between(x, mean - std, mean + std, color=colour, alpha=BAND_ALPHA, linewidth=0)
+    band.set_gid(BAND_GID)
 
 
 def curve_data(layers: pd.DataFrame, columns: dict[str, pd.Series]) -> pd.DataFrame:

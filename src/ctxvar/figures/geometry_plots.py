@@ -16,6 +16,7 @@ from matplotlib.colors import Normalize
 
 from ctxvar.errors import InsufficientData
 from ctxvar.figures.cross_model import (
+    BAND_GID,
     DEPTH_LABEL,
     batch_band,
     curve_data,
@@ -23,6 +24,7 @@ from ctxvar.figures.cross_model import (
     layer_curves,
     layer_panels,
     model_style,
+    spread_band,
 )
 from ctxvar.figures.plotting import Plot, panels, paper_style
 from ctxvar.stats.layers import ols
@@ -35,6 +37,7 @@ CHECKPOINT_PANELS = (
     ("cv_Q", "C.V. of $Q(X_t)$"),
     ("M_over_Q", "$M(X)/Q(X)$"),
 )
+BATCH_SPREADS = {"anisotropy": "anisotropy_batch", "twonn": "twonn_batch"}  # panel → its batch metric in geometry.csv
 
 
 def isotropy(geometry: pd.DataFrame, models: list[str]) -> Plot:
@@ -202,22 +205,30 @@ def cv_against_min_count(stats: TokenStats, model: str, analysis: dict) -> Plot:
 def checkpoint_table(
     steps: dict[str, int], layers: dict[str, pd.DataFrame], geometry: dict[str, pd.DataFrame]
 ) -> pd.DataFrame:
-    """One row per (checkpoint, layer): step, anisotropy, TwoNN, C.V. of Q, M(X)/Q(X), final_norm."""
+    """One row per (checkpoint, layer): step, anisotropy, TwoNN, C.V. of Q, M(X)/Q(X), final_norm, and the sample
+    batches' mean and std of anisotropy and TwoNN with ``sample_batches`` where geometry.csv has them."""
+    batch = [
+        "sample_batches",
+        *(f"{metric}_{moment}" for metric in BATCH_SPREADS.values() for moment in ("mean", "std")),
+    ]
     frames = []
     for model, step in steps.items():
+        present = [column for column in batch if column in geometry[model]]
         merged = layers[model][["layer", "final_norm", "cv_Q", "M", "Q"]].merge(
-            geometry[model][["layer", "anisotropy", "twonn"]], on="layer"
+            geometry[model][["layer", "anisotropy", "twonn", *present]], on="layer"
         )
         frames.append(merged.assign(model=model, step=step, M_over_Q=merged["M"] / merged["Q"]))
     table = pd.concat(frames, ignore_index=True)
-    return table[["model", "step", "layer", "final_norm", *[c for c, _ in CHECKPOINT_PANELS]]]
+    present = [column for column in batch if column in table]
+    return table[["model", "step", "layer", "final_norm", *[c for c, _ in CHECKPOINT_PANELS], *present]]
 
 
 @paper_style
 def checkpoints(table: pd.DataFrame, family: str) -> Plot:
     """Across training checkpoints: each metric of :data:`CHECKPOINT_PANELS` against the step, one line per
     layer (colour = layer; dashed = after a final norm). A symlog step axis when steps span > 2 decades.
-    A metric without any value (its geometry switch off, e.g. TwoNN with geometry.twonn: false) gets no panel."""
+    A metric without any value (its geometry switch off, e.g. TwoNN with geometry.twonn: false) gets no panel.
+    Anisotropy and TwoNN measured over more than one sample batch get their batches' mean ± std shaded."""
     drawn = [(column, label) for column, label in CHECKPOINT_PANELS if table[column].notna().any()]
     if not drawn:
         raise InsufficientData("no checkpoint metric has a value")
@@ -236,9 +247,18 @@ def checkpoints(table: pd.DataFrame, family: str) -> Plot:
                 marker="o",
                 linestyle="--" if part["final_norm"].any() else "-",
             )
+            if column in BATCH_SPREADS and f"{BATCH_SPREADS[column]}_std" in part:
+                mean, std = part[f"{BATCH_SPREADS[column]}_mean"], part[f"{BATCH_SPREADS[column]}_std"]
+                batched = (part["sample_batches"] > 1) & std.notna()
+                if batched.any():
+                    spread_band(ax, part["step"][batched], mean[batched], std[batched], colour(layer))
         ax.set(xlabel="training step", ylabel=label)
         if wide:
             ax.set_xscale("symlog", linthresh=positive.min())
-    figure.colorbar(_scalar_mappable(norm), ax=axes, label="layer (dashed: after final norm)", shrink=0.9)
+    banded = any(c.get_gid() == BAND_GID for ax in axes[0] for c in ax.collections)
+    label = "layer (dashed: after final norm" + ("; shaded: batch mean ± std)" if banded else ")")
+    figure.colorbar(_scalar_mappable(norm), ax=axes, label=label, shrink=0.9)
     figure.suptitle(f"{family} across checkpoints")
-    return Plot(figure, table.drop(columns=[column for column, _ in CHECKPOINT_PANELS if column not in dict(drawn)]))
+    undrawn = [column for column, _ in CHECKPOINT_PANELS if column not in dict(drawn)]
+    spreads = [f"{BATCH_SPREADS[c]}_{moment}" for c in undrawn if c in BATCH_SPREADS for moment in ("mean", "std")]
+    return Plot(figure, table.drop(columns=undrawn + [column for column in spreads if column in table]))
