@@ -105,6 +105,8 @@ def test_fig02_puts_a_massive_activation_on_a_log_axis_and_keeps_the_paper_linea
     assert START_M in scatter[:, 0] and len(scatter) == len(decoder.layer(2))
     assert (on_encoder.get_xscale(), on_encoder.get_yscale()) == ("linear", "linear")
     assert list(plot.data["x_scale"]) == ["log", "linear"] and list(plot.data["y_scale"]) == ["linear", "linear"]
+    assert [text.get_text() for text in on_decoder.texts] == [START] and not on_encoder.texts  # the outlier named
+    assert list(plot.data["named"].fillna("")) == [START, ""]
     fit = plot.data.iloc[0]
     line = on_decoder.lines[0]  # the straight line a + b·M, drawn at points even on the log axis
     np.testing.assert_allclose(line.get_ydata(), fit.intercept + fit.slope * line.get_xdata())

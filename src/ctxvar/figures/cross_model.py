@@ -251,7 +251,9 @@ def variance_on_mean(stats: dict[str, TokenStats], analysis: dict) -> Plot:
     fits = []
     for ax, (model, tokens) in zip(axes.flat, middle.items()):
         m, v = tokens["M"].to_numpy(), tokens["V"].to_numpy()
-        fit = regression_panel(ax, m, v, filtered(tokens, analysis), colour=log_n[model], norm=norm)
+        fit = regression_panel(
+            ax, m, v, filtered(tokens, analysis), colour=log_n[model], norm=norm, names=tokens["token"].to_numpy()
+        )
         percentile_limits(ax, m, v)
         layer = middle_layer(stats[model].n_layers)
         ax.set(xlabel="$M(X_t)$", ylabel="$V(X_t)$", title=f"{model} (layer {layer})\n{fit_label(fit)}")

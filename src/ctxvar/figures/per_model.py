@@ -59,7 +59,7 @@ def frequency_scatter(tokens: pd.DataFrame, layer: int, model: str, analysis: di
     log_n = np.log10(tokens["n"].to_numpy())
     rows = []
     for ax, statistic in zip(axes[0], STATISTICS):
-        fit = regression_panel(ax, log_n, tokens[statistic].to_numpy(), keep)
+        fit = regression_panel(ax, log_n, tokens[statistic].to_numpy(), keep, names=tokens["token"].to_numpy())
         ax.set(xlabel=r"$\log_{10} n_t$", ylabel=f"${statistic}(X_t)$", title=fit_label(fit))
         rows.append({"layer": layer, "statistic": statistic, **fit})
     figure.suptitle(f"{model}, layer {layer}")
@@ -80,7 +80,9 @@ def frequency_grid(stats: TokenStats, model: str, analysis: dict) -> Plot:
             fit = regression_panel(ax, log_n, np.log10(1 + tokens[statistic].to_numpy()), keep)
             ax.set(xlabel=r"$\log_{10} n_t$", ylabel=rf"$\log_{{10}}(1+{statistic}(X_t))$", title=fit_label(fit))
             rows.append({"layer": layer, "y": f"log10(1+{statistic})", "x": "log10 n", **fit})
-        fit = regression_panel(row[3], tokens["M"].to_numpy(), tokens["V"].to_numpy(), keep)
+        fit = regression_panel(
+            row[3], tokens["M"].to_numpy(), tokens["V"].to_numpy(), keep, names=tokens["token"].to_numpy()
+        )
         row[3].set(xlabel="$M(X_t)$", ylabel="$V(X_t)$", title=fit_label(fit))
         rows.append({"layer": layer, "y": "V", "x": "M", **fit})
         row[0].set_ylabel(f"layer {layer}\n" + row[0].get_ylabel(), fontweight="bold")

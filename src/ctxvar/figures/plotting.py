@@ -258,15 +258,48 @@ def plot_or_placeholder(name: str, draw: Callable[[], Plot]) -> Plot:
         return placeholder(name, str(error))
 
 
+MAX_NAMED_OUTLIERS = 5  # the far outliers named on a panel, largest first
+
+
+def far_outliers(values: np.ndarray) -> np.ndarray:
+    """Mask of the values more than :data:`OUTLIER_FACTOR` × the 99th percentile of nonnegative ``values``
+    (:func:`axis_scale`'s first criterion); none for values with a negative one."""
+    values = np.asarray(values, dtype=float)
+    finite = values[np.isfinite(values)]
+    if len(finite) < 2 or (finite < 0).any():
+        return np.zeros(len(values), dtype=bool)
+    return values > OUTLIER_FACTOR * np.percentile(finite, 99)
+
+
+def name_outliers(ax, x: np.ndarray, y: np.ndarray, names) -> list[str]:
+    """Write the name of each far outlier of x or y (:func:`far_outliers`, at most :data:`MAX_NAMED_OUTLIERS`,
+    largest first) beside its point; returns the names written."""
+    far = np.flatnonzero(far_outliers(x) | far_outliers(y))
+    far = far[np.argsort(-np.maximum(x[far], y[far]))][:MAX_NAMED_OUTLIERS]
+    for index in far:
+        ax.annotate(
+            str(names[index]),
+            (x[index], y[index]),
+            xytext=(-3, 5),
+            textcoords="offset points",
+            ha="right",
+            fontsize=6,
+            bbox={"boxstyle": "round,pad=0.1", "facecolor": "white", "alpha": 0.75, "linewidth": 0},
+        )
+    return [str(names[index]) for index in far]
+
+
 def regression_panel(
-    ax, x: np.ndarray, y: np.ndarray, keep: np.ndarray, colour=None, norm=None, cmap="rainbow"
+    ax, x: np.ndarray, y: np.ndarray, keep: np.ndarray, colour=None, norm=None, cmap="rainbow", names=None
 ) -> dict:
     """Scatter every point, fit OLS of y on x over ``keep`` and draw the line.
 
     Both axes get :func:`axis_scale` of their values, and the line is drawn at points evenly spaced on its
-    axis, so it is the straight line y = a + b x even where that axis is logarithmic.
-    Returns ``{"slope", "intercept", "r2", "n_fit", "x_scale", "y_scale"}`` as fitted (NaN when fewer than 2
-    points) and drawn; :func:`fit_label` writes it for a title, where it never hides points.
+    axis, so it is the straight line y = a + b x even where that axis is logarithmic. With ``names`` (one per
+    point), the far outliers are named (:func:`name_outliers`).
+    Returns ``{"slope", "intercept", "r2", "n_fit", "x_scale", "y_scale", "named"}`` as fitted (NaN when fewer
+    than 2 points) and drawn (``named``: the outliers named, comma-separated); :func:`fit_label` writes it for a
+    title, where it never hides points.
     """
     x_scale, y_scale = scale_axes(ax, x, y)
     ax.scatter(
@@ -283,6 +316,7 @@ def regression_panel(
     if np.isfinite(slope):
         xs = scale_grid(ax.xaxis, x[keep].min(), x[keep].max(), 2 if x_scale.name == "linear" else 200)
         ax.plot(xs, intercept + slope * xs, color="black", linewidth=1)
+    named = name_outliers(ax, x, y, names) if names is not None else []
     return {
         "slope": slope,
         "intercept": intercept,
@@ -290,6 +324,7 @@ def regression_panel(
         "n_fit": int(keep.sum()),
         "x_scale": x_scale.name,
         "y_scale": y_scale.name,
+        "named": ", ".join(named),
     }
 
 
