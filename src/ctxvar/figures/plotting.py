@@ -191,8 +191,10 @@ def broken(word: str, fits) -> list[str]:
 def fit_text(text, renderer, room: float, original: str, size: float) -> bool:
     """Fit a title, given as ``original`` at font ``size``, into ``room`` pixels: as it is if it fits, else
     wrapped between words, then shrunk down to :data:`MIN_TITLE_SIZE`, then with its longest words cut.
-    Returns whether ``text`` changed."""
+    A title already fitted that still fits is kept. Returns whether ``text`` changed."""
     before = text.get_text(), text.get_fontsize()
+    if text.get_window_extent(renderer).width <= room:
+        return False
     text.set_text(original)
     text.set_fontsize(size)
     while text.get_window_extent(renderer).width > room:
