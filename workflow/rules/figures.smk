@@ -83,6 +83,7 @@ rule plot_checkpoints:
 rule plot_embedding_projection:
     input:
         projection=results("{model}/embedding_projection.parquet"),
+        matrices=results("{model}/embedding_matrices.csv"),
     output:
         png=report(
             results("{model}/figures/emb01_projection.png"),

@@ -3,5 +3,7 @@ from ctxvar.figures.plotting import save_plot
 from ctxvar.jobs import job_log
 
 with job_log(snakemake.log[0]):
-    plot = embedding_projection_figure("emb01_projection", snakemake.wildcards.model, snakemake.input.projection)
+    plot = embedding_projection_figure(
+        "emb01_projection", snakemake.wildcards.model, snakemake.input.projection, snakemake.input.matrices
+    )
     save_plot(plot, snakemake.output.png, snakemake.output.pdf, snakemake.output.data)

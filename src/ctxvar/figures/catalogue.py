@@ -198,7 +198,7 @@ CHECKPOINT_FIGURE = FigureSpec(
 EMBEDDING_PROJECTION_FIGURE = FigureSpec(
     "Embedding matrices",
     "Every row of the input and output embedding matrices (one if tied), uncentred and centred, on the matrix's "
-    "first two right singular vectors (Machina & Mercer 2024).",
+    "first two right singular vectors, each panel titled with the matrix's I(W) (Machina & Mercer 2024).",
     ("projection",),
     draw="embedding_plots.projection",
 )

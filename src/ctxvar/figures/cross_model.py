@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from matplotlib.colors import Normalize
+from matplotlib.patches import Patch
 
 from ctxvar.figures.plotting import (
     PANEL_SIZE,
@@ -17,6 +18,7 @@ from ctxvar.figures.plotting import (
     fit_label,
     grid_shape,
     hide_unused,
+    legend_label,
     middle_layer,
     panels,
     paper_style,
@@ -37,6 +39,9 @@ def model_style(models: list[str]) -> dict[str, dict]:
 
 
 FINAL_NORM_LABEL = "after final norm"
+BAND_LABEL = "batch mean ± std"
+BAND_GID = "batch band"  # the gid of every band :func:`batch_band` draws
+BAND_ALPHA = 0.25
 
 
 def layer_curves(ax, layers: pd.DataFrame, models: list[str], values: pd.Series, styles: dict, linestyle="-") -> None:
@@ -59,6 +64,25 @@ def layer_curves(ax, layers: pd.DataFrame, models: list[str], values: pd.Series,
             )
 
 
+def batch_band(ax, layers: pd.DataFrame, models: list[str], mean: pd.Series, std: pd.Series, styles: dict) -> bool:
+    """Shade mean ± std over the sample batches (columns ``*_batch_mean``, ``*_batch_std``) of each model's layers
+    drawn from more than one batch (column ``sample_batches``); returns whether any band was drawn."""
+    batched = (layers["sample_batches"].to_numpy() > 1) & np.isfinite(std.to_numpy())
+    drawn = False
+    for model in models:
+        rows = (layers["model"] == model).to_numpy() & batched
+        if rows.any():
+            spread_band(ax, layers["depth"][rows], mean[rows], std[rows], styles[model]["color"])
+            drawn = True
+    return drawn
+
+
+def spread_band(ax, x, mean, std, colour) -> None:
+    """Shade mean ± std over ``x`` in ``colour``, tagged :data:`BAND_GID` (the legend's batch entry looks for it)."""
+    band = ax.fill_between(x, mean - std, mean + std, color=colour, alpha=BAND_ALPHA, linewidth=0)
+    band.set_gid(BAND_GID)
+
+
 def curve_data(layers: pd.DataFrame, columns: dict[str, pd.Series]) -> pd.DataFrame:
     return pd.concat(
         [
@@ -76,12 +100,22 @@ def layer_panels(
     columns: dict[str, tuple[pd.Series, str]],
     title: str = "",
     log_scale: bool = False,
+    bands: dict[str, str] | None = None,
 ) -> Plot:
     """One panel per ``columns`` entry (name → (values, y label)), one curve per model, a shared legend;
-    ``log_scale``: a log y axis (symlog where a value is ≤ 0), so models of different scales share one axis."""
+    ``log_scale``: a log y axis (symlog where a value is ≤ 0), so models of different scales share one axis.
+    ``bands`` maps a column to the batch metric (``{metric}_mean``, ``{metric}_std`` in ``layers``) whose
+    mean ± std is shaded around its curve where the layer was sampled in more than one batch; the data
+    then hold those two columns and ``sample_batches``."""
     figure, axes = panels(1, len(columns), size=(3.4, 2.4) if len(columns) == 1 else PANEL_SIZE)
     styles = model_style(models)
-    for ax, (values, label) in zip(axes[0], columns.values()):
+    bands = bands or {}
+    spreads = {}
+    for ax, (column, (values, label)) in zip(axes[0], columns.items()):
+        if column in bands:
+            mean, std = layers[f"{bands[column]}_mean"], layers[f"{bands[column]}_std"]
+            if batch_band(ax, layers, models, mean, std, styles):
+                spreads |= {mean.name: mean, std.name: std, "sample_batches": layers["sample_batches"]}
         layer_curves(ax, layers, models, values, styles)
         ax.set(xlabel=DEPTH_LABEL, ylabel=label)
         finite = values[np.isfinite(values)]
@@ -90,15 +124,22 @@ def layer_panels(
     figure_legend(figure, axes[0, -1], len(models))
     if title:
         figure.suptitle(title)
-    return Plot(figure, curve_data(layers, {k: v for k, (v, _) in columns.items()}))
+    return Plot(figure, curve_data(layers, {**{k: v for k, (v, _) in columns.items()}, **spreads}))
 
 
 def figure_legend(figure, ax, n_models: int) -> None:
+    """The figure's legend: the models, then a batch band's and a final norm's entries where any axes has one."""
     found = dict(zip(*reversed(ax.get_legend_handles_labels())))  # label → handle, one ring entry
+    if any(c.get_gid() == BAND_GID for a in figure.axes for c in a.collections):
+        found[BAND_LABEL] = Patch(color="0.5", alpha=BAND_ALPHA, linewidth=0)
     if FINAL_NORM_LABEL in found:
         found[FINAL_NORM_LABEL] = found.pop(FINAL_NORM_LABEL)  # last
     figure.legend(
-        found.values(), found.keys(), loc="outside right upper", frameon=False, ncols=1 if n_models <= 12 else 2
+        found.values(),
+        [legend_label(label) for label in found],
+        loc="outside right upper",
+        frameon=False,
+        ncols=1 if n_models <= 12 else 2,
     )
 
 
@@ -170,7 +211,7 @@ def twin_axis_panels(
             layer_curves(ax, layers, right, values, styles)
     found = {label: handle for a in figure.axes for handle, label in zip(*a.get_legend_handles_labels())}
     shown = [m for m in models] + ([FINAL_NORM_LABEL] if FINAL_NORM_LABEL in found else [])
-    figure.legend([found[m] for m in shown], shown, loc="outside right upper", frameon=False)
+    figure.legend([found[m] for m in shown], [legend_label(m) for m in shown], loc="outside right upper", frameon=False)
     return Plot(figure, data)
 
 
@@ -210,7 +251,9 @@ def variance_on_mean(stats: dict[str, TokenStats], analysis: dict) -> Plot:
     fits = []
     for ax, (model, tokens) in zip(axes.flat, middle.items()):
         m, v = tokens["M"].to_numpy(), tokens["V"].to_numpy()
-        fit = regression_panel(ax, m, v, filtered(tokens, analysis), colour=log_n[model], norm=norm)
+        fit = regression_panel(
+            ax, m, v, filtered(tokens, analysis), colour=log_n[model], norm=norm, names=tokens["token"].to_numpy()
+        )
         percentile_limits(ax, m, v)
         layer = middle_layer(stats[model].n_layers)
         ax.set(xlabel="$M(X_t)$", ylabel="$V(X_t)$", title=f"{model} (layer {layer})\n{fit_label(fit)}")

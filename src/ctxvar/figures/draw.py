@@ -102,9 +102,12 @@ def checkpoint_figure(family: str, steps: dict[str, int], layers_paths, geometry
 
 
 @placeholder_when_too_few
-def embedding_projection_figure(name: str, model: str, projection_path) -> Plot:
-    """Draw :data:`EMBEDDING_PROJECTION_FIGURE` for one model from its embedding_projection.parquet."""
-    return draw_function(EMBEDDING_PROJECTION_FIGURE)(read_table(projection_path).to_pandas(), model)
+def embedding_projection_figure(name: str, model: str, projection_path, matrices_path) -> Plot:
+    """Draw :data:`EMBEDDING_PROJECTION_FIGURE` for one model from its embedding_projection.parquet, with the
+    I(W) of each matrix from its embedding_matrices.csv (the same job writes both)."""
+    return draw_function(EMBEDDING_PROJECTION_FIGURE)(
+        read_table(projection_path).to_pandas(), model, read_csv(matrices_path)
+    )
 
 
 @placeholder_when_too_few

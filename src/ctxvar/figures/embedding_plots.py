@@ -1,7 +1,8 @@
 """Figures of a model's input and output embedding matrices (:mod:`ctxvar.stats.embedding_matrices`).
 
 The 2-D projection is drawn as Machina & Mercer (2024) publish theirs: every row as a one-pixel point,
-on axes symmetric about 0 that reach the largest absolute coordinate, ticked at −m, 0 and m.
+on axes symmetric about 0 that reach the largest absolute coordinate, ticked at −m, 0 and m; each panel's
+title gives the matrix's I(W) from embedding_matrices.csv.
 """
 
 from __future__ import annotations
@@ -31,13 +32,28 @@ def matrix_label(name: str) -> str:
     return "input = output (tied)" if name == "tied" else name
 
 
+SMALLEST_PLAIN_ISOTROPY = 1e-3  # below, I(W) is written as e^(log I(W)): it may underflow to 0 (e^−745)
+
+
+def isotropy_label(isotropy: float, log_isotropy: float) -> str:
+    """I(W) with three significant digits, or as a power of e where it is below :data:`SMALLEST_PLAIN_ISOTROPY`."""
+    if isotropy >= SMALLEST_PLAIN_ISOTROPY or not np.isfinite(log_isotropy):
+        return f"$I(W) = {isotropy:.3g}$"
+    return f"$I(W) = e^{{{log_isotropy:.4g}}}$"
+
+
 @paper_style
-def projection(points: pd.DataFrame, model: str) -> Plot:
+def projection(points: pd.DataFrame, model: str, matrices: pd.DataFrame | None = None) -> Plot:
     """One row of panels per matrix, uncentred then centred: each row of W at (x, y), its coordinates on
-    the first two right singular vectors."""
+    the first two right singular vectors. With ``matrices`` (embedding_matrices.csv), each panel's title gives
+    its I(W), and the table drawn gains columns ``isotropy`` and ``log_isotropy``."""
     names = matrices_in(points)
     if not names or points.empty:
         raise InsufficientData("no embedding matrix rows")
+    if matrices is not None:
+        points = points.merge(
+            matrices[["matrix", "centred", "isotropy", "log_isotropy"]], on=["matrix", "centred"], how="left"
+        )
     figure, axes = panels(len(names), len(CENTRING), size=(2.6, 2.4))
     for row_axes, name in zip(axes, names):
         for ax, (centre, label) in zip(row_axes, CENTRING):
@@ -48,7 +64,11 @@ def projection(points: pd.DataFrame, model: str) -> Plot:
             ax.set(xlim=(-reach, reach), ylim=(-reach, reach), xticks=[-reach, 0, reach], yticks=[-reach, 0, reach])
             ax.xaxis.set_major_formatter("{x:.3g}")
             ax.yaxis.set_major_formatter("{x:.3g}")
-            ax.set_title(f"{matrix_label(name)}, {label}")
+            ax.set(xlabel="on right singular vector 1", ylabel="on right singular vector 2")
+            title = f"{matrix_label(name)}, {label}"
+            if matrices is not None:
+                title += "\n" + isotropy_label(float(part["isotropy"].iloc[0]), float(part["log_isotropy"].iloc[0]))
+            ax.set_title(title)
     figure.suptitle(f"{model}: embedding matrices on their top two singular vectors")
     return Plot(figure, points)
 

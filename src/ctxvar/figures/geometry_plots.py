@@ -15,7 +15,17 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 
 from ctxvar.errors import InsufficientData
-from ctxvar.figures.cross_model import DEPTH_LABEL, curve_data, figure_legend, layer_curves, layer_panels, model_style
+from ctxvar.figures.cross_model import (
+    BAND_GID,
+    DEPTH_LABEL,
+    batch_band,
+    curve_data,
+    figure_legend,
+    layer_curves,
+    layer_panels,
+    model_style,
+    spread_band,
+)
 from ctxvar.figures.plotting import Plot, panels, paper_style
 from ctxvar.stats.layers import ols
 from ctxvar.stats.token_table import TokenStats
@@ -27,10 +37,12 @@ CHECKPOINT_PANELS = (
     ("cv_Q", "C.V. of $Q(X_t)$"),
     ("M_over_Q", "$M(X)/Q(X)$"),
 )
+BATCH_SPREADS = {"anisotropy": "anisotropy_batch", "twonn": "twonn_batch"}  # panel → its batch metric in geometry.csv
 
 
 def isotropy(geometry: pd.DataFrame, models: list[str]) -> Plot:
-    """Per layer and model: anisotropy, IsoScore, effective rank and participation ratio."""
+    """Per layer and model: anisotropy, IsoScore, effective rank and participation ratio; with sample batches,
+    the per-batch anisotropy's mean ± std shaded around the anisotropy."""
     return layer_panels(
         geometry,
         models,
@@ -40,6 +52,7 @@ def isotropy(geometry: pd.DataFrame, models: list[str]) -> Plot:
             "effective_rank": (geometry["effective_rank"], "effective rank"),
             "participation_ratio": (geometry["participation_ratio"], "participation ratio"),
         },
+        bands={"anisotropy": "anisotropy_batch"},
     )
 
 
@@ -58,11 +71,13 @@ def cosine(geometry: pd.DataFrame, models: list[str]) -> Plot:
 
 @paper_style
 def intrinsic_dimension(geometry: pd.DataFrame, models: list[str]) -> Plot:
-    """Per layer and model: TwoNN on the sample (solid) and on Gaussian points of the same n and d (dashed)."""
+    """Per layer and model: TwoNN on the sample (solid) and on Gaussian points of the same n and d (dashed);
+    with sample batches, the batches' TwoNN mean ± std shaded around the first batch's value."""
     if not (geometry["twonn"] > 0).any():  # NaN without a sample, or with fewer than 3 distinct points
         raise InsufficientData("no layer of any model has a TwoNN dimension (geometry.twonn off, or too few points)")
     figure, axes = panels(1, 1, size=(3.6, 2.6))
     ax, styles = axes[0, 0], model_style(models)
+    banded = batch_band(ax, geometry, models, geometry["twonn_batch_mean"], geometry["twonn_batch_std"], styles)
     layer_curves(ax, geometry, models, geometry["twonn"], styles)
     for model in models:
         rows = (geometry["model"] == model).to_numpy()
@@ -84,6 +99,11 @@ def intrinsic_dimension(geometry: pd.DataFrame, models: list[str]) -> Plot:
                 "twonn": geometry["twonn"],
                 "twonn_gaussian": geometry["twonn_gaussian"],
                 "twonn_points": geometry["twonn_points"],
+                **(
+                    {column: geometry[column] for column in ("twonn_batch_mean", "twonn_batch_std", "sample_batches")}
+                    if banded
+                    else {}
+                ),
             },
         ),
     )
@@ -185,22 +205,30 @@ def cv_against_min_count(stats: TokenStats, model: str, analysis: dict) -> Plot:
 def checkpoint_table(
     steps: dict[str, int], layers: dict[str, pd.DataFrame], geometry: dict[str, pd.DataFrame]
 ) -> pd.DataFrame:
-    """One row per (checkpoint, layer): step, anisotropy, TwoNN, C.V. of Q, M(X)/Q(X), final_norm."""
+    """One row per (checkpoint, layer): step, anisotropy, TwoNN, C.V. of Q, M(X)/Q(X), final_norm, and the sample
+    batches' mean and std of anisotropy and TwoNN with ``sample_batches`` where geometry.csv has them."""
+    batch = [
+        "sample_batches",
+        *(f"{metric}_{moment}" for metric in BATCH_SPREADS.values() for moment in ("mean", "std")),
+    ]
     frames = []
     for model, step in steps.items():
+        present = [column for column in batch if column in geometry[model]]
         merged = layers[model][["layer", "final_norm", "cv_Q", "M", "Q"]].merge(
-            geometry[model][["layer", "anisotropy", "twonn"]], on="layer"
+            geometry[model][["layer", "anisotropy", "twonn", *present]], on="layer"
         )
         frames.append(merged.assign(model=model, step=step, M_over_Q=merged["M"] / merged["Q"]))
     table = pd.concat(frames, ignore_index=True)
-    return table[["model", "step", "layer", "final_norm", *[c for c, _ in CHECKPOINT_PANELS]]]
+    present = [column for column in batch if column in table]
+    return table[["model", "step", "layer", "final_norm", *[c for c, _ in CHECKPOINT_PANELS], *present]]
 
 
 @paper_style
 def checkpoints(table: pd.DataFrame, family: str) -> Plot:
     """Across training checkpoints: each metric of :data:`CHECKPOINT_PANELS` against the step, one line per
     layer (colour = layer; dashed = after a final norm). A symlog step axis when steps span > 2 decades.
-    A metric without any value (its geometry switch off, e.g. TwoNN with geometry.twonn: false) gets no panel."""
+    A metric without any value (its geometry switch off, e.g. TwoNN with geometry.twonn: false) gets no panel.
+    Anisotropy and TwoNN measured over more than one sample batch get their batches' mean ± std shaded."""
     drawn = [(column, label) for column, label in CHECKPOINT_PANELS if table[column].notna().any()]
     if not drawn:
         raise InsufficientData("no checkpoint metric has a value")
@@ -219,9 +247,18 @@ def checkpoints(table: pd.DataFrame, family: str) -> Plot:
                 marker="o",
                 linestyle="--" if part["final_norm"].any() else "-",
             )
+            if column in BATCH_SPREADS and f"{BATCH_SPREADS[column]}_std" in part:
+                mean, std = part[f"{BATCH_SPREADS[column]}_mean"], part[f"{BATCH_SPREADS[column]}_std"]
+                batched = (part["sample_batches"] > 1) & std.notna()
+                if batched.any():
+                    spread_band(ax, part["step"][batched], mean[batched], std[batched], colour(layer))
         ax.set(xlabel="training step", ylabel=label)
         if wide:
             ax.set_xscale("symlog", linthresh=positive.min())
-    figure.colorbar(_scalar_mappable(norm), ax=axes, label="layer (dashed: after final norm)", shrink=0.9)
+    banded = any(c.get_gid() == BAND_GID for ax in axes[0] for c in ax.collections)
+    label = "layer (dashed: after final norm" + ("; shaded: batch mean ± std)" if banded else ")")
+    figure.colorbar(_scalar_mappable(norm), ax=axes, label=label, shrink=0.9)
     figure.suptitle(f"{family} across checkpoints")
-    return Plot(figure, table.drop(columns=[column for column, _ in CHECKPOINT_PANELS if column not in dict(drawn)]))
+    undrawn = [column for column, _ in CHECKPOINT_PANELS if column not in dict(drawn)]
+    spreads = [f"{BATCH_SPREADS[c]}_{moment}" for c in undrawn if c in BATCH_SPREADS for moment in ("mean", "std")]
+    return Plot(figure, table.drop(columns=undrawn + [column for column in spreads if column in table]))

@@ -84,7 +84,7 @@ def selected_on_trade_off(tokens: pd.DataFrame, selected: pd.DataFrame, model: s
     figure, axes = panels(1, 1, size=(4.6, 3.8))
     ax = axes[0, 0]
     m, v = tokens["M"].to_numpy(), tokens["V"].to_numpy()
-    fit = regression_panel(ax, m, v, filtered(tokens, analysis))
+    fit = regression_panel(ax, m, v, filtered(tokens, analysis), names=tokens["token"].to_numpy())
     percentile_limits(ax, m, v)
     include_points(ax, selected["M"], selected["V"])
     log_n = np.log10(selected["n"])

@@ -9,7 +9,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ctxvar.figures.plotting import Plot, fit_label, grid_layers, middle_layer, panels, paper_style, regression_panel
+from ctxvar.figures.plotting import (
+    Plot,
+    axis_scale,
+    fit_label,
+    grid_layers,
+    middle_layer,
+    panels,
+    paper_style,
+    regression_panel,
+    scale_grid,
+)
 from ctxvar.stats.token_table import TokenStats, filtered
 
 DECOMPOSITION_PARTS = (
@@ -49,7 +59,7 @@ def frequency_scatter(tokens: pd.DataFrame, layer: int, model: str, analysis: di
     log_n = np.log10(tokens["n"].to_numpy())
     rows = []
     for ax, statistic in zip(axes[0], STATISTICS):
-        fit = regression_panel(ax, log_n, tokens[statistic].to_numpy(), keep)
+        fit = regression_panel(ax, log_n, tokens[statistic].to_numpy(), keep, names=tokens["token"].to_numpy())
         ax.set(xlabel=r"$\log_{10} n_t$", ylabel=f"${statistic}(X_t)$", title=fit_label(fit))
         rows.append({"layer": layer, "statistic": statistic, **fit})
     figure.suptitle(f"{model}, layer {layer}")
@@ -70,7 +80,9 @@ def frequency_grid(stats: TokenStats, model: str, analysis: dict) -> Plot:
             fit = regression_panel(ax, log_n, np.log10(1 + tokens[statistic].to_numpy()), keep)
             ax.set(xlabel=r"$\log_{10} n_t$", ylabel=rf"$\log_{{10}}(1+{statistic}(X_t))$", title=fit_label(fit))
             rows.append({"layer": layer, "y": f"log10(1+{statistic})", "x": "log10 n", **fit})
-        fit = regression_panel(row[3], tokens["M"].to_numpy(), tokens["V"].to_numpy(), keep)
+        fit = regression_panel(
+            row[3], tokens["M"].to_numpy(), tokens["V"].to_numpy(), keep, names=tokens["token"].to_numpy()
+        )
         row[3].set(xlabel="$M(X_t)$", ylabel="$V(X_t)$", title=fit_label(fit))
         rows.append({"layer": layer, "y": "V", "x": "M", **fit})
         row[0].set_ylabel(f"layer {layer}\n" + row[0].get_ylabel(), fontweight="bold")
@@ -80,19 +92,32 @@ def frequency_grid(stats: TokenStats, model: str, analysis: dict) -> Plot:
 
 @paper_style
 def value_histograms(stats: TokenStats, model: str, analysis: dict, bins: int = 50) -> Plot:
-    """Figs. 14–16: histograms of Q, M and V over the filtered types, one row per layer."""
+    """Figs. 14–16: histograms of Q, M and V over the filtered types, one row per layer. A panel whose values
+    span orders of magnitude (:func:`~ctxvar.figures.plotting.axis_scale`) gets a log (or symlog) x axis and
+    bins of equal width on it."""
     figure, axes = panels(stats.n_layers, 3, size=(2.1, 1.1))
     rows = []
     for layer, row in enumerate(axes):
         tokens = stats.layer(layer)
         tokens = tokens[filtered(tokens, analysis)]
         for ax, statistic in zip(row, STATISTICS):
-            counts, edges, _ = ax.hist(tokens[statistic], bins=bins, color="tab:blue")
+            values = tokens[statistic].to_numpy()
+            scale = axis_scale(values)
+            scale.apply(ax, "x")
+            edges = bins if scale.name == "linear" else scale_grid(ax.xaxis, values.min(), values.max(), bins + 1)
+            counts, edges, _ = ax.hist(values, bins=edges, color="tab:blue")
             rows += [
-                {"layer": layer, "statistic": statistic, "bin_left": lo, "bin_right": hi, "count": int(c)}
+                {
+                    "layer": layer,
+                    "statistic": statistic,
+                    "bin_left": lo,
+                    "bin_right": hi,
+                    "count": int(c),
+                    "x_scale": scale.name,
+                }
                 for lo, hi, c in zip(edges[:-1], edges[1:], counts)
             ]
-            ax.set_xlabel(f"${statistic}(X_t)$" if layer == stats.n_layers - 1 else "")
+            ax.set(xlabel=f"${statistic}(X_t)$", ylabel="types")
         row[0].set_ylabel(f"layer {layer}\ntypes")
     for ax, statistic in zip(axes[0], STATISTICS):
         ax.set_title(f"${statistic}(X_t)$")
