@@ -2,11 +2,12 @@
 
 ``docs/outputs.md``'s first table (``| file | contents |``) names every file: each backticked path in the file
 cell is a pattern (``{run}`` the run, ``{id}`` a model, ``{i}`` a shard, any other ``{name}`` one path segment,
-``{a,b}`` either, ``*`` any part of a name, ``…`` anything below, a trailing ``/`` everything in that folder); a
-name without a ``/`` is in the folder of the path before it. A table file's (``.csv``, ``.parquet``) columns are
-the backticked names outside parentheses in its contents cell (``x{a,b}`` is ``xa`` and ``xb``; "`a_1` … `a_k`"
-is ``a_`` followed by any number), or, where the cell says "columns below" or links the columns elsewhere,
-the paragraph ``docs/outputs.md`` begins with "`{name}` columns" or the ``| column |`` table of the linked page.
+``{a,b}`` either, ``*`` any part of a name, ``…`` anything below, ``…/`` any folders or none, a trailing ``/``
+everything in that folder); a name without a ``/`` is in the folder of the path before it. A table file's
+(``.csv``, ``.parquet``) columns are the backticked names outside parentheses in its contents cell (``x{a,b}`` is
+``xa`` and ``xb``; "`a_1` … `a_k`" is ``a_`` followed by any number), or, where the cell says "columns below" or
+links the columns elsewhere, the paragraph ``docs/outputs.md`` begins with "`{name}` columns" or the
+``| column |`` table of the linked page; a partial's ("as the merged files"), those of the merged file of its kind.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def path_regex(pattern: str, run: str) -> re.Pattern:
     """The paths (relative to the working directory, with /) that a documented pattern names in run ``run``; the
     first ``{id}`` is the group ``id``."""
     expanded, named = "", False
-    for token in re.split(r"(\{[^{}]*\}|\*|…)", pattern):
+    for token in re.split(r"(\{[^{}]*\}|\*|…/|…)", pattern):
         if token == "{run}":
             expanded += re.escape(run)
         elif token == "{id}":
@@ -89,6 +90,8 @@ def path_regex(pattern: str, run: str) -> re.Pattern:
             expanded += r"\d+"
         elif token == "*":
             expanded += "[^/]*"
+        elif token == "…/":
+            expanded += "(?:.+/)?"
         elif token == "…":
             expanded += ".+"
         elif ALTERNATIVES.fullmatch(token):
@@ -176,8 +179,14 @@ def linked_columns(page: str) -> str:
     return ", ".join(row[0] for row in table_rows(lines, header))
 
 
-def documented_columns(row: FileRow, rows: list[FileRow]) -> list[str | re.Pattern]:
-    """The columns the docs give a table file of ``row``."""
+def documented_columns(row: FileRow, rows: list[FileRow], path: str | None = None) -> list[str | re.Pattern]:
+    """The columns the docs give the table file ``path`` of ``row`` (default: its first)."""
+    path = path or row.paths[0]
+    if "as the merged files" in row.contents:  # {i}.moments.parquet: as {id}/sums.moments.parquet
+        merged = "/{id}/sums" + path.rsplit("/", 1)[1].removeprefix("{i}")
+        found = [other for other in rows if other.paths[0].endswith(merged)]
+        assert len(found) == 1, f"docs/outputs.md: {len(found)} rows of a merged file {merged}"
+        return documented_columns(found[0], rows)
     stacked = STACKED.search(row.contents)
     if stacked:  # a summary table: the per-model table's columns after the leading one
         name, leading = stacked.groups()
@@ -188,7 +197,7 @@ def documented_columns(row: FileRow, rows: list[FileRow]) -> list[str | re.Patte
     if link:
         return named_columns(linked_columns(link.group(1)))
     if re.search(r"\bcolumns below\b", row.contents):
-        return named_columns(columns_paragraph(row.paths[0].rsplit("/", 1)[1]))
+        return named_columns(columns_paragraph(path.rsplit("/", 1)[1]))
     return named_columns(row.contents)
 
 
