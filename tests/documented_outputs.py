@@ -13,6 +13,7 @@ links the columns elsewhere, the paragraph ``docs/outputs.md`` begins with "`{na
 from __future__ import annotations
 
 import csv
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,15 +77,23 @@ def file_rows(text: str | None = None) -> list[FileRow]:
     return rows
 
 
+@functools.cache
+def run_folders() -> tuple[str, ...]:
+    """The folders of a run that are not a model's (``corpus``, ``summary``, …): those the file table names."""
+    paths = [path for row in file_rows() for path in row.paths]
+    return tuple(sorted({m.group(1) for p in paths if (m := re.match(r"results/\{run\}/(\w+)/", p))}))
+
+
 def path_regex(pattern: str, run: str) -> re.Pattern:
     """The paths (relative to the working directory, with /) that a documented pattern names in run ``run``; the
-    first ``{id}`` is the group ``id``."""
+    first ``{id}`` is the group ``id``, a model: not one of :func:`run_folders`."""
     expanded, named = "", False
+    model = "(?P<id>(?!(?:" + "|".join(map(re.escape, run_folders())) + ")/)[^/]+)"
     for token in re.split(r"(\{[^{}]*\}|\*|…/|…)", pattern):
         if token == "{run}":
             expanded += re.escape(run)
         elif token == "{id}":
-            expanded += "(?P<id>[^/]+)" if not named else "(?P=id)"
+            expanded += model if not named else "(?P=id)"
             named = True
         elif token == "{i}":
             expanded += r"\d+"
