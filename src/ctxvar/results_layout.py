@@ -2,7 +2,12 @@
 
 A model's merged sums are ``sums.parquet`` and, with the geometry switches, ``sums.moments.parquet``,
 ``sums.sample.parquet``, ``sums.words.parquet`` and ``sums.sentences.parquet``. Older versions named them
-``stats*.parquet``; the workflow would not see them and would merge the model again, so it stops first.
+``stats*.parquet``; the workflow would not see them and would merge the model again beside them, so it stops
+first. Renaming them does not bring such a folder up to date: those versions recorded no corpus sample
+(``corpus_hash``) in ``corpus/counts.json`` and ``run.json``, and Snakemake, which holds no record of a renamed
+file, re-runs neither the sampling nor the merge, only the jobs whose inputs were named ``stats*`` and the jobs
+after them (the tables, Fig. 1's second pass, the figures); :func:`ctxvar.load_results` then refuses the folder.
+So the remedy is a fresh run folder: every file made again.
 """
 
 from __future__ import annotations
@@ -33,8 +38,9 @@ def current_name(path) -> str:
 
 def check_results_layout(run_folder, model_ids) -> None:
     """Raise :class:`IntegrityError` (one line: the first such file, and what to do) if a model's merged sums in
-    ``run_folder`` carry the older name ``stats*.parquet``: rename them, or, where the current name is taken too,
-    delete them."""
+    ``run_folder`` carry the older name ``stats*.parquet``: a fresh run folder (renaming them does not bring the
+    folder up to date, see the module's docstring), or, where the current name is taken too (a later version
+    merged the model again), deleting them."""
     old = old_sums_files(run_folder, model_ids)
     both = [path for path in old if os.path.lexists(current_name(path))]
     if both:  # a rename would write over the merged sums under the current name
@@ -47,8 +53,7 @@ def check_results_layout(run_folder, model_ids) -> None:
     if old:
         others = f" and {len(old) - 1} more in {run_folder}" if len(old) > 1 else ""
         raise IntegrityError(
-            f"{old[0]}{others}: merged sums are named {MERGED_SUMS}*.parquet now, not {OLD_MERGED_SUMS}*.parquet; "
-            f"rename each (stats.parquet to sums.parquet, stats.moments.parquet to sums.moments.parquet, …; the "
-            "contents are the same: only the tables and figures made from them are made again), or delete them to "
-            "merge again"
+            f"{old[0]}{others}: merged sums are named {MERGED_SUMS}*.parquet now, not {OLD_MERGED_SUMS}*.parquet, "
+            "and these come from an older ctxvar that did not record their corpus sample (renamed, load_results "
+            f"still refuses them); move {run_folder} aside or delete it, and the run makes every file again"
         )

@@ -31,7 +31,8 @@ def test_the_older_names_are_refused_in_one_line_saying_what_to_do(tmp_path):
     message = str(error.value)
     assert "\n" not in message
     assert message.startswith(f"{tmp_path}/tiny-bert/stats.moments.parquet and 3 more in {tmp_path}: ")
-    assert "named sums*.parquet now" in message and "rename each" in message and "delete them" in message
+    assert "named sums*.parquet now" in message and f"move {tmp_path} aside or delete it" in message
+    assert "renamed, load_results still refuses them" in message  # no corpus_hash, and no job re-makes one
 
 
 def test_only_the_configured_models_are_looked_at(tmp_path):

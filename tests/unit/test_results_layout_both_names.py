@@ -1,6 +1,6 @@
 """A model folder holding merged sums under both names (stats.parquet beside sums.parquet: an older run's files
 left when a newer version merged again) is refused with a remedy that keeps the current files: delete the older
-names. Renaming them, the remedy for a folder of older names only, would write over the current sums."""
+names. Renaming them would write over the current sums."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ def test_old_names_beside_the_current_ones_are_to_be_deleted_not_renamed(tmp_pat
     assert "rename each" not in message
 
 
-def test_old_names_alone_are_still_to_be_renamed(tmp_path):
+def test_old_names_alone_ask_for_a_fresh_run_folder(tmp_path):
     (tmp_path / "tiny-bert").mkdir()
     (tmp_path / "tiny-bert" / "stats.parquet").write_bytes(b"")
     (tmp_path / "tiny-bert" / "sums.moments.parquet").write_bytes(b"")  # another file's current name
-    with pytest.raises(IntegrityError, match="rename each"):
+    with pytest.raises(IntegrityError, match="aside or delete it, and the run makes every file again"):
         check_results_layout(tmp_path, ["tiny-bert"])

@@ -15,7 +15,7 @@ def test_merged_sums_under_the_older_names_stop_the_start_with_one_line(tmp_path
     errors = [line for line in run.stderr.splitlines() if line.startswith("ctxvar error:")]
     assert errors == [
         f"ctxvar error: results/{DEMO['run']}/tiny-bert/stats.parquet: merged sums are named sums*.parquet now, not "
-        "stats*.parquet; rename each (stats.parquet to sums.parquet, stats.moments.parquet to "
-        "sums.moments.parquet, …; the contents are the same: only the tables and figures made from them are made "
-        "again), or delete them to merge again"
+        "stats*.parquet, and these come from an older ctxvar that did not record their corpus sample (renamed, "
+        f"load_results still refuses them); move results/{DEMO['run']} aside or delete it, and the run makes every "
+        "file again"
     ], run.stderr[-2000:]
