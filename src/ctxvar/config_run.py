@@ -41,16 +41,17 @@ def relative_if_below(path) -> str:
 def run_name(config: dict, cli_configs: dict[str, dict], overrides: dict) -> str:
     """The run's name, which keeps its outputs apart: ``results/{run}/``, ``logs/{run}/``, ``benchmarks/{run}/``.
 
-    ``--config run=NAME`` first; else ``run:`` in the last ``--configfile`` that sets it, else that file's
-    name without its extension (``--configfile my_study.yaml`` → ``my_study``); without ``--configfile``,
-    ``run:`` of ``config.yaml`` (``paper``). A ``--configfile`` never inherits ``config.yaml``'s ``run``.
-    ``cli_configs``: ``{path: content}`` of the ``--configfile`` files, in command-line order.
+    ``--config run=NAME`` first; else ``run:`` of the last ``--configfile``, else that file's name without its
+    extension (``--configfile my_study.yaml`` → ``my_study``; ``--configfile config.yaml studies/extra.yaml`` →
+    ``extra``: an earlier file's ``run:`` is not inherited, so a later file never writes into an earlier one's
+    run folder unless it names that run itself); without ``--configfile``, ``run:`` of ``config.yaml``
+    (``paper``). ``cli_configs``: ``{path: content}`` of the ``--configfile`` files, in command-line order.
     """
     if "run" in overrides:
         name = overrides["run"]
     elif cli_configs:
-        named = [own["run"] for own in cli_configs.values() if "run" in own]
-        name = named[-1] if named else Path(list(cli_configs)[-1]).stem
+        path, content = list(cli_configs.items())[-1]
+        name = content["run"] if "run" in content else Path(path).stem
     else:
         name = config.get("run") or "default"
     if not isinstance(name, str) or not MODEL_ID_PATTERN.fullmatch(name):
@@ -62,6 +63,6 @@ def run_name(config: dict, cli_configs: dict[str, dict], overrides: dict) -> str
 
 
 def run_named_on_purpose(cli_configs: dict[str, dict], overrides: dict) -> bool:
-    """Whether the run's name was chosen (``--config run=``, ``run:`` in a ``--configfile``, or config.yaml's
-    own) rather than taken from a ``--configfile``'s name (see :func:`run_name`)."""
-    return "run" in overrides or any("run" in content for content in cli_configs.values()) or not cli_configs
+    """Whether the run's name was chosen (``--config run=``, ``run:`` in the last ``--configfile``, or
+    config.yaml's own) rather than taken from the last ``--configfile``'s name (see :func:`run_name`)."""
+    return "run" in overrides or not cli_configs or "run" in list(cli_configs.values())[-1]

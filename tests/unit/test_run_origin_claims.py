@@ -10,8 +10,7 @@ import os
 import pytest
 
 from ctxvar.errors import ConfigError
-from ctxvar.io import read_json
-from ctxvar.run_origin import ORIGIN_FILE, check_run_origin, config_identity, record_run_origin
+from ctxvar.run_origin import ORIGIN_FILE, check_run_origin, config_identity, record_run_origin, recorded_origin
 
 
 def config(path, text: str) -> list[str]:
@@ -35,7 +34,7 @@ def test_a_second_config_setting_the_same_run_stops_before_its_first_job(tmp_pat
     assert "\n" not in message and message.startswith(f"{folder} holds the results of {first[0]}; {second[0]}")
     assert f"set run: to a name of its own in {second[0]}" in message
     assert f"delete {os.path.join(folder, ORIGIN_FILE)} (its results are then re-made" in message
-    assert read_json(os.path.join(folder, ORIGIN_FILE)) == {"config_files": first}
+    assert recorded_origin(folder) == first
 
 
 def test_the_folders_own_config_edited_in_place_is_still_its_own(tmp_path):
@@ -50,7 +49,7 @@ def test_the_folders_own_config_edited_in_place_is_still_its_own(tmp_path):
         assert check_run_origin(folder, files, named_on_purpose=True) is None
         assert check_run_origin(folder, files, named_on_purpose=False) is None
         record_run_origin(folder, files)
-    assert read_json(os.path.join(folder, ORIGIN_FILE)) == {"config_files": first}
+    assert recorded_origin(folder) == first
 
 
 def test_taking_the_folder_over_as_the_line_says_records_the_new_config(tmp_path):
@@ -61,6 +60,6 @@ def test_taking_the_folder_over_as_the_line_says_records_the_new_config(tmp_path
     os.remove(os.path.join(folder, ORIGIN_FILE))  # what the line says to do
     os.remove(os.path.join(folder, f"{ORIGIN_FILE}.sha256"))
     record_run_origin(folder, second)
-    assert read_json(os.path.join(folder, ORIGIN_FILE)) == {"config_files": second}
+    assert recorded_origin(folder) == second
     with pytest.raises(ConfigError, match="holds the results of .*b/study.yaml"):
         record_run_origin(folder, first)

@@ -116,15 +116,16 @@ def test_the_suggested_command_runs_from_outside_the_project_folder(tmp_path):
     assert suggested == ["--configfile", str(REPO / "config.yaml"), str(study)]
     again = subprocess.run([*snakefile, *suggested], capture_output=True, text=True, cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "results/paper/bert-base-uncased/tokens.parquet" in again.stdout
+    assert "results/corpus_only/bert-base-uncased/tokens.parquet" in again.stdout, "its own run, not the paper's"
 
 
 def test_naming_config_yaml_first_extends_it_but_never_takes_its_run(workdir):
+    """The run is the last file's: config.yaml's run: paper would have put the study into the paper's folder."""
     (workdir / "studies" / "one_model.yaml").write_text(yaml.safe_dump({"models": [{"name": "gpt2"}]}))
     run = dry_run(workdir, "config.yaml", "studies/one_model.yaml")
     jobs = scheduled_jobs(run)
     assert jobs["extract_statistics"] == 5 and "moments.parquet" not in run.stdout, "config.yaml's keys apply"
-    assert "results/paper/" in run.stdout, "config.yaml named on the command line sets run: paper"
+    assert "results/one_model/gpt2/" in run.stdout and "results/paper/" not in run.stdout
     (workdir / "studies" / "other.yaml").write_text(yaml.safe_dump(STUDY))
     run = dry_run(workdir, "studies/other.yaml")
     assert "results/other/tiny/" in run.stdout and "results/paper/" not in run.stdout

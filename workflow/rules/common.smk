@@ -68,11 +68,10 @@ try:  # the whole config contract, before any job: one line and exit status 1 fo
     check_config(config)
     check_set_resources(set_resources(workflow.resource_settings.overwrite_resources))
     CLI_CONFIGS = {str(path): CONFIG_FILES[str(path)] for path in workflow.overwrite_configfiles}
-    RUN = run_name(config, CLI_CONFIGS, workflow.config_settings.overwrite_config or {})
-    RUN_CONFIG = config_identity(list(CLI_CONFIGS), os.path.join(workflow.basedir, "config.yaml"))
-    SHARED_RUN = check_run_origin(
-        f"results/{RUN}", RUN_CONFIG, run_named_on_purpose(CLI_CONFIGS, workflow.config_settings.overwrite_config or {})
-    )
+    CLI_VALUES = dict(workflow.config_settings.config or {})  # --config KEY=VALUE (overwrite_config merges the files)
+    RUN = run_name(config, CLI_CONFIGS, CLI_VALUES)
+    RUN_CONFIG = config_identity(list(CONFIG_FILES), "config.yaml")  # the files read: config.yaml without --configfile
+    SHARED_RUN = check_run_origin(f"results/{RUN}", RUN_CONFIG, run_named_on_purpose(CLI_CONFIGS, CLI_VALUES))
     MODELS = with_inputs(models_by_id(config), f"results/{RUN}")  # with what identifies their files (ctxvar.inputs)
     CORPUS = {**config["corpus"], "inputs": corpus_inputs(config["corpus"])}
     check_results_layout(f"results/{RUN}", MODELS)  # refuses merged sums under their older names, stats*.parquet
