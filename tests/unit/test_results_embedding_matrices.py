@@ -4,6 +4,10 @@ a model without weight matrices (the Gaussian null) has no rows."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,8 +15,10 @@ from test_results_mixture import finished_run
 
 from ctxvar.errors import IntegrityError
 from ctxvar.io import write_csv
-from ctxvar.results import load_results
+from ctxvar.results import Results, load_results
 from ctxvar.stats.embedding_matrices import MATRIX_COLUMNS, matrix_table
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def matrices(seed: int) -> dict[str, np.ndarray]:
@@ -55,3 +61,13 @@ def test_an_edited_embedding_matrix_table_is_refused(tmp_path):
     path.write_text(path.read_text().replace("input", "inptu", 1))
     with pytest.raises(IntegrityError, match="embedding_matrices.csv: checksum mismatch"):
         load_results(folder)
+
+
+@pytest.mark.parametrize(
+    "document, section",
+    [("docs/outputs.md", r"\*\*In a notebook\.\*\*(.*?)\n\n"), ("README.md", r"## Results in a notebook\n(.*?)\n## ")],
+)
+def test_the_manual_names_every_table_load_results_returns(document, section):
+    text = re.search(section, (REPO / document).read_text(), flags=re.S).group(1)
+    returned = [field.name for field in dataclasses.fields(Results) if field.name != "folder"]
+    assert [name for name in returned if f"`{name}`" not in text] == []
