@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 
+from snakemake.settings.enums import Quietness
 from snakemake_interface_logger_plugins.common import LogEvent
 
 SNAKEMAKE_LOGGER = "snakemake.logging"
@@ -24,8 +25,9 @@ PROGRESS_STEPS = 10  # progress lines per run: one each time another tenth of th
 
 class JobLinesFilter(logging.Filter):
     """Drops Snakemake's per-job records (the job's block, "Execute n jobs...", "Finished jobid", "Select jobs to
-    execute...") and keeps a progress line only when the share of jobs done reaches another 1/PROGRESS_STEPS (so
-    the last, "n of n steps (100%) done", always); every other record passes."""
+    execute...", and those it marks as of a rule's quietness: "Removing temporary output ...") and keeps a progress
+    line only when the share of jobs done reaches another 1/PROGRESS_STEPS (so the last, "n of n steps (100%)
+    done", always); every other record passes."""
 
     def __init__(self):
         super().__init__()
@@ -34,6 +36,8 @@ class JobLinesFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         event = getattr(record, "event", None)
         if event in PER_JOB_EVENTS or (event is None and record.msg in PER_JOB_MESSAGES):
+            return False
+        if getattr(record, "quietness", None) == Quietness.RULES:
             return False
         if event == LogEvent.PROGRESS:
             done, total = getattr(record, "done", 0), getattr(record, "total", 0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 
+from snakemake.settings.enums import Quietness
 from snakemake_interface_logger_plugins.common import LogEvent
 
 from ctxvar.console import CONSOLE_HANDLER, SNAKEMAKE_LOGGER, JobLinesFilter, quiet_job_lines
@@ -24,6 +25,7 @@ def test_per_job_records_are_dropped_and_everything_else_passes():
         record("Execute 2 jobs...", event=LogEvent.JOB_STARTED, jobs=[1, 2]),
         record("Finished jobid: 4 (Rule: merge_statistics)", event=LogEvent.JOB_FINISHED, job_id=4),
         record("Select jobs to execute..."),
+        record("Removing temporary output results/x/partials/m/0.parquet.", quietness=Quietness.RULES),
     ]
     kept = [
         record(None, logging.ERROR, event=LogEvent.JOB_ERROR, rule_name="merge_statistics"),
