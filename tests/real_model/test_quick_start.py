@@ -156,3 +156,13 @@ def test_the_quick_start_prints_a_few_dozen_lines_before_its_closing_block(quick
     assert start <= CONSOLE_LINES, "\n".join(lines[:start])
     progress = [line for line in lines[:start] if re.fullmatch(r"\d+ of \d+ steps \(\d+%\) done", line)]
     assert 10 <= len(progress) <= 11 and progress[-1] == "47 of 47 steps (100%) done", progress
+
+
+def test_the_quick_starts_size_is_what_the_readme_quotes(quick_start):
+    """The README quotes bench/disk.py's size of this config's results (tests/unit/test_readme.py); the quick start
+    as the README runs it (2 shards) ends within 10 % of it, the unpacked model aside."""
+    folder = quick_start[0]
+    (megabytes,) = quoted(r"about \d+ minutes and (\d+) MB beside the unpacked model on 2 cores")
+    files = [path for path in folder.rglob("*") if path.is_file() and "models" not in path.relative_to(folder).parts]
+    size = sum(path.stat().st_size for path in files)
+    assert abs(size / 1e6 - int(megabytes)) <= 0.1 * int(megabytes), f"{folder} holds {size / 1e6:.0f} MB"
