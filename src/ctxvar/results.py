@@ -16,10 +16,12 @@ from ctxvar.config_hash import CORPUS_HASH
 from ctxvar.errors import CtxvarError, StatisticsError
 from ctxvar.io import read_csv, read_json
 from ctxvar.parquet_files import read_metadata, read_table
+from ctxvar.stats.embedding_matrices import MATRIX_COLUMNS
 from ctxvar.stats.provenance import FINISH, SUMS_COLUMN, check_same_sums, table_sums
 from ctxvar.stats.summary import is_stack_of
 
 SUMMARY = "summary"  # results/{run}/summary/: the per-layer, geometry and model tables of every model
+EMBEDDING_MATRICES = "embedding_matrices.csv"  # results/{run}/{model}/: I(W) of the model's embedding matrices
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,9 @@ class Results:
     - ``geometry``: ``summary/geometry.csv``, one row per (model, layer): anisotropy, spectrum, cosine,
       TwoNN;
     - ``models``: ``summary/models.csv``, one row per model: name, revision, shape, token counts, hashes;
+    - ``embedding_matrices``: one row per (model, matrix, centred): ``model``, then ``{model}/embedding_matrices.csv``
+      as it is (matrix, tied, rows, dim, centred, I(W), mean cosine, ...), for the models that have one (every
+      model but ``init: gaussian``), models in config order;
     - ``provenance``: model → its ``run.json`` (versions, weights and tokenizer SHA-256, config hash);
     - ``metadata``: model → the ctxvar metadata in its ``tokens.parquet`` footer;
     - ``corpus``: ``corpus/counts.json``, what the sampling and filters kept (and the text's provenance), with
@@ -44,6 +49,7 @@ class Results:
     layers: pd.DataFrame
     geometry: pd.DataFrame
     models: pd.DataFrame
+    embedding_matrices: pd.DataFrame
     provenance: dict[str, dict]
     metadata: dict[str, dict]
     corpus: dict
@@ -68,12 +74,20 @@ def load_results(folder="results", run: str | None = None) -> Results:
         [read_table(folder / name / "tokens.parquet").to_pandas().assign(model=name) for name in names],
         ignore_index=True,
     )
+    matrices = [
+        read_csv(folder / name / EMBEDDING_MATRICES).assign(model=name)
+        for name in names
+        if (folder / name / EMBEDDING_MATRICES).is_file()  # the Gaussian null has no weight matrices
+    ]
     results = Results(
         folder=folder,
-        tokens=tokens[["model", *tokens.columns.drop("model")]],
+        tokens=model_first(tokens),
         layers=read_csv(folder / SUMMARY / "layers.csv"),
         geometry=read_csv(folder / SUMMARY / "geometry.csv"),
         models=models,
+        embedding_matrices=model_first(
+            pd.concat(matrices, ignore_index=True) if matrices else pd.DataFrame(columns=["model", *MATRIX_COLUMNS])
+        ),
         provenance={name: read_json(folder / name / "run.json") for name in names},
         metadata={name: read_metadata(folder / name / "tokens.parquet") for name in names},
         corpus=read_json(folder / "corpus" / "counts.json"),
@@ -82,6 +96,11 @@ def load_results(folder="results", run: str | None = None) -> Results:
     check_one_sample(results)
     check_summary_current(results.folder, names)
     return results
+
+
+def model_first(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with its ``model`` column first."""
+    return table[["model", *table.columns.drop("model")]]
 
 
 def check_one_sample(results: Results) -> None:

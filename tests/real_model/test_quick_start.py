@@ -21,6 +21,7 @@ from workflow_runs import REPO, end_of_run, timed_run
 MINILM = "all-MiniLM-L6-v2"
 README = " ".join((REPO / "README.md").read_text().split())  # one line: quoted sentences wrap anywhere
 FIGURES_DOC = " ".join((REPO / "docs" / "figures.md").read_text().split())
+CONSOLE_LINES = 48  # at most four dozen lines before the closing block: start-up, the job table, progress by tenths
 
 
 @pytest.fixture(scope="module")
@@ -145,3 +146,23 @@ def test_the_quick_start_ends_by_saying_where_its_results_are(quick_start):
     # after it, only Snakemake's two closing lines (its log's path and the elapsed time)
     assert [line.split(":")[0] for line in after] == ["Complete log(s)", "Elapsed time"], after
     assert max(len(line.replace(str(folder.parents[1]), "")) for line in after) <= 100, after
+
+
+def test_the_quick_start_prints_a_few_dozen_lines_before_its_closing_block(quick_start):
+    """Snakemake's block per job (about 800 lines for the quick start's 47 jobs) stays in its log file; the console
+    has the start-up lines, the job table, a progress line per tenth of the jobs (ctxvar.console)."""
+    lines = quick_start[1].stderr.splitlines()
+    start = max(i for i, line in enumerate(lines) if line.startswith("==== ctxvar: "))
+    assert start <= CONSOLE_LINES, "\n".join(lines[:start])
+    progress = [line for line in lines[:start] if re.fullmatch(r"\d+ of \d+ steps \(\d+%\) done", line)]
+    assert 10 <= len(progress) <= 11 and progress[-1] == "47 of 47 steps (100%) done", progress
+
+
+def test_the_quick_starts_size_is_what_the_readme_quotes(quick_start):
+    """The README quotes bench/disk.py's size of this config's results (tests/unit/test_readme.py); the quick start
+    as the README runs it (2 shards) ends within 10 % of it, the unpacked model aside."""
+    folder = quick_start[0]
+    (megabytes,) = quoted(r"about \d+ minutes and (\d+) MB beside the unpacked model on 2 cores")
+    files = [path for path in folder.rglob("*") if path.is_file() and "models" not in path.relative_to(folder).parts]
+    size = sum(path.stat().st_size for path in files)
+    assert abs(size / 1e6 - int(megabytes)) <= 0.1 * int(megabytes), f"{folder} holds {size / 1e6:.0f} MB"

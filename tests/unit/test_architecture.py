@@ -23,6 +23,7 @@ DAG_BUILD_IMPORTS = [
     "ctxvar.inputs",
     "ctxvar.models.archive",
     "ctxvar.run_end",
+    "ctxvar.console",
     "ctxvar.run_origin",
     "ctxvar.results_layout",
     "ctxvar.stats.declarations",
@@ -47,7 +48,7 @@ BASE = [
     "value_digest",
     "byte_digest",
 ]
-RUN = ["resources", "disk", "inputs", "run_end", "results", "results_layout"]
+RUN = ["resources", "disk", "inputs", "console", "run_end", "results", "results_layout"]
 LAYERS = [
     ("base", [f"ctxvar.{name}" for name in BASE]),
     ("models", ["ctxvar.models"]),

@@ -3,6 +3,7 @@
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,3 +61,16 @@ def test_every_relative_link_and_anchor_resolves(document):
         assert linked.exists(), f"{document.name}: {target} does not exist"
         if anchor:
             assert anchor in heading_anchors(linked.read_text()), f"{document.name}: no heading for #{anchor}"
+
+
+def test_the_quick_starts_cost_is_what_bench_disk_measured():
+    """The quick start's minutes and megabytes on 2 cores are bench/disk.py's runs of its config (incremental
+    merging, as the config runs): the median time, and the results folder at the end (the unpacked model aside)."""
+    readme = " ".join((REPO / "README.md").read_text().split())
+    minutes, megabytes = re.search(
+        r"47 jobs, about (\d+) minutes and (\d+) MB beside the unpacked model on 2 cores \(`bench/disk\.py`", readme
+    ).groups()
+    runs = pd.read_csv(REPO / "bench" / "results" / "disk.csv")
+    runs = runs[(runs["config"] == "config/minilm.yaml") & runs["incremental_merge"]]
+    assert len(runs) >= 3 and round(runs["seconds"].median() / 60) == int(minutes)
+    assert abs(runs["final_bytes"].median() / 1e6 - int(megabytes)) <= 0.05 * int(megabytes)

@@ -1,4 +1,5 @@
 # The run's targets (rule all) and its last lines (the Snakefile's onsuccess and onerror).
+from ctxvar.console import quiet_job_lines
 from ctxvar.run_end import failure_message, outdated_outputs, report_command, success_message
 
 
