@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import glob
 import io
 import json
 import logging
@@ -109,9 +110,11 @@ def load_local_copies(corpus: dict, copies: list[str], cache_dir: str):
         )
     # Undecodable bytes of text and jsonl become U+FFFD; sample_sentences drops and counts such rows.
     options = {} if source == "parquet" else {"encoding_errors": "replace"}
+    # datasets reads data_files as glob patterns: the copies' folder (the working directory's path) may hold [, ?, *
+    literal = [glob.escape(copy) for copy in copies]
     try:
         return datasets.load_dataset(
-            LOCAL_BUILDERS[source], data_files=copies, split="train", cache_dir=cache_dir, **options
+            LOCAL_BUILDERS[source], data_files=literal, split="train", cache_dir=cache_dir, **options
         )
     except Exception as error:  # datasets raises many types; all mean "cannot load", but for a full disk
         if disk_full(error):
