@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ctxvar.corpus import python_docs, sources
-from ctxvar.corpus.sentences import sample_sentences, write_sentences
+from ctxvar.corpus.sentences import sample_sentences, text_column, write_sentences
 from ctxvar.errors import CorpusError
 from ctxvar.inputs import corpus_inputs
 
@@ -173,3 +173,17 @@ def test_fingerprints_that_are_not_one_per_file_are_refused(tmp_path):
     corpus = {**BASE, "source": "text", "path": [str(path), str(path)]}
     with pytest.raises(CorpusError, match="^corpus.path: 2 files, but start-up recorded 1 fingerprints"):
         sample_sentences({**corpus, "inputs": {"files": corpus_inputs(corpus)["files"][:1]}})
+
+
+@pytest.mark.parametrize("source", ["text", "jsonl", "parquet"])
+def test_the_text_column_is_taken_from_the_one_table_built(tmp_path, source):
+    """Sampling takes its rows from the table ``datasets`` built from the copies, without a flattened copy of it:
+    the private folder holds the copies and one table (a 5 GB corpus needs 10 GB beside the outputs, not 15)."""
+    path = tmp_path / f"corpus.{source}"
+    write(path, source, BEFORE)
+    corpus = {**BASE, "source": source, "path": str(path)}
+    folder = tmp_path / "results" / "corpus"
+    with sources.load_source({**corpus, "inputs": corpus_inputs(corpus)}, str(folder)) as dataset:
+        assert text_column(dataset, "text").to_pylist() == BEFORE
+        tables = [name for _, _, names in os.walk(folder) for name in names if name.endswith(".arrow")]
+    assert len(tables) == 1

@@ -50,10 +50,10 @@ def load_source(corpus: dict, folder=None):
     Local files are read as they are now, never from a cache: each is copied once, through one open file, into a
     private folder made in ``folder`` (the system's temporary folder if None) (:func:`snapshot`, which checks it
     against the fingerprint taken at start-up, ``corpus.inputs.files``), and ``datasets`` builds its Arrow table
-    from the copies in that folder (which then holds the copies, the table and the flattened table sampling takes
-    of it), removed when the ``with`` block ends. ``datasets`` keys its own cache on a file's path and
-    modification time, so a file edited in place with its size and modification time kept would come back with
-    its old text. A Hub dataset is the commit resolved at start-up, through the HF cache.
+    from the copies in that folder (which then holds the copies and the table), removed when the ``with`` block
+    ends. ``datasets`` keys its own cache on a file's path and modification time, so a file edited in place with
+    its size and modification time kept would come back with its old text. A Hub dataset is the commit resolved
+    at start-up, through the HF cache.
     """
     import datasets
 
