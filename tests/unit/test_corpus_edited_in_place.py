@@ -187,3 +187,18 @@ def test_the_text_column_is_taken_from_the_one_table_built(tmp_path, source):
         assert text_column(dataset, "text").to_pylist() == BEFORE
         tables = [name for _, _, names in os.walk(folder) for name in names if name.endswith(".arrow")]
     assert len(tables) == 1
+
+
+def test_a_private_folder_left_by_a_killed_sampling_is_removed_by_the_next(tmp_path):
+    """A sampling killed (out of memory, a time limit) leaves its copies and table, as large as the corpus; the
+    next sampling in that folder removes them."""
+    path = tmp_path / "corpus.txt"
+    write(path, "text", BEFORE)
+    corpus = {**BASE, "source": "text", "path": str(path)}
+    outputs = tmp_path / "results" / "corpus"
+    left = outputs / ".ctxvar-corpus-killed"
+    (left / "cache").mkdir(parents=True)
+    (left / "0.text").write_text("the copy of a killed sampling\n")
+    (outputs / ".ctxvar-corpus-note").write_text("a file of the user's, not a folder of the sampling's")
+    write_sentences({**corpus, "inputs": corpus_inputs(corpus)}, outputs / "sentences.parquet", outputs / "c.json")
+    assert sorted(name for name in os.listdir(outputs) if name.startswith(".")) == [".ctxvar-corpus-note"]

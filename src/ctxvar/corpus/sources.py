@@ -40,6 +40,7 @@ BYTE_ORDER_MARKS = (
 )
 LOCAL_BUILDERS = {"text": "text", "parquet": "parquet", "jsonl": "json"}
 JSON_TYPE_NAMES = {int: "a number", float: "a number", bool: "true or false", list: "a list", dict: "an object"}
+PRIVATE_PREFIX = ".ctxvar-corpus-"  # the sampling's private folder of copies, in the folder of its outputs
 ROWS_READ_LIMIT = 1 << 26  # characters source_rows_at_most reads at start-up before it gives up (64 M)
 
 
@@ -69,12 +70,23 @@ def load_source(corpus: dict, folder=None):
     else:
         if folder is not None:
             os.makedirs(folder, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=".ctxvar-corpus-", dir=folder) as private:
+            remove_left_copies(folder)
+        with tempfile.TemporaryDirectory(prefix=PRIVATE_PREFIX, dir=folder) as private:
             copies = [
                 snapshot(path, os.path.join(private, f"{index}.{source}"), recorded, source)
                 for index, (path, recorded) in enumerate(zip(corpus_paths(corpus), recorded_fingerprints(corpus)))
             ]
             yield with_text_column(corpus, load_local_copies(corpus, copies, os.path.join(private, "cache")), copies)
+
+
+def remove_left_copies(folder) -> None:
+    """Remove the private folders (:func:`load_source`) that a sampling in ``folder`` killed before its end (out
+    of memory, a time limit, a signal) left there, each as large as the corpus and its table; one sampling at a
+    time writes in a run's folder (Snakemake's lock on its outputs)."""
+    for name in os.listdir(folder):
+        if name.startswith(PRIVATE_PREFIX) and os.path.isdir(os.path.join(folder, name)):
+            log.info("corpus: removing %s, left by a sampling that was stopped", os.path.join(folder, name))
+            shutil.rmtree(os.path.join(folder, name))
 
 
 def load_hub_dataset(corpus: dict):
