@@ -4,6 +4,7 @@ sentences a fresh read gives, and the file read must be the file the run's finge
 
 from __future__ import annotations
 
+import errno
 import importlib
 import json
 import os
@@ -16,7 +17,7 @@ import pytest
 
 from ctxvar.corpus import python_docs, sources
 from ctxvar.corpus.sentences import sample_sentences, text_column, write_sentences
-from ctxvar.errors import CorpusError
+from ctxvar.errors import CorpusError, DiskSpaceError
 from ctxvar.inputs import corpus_inputs
 
 BASE = {
@@ -202,3 +203,19 @@ def test_a_private_folder_left_by_a_killed_sampling_is_removed_by_the_next(tmp_p
     (outputs / ".ctxvar-corpus-note").write_text("a file of the user's, not a folder of the sampling's")
     write_sentences({**corpus, "inputs": corpus_inputs(corpus)}, outputs / "sentences.parquet", outputs / "c.json")
     assert sorted(name for name in os.listdir(outputs) if name.startswith(".")) == [".ctxvar-corpus-note"]
+
+
+def test_a_full_disk_while_the_copies_are_written_names_their_folder(tmp_path, monkeypatch):
+    """results/ may be a link to another disk than the working directory's: the line names the copies' folder."""
+    path = tmp_path / "corpus.txt"
+    write(path, "text", BEFORE)
+    corpus = {**BASE, "source": "text", "path": str(path)}
+    outputs = tmp_path / "results" / "corpus"
+
+    def disk_fills(reader, writer):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(sources, "copy_blocks", disk_fills)
+    with pytest.raises(DiskSpaceError, match=f"^disk full while this job wrote its outputs in {outputs} "):
+        sample_sentences({**corpus, "inputs": corpus_inputs(corpus)}, str(outputs))
+    assert os.listdir(outputs) == []

@@ -24,7 +24,7 @@ import pyarrow as pa
 from ctxvar.config import corpus_paths
 from ctxvar.corpus import python_docs
 from ctxvar.errors import CorpusError, first_line
-from ctxvar.jobs import disk_full
+from ctxvar.jobs import disk_full, full_disk_named
 from ctxvar.models import hub
 from ctxvar.models.files import file_fingerprint
 
@@ -71,7 +71,12 @@ def load_source(corpus: dict, folder=None):
         if folder is not None:
             os.makedirs(folder, exist_ok=True)
             remove_left_copies(folder)
-        with tempfile.TemporaryDirectory(prefix=PRIVATE_PREFIX, dir=folder) as private:
+        # A full disk names the folder of the copies (an OSError of a write names no file: the working directory's
+        # disk would be named, where results/ may be a link to another disk).
+        with (
+            full_disk_named(folder or tempfile.gettempdir()),
+            tempfile.TemporaryDirectory(prefix=PRIVATE_PREFIX, dir=folder) as private,
+        ):
             copies = [
                 snapshot(path, os.path.join(private, f"{index}.{source}"), recorded, source)
                 for index, (path, recorded) in enumerate(zip(corpus_paths(corpus), recorded_fingerprints(corpus)))
