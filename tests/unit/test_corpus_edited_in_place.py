@@ -219,3 +219,15 @@ def test_a_full_disk_while_the_copies_are_written_names_their_folder(tmp_path, m
     with pytest.raises(DiskSpaceError, match=f"^disk full while this job wrote its outputs in {outputs} "):
         sample_sentences({**corpus, "inputs": corpus_inputs(corpus)}, str(outputs))
     assert os.listdir(outputs) == []
+
+
+def test_a_file_removed_after_start_up_is_one_line(tmp_path):
+    """Start-up checked that the file is there; a file removed before the sampling opens it is a CorpusError,
+    not a FileNotFoundError the job reports as a bug with its traceback."""
+    path = tmp_path / "corpus.txt"
+    write(path, "text", BEFORE)
+    corpus = {**BASE, "source": "text", "path": str(path)}
+    recorded = {**corpus, "inputs": corpus_inputs(corpus)}
+    path.unlink()
+    with pytest.raises(CorpusError, match=f"^corpus.path: {path} cannot be opened \\(FileNotFoundError: "):
+        sample_sentences(recorded, str(tmp_path / "results" / "corpus"))

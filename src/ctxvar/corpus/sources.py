@@ -183,7 +183,14 @@ def snapshot(path: str, copy: str, recorded: str | None | bool, source: str) -> 
     it began. Any write changes the change time, which no tool can set back, so an edit or a replacement made
     after start-up, or while the copy runs, is a :class:`CorpusError` and never a read of other text.
     """
-    with open(path, "rb") as reader:
+    try:
+        reader = open(path, "rb")
+    except OSError as error:  # removed, or made unreadable, since start-up
+        raise CorpusError(
+            f"corpus.path: {path} cannot be opened ({type(error).__name__}: {first_line(error)}); it could at "
+            "start-up: put the file back, or run Snakemake again once corpus.path names a readable file"
+        ) from error
+    with reader:
         opened = os.fstat(reader.fileno())
         named = os.stat(path)
         if recorded is not False and (
