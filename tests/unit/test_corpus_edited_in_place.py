@@ -231,3 +231,17 @@ def test_a_file_removed_after_start_up_is_one_line(tmp_path):
     path.unlink()
     with pytest.raises(CorpusError, match=f"^corpus.path: {path} cannot be opened \\(FileNotFoundError: "):
         sample_sentences(recorded, str(tmp_path / "results" / "corpus"))
+
+
+@pytest.mark.parametrize("source", ["text", "parquet"])
+def test_a_disk_without_room_for_the_copies_is_named_before_copying(tmp_path, monkeypatch, source):
+    """The sampling checks the free space for the copies and their table before it copies (minutes for a corpus
+    of gigabytes), naming the folder and the bytes."""
+    path = tmp_path / f"corpus.{source}"
+    write(path, source, BEFORE)
+    corpus = {**BASE, "source": source, "path": str(path)}
+    outputs = tmp_path / "results" / "corpus"
+    monkeypatch.setattr(shutil, "disk_usage", lambda folder: shutil._ntuple_diskusage(10**12, 10**12 - 100, 100))
+    with pytest.raises(DiskSpaceError, match=f"the corpus's private copies and their table in {outputs} need"):
+        sample_sentences({**corpus, "inputs": corpus_inputs(corpus)}, str(outputs))
+    assert sources.private_copy_bytes(corpus) >= 2 * os.path.getsize(path)

@@ -24,7 +24,7 @@ import pyarrow as pa
 from ctxvar.config import corpus_paths
 from ctxvar.corpus import python_docs
 from ctxvar.errors import CorpusError, first_line
-from ctxvar.jobs import disk_full, full_disk_named
+from ctxvar.jobs import disk_full, full_disk_named, require_free_space
 from ctxvar.models import hub
 from ctxvar.models.files import file_fingerprint
 
@@ -73,8 +73,10 @@ def load_source(corpus: dict, folder=None):
             remove_left_copies(folder)
         # A full disk names the folder of the copies (an OSError of a write names no file: the working directory's
         # disk would be named, where results/ may be a link to another disk).
+        private_folder = folder or tempfile.gettempdir()
+        require_free_space(private_folder, private_copy_bytes(corpus), "the corpus's private copies and their table")
         with (
-            full_disk_named(folder or tempfile.gettempdir()),
+            full_disk_named(private_folder),
             tempfile.TemporaryDirectory(prefix=PRIVATE_PREFIX, dir=folder) as private,
         ):
             copies = [
@@ -82,6 +84,29 @@ def load_source(corpus: dict, folder=None):
                 for index, (path, recorded) in enumerate(zip(corpus_paths(corpus), recorded_fingerprints(corpus)))
             ]
             yield with_text_column(corpus, load_local_copies(corpus, copies, os.path.join(private, "cache")), copies)
+
+
+def private_copy_bytes(corpus: dict) -> int:
+    """About the bytes :func:`load_source` writes for the local files of ``corpus``: each file copied, and an
+    Arrow table of about its size (for Parquet, the size its metadata gives uncompressed); 0 for a file gone (the
+    copy names it)."""
+    total = 0
+    for path in corpus_paths(corpus):
+        try:
+            size = os.path.getsize(path)
+            table = parquet_bytes(path) if corpus["source"] == "parquet" else size
+        except (OSError, ValueError, pa.ArrowException):
+            continue
+        total += size + max(size, table)
+    return total
+
+
+def parquet_bytes(path) -> int:
+    """The uncompressed bytes of the Parquet file ``path``'s row groups, from its metadata."""
+    import pyarrow.parquet as pq
+
+    metadata = pq.ParquetFile(path).metadata
+    return sum(metadata.row_group(index).total_byte_size for index in range(metadata.num_row_groups))
 
 
 def remove_left_copies(folder) -> None:
