@@ -4,6 +4,7 @@ sentences a fresh read gives, and the file read must be the file the run's finge
 
 from __future__ import annotations
 
+import errno
 import importlib
 import json
 import os
@@ -15,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from ctxvar.corpus import python_docs, sources
-from ctxvar.corpus.sentences import sample_sentences, write_sentences
-from ctxvar.errors import CorpusError
+from ctxvar.corpus.sentences import sample_sentences, text_column, write_sentences
+from ctxvar.errors import CorpusError, DiskSpaceError
 from ctxvar.inputs import corpus_inputs
 
 BASE = {
@@ -173,3 +174,74 @@ def test_fingerprints_that_are_not_one_per_file_are_refused(tmp_path):
     corpus = {**BASE, "source": "text", "path": [str(path), str(path)]}
     with pytest.raises(CorpusError, match="^corpus.path: 2 files, but start-up recorded 1 fingerprints"):
         sample_sentences({**corpus, "inputs": {"files": corpus_inputs(corpus)["files"][:1]}})
+
+
+@pytest.mark.parametrize("source", ["text", "jsonl", "parquet"])
+def test_the_text_column_is_taken_from_the_one_table_built(tmp_path, source):
+    """Sampling takes its rows from the table ``datasets`` built from the copies, without a flattened copy of it:
+    the private folder holds the copies and one table (a 5 GB corpus needs 10 GB beside the outputs, not 15)."""
+    path = tmp_path / f"corpus.{source}"
+    write(path, source, BEFORE)
+    corpus = {**BASE, "source": source, "path": str(path)}
+    folder = tmp_path / "results" / "corpus"
+    with sources.load_source({**corpus, "inputs": corpus_inputs(corpus)}, str(folder)) as dataset:
+        assert text_column(dataset, "text").to_pylist() == BEFORE
+        tables = [name for _, _, names in os.walk(folder) for name in names if name.endswith(".arrow")]
+    assert len(tables) == 1
+
+
+def test_a_private_folder_left_by_a_killed_sampling_is_removed_by_the_next(tmp_path):
+    """A sampling killed (out of memory, a time limit) leaves its copies and table, as large as the corpus; the
+    next sampling in that folder removes them."""
+    path = tmp_path / "corpus.txt"
+    write(path, "text", BEFORE)
+    corpus = {**BASE, "source": "text", "path": str(path)}
+    outputs = tmp_path / "results" / "corpus"
+    left = outputs / ".ctxvar-corpus-killed"
+    (left / "cache").mkdir(parents=True)
+    (left / "0.text").write_text("the copy of a killed sampling\n")
+    (outputs / ".ctxvar-corpus-note").write_text("a file of the user's, not a folder of the sampling's")
+    write_sentences({**corpus, "inputs": corpus_inputs(corpus)}, outputs / "sentences.parquet", outputs / "c.json")
+    assert sorted(name for name in os.listdir(outputs) if name.startswith(".")) == [".ctxvar-corpus-note"]
+
+
+def test_a_full_disk_while_the_copies_are_written_names_their_folder(tmp_path, monkeypatch):
+    """results/ may be a link to another disk than the working directory's: the line names the copies' folder."""
+    path = tmp_path / "corpus.txt"
+    write(path, "text", BEFORE)
+    corpus = {**BASE, "source": "text", "path": str(path)}
+    outputs = tmp_path / "results" / "corpus"
+
+    def disk_fills(reader, writer):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(sources, "copy_blocks", disk_fills)
+    with pytest.raises(DiskSpaceError, match=f"^disk full while this job wrote its outputs in {outputs} "):
+        sample_sentences({**corpus, "inputs": corpus_inputs(corpus)}, str(outputs))
+    assert os.listdir(outputs) == []
+
+
+def test_a_file_removed_after_start_up_is_one_line(tmp_path):
+    """Start-up checked that the file is there; a file removed before the sampling opens it is a CorpusError,
+    not a FileNotFoundError the job reports as a bug with its traceback."""
+    path = tmp_path / "corpus.txt"
+    write(path, "text", BEFORE)
+    corpus = {**BASE, "source": "text", "path": str(path)}
+    recorded = {**corpus, "inputs": corpus_inputs(corpus)}
+    path.unlink()
+    with pytest.raises(CorpusError, match=f"^corpus.path: {path} cannot be opened \\(FileNotFoundError: "):
+        sample_sentences(recorded, str(tmp_path / "results" / "corpus"))
+
+
+@pytest.mark.parametrize("source", ["text", "parquet"])
+def test_a_disk_without_room_for_the_copies_is_named_before_copying(tmp_path, monkeypatch, source):
+    """The sampling checks the free space for the copies and their table before it copies (minutes for a corpus
+    of gigabytes), naming the folder and the bytes."""
+    path = tmp_path / f"corpus.{source}"
+    write(path, source, BEFORE)
+    corpus = {**BASE, "source": source, "path": str(path)}
+    outputs = tmp_path / "results" / "corpus"
+    monkeypatch.setattr(shutil, "disk_usage", lambda folder: shutil._ntuple_diskusage(10**12, 10**12 - 100, 100))
+    with pytest.raises(DiskSpaceError, match=f"the corpus's private copies and their table in {outputs} need"):
+        sample_sentences({**corpus, "inputs": corpus_inputs(corpus)}, str(outputs))
+    assert sources.private_copy_bytes(corpus) >= 2 * os.path.getsize(path)

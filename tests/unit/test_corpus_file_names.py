@@ -42,3 +42,15 @@ def test_a_file_name_with_glob_characters_reads_that_file_only(tmp_path, source,
         write(tmp_path / f"{other}.{source}", source, ["a neighbouring file"])
     table, _ = sample_sentences({**BASE, "source": source, "path": str(named)})
     assert sorted(table.column("text").to_pylist()) == ["its second line", "the named file"]
+
+
+@pytest.mark.parametrize("source", ["text", "jsonl", "parquet"])
+@pytest.mark.parametrize("stem", ODD_NAMES)
+def test_a_sampling_folder_with_glob_characters_reads_the_corpus(tmp_path, source, stem):
+    """The private copies are made beside the sampling's outputs, whose path (the project's folder, the run's
+    name) may hold glob characters too."""
+    named = tmp_path / f"corpus.{source}"
+    write(named, source, ["the named file", "its second line"])
+    folder = tmp_path / stem / "results" / "corpus"
+    table, _ = sample_sentences({**BASE, "source": source, "path": str(named)}, str(folder))
+    assert sorted(table.column("text").to_pylist()) == ["its second line", "the named file"]

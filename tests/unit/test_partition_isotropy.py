@@ -280,6 +280,20 @@ def test_partition_metrics_of_a_sample_equal_the_reference():
     assert np.isnan(list(partition_metrics(np.zeros((0, 12), np.float32)).values())).all()
 
 
+def test_partition_metrics_solve_and_multiply_once_per_centring(monkeypatch):
+    """The both-sign and the one-sign I(W) of a layer share one eigendecomposition of WᵀW and one product W c,
+    the costly steps (k · d² and d³ per layer; V · d² for an embedding matrix of V rows)."""
+    import torch
+
+    solved = []
+    for module, eigh in ((np.linalg, np.linalg.eigh), (torch.linalg, torch.linalg.eigh)):
+        monkeypatch.setattr(module, "eigh", lambda matrix, *args, eigh=eigh, **kw: solved.append(1) or eigh(matrix))
+    x = np.random.default_rng(7).standard_normal((300, 12)).astype(np.float32) + 1.0
+    row = partition_metrics(x)
+    assert len(solved) == 2  # uncentred and centred
+    check_partition_columns(row, x)
+
+
 @pytest.mark.integration
 def test_geometry_table_has_the_sample_isotropy_per_layer(tmp_path, tiny_models, corpus_texts):
     from pipeline_runs import GEOMETRY_SPECTRUM_K as SPECTRUM_K

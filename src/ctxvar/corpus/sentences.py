@@ -72,8 +72,7 @@ def sample_sentences(corpus: dict, folder=None) -> tuple[pa.Table, dict]:
     """
     with load_source(corpus, folder) as dataset:
         indices = sample_indices(len(dataset), corpus["fraction"], corpus["seed"], corpus["sampling"])
-        column = dataset.flatten_indices().data.column(corpus["text_column"])  # memory-mapped Arrow
-        texts = column.take(pa.array(indices, type=pa.int64())).combine_chunks()
+        texts = text_column(dataset, corpus["text_column"]).take(pa.array(indices, type=pa.int64())).combine_chunks()
         rows_in_source = len(dataset)
     texts = texts.cast(pa.string())
     had_mark = _matches(texts, BYTE_ORDER_MARK)
@@ -115,6 +114,15 @@ def sample_sentences(corpus: dict, folder=None) -> tuple[pa.Table, dict]:
             "check corpus.path, its encoding (UTF-8, or a byte-order mark), corpus.fraction and corpus.max_words"
         )
     return table, counts
+
+
+def text_column(dataset, column: str) -> pa.ChunkedArray:
+    """The memory-mapped Arrow column ``column`` of ``dataset`` in row order. Only a dataset with an indices
+    mapping (none that :func:`~ctxvar.corpus.sources.load_source` yields has one) is flattened first, which writes
+    a whole copy of its table: for a local corpus a third copy of its text beside the run's outputs."""
+    if dataset._indices is not None:
+        dataset = dataset.flatten_indices()
+    return dataset.data.column(column)
 
 
 def _matches(texts: pa.Array, substring: str) -> np.ndarray:

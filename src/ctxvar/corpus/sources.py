@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import glob
 import io
 import json
 import logging
@@ -23,7 +24,7 @@ import pyarrow as pa
 from ctxvar.config import corpus_paths
 from ctxvar.corpus import python_docs
 from ctxvar.errors import CorpusError, first_line
-from ctxvar.jobs import disk_full
+from ctxvar.jobs import disk_full, full_disk_named, require_free_space
 from ctxvar.models import hub
 from ctxvar.models.files import file_fingerprint
 
@@ -39,6 +40,7 @@ BYTE_ORDER_MARKS = (
 )
 LOCAL_BUILDERS = {"text": "text", "parquet": "parquet", "jsonl": "json"}
 JSON_TYPE_NAMES = {int: "a number", float: "a number", bool: "true or false", list: "a list", dict: "an object"}
+PRIVATE_PREFIX = ".ctxvar-corpus-"  # the sampling's private folder of copies, in the folder of its outputs
 ROWS_READ_LIMIT = 1 << 26  # characters source_rows_at_most reads at start-up before it gives up (64 M)
 
 
@@ -49,10 +51,10 @@ def load_source(corpus: dict, folder=None):
     Local files are read as they are now, never from a cache: each is copied once, through one open file, into a
     private folder made in ``folder`` (the system's temporary folder if None) (:func:`snapshot`, which checks it
     against the fingerprint taken at start-up, ``corpus.inputs.files``), and ``datasets`` builds its Arrow table
-    from the copies in that folder (which then holds the copies, the table and the flattened table sampling takes
-    of it), removed when the ``with`` block ends. ``datasets`` keys its own cache on a file's path and
-    modification time, so a file edited in place with its size and modification time kept would come back with
-    its old text. A Hub dataset is the commit resolved at start-up, through the HF cache.
+    from the copies in that folder (which then holds the copies and the table), removed when the ``with`` block
+    ends. ``datasets`` keys its own cache on a file's path and modification time, so a file edited in place with
+    its size and modification time kept would come back with its old text. A Hub dataset is the commit resolved
+    at start-up, through the HF cache.
     """
     import datasets
 
@@ -68,12 +70,53 @@ def load_source(corpus: dict, folder=None):
     else:
         if folder is not None:
             os.makedirs(folder, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=".ctxvar-corpus-", dir=folder) as private:
+            remove_left_copies(folder)
+        # A full disk names the folder of the copies (an OSError of a write names no file: the working directory's
+        # disk would be named, where results/ may be a link to another disk).
+        private_folder = folder or tempfile.gettempdir()
+        require_free_space(private_folder, private_copy_bytes(corpus), "the corpus's private copies and their table")
+        with (
+            full_disk_named(private_folder),
+            tempfile.TemporaryDirectory(prefix=PRIVATE_PREFIX, dir=folder) as private,
+        ):
             copies = [
                 snapshot(path, os.path.join(private, f"{index}.{source}"), recorded, source)
                 for index, (path, recorded) in enumerate(zip(corpus_paths(corpus), recorded_fingerprints(corpus)))
             ]
             yield with_text_column(corpus, load_local_copies(corpus, copies, os.path.join(private, "cache")), copies)
+
+
+def private_copy_bytes(corpus: dict) -> int:
+    """About the bytes :func:`load_source` writes for the local files of ``corpus``: each file copied, and an
+    Arrow table of about its size (for Parquet, the size its metadata gives uncompressed); 0 for a file gone (the
+    copy names it)."""
+    total = 0
+    for path in corpus_paths(corpus):
+        try:
+            size = os.path.getsize(path)
+            table = parquet_bytes(path) if corpus["source"] == "parquet" else size
+        except (OSError, ValueError, pa.ArrowException):
+            continue
+        total += size + max(size, table)
+    return total
+
+
+def parquet_bytes(path) -> int:
+    """The uncompressed bytes of the Parquet file ``path``'s row groups, from its metadata."""
+    import pyarrow.parquet as pq
+
+    metadata = pq.ParquetFile(path).metadata
+    return sum(metadata.row_group(index).total_byte_size for index in range(metadata.num_row_groups))
+
+
+def remove_left_copies(folder) -> None:
+    """Remove the private folders (:func:`load_source`) that a sampling in ``folder`` killed before its end (out
+    of memory, a time limit, a signal) left there, each as large as the corpus and its table; one sampling at a
+    time writes in a run's folder (Snakemake's lock on its outputs)."""
+    for name in os.listdir(folder):
+        if name.startswith(PRIVATE_PREFIX) and os.path.isdir(os.path.join(folder, name)):
+            log.info("corpus: removing %s, left by a sampling that was stopped", os.path.join(folder, name))
+            shutil.rmtree(os.path.join(folder, name))
 
 
 def load_hub_dataset(corpus: dict):
@@ -109,9 +152,11 @@ def load_local_copies(corpus: dict, copies: list[str], cache_dir: str):
         )
     # Undecodable bytes of text and jsonl become U+FFFD; sample_sentences drops and counts such rows.
     options = {} if source == "parquet" else {"encoding_errors": "replace"}
+    # datasets reads data_files as glob patterns: the copies' folder (the working directory's path) may hold [, ?, *
+    literal = [glob.escape(copy) for copy in copies]
     try:
         return datasets.load_dataset(
-            LOCAL_BUILDERS[source], data_files=copies, split="train", cache_dir=cache_dir, **options
+            LOCAL_BUILDERS[source], data_files=literal, split="train", cache_dir=cache_dir, **options
         )
     except Exception as error:  # datasets raises many types; all mean "cannot load", but for a full disk
         if disk_full(error):
@@ -163,7 +208,14 @@ def snapshot(path: str, copy: str, recorded: str | None | bool, source: str) -> 
     it began. Any write changes the change time, which no tool can set back, so an edit or a replacement made
     after start-up, or while the copy runs, is a :class:`CorpusError` and never a read of other text.
     """
-    with open(path, "rb") as reader:
+    try:
+        reader = open(path, "rb")
+    except OSError as error:  # removed, or made unreadable, since start-up
+        raise CorpusError(
+            f"corpus.path: {path} cannot be opened ({type(error).__name__}: {first_line(error)}); it could at "
+            "start-up: put the file back, or run Snakemake again once corpus.path names a readable file"
+        ) from error
+    with reader:
         opened = os.fstat(reader.fileno())
         named = os.stat(path)
         if recorded is not False and (

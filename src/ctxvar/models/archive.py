@@ -16,7 +16,7 @@ import os
 import zipfile
 from pathlib import Path, PurePosixPath
 
-from ctxvar.errors import IntegrityError, ModelLoadError
+from ctxvar.errors import IntegrityError, ModelLoadError, first_line
 from ctxvar.io import atomic_directory, file_sha256
 from ctxvar.jobs import disk_full, full_disk_named, require_free_space
 
@@ -79,6 +79,12 @@ def unpack_model(entry: dict, out_dir) -> None:
                     if path_in_zip.is_absolute() or ".." in path_in_zip.parts:
                         raise IntegrityError(f"{path}: member {member!r} would be written outside the model folder")
                 archive.extractall(unpacked_folder)
+        except UNREADABLE_MEMBER as error:
+            raise IntegrityError(
+                f"{path}: cannot unpack ({first_line(error)}): Python's zipfile reads no encrypted member and no "
+                "compression but stored, deflate, bzip2 and lzma; zip the model folder again without a password "
+                "(zip -r model.zip folder)"
+            ) from error
         except (zipfile.BadZipFile, EOFError, OSError) as error:
             if disk_full(error):
                 raise
@@ -90,6 +96,11 @@ def unpack_model(entry: dict, out_dir) -> None:
             if not unpacked.is_file():
                 raise IntegrityError(f"{path}: has no {name!r}, whose SHA-256 the entry {entry['id']!r} lists")
             check_sha256(unpacked, expected, entry, f"{path}: {name}")
+
+
+# What zipfile raises for a member it cannot read: encrypted (RuntimeError), or compressed by a method it lacks
+# (NotImplementedError: Deflate64, which Windows' own zipping uses for large files).
+UNREADABLE_MEMBER = (RuntimeError, NotImplementedError)
 
 
 def unpacked_bytes(path) -> int:
@@ -107,7 +118,7 @@ def packed_config(path) -> dict:
     try:
         with zipfile.ZipFile(path) as archive:
             config = json.loads(archive.read("config.json"))
-    except (zipfile.BadZipFile, EOFError, OSError, KeyError, ValueError):
+    except (zipfile.BadZipFile, EOFError, OSError, KeyError, ValueError, *UNREADABLE_MEMBER):
         return {}
     return config if isinstance(config, dict) else {}
 

@@ -36,12 +36,7 @@ import pyarrow as pa
 
 from ctxvar.io import write_csv
 from ctxvar.parquet_files import write_table
-from ctxvar.stats.partition_isotropy import (
-    eigh_signs_partition_isotropy,
-    mean_cosine_of_rows,
-    partition_isotropy,
-    svd_projection,
-)
+from ctxvar.stats.partition_isotropy import mean_cosine_of_rows, partition_isotropies, svd_projection
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +91,7 @@ def matrix_rows(name: str, w: np.ndarray, tied: bool) -> list[dict]:
     rows = []
     for centre in (False, True):
         cosine, zero_rows = mean_cosine_of_rows(w - w.mean(axis=0) if centre else w)
+        both_signs, eigh_signs = partition_isotropies(w, centre=centre)
         rows.append(
             {
                 "matrix": name,
@@ -103,8 +99,8 @@ def matrix_rows(name: str, w: np.ndarray, tied: bool) -> list[dict]:
                 "rows": w.shape[0],
                 "dim": w.shape[1],
                 "centred": centre,
-                **partition_isotropy(w, centre=centre),
-                **{f"{key}_eigh_signs": value for key, value in eigh_signs_partition_isotropy(w, centre).items()},
+                **both_signs,
+                **{f"{key}_eigh_signs": value for key, value in eigh_signs.items()},
                 "mean_cosine": cosine,
                 "zero_rows": zero_rows,
             }

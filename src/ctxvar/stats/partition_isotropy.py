@@ -87,10 +87,20 @@ def partition_isotropy(w, centre: bool = False) -> dict:
 def eigh_signs_partition_isotropy(w, centre: bool = False) -> dict:
     """The same as :func:`partition_isotropy` over one sign per eigenvector, the one ``torch.linalg.eigh`` returns
     (:func:`eigh_sign_eigenvectors`), as the study's code takes them: its ``compute_IW`` in log space."""
+    return partition_isotropies(w, centre)[1]
+
+
+def partition_isotropies(w, centre: bool = False) -> tuple[dict, dict]:
+    """``(both signs, eigh signs)``: :func:`partition_isotropy` and :func:`eigh_signs_partition_isotropy` of the
+    rows of ``w`` from one eigendecomposition and one product W c: ``torch.linalg.eigh``'s eigenvectors, with
+    their signs for the study's value and with both for ours (a function of W alone, for any basis of each
+    eigenspace), where each function alone solves and multiplies again."""
     w = float64_rows(w)
     if centre:
         w = centred(w)
-    return isotropy_of(log_partition(w, eigh_sign_eigenvectors(w)))
+    products = w @ eigh_sign_eigenvectors(w)
+    eigh_signs = logsumexp(products, axis=0)
+    return isotropy_of(np.concatenate([eigh_signs, logsumexp(-products, axis=0)])), isotropy_of(eigh_signs)
 
 
 def mean_cosine_of_rows(w) -> tuple[float, int]:

@@ -27,7 +27,7 @@ import logging
 
 import numpy as np
 
-from ctxvar.stats.partition_isotropy import eigh_signs_partition_isotropy, partition_isotropy
+from ctxvar.stats.partition_isotropy import partition_isotropies
 from ctxvar.stats.sample_file import points, read_sample_layer
 from ctxvar.stats.twonn import (
     distinct_points,
@@ -101,8 +101,7 @@ def partition_metrics(x: np.ndarray) -> dict:
         return dict.fromkeys(PARTITION_COLUMNS, np.nan)
     row = {}
     for centre, centring in ((False, ""), (True, "_centred")):
-        for measure, signs in ((partition_isotropy, ""), (eigh_signs_partition_isotropy, "_eigh_signs")):
-            value = measure(x, centre=centre)
+        for value, signs in zip(partition_isotropies(x, centre=centre), ("", "_eigh_signs")):
             row[f"partition_isotropy{centring}{signs}"] = value["isotropy"]
             row[f"log_partition_isotropy{centring}{signs}"] = value["log_isotropy"]
     return row
