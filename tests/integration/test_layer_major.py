@@ -138,7 +138,7 @@ def test_layer_major_files_are_the_whole_model_files_bit_for_bit(
         for shard in shards_of(folder, corpus_texts[:30], model_dir, n_shards):
             with caplog.at_level(logging.INFO, logger="ctxvar.extraction.extract"):
                 layer_major, whole = extracted(folder, shard, model_dir, dtype, options)
-            assert "layer-major over blocks" in caplog.text and "whole-model: sums" in caplog.text
+            assert "memory plan: weights" in caplog.text and "whole-model: sums" in caplog.text
             assert layer_major.keys() == whole.keys()
             for kind, table in whole.items():
                 assert table.num_rows > 0, kind
@@ -164,3 +164,54 @@ def test_a_layout_without_blocks_runs_whole_model_and_the_log_says_why(tmp_path,
     assert "runs whole-model, not layer-major: LlamaModel has no ModuleList of blocks" in caplog.text
     with pytest.raises(ModelLoadError, match="cannot run layer-major: LlamaModel has no ModuleList of blocks; set"):
         choose_blocks(job.model, batches, "layer_major", "tiny")
+
+
+def test_hidden_states_held_in_host_memory_give_the_same_bits(tmp_path, monkeypatch, family_models, corpus_texts):
+    """A plan that puts the shard's hidden states in host memory (moved per batch) changes no bit."""
+    from ctxvar.extraction import extract
+
+    planned = extract.memory_plan
+    monkeypatch.setattr(extract, "memory_plan", lambda *args: dataclasses.replace(planned(*args), states_on_host=True))
+    (shard,) = shards_of(tmp_path, corpus_texts[:20], family_models["qwen2"], 1)
+    layer_major, whole = extracted(tmp_path, shard, family_models["qwen2"], "float32", EVERY_SWITCH)
+    for kind, table in whole.items():
+        assert layer_major[kind].equals(table), kind
+
+
+def fake_gpu_job(family_models, monkeypatch, free_bytes: int, tmp_path, texts):
+    """A CPU job that reads as one on a GPU with ``free_bytes`` free of 80 GB (torch.cuda.mem_get_info faked)."""
+    from pipeline_runs import shard_of
+
+    settings = ExtractionSettings(
+        model={"id": "tiny"}, source=family_models["llama"], device="cpu", progress=False, config_hash="t"
+    )
+    job = prepare_shard(shard_of(tmp_path, texts), settings, False)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (free_bytes, 80 * 10**9))
+    job.device = torch.device("cuda", 0)
+    return job, settings
+
+
+def test_the_memory_plan_names_its_parts_and_a_device_too_small_is_one_line(
+    tmp_path, monkeypatch, family_models, corpus_texts
+):
+    from ctxvar.errors import DeviceMemoryError
+    from ctxvar.extraction.budget import reserve_bytes
+    from ctxvar.extraction.layer_major import memory_plan
+
+    job, settings = fake_gpu_job(family_models, monkeypatch, 10**12, tmp_path, corpus_texts[:20])
+    blocks = find_blocks(job.model)
+    padded = job.padded()
+    plan = memory_plan(settings, job, blocks, padded)
+    block = sum(p.numel() * 4 for p in job.model.layers[0].parameters())
+    assert plan.block_weights == block and plan.weights == sum(p.numel() * 4 for p in job.model.parameters())
+    assert plan.hidden_states == int(padded.grid[-1]) * 32 * 4 and not plan.states_on_host
+    assert plan.describe().startswith(f"weights {plan.weights / 1e9:.3f} GB ({block / 1e9:.3f} GB per block)")
+    room = reserve_bytes(80 * 10**9) + plan.layer_sums + plan.transients
+    job, settings = fake_gpu_job(family_models, monkeypatch, room + plan.hidden_states - 1, tmp_path, corpus_texts[:20])
+    assert memory_plan(settings, job, blocks, padded).states_on_host  # one byte short: the states go to the host
+    job, settings = fake_gpu_job(family_models, monkeypatch, room - 1, tmp_path, corpus_texts[:20])
+    with pytest.raises(DeviceMemoryError) as raised:
+        memory_plan(settings, job, blocks, padded)
+    message = str(raised.value)
+    assert "\n" not in message and "cannot hold one layer's sums" in message
+    assert "use dtype: bfloat16, a lower batch_tokens, more shards" in message

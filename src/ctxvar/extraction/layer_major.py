@@ -276,7 +276,8 @@ def memory_plan(settings: ExtractionSettings, job, blocks: Blocks, padded: Shard
 
 
 class HiddenStates:
-    """Each batch's current hidden states: on the device, or (``on_host``) in pinned host memory moved per batch."""
+    """Each batch's current hidden states: on the device, or (``on_host``) in host memory (pinned when the device
+    is a GPU) moved per batch."""
 
     def __init__(self, device: torch.device, on_host: bool):
         self.device, self.on_host = device, on_host
@@ -296,7 +297,7 @@ class HiddenStates:
             return
         held = self._states[index]
         if held is None or held.shape != state.shape:
-            held = torch.empty(state.shape, dtype=state.dtype, pin_memory=True)
+            held = torch.empty(state.shape, dtype=state.dtype, pin_memory=self.device.type == "cuda")
             self._states[index] = held
         held.copy_(state)
 
