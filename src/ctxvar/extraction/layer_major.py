@@ -320,6 +320,7 @@ def layer_major_sums(
             hidden, batch_calls = recorded_calls(model, blocks, batch, options)
             states.append(hidden)
             calls.append(batch_calls)
+        log.info("the blocks' recorded call arguments: %.3f GB", argument_bytes(calls) / 1e9)
         for layer in tqdm(range(n_blocks + 1), desc="layers", unit="layer", disable=not settings.progress):
             sums = job_sums(job, [layer], settings, sampled)
             if hits is None:
@@ -342,4 +343,18 @@ def layer_major_sums(
                 del state
             finished = host_layers(sums, job, settings)
             del sums
+            if layer == n_blocks:  # while the last layer is written, the generator holds nothing on the device
+                del model, blocks, states, calls, hidden, batch_calls
             yield finished
+
+
+def argument_bytes(calls: list[list[BlockCall]]) -> int:
+    """Bytes of the distinct tensors (by storage) among the recorded calls' arguments (masks, rotary tables)."""
+    seen = {}
+    for batch_calls in calls:
+        for call in batch_calls:
+            for value in (*call.args, *call.kwargs.values()):
+                for tensor in value if isinstance(value, (tuple, list)) else (value,):
+                    if isinstance(tensor, torch.Tensor):
+                        seen[tensor.untyped_storage().data_ptr()] = tensor.untyped_storage().nbytes()
+    return sum(seen.values())
