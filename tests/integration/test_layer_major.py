@@ -8,19 +8,18 @@ import logging
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import torch
 
 from ctxvar.corpus.shards import split_corpus
 from ctxvar.errors import ModelLoadError
 from ctxvar.extraction.accumulator import NO_GEOMETRY, GeometryOptions
-from ctxvar.extraction.extract import prepare_shard, run_and_write
+from ctxvar.extraction.extract import prepare_shard
 from ctxvar.extraction.layer_major import choose_blocks, find_blocks
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.parquet_files import write_table
 
-from pipeline_runs import TEST_DEVICE
+from pipeline_runs import TEST_DEVICE, both_orders
 
 EVERY_SWITCH = GeometryOptions(covariance=True, cosine=True, sample_size=40, ethayarajh=True)
 FAMILIES = ["bert", "roberta", "gpt2", "gpt_neox", "opt", "llama", "mistral", "qwen2", "gemma2"]
@@ -85,44 +84,6 @@ def shards_of(folder, texts, model_dir: str, n_shards: int):
     return shards
 
 
-def extracted(folder, shard, model_dir, dtype, options: GeometryOptions) -> tuple[dict, dict]:
-    """The files of one shard's extraction job, by kind, run layer-major and whole-model on one loaded model."""
-    settings = ExtractionSettings(
-        model={"id": "tiny"},
-        source=model_dir,
-        dtype=dtype,
-        device=TEST_DEVICE,
-        batch_tokens=128,
-        geometry=options,
-        progress=False,
-        config_hash="test",
-    )
-    job = prepare_shard(shard, settings)
-    files = []
-    for order in ("layer_major", "whole_model"):
-        paths = {
-            kind: folder / f"{order}-{shard.stem}-{kind}.parquet"
-            for kind in ("sums", "moments", "sample", "words", "sentences")
-        }
-        wanted = {
-            "sums": True,
-            "moments": options.moments,
-            "sample": options.sample_size,
-            "words": options.ethayarajh,
-            "sentences": options.ethayarajh,
-        }
-        run_and_write(
-            dataclasses.replace(job),  # each run frees its copy's model when done
-            dataclasses.replace(settings, extraction_order=order),
-            paths["sums"],
-            paths["moments"] if options.moments else None,
-            paths["sample"] if options.sample_size else None,
-            (paths["words"], paths["sentences"]) if options.ethayarajh else None,
-        )
-        files.append({kind: pq.read_table(path) for kind, path in paths.items() if wanted[kind]})
-    return files[0], files[1]
-
-
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_layer_major_files_are_the_whole_model_files_bit_for_bit(
@@ -137,7 +98,7 @@ def test_layer_major_files_are_the_whole_model_files_bit_for_bit(
         folder.mkdir()
         for shard in shards_of(folder, corpus_texts[:30], model_dir, n_shards):
             with caplog.at_level(logging.INFO, logger="ctxvar.extraction.extract"):
-                layer_major, whole = extracted(folder, shard, model_dir, dtype, options)
+                layer_major, whole = both_orders(folder, shard, model_dir, dtype, options)
             assert "memory plan: weights" in caplog.text and "whole-model: sums" in caplog.text
             assert layer_major.keys() == whole.keys()
             for kind, table in whole.items():
@@ -173,7 +134,7 @@ def test_hidden_states_held_in_host_memory_give_the_same_bits(tmp_path, monkeypa
     planned = extract.memory_plan
     monkeypatch.setattr(extract, "memory_plan", lambda *args: dataclasses.replace(planned(*args), states_on_host=True))
     (shard,) = shards_of(tmp_path, corpus_texts[:20], family_models["qwen2"], 1)
-    layer_major, whole = extracted(tmp_path, shard, family_models["qwen2"], "float32", EVERY_SWITCH)
+    layer_major, whole = both_orders(tmp_path, shard, family_models["qwen2"], "float32", EVERY_SWITCH)
     for kind, table in whole.items():
         assert layer_major[kind].equals(table), kind
 
