@@ -176,3 +176,20 @@ def test_the_memory_plan_names_its_parts_and_a_device_too_small_is_one_line(
     message = str(raised.value)
     assert "\n" not in message and "cannot hold one layer's sums" in message
     assert "use dtype: bfloat16, a lower batch_tokens, more shards" in message
+
+
+def test_stubbed_blocks_get_their_own_forward_back():
+    """A forward set on a block's instance (accelerate's hooks set one) is put back after the recording."""
+    from ctxvar.extraction.layer_major import Blocks, _stubbed
+
+    hooked, plain = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+
+    def wrapper(x):
+        return "hooked"
+
+    hooked.forward = wrapper
+    blocks = Blocks("layers", torch.nn.ModuleList([hooked, plain]))
+    with _stubbed(blocks, lambda index: lambda x: index):
+        assert (hooked(None), plain(None)) == (0, 1)
+    assert hooked.forward is wrapper and "forward" not in plain.__dict__
+    assert plain(torch.ones(2)).shape == (2,)

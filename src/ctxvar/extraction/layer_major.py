@@ -88,14 +88,19 @@ def _split_input(args: tuple, kwargs: dict) -> tuple[torch.Tensor, BlockCall]:
 
 @contextlib.contextmanager
 def _stubbed(blocks: Blocks, forward_of):
-    """Within the block, block i's ``forward`` is ``forward_of(i)`` (the module's hooks still run around it)."""
+    """Within the block, block i's ``forward`` is ``forward_of(i)`` (the module's hooks still run around it);
+    after it, what it was (a wrapper set on the instance, as accelerate's hooks set one, is put back)."""
+    own = [block.__dict__.get("forward") for block in blocks.modules]
     for index, block in enumerate(blocks.modules):
         block.forward = forward_of(index)
     try:
         yield
     finally:
-        for block in blocks.modules:
-            block.__dict__.pop("forward", None)
+        for block, forward in zip(blocks.modules, own):
+            if forward is None:
+                del block.forward
+            else:
+                block.forward = forward
 
 
 def recorded_calls(model, blocks: Blocks, batch: DeviceBatch, options: dict) -> tuple[torch.Tensor, list[BlockCall]]:
