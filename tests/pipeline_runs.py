@@ -5,15 +5,17 @@ Extraction runs on ``CTXVAR_TEST_DEVICE`` (default ``cpu``; ``cuda`` on a GPU ma
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ctxvar.corpus.shards import split_corpus
 from ctxvar.extraction.accumulator import GeometryOptions
-from ctxvar.extraction.extract import extract_shard
+from ctxvar.extraction.extract import extract_shard, prepare_shard, run_and_write
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.parquet_files import write_table
 from ctxvar.stats.geometry import geometry_table
@@ -127,3 +129,42 @@ def sentence_offsets(model_dir, texts) -> np.ndarray:
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     lengths = [len(tokenizer.tokenize(t)) + 2 for t in texts]
     return np.concatenate([[0], np.cumsum(lengths)])
+
+
+def both_orders(folder, shard, model_dir, dtype, options: GeometryOptions) -> tuple[dict, dict]:
+    """The files of one shard's extraction job by kind, ``(layer-major, whole-model)``, run on one loaded model
+    (config ``extraction_order``, :mod:`ctxvar.extraction.layer_major`)."""
+    settings = ExtractionSettings(
+        model={"id": "tiny"},
+        source=model_dir,
+        dtype=dtype,
+        device=TEST_DEVICE,
+        batch_tokens=128,
+        geometry=options,
+        progress=False,
+        config_hash="test",
+    )
+    job = prepare_shard(shard, settings)
+    files = []
+    for order in ("layer_major", "whole_model"):
+        paths = {
+            kind: folder / f"{order}-{shard.stem}-{kind}.parquet"
+            for kind in ("sums", "moments", "sample", "words", "sentences")
+        }
+        wanted = {
+            "sums": True,
+            "moments": options.moments,
+            "sample": options.sample_size,
+            "words": options.ethayarajh,
+            "sentences": options.ethayarajh,
+        }
+        run_and_write(
+            dataclasses.replace(job),  # each run frees its copy's model when done
+            dataclasses.replace(settings, extraction_order=order),
+            paths["sums"],
+            paths["moments"] if options.moments else None,
+            paths["sample"] if options.sample_size else None,
+            (paths["words"], paths["sentences"]) if options.ethayarajh else None,
+        )
+        files.append({kind: pq.read_table(path) for kind, path in paths.items() if wanted[kind]})
+    return files[0], files[1]

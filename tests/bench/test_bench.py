@@ -413,3 +413,15 @@ def test_compare_runs_says_ok_only_for_arrays_that_agree(tmp_path):
     (tmp_path / "empty").mkdir()
     assert compare.main([str(tmp_path / "empty"), str(tmp_path / "empty")]) == 1
     assert compare.main([str(tmp_path / "a"), str(tmp_path / "missing")]) == 1
+
+
+def test_quick_extraction_order_benchmark_measures_both_orders(tmp_path):
+    """Both orders of every model, with seconds, CPU seconds and peak memory (the script stops when their files
+    differ)."""
+    run_bench("extraction_order.py", tmp_path, "--quick")
+    results = pd.read_csv(tmp_path / "extraction_order.csv")
+    assert set(zip(results["model"], results["order"])) == {
+        (model, order) for model in ("gpt2", "bert") for order in ("layer_major", "whole_model")
+    }
+    assert (results[["seconds", "cpu_seconds", "peak_rss_mb"]] > 0).all().all()
+    assert "Both orders gave the same partial files, bit for bit." in (tmp_path / "extraction_order.md").read_text()

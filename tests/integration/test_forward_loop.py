@@ -97,7 +97,11 @@ def test_several_passes_are_a_console_warning(tmp_path, capsys, shard, tiny_mode
     probe = prepare_shard(shard, settings_for(tiny_models["gpt2"]), hash_weights=False)
     cap_mb = state_bytes(2, len(probe.types), probe.d) / 1e6
     with job_log(tmp_path / "job.log"):
-        extract_shard(shard, tmp_path / "partial.parquet", settings_for(tiny_models["gpt2"], max_state_mb=cap_mb))
+        extract_shard(
+            shard,
+            tmp_path / "partial.parquet",
+            settings_for(tiny_models["gpt2"], max_state_mb=cap_mb, extraction_order="whole_model"),
+        )
     console = capsys.readouterr().err
     assert f"ctxvar warning: model 'tiny' on {TEST_DEVICE}" in console
     assert "runs 2 times over the shard" in console and "raise max_state_mb if the device has room" in console

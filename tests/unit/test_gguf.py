@@ -399,3 +399,19 @@ def test_a_flipped_byte_in_the_wheels_gguf_stops_before_it_is_read(smollm, tmp_p
     with pytest.raises(IntegrityError, match=f"{copy.name} has SHA-256 .* as the entry '{SMOLLM}' says") as error:
         convert_gguf(entry, tmp_path / "models" / SMOLLM)
     one_line(error)
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_converted_smollm_runs_layer_major_bit_for_bit(smollm, tmp_path, corpus_texts, dtype):
+    """Its layer-major job writes the whole-model job's files, every geometry switch on."""
+    from ctxvar.extraction.accumulator import GeometryOptions
+
+    from pipeline_runs import both_orders, shard_of
+
+    _, folder = smollm
+    options = GeometryOptions(covariance=True, cosine=True, sample_size=20, ethayarajh=True)
+    layer_major, whole = both_orders(tmp_path, shard_of(tmp_path, corpus_texts[:8]), str(folder), dtype, options)
+    assert layer_major.keys() == whole.keys() == {"sums", "moments", "sample", "words", "sentences"}
+    for kind, table in whole.items():
+        assert layer_major[kind].equals(table), kind

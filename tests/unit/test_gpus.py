@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from ctxvar.extraction import devices as gpus
-from ctxvar.extraction import extract
+from ctxvar.extraction import extract, layer_major
 from ctxvar.extraction.budget import layer_groups, state_bytes
 from ctxvar.extraction.extract import extract_shard, prepare_shard
 from ctxvar.extraction.settings import ExtractionSettings
@@ -118,22 +118,29 @@ def one_gpu(tmp_path, monkeypatch):
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("passes", [1, 2])
+@pytest.mark.parametrize("order, passes", [("layer_major", 4), ("whole_model", 1), ("whole_model", 2)])
 def test_an_extraction_job_gives_up_its_gpu_claim_before_it_writes_its_last_layers(
-    tmp_path, monkeypatch, one_gpu, tiny_models, corpus_texts, passes
+    tmp_path, monkeypatch, one_gpu, tiny_models, corpus_texts, order, passes
 ):
     """The job's sums reach host memory, the job frees the device and releases its claim, then writes: the next
-    job's forward pass can run meanwhile. With several passes (layer groups), the groups before the last are
-    written while the next pass runs, still under the claim; the last group after the release. On a CPU, with a
-    claim taken as prepare_shard takes it on a GPU."""
+    job's forward pass can run meanwhile. Layer-major, each layer before the last is written while the next layer
+    computes, under the claim; whole-model with several passes (layer groups), the groups before the last are
+    written while the next pass runs, still under the claim; the last layer or group after the release. On a
+    CPU, with a claim taken as prepare_shard takes it on a GPU."""
     shard = shard_of(tmp_path, corpus_texts[:80])
     settings = ExtractionSettings(
-        model={"id": "m"}, source=str(tiny_models["bert"]), device="cpu", progress=False, config_hash="h"
+        model={"id": "m"},
+        source=str(tiny_models["bert"]),
+        device="cpu",
+        progress=False,
+        config_hash="h",
+        extraction_order=order,
     )
-    if passes > 1:
+    if order == "whole_model" and passes > 1:
         types = len(prepare_shard(shard, settings, hash_weights=False).types)
         settings.max_state_mb = state_bytes(2, types, 32) / 1e6  # two of the four hidden states per pass
         assert len(layer_groups(4, types, 32, settings.max_state_mb * 1e6)) == passes
+    under_claim = 4 - 4 // passes  # the layers of every pass but the last
     free_when_written = []
     write = sums.LayerWriter.write
 
@@ -144,7 +151,7 @@ def test_an_extraction_job_gives_up_its_gpu_claim_before_it_writes_its_last_laye
     monkeypatch.setattr(sums.LayerWriter, "write", probe_then_write)
     assert gpus.claim_gpu(poll_seconds=0.05) == 0
     extract_shard(shard, tmp_path / "partial.parquet", settings)
-    assert free_when_written == [False] * 2 * (passes - 1) + [True] * (4 - 2 * (passes - 1))
+    assert free_when_written == [False] * under_claim + [True] * (4 - under_claim)
     assert not gpus._held and (tmp_path / "partial.parquet").exists()
 
 
@@ -193,19 +200,28 @@ def test_with_one_gpu_a_waiting_job_takes_it_as_soon_as_it_is_released(tmp_path,
 
 
 @pytest.mark.integration
-def test_a_job_that_fails_after_its_claim_gives_it_up(tmp_path, monkeypatch, one_gpu, tiny_models, corpus_texts):
+@pytest.mark.parametrize("order, failing", [("whole_model", extract), ("layer_major", layer_major)])
+def test_a_job_that_fails_after_its_claim_gives_it_up(
+    tmp_path, monkeypatch, one_gpu, tiny_models, corpus_texts, order, failing
+):
     """A failed extraction in a process that goes on (a notebook, a test session) frees the GPU at once: a claim
-    kept for the process's life would make every other job wait forever. Failing in a pass, and failing while
-    the shard is prepared (a shard that cannot be read, after a claim taken as on a GPU)."""
+    kept for the process's life would make every other job wait forever. Failing in a pass (the whole model's
+    batches, a block of a layer-major job), and failing while the shard is prepared (a shard that cannot be
+    read, after a claim taken as on a GPU)."""
     shard = shard_of(tmp_path, corpus_texts[:40])
     settings = ExtractionSettings(
-        model={"id": "m"}, source=str(tiny_models["bert"]), device="cpu", progress=False, config_hash="h"
+        model={"id": "m"},
+        source=str(tiny_models["bert"]),
+        device="cpu",
+        progress=False,
+        config_hash="h",
+        extraction_order=order,
     )
 
     def out_of_memory(*args):
         raise RuntimeError("CUDA out of memory")
 
-    monkeypatch.setattr(extract, "run_batches", out_of_memory)
+    monkeypatch.setattr(failing, "run_batches" if order == "whole_model" else "run_block", out_of_memory)
     assert gpus.claim_gpu(poll_seconds=0.05) == 0  # as prepare_shard claims on a GPU
     with pytest.raises(RuntimeError, match="out of memory"):
         extract_shard(shard, tmp_path / "partial.parquet", settings)

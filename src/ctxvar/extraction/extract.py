@@ -1,8 +1,9 @@
 """The extraction job: one model over one corpus shard → a partial sums file.
 
 The job loads the model and reads, tokenizes and batches the shard (:class:`ShardRun`, :func:`prepare_shard`),
-runs its passes over the shard (:mod:`ctxvar.extraction.passes`) within the device budget
-(:mod:`ctxvar.extraction.budget`) and writes each group of layers' sums while the next pass runs.
+runs the model over the shard block by block (:mod:`ctxvar.extraction.layer_major`), or whole, in passes
+(:mod:`ctxvar.extraction.passes`) within the device budget (:mod:`ctxvar.extraction.budget`), and writes each
+layer's (or group of layers') sums while the next computes.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ctxvar.config import built_in_run, revision_of
 from ctxvar.extraction import devices
 from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.budget import layer_groups, state_bytes, state_cap_bytes, warn_of_passes
+from ctxvar.extraction.layer_major import choose_blocks, layer_major_sums, memory_plan
 from ctxvar.extraction.passes import accumulate_groups, run_batches, started
 from ctxvar.extraction.position_sample import sequence_windows, token_keys
 from ctxvar.extraction.settings import ExtractionSettings
@@ -170,18 +172,15 @@ def extract_shard(
 
 
 def run_and_write(job: ShardRun, settings: ExtractionSettings, out_path, moments_path, sample_path, words_paths):
-    """:func:`extract_shard` once the shard is prepared: the passes, each group's sums written while the next
-    runs; the device is released before the last group is written. Returns the metadata."""
+    """:func:`extract_shard` once the shard is prepared: the layers' sums (:func:`planned_passes`), each layer or
+    group of layers written while the next computes; the device is released before the last is written.
+    Returns the metadata."""
     options = settings.geometry
-    lengths, n_layers, d = job.encoded.lengths, job.n_layers, job.d
+    lengths, d = job.encoded.lengths, job.d
     padded = job.padded()
     padding = padding_fraction(lengths, job.batches)
-    cap = state_cap_bytes(settings, job, padded)
-    groups = layer_groups(n_layers, len(job.types), d, cap, options, job.n_words)
-    warn_of_passes(settings, job, groups, cap)
     log.info(
-        "%s on %s: %d sequences, %d tokens, %d types, %d batches of ≤ %d tokens (padding %.1f %%); "
-        "sums %.1f MB per pass (budget %s) in %d pass(es) of layers %s",
+        "%s on %s: %d sequences, %d tokens, %d types, %d batches of ≤ %d tokens (padding %.1f %%)",
         settings.model["id"],
         job.device,
         len(lengths),
@@ -190,13 +189,10 @@ def run_and_write(job: ShardRun, settings: ExtractionSettings, out_path, moments
         len(padded),
         settings.batch_tokens,
         100 * padding,
-        state_bytes(len(groups[0]), len(job.types), d, options, job.n_words) / 1e6,
-        "none" if cap == float("inf") else f"{cap / 1e6:.0f} MB",
-        len(groups),
-        ", ".join(f"{g.start}–{g.stop - 1}" for g in groups),
     )
     sampled = sample_positions(job, settings)
-    passes = started(accumulate_groups(job, padded, groups, settings, sampled))
+    passes, n_passes = planned_passes(job, settings, padded, sampled)
+    passes = started(passes)
     metadata = {  # after the first pass: model_metadata waits for the weights' hash, which runs beside it
         **model_metadata(settings, job),
         "shard": settings.shard,
@@ -249,13 +245,39 @@ def run_and_write(job: ShardRun, settings: ExtractionSettings, out_path, moments
         writer = files.enter_context(ThreadPoolExecutor(max_workers=1, thread_name_prefix="write"))
         written = None
         for index, layers in enumerate(passes):
-            if index == len(groups) - 1:
+            if index == n_passes - 1:
                 release_device(job)  # every sum is in host memory: the next job may use the GPU while this one writes
             if written is not None:
                 written.result()  # the group before is on disk: at most two groups' sums in host memory
             written = writer.submit(write_group, layers)  # written while the next group's pass runs
         written.result()
     return metadata
+
+
+def planned_passes(job: ShardRun, settings: ExtractionSettings, padded: ShardBatches, sampled):
+    """The job's sums as an iterator of lists of layers (:func:`ctxvar.extraction.passes.host_layers`), and its
+    length: layer-major, one layer at a time (:mod:`ctxvar.extraction.layer_major`), unless config
+    ``extraction_order`` or the model's layout asks for the whole-model path (one forward pass per group of
+    layers whose sums fit the device, :mod:`ctxvar.extraction.budget`). Logs the memory plan."""
+    options = settings.geometry
+    blocks = choose_blocks(job.model, padded.to(job.device), settings.extraction_order, settings.model["id"])
+    if blocks is not None:
+        if settings.max_state_mb:
+            layer_groups(1, len(job.types), job.d, settings.max_state_mb * 1e6, options, job.n_words)
+        plan = memory_plan(settings, job, blocks, padded)
+        log.info("layer-major over blocks %r; memory plan: %s", blocks.name, plan.describe())
+        return layer_major_sums(job, padded, blocks, settings, plan, sampled), job.n_layers
+    cap = state_cap_bytes(settings, job, padded)
+    groups = layer_groups(job.n_layers, len(job.types), job.d, cap, options, job.n_words)
+    warn_of_passes(settings, job, groups, cap)
+    log.info(
+        "whole-model: sums %.1f MB per pass (budget %s) in %d pass(es) of layers %s",
+        state_bytes(len(groups[0]), len(job.types), job.d, options, job.n_words) / 1e6,
+        "none" if cap == float("inf") else f"{cap / 1e6:.0f} MB",
+        len(groups),
+        ", ".join(f"{g.start}–{g.stop - 1}" for g in groups),
+    )
+    return accumulate_groups(job, padded, groups, settings, sampled), len(groups)
 
 
 def sum_names(options: GeometryOptions) -> list[str]:

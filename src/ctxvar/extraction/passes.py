@@ -27,43 +27,58 @@ def accumulate_groups(
     :class:`ctxvar.extraction.extract.ShardRun` (its ``n_layers``, ``types``, ``d``, ``device``, ``n_words`` and
     ``run``, and what :func:`layer_words` reads)."""
     for layers in groups:
-        sums = EmbeddingSums(
-            layers,
-            job.n_layers,
-            len(job.types),
-            job.d,
-            job.device,
-            settings.geometry,
-            sampled["tokens"] if sampled else None,
-            job.n_words or 0,
-        )
+        sums = job_sums(job, layers, settings, sampled)
         job.run(sums, settings, padded)
-        if not sums.all_finite():
-            raise StatisticsError(
-                f"model {settings.model['id']!r}: hidden states contain NaN or Inf with dtype {settings.dtype}; "
-                "nothing was written: "
-                + (
-                    "fp16 overflow is common, use dtype: float32 or bfloat16"
-                    if settings.dtype == "float16"
-                    else f"the model's weights hold NaN or Inf, or values that overflow {settings.dtype}: "
-                    "check and restore them"
-                )
-            )
-        outer = sums.moments.to_numpy() if sums.moments is not None else None
-        layer_values = {name: to_host(total) for name, (_, total) in sums.layer_sums.items()}
-        points = sums.sample.to_numpy() if sums.sample is not None else None
-        words = layer_words(sums, job) if sums.words is not None else None
-        layers = [
-            (
-                layer,
-                (outer[i] if outer is not None else None, {name: values[i] for name, values in layer_values.items()}),
-                points[i] if points is not None else None,
-                words[i] if words is not None else None,
-            )
-            for i, layer in enumerate(layer_sums(sums, job.types))
-        ]
+        layers = host_layers(sums, job, settings)
         del sums
         yield layers
+
+
+def job_sums(job, layers, settings: ExtractionSettings, sampled: dict | None) -> EmbeddingSums:
+    """Empty device sums of ``layers`` for ``job`` (its ``n_layers``, ``types``, ``d``, ``device``, ``n_words``),
+    with the sampled positions of :func:`ctxvar.extraction.extract.sample_positions` (None: no sample)."""
+    return EmbeddingSums(
+        layers,
+        job.n_layers,
+        len(job.types),
+        job.d,
+        job.device,
+        settings.geometry,
+        sampled["tokens"] if sampled else None,
+        job.n_words or 0,
+    )
+
+
+def host_layers(sums: EmbeddingSums, job, settings: ExtractionSettings) -> list:
+    """The layers of ``sums``, once every batch is in, as a list of ``(LayerSums, (Σxxᵀ or None, the declared
+    per-layer sums by name), sampled points or None, (LayerWords, LayerSentences) or None)`` in host memory;
+    a :class:`StatisticsError` when a sum is not finite (nothing is written then). ``job``: a
+    :class:`ctxvar.extraction.extract.ShardRun` (its ``types``, and what :func:`layer_words` reads)."""
+    if not sums.all_finite():
+        raise StatisticsError(
+            f"model {settings.model['id']!r}: hidden states contain NaN or Inf with dtype {settings.dtype}; "
+            "nothing was written: "
+            + (
+                "fp16 overflow is common, use dtype: float32 or bfloat16"
+                if settings.dtype == "float16"
+                else f"the model's weights hold NaN or Inf, or values that overflow {settings.dtype}: "
+                "check and restore them"
+            )
+        )
+    outer = sums.moments.to_numpy() if sums.moments is not None else None
+    layer_values = {name: to_host(total) for name, (_, total) in sums.layer_sums.items()}
+    points = sums.sample.to_numpy() if sums.sample is not None else None
+    words = layer_words(sums, job) if sums.words is not None else None
+    layers = [
+        (
+            layer,
+            (outer[i] if outer is not None else None, {name: values[i] for name, values in layer_values.items()}),
+            points[i] if points is not None else None,
+            words[i] if words is not None else None,
+        )
+        for i, layer in enumerate(layer_sums(sums, job.types))
+    ]
+    return layers
 
 
 def run_batches(model, sums: EmbeddingSums, batches: ShardBatches, device, progress: bool) -> None:

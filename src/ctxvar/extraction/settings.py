@@ -24,6 +24,7 @@ class ExtractionSettings:
     )
     geometry: GeometryOptions = field(default_factory=lambda: NO_GEOMETRY)  # sums beyond n, Σx, Σ‖x‖²
     sample_seed: int = 0  # seed of the sample's position hash (geometry.seed)
+    extraction_order: str = "auto"  # auto | layer_major | whole_model (ctxvar.extraction.layer_major)
     threads: int | None = None  # CPU threads for torch; None keeps torch's default
     config_hash: str = ""
     shard: int = 0
@@ -39,6 +40,7 @@ def job_settings(job, config_hash: str = "") -> ExtractionSettings:
         source=job.params.source,
         dtype=job.params.dtype,
         device=job.config["device"],  # not a param: moving to another device must not re-run
+        extraction_order=job.config["extraction_order"],  # not a param either: both orders give the same bits
         merge_markers=job.params.tokens["merge_markers"],
         long_sentences=job.params.tokens["long_sentences"],
         batch_tokens=job.resources.batch_tokens,

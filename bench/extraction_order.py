@@ -1,0 +1,119 @@
+"""Layer-major against whole-model extraction jobs: time and peak memory, and that their sums are the same bits.
+
+    python bench/extraction_order.py                  # gpt2- and bert-shaped models (d = 256, 8 layers), 3 rounds
+    python bench/extraction_order.py --quick          # d = 64, 2 layers, 120 sentences, one round
+    python bench/extraction_order.py --device cuda
+
+Both orders run the same extraction job (``extract_shard``, end to end: model loading, tokenization, the
+passes, the partial file written) on one synthetic shard, with the workflow's default geometry sums
+(config.schema.yaml), each job in a fresh process. A round runs every order of a model once, alternating
+which goes first. Per job: wall seconds, peak resident set (``ru_maxrss``) and, on CUDA, peak device memory
+allocated, and CPU seconds (the process's user + system time: on a shared machine, less sensitive to
+the other processes than wall seconds). The run stops when the two orders' partial files differ. Writes
+``extraction_order.csv`` and ``extraction_order.md`` under ``--out`` (default bench/results).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import steps
+from run import in_fresh_process, write_corpus
+
+from ctxvar.extraction.extract import extract_shard
+from ctxvar.models.random_init import build_random_model
+
+ORDERS = ("layer_major", "whole_model")
+SHAPE = {"hidden_size": 256, "num_layers": 8, "num_heads": 4, "intermediate_size": 1024}
+QUICK_SHAPE = {"hidden_size": 64, "num_layers": 2, "num_heads": 2, "intermediate_size": 128}
+
+
+def job(model_dir: str, shard: str, out: str, device: str, order: str, threads: int) -> dict:
+    """One extraction job with ``extraction_order`` = ``order``; its seconds and peaks."""
+    import dataclasses
+
+    import torch
+
+    torch.set_num_threads(threads)
+    settings = steps.settings_for(model_dir, device, geometry=steps.default_geometry())
+    settings = dataclasses.replace(settings, extraction_order=order)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    extract_shard(shard, out, settings, moments_path=out + ".moments", sample_path=out + ".sample")
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+    return {"seconds": seconds, "cpu_seconds": cpu_seconds, **steps.peaks(device)}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--sentences", type=int, default=None)
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    args = parser.parse_args(argv)
+    shape = QUICK_SHAPE if args.quick else SHAPE
+    sentences = args.sentences or (120 if args.quick else 3000)
+    rounds = args.rounds or (1 if args.quick else 3)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        shard = write_corpus(folder, sentences)
+        texts = pd.read_parquet(folder / "sentences.parquet")["text"].tolist()
+        for arch in ("gpt2", "bert"):
+            model_dir = folder / arch
+            entry = {"id": arch, "arch": arch, **shape, "max_positions": 512, "vocab_size": 8000, "seed": 0}
+            build_random_model(entry, texts, model_dir)
+            for round_ in range(rounds):
+                order = ORDERS if round_ % 2 == 0 else ORDERS[::-1]
+                outs = {name: str(folder / f"{arch}-{name}.parquet") for name in ORDERS}
+                for name in order:
+                    row = in_fresh_process(job, str(model_dir), str(shard), outs[name], args.device, name, args.threads)
+                    rows.append({"model": arch, "order": name, "round": round_, **row})
+                for suffix in ("", ".moments", ".sample"):
+                    if not pq.read_table(outs["layer_major"] + suffix).equals(
+                        pq.read_table(outs["whole_model"] + suffix)
+                    ):
+                        sys.exit(f"{arch}: the layer-major and whole-model files{suffix} differ")
+        kept = len(texts)
+    table = pd.DataFrame(rows)
+    args.out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(args.out / "extraction_order.csv", index=False)
+    summary = table.groupby(["model", "order"]).agg(
+        seconds=("seconds", "median"),
+        seconds_min=("seconds", "min"),
+        seconds_max=("seconds", "max"),
+        cpu_seconds=("cpu_seconds", "median"),
+        cpu_min=("cpu_seconds", "min"),
+        cpu_max=("cpu_seconds", "max"),
+        peak_rss_mb=("peak_rss_mb", "median"),
+    )
+    lines = [
+        "# Layer-major against whole-model extraction",
+        "",
+        f"`python bench/extraction_order.py {' '.join(argv if argv is not None else sys.argv[1:])}` on "
+        f"{platform.machine()} ({args.device}, {args.threads} torch thread(s)): {sentences} sentences "
+        f"({kept} kept), shape {shape}, default geometry, {rounds} round(s), medians (range). "
+        "Both orders gave the same partial files, bit for bit.",
+        "",
+        "| model | order | seconds | CPU seconds | peak RSS MB |",
+        "|---|---|---|---|---|",
+    ]
+    for (model, order), row in summary.iterrows():
+        lines.append(
+            f"| {model} | {order} | {row.seconds:.2f} ({row.seconds_min:.2f}–{row.seconds_max:.2f}) | "
+            f"{row.cpu_seconds:.2f} ({row.cpu_min:.2f}–{row.cpu_max:.2f}) | {row.peak_rss_mb:.0f} |"
+        )
+    (args.out / "extraction_order.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,365 @@
+"""Layer-major extraction: the shard's batches embedded once, then each block of the model over every batch's
+hidden states in turn, each layer's sums finished (and handed on) before the next layer computes.
+
+No per-family code: the blocks are the model's longest ``ModuleList`` (``.layers``, ``.h``, ``.encoder.layer``),
+and each block's call arguments (attention mask from the model's masking helpers, rotary
+``position_embeddings``, ``position_ids``, cache off) are the ones the model's own forward builds. They are
+recorded by running that forward once per batch with every block replaced by a stub that records its arguments
+and returns its input (:func:`recorded_calls`): the embedding and the masks, no block's work. Block 0's input is
+hidden state 0. Hidden state L, the last, is what ``output_hidden_states`` gives: the model's forward is run once
+more per batch with the last block's stub returning the last block's real output (:func:`last_hidden_state`), so
+that the model's own tail (a final norm, a projection, or nothing) makes it.
+
+Hidden state ℓ of a batch is then bitwise the ``output_hidden_states[ℓ]`` of the whole-model forward pass: the
+same modules run on the same tensors with the same arguments. Each job checks this first on a probe (two rows of
+its shortest batch, :func:`probe_mismatch`); a model whose blocks it cannot find, that calls them other than
+once each in order, or whose probe differs, runs the whole-model path (:mod:`ctxvar.extraction.passes`), and the
+log says which and why.
+
+Memory (see :func:`memory_plan`): the model, the shard's hidden states (padded tokens × d in the forward dtype)
+with each batch's recorded arguments, one layer's sums and one batch's transients through one block. Hidden
+states that do not fit the device wait in pinned host memory and move per batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Iterator, NamedTuple
+
+import torch
+from tqdm.auto import tqdm
+
+from ctxvar.errors import DeviceMemoryError, ModelLoadError
+from ctxvar.extraction.budget import activation_bytes, batch_bytes, reserve_bytes, smaller_dtype, state_bytes
+from ctxvar.extraction.passes import forward_options, host_layers, job_sums
+from ctxvar.extraction.settings import ExtractionSettings
+from ctxvar.models import loading
+from ctxvar.models.batching import DeviceBatch, ShardBatches
+
+log = logging.getLogger(__name__)
+
+ORDERS = ("auto", "layer_major", "whole_model")  # config ``extraction_order``
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """The model's blocks: its ``ModuleList`` at ``name``."""
+
+    name: str
+    modules: torch.nn.ModuleList
+
+
+class BlockCall(NamedTuple):
+    """A block's call arguments besides its input hidden states (positional ``args`` after it, ``kwargs``)."""
+
+    args: tuple
+    kwargs: dict
+
+
+class Unrecognised(Exception):
+    """The model's layout is not one the driver can run block by block; the message says why."""
+
+
+def find_blocks(model: torch.nn.Module) -> Blocks:
+    """The model's longest ``ModuleList`` (the first of the longest), which must hold ``num_hidden_layers``
+    modules; else :class:`Unrecognised`."""
+    lists = [(name, module) for name, module in model.named_modules() if isinstance(module, torch.nn.ModuleList)]
+    if not lists:
+        raise Unrecognised(f"{type(model).__name__} has no ModuleList of blocks")
+    name, modules = max(lists, key=lambda item: len(item[1]))
+    expected = getattr(model.config, "num_hidden_layers", None)
+    if len(modules) != expected:
+        raise Unrecognised(
+            f"{type(model).__name__}'s longest ModuleList {name!r} has {len(modules)} modules, its config "
+            f"{expected} hidden layers"
+        )
+    return Blocks(name, modules)
+
+
+def _split_input(args: tuple, kwargs: dict) -> tuple[torch.Tensor, BlockCall]:
+    """A block call's input hidden states (first positional, else ``hidden_states=``) and the rest."""
+    if args:
+        return args[0], BlockCall(args[1:], kwargs)
+    rest = dict(kwargs)
+    return rest.pop("hidden_states"), BlockCall((), rest)
+
+
+@contextlib.contextmanager
+def _stubbed(blocks: Blocks, forward_of):
+    """Within the block, block i's ``forward`` is ``forward_of(i)`` (the module's hooks still run around it);
+    after it, what it was (a wrapper set on the instance, as accelerate's hooks set one, is put back)."""
+    own = [block.__dict__.get("forward") for block in blocks.modules]
+    for index, block in enumerate(blocks.modules):
+        block.forward = forward_of(index)
+    try:
+        yield
+    finally:
+        for block, forward in zip(blocks.modules, own):
+            if forward is None:
+                del block.forward
+            else:
+                block.forward = forward
+
+
+def recorded_calls(model, blocks: Blocks, batch: DeviceBatch, options: dict) -> tuple[torch.Tensor, list[BlockCall]]:
+    """Hidden state 0 of ``batch`` (block 0's input) and every block's :class:`BlockCall`, as the model's forward
+    builds them, with no block's work done. :class:`Unrecognised` unless each block is called once, in order."""
+    calls: list[tuple[int, torch.Tensor, BlockCall]] = []
+
+    def recorder(index: int):
+        def forward(*args, **kwargs):
+            hidden, call = _split_input(args, kwargs)
+            calls.append((index, hidden, call))
+            return hidden
+
+        return forward
+
+    with _stubbed(blocks, recorder):
+        model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, **options)
+    order = [index for index, _, _ in calls]
+    if order != list(range(len(blocks.modules))):
+        raise Unrecognised(
+            f"{type(model).__name__}'s forward calls its blocks {blocks.name!r} in the order {order[:8]}, "
+            "not once each in turn"
+        )
+    return calls[0][1], [call for _, _, call in calls]
+
+
+def run_block(block: torch.nn.Module, hidden: torch.Tensor, call: BlockCall) -> torch.Tensor:
+    """``block``'s output hidden states for input ``hidden``; :class:`Unrecognised` when it returns anything else."""
+    output = block(hidden, *call.args, **call.kwargs)
+    if not isinstance(output, torch.Tensor):
+        raise Unrecognised(f"block {type(block).__name__} returns {type(output).__name__}, not a tensor")
+    return output
+
+
+def last_hidden_state(model, blocks: Blocks, batch: DeviceBatch, options: dict, output: torch.Tensor) -> torch.Tensor:
+    """The last entry of ``output_hidden_states`` for ``batch`` when the last block returns ``output``: the model's
+    forward with every other block passing its input through (its final norm, if any, then applies)."""
+    last = len(blocks.modules) - 1
+
+    def passing(index: int):
+        def forward(*args, **kwargs):
+            return output if index == last else _split_input(args, kwargs)[0]
+
+        return forward
+
+    with _stubbed(blocks, passing):
+        result = model(
+            input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=True, **options
+        )
+    return result.hidden_states[-1]
+
+
+def batch_states(model, blocks: Blocks, batch: DeviceBatch, options: dict) -> list[torch.Tensor]:
+    """Every hidden state of ``batch``, block by block (:func:`recorded_calls`, :func:`run_block`,
+    :func:`last_hidden_state`)."""
+    hidden, calls = recorded_calls(model, blocks, batch, options)
+    states = [hidden]
+    for block, call in zip(blocks.modules, calls):
+        states.append(run_block(block, states[-1], call))
+    states[-1] = last_hidden_state(model, blocks, batch, options, states[-1])
+    return states
+
+
+def probe_mismatch(model, blocks: Blocks, batch: DeviceBatch) -> str | None:
+    """None when :func:`batch_states` of ``batch`` equal the whole-model ``output_hidden_states`` bit for bit;
+    else what differs."""
+    options = forward_options(model)
+    with torch.inference_mode():
+        whole = model(
+            input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=True, **options
+        ).hidden_states
+        try:
+            states = batch_states(model, blocks, batch, options)
+        except Unrecognised as error:
+            return str(error)
+    if whole is None or len(whole) != len(states):
+        return f"the whole model gives {None if whole is None else len(whole)} hidden states, the blocks {len(states)}"
+    for layer, (expected, got) in enumerate(zip(whole, states)):
+        if not _same_bits(expected, got):
+            return f"hidden state {layer} of a probe differs from the whole model's"
+    return None
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+
+
+def probe_batch(batches: list[DeviceBatch]) -> DeviceBatch:
+    """Two rows of the shortest (last) batch: the probe of :func:`probe_mismatch`."""
+    last = batches[-1]
+    return DeviceBatch(last.input_ids[:2], last.attention_mask[:2], None, None)
+
+
+def choose_blocks(model, batches: list[DeviceBatch], order: str, model_id: str) -> Blocks | None:
+    """The blocks to run layer-major, or None for the whole-model path: ``order`` (config ``extraction_order``)
+    ``whole_model``, or ``auto`` with a layout :func:`find_blocks` and :func:`probe_mismatch` refuse (logged with
+    the reason). ``layer_major`` with such a layout is a :class:`ctxvar.errors.ModelLoadError`."""
+    if order == "whole_model" or not batches:
+        return None
+    try:
+        blocks = find_blocks(model)
+        mismatch = probe_mismatch(model, blocks, probe_batch(batches))
+        if mismatch:
+            raise Unrecognised(f"layer by layer, {mismatch}")
+    except Unrecognised as error:
+        if order == "layer_major":
+            raise ModelLoadError(
+                f"model {model_id!r} cannot run layer-major: {error}; set extraction_order: auto or whole_model"
+            ) from None
+        log.info("model %r runs whole-model, not layer-major: %s", model_id, error)
+        return None
+    return blocks
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Device bytes of a layer-major job (see :func:`memory_plan`); ``free``: the device's free memory with the
+    model loaded, None on a CPU (host memory, no budget)."""
+
+    weights: int
+    block_weights: int
+    hidden_states: int
+    layer_sums: int
+    transients: int
+    free: int | None
+    reserve: int
+    states_on_host: bool
+
+    def describe(self) -> str:
+        gb = 1e9
+        where = "pinned host memory, moved per batch" if self.states_on_host else "the device"
+        free = "host memory, no device budget" if self.free is None else f"{self.free / gb:.2f} GB free"
+        return (
+            f"weights {self.weights / gb:.3f} GB ({self.block_weights / gb:.3f} GB per block), hidden states "
+            f"{self.hidden_states / gb:.3f} GB (on {where}), one layer's sums {self.layer_sums / gb:.3f} GB, "
+            f"transients {self.transients / gb:.3f} GB; {free} once the model is loaded, reserve "
+            f"{self.reserve / gb:.2f} GB"
+        )
+
+
+def memory_plan(settings: ExtractionSettings, job, blocks: Blocks, padded: ShardBatches) -> MemoryPlan:
+    """The device memory of a layer-major job: the model's weights (the largest block's), the shard's hidden
+    states (padded tokens × d in the forward dtype), one layer's sums (:func:`state_bytes` of one layer), one
+    batch's transients through one block (:func:`activation_bytes` with two hidden states, the batch's buffers
+    of :func:`batch_bytes` and the padded batches). On a GPU, a device that cannot hold one layer's sums and one
+    batch's transients beside the model is a :class:`DeviceMemoryError` naming the numbers and the remedy; hidden
+    states that do not fit beside them go to pinned host memory."""
+    element = loading.DTYPES[settings.dtype].itemsize
+    weights = sum(p.numel() * p.element_size() for p in job.model.parameters())
+    block_weights = max(sum(p.numel() * p.element_size() for p in block.parameters()) for block in blocks.modules)
+    padded_tokens = int(padded.grid[-1])
+    width = int(job.encoded.lengths.max()) if len(job.encoded.lengths) else 1
+    tokens = max(settings.batch_tokens, width)
+    hidden = padded_tokens * job.d * element
+    one_layer = state_bytes(1, len(job.types), job.d, settings.geometry, job.n_words)
+    transients = (
+        activation_bytes(job.model.config, 2, job.d, tokens, width, element)
+        + batch_bytes(1, tokens, job.d, settings.geometry)
+        + padded.device_bytes()
+    )
+    if job.device.type != "cuda":
+        return MemoryPlan(weights, block_weights, hidden, one_layer, transients, None, 0, False)
+    free, total = torch.cuda.mem_get_info(job.device)
+    reserve = reserve_bytes(total)
+    room = free - reserve - one_layer - transients
+    if room < 0:
+        raise DeviceMemoryError(
+            f"model {settings.model['id']!r} on {job.device}: {free / 1e9:.2f} GB free once it is loaded "
+            f"({weights / 1e9:.2f} GB of weights, {block_weights / 1e9:.2f} GB per block) cannot hold one layer's "
+            f"sums ({one_layer / 1e9:.2f} GB for {len(job.types)} types at d={job.d}) and one batch of {tokens} "
+            f"tokens through a block ({transients / 1e9:.2f} GB) beside a reserve of {reserve / 1e9:.2f} GB: use "
+            f"{smaller_dtype(settings)}a lower batch_tokens, more shards (fewer types per shard) or a GPU with "
+            "more memory"
+        )
+    return MemoryPlan(weights, block_weights, hidden, one_layer, transients, free, reserve, hidden > room)
+
+
+class HiddenStates:
+    """Each batch's current hidden states: on the device, or (``on_host``) in host memory (pinned when the device
+    is a GPU) moved per batch."""
+
+    def __init__(self, device: torch.device, on_host: bool):
+        self.device, self.on_host = device, on_host
+        self._states: list[torch.Tensor | None] = []
+
+    def append(self, state: torch.Tensor) -> None:
+        self._states.append(None)
+        self[len(self._states) - 1] = state
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        state = self._states[index]
+        return state.to(self.device, non_blocking=True) if self.on_host else state
+
+    def __setitem__(self, index: int, state: torch.Tensor) -> None:
+        if not self.on_host:
+            self._states[index] = state
+            return
+        held = self._states[index]
+        if held is None or held.shape != state.shape:
+            held = torch.empty(state.shape, dtype=state.dtype, pin_memory=self.device.type == "cuda")
+            self._states[index] = held
+        held.copy_(state)
+
+
+def layer_major_sums(
+    job, padded: ShardBatches, blocks: Blocks, settings: ExtractionSettings, plan: MemoryPlan, sampled=None
+) -> Iterator[list]:
+    """Per layer ℓ = 0 … L in order, the :func:`ctxvar.extraction.passes.host_layers` list of that one layer:
+    every batch embedded once, then each block run over every batch's hidden states; one layer's sums on the
+    device at a time. ``job``: a :class:`ctxvar.extraction.extract.ShardRun`."""
+    model, device = job.model, job.device
+    on_device = padded.to(device)
+    options = forward_options(model)
+    states = HiddenStates(device, plan.states_on_host)
+    calls: list[list[BlockCall]] = []
+    hits = None
+    n_blocks = len(blocks.modules)
+    with torch.inference_mode():
+        for batch in on_device:
+            hidden, batch_calls = recorded_calls(model, blocks, batch, options)
+            states.append(hidden)
+            calls.append(batch_calls)
+        log.info("the blocks' recorded call arguments: %.3f GB", argument_bytes(calls) / 1e9)
+        for layer in tqdm(range(n_blocks + 1), desc="layers", unit="layer", disable=not settings.progress):
+            sums = job_sums(job, [layer], settings, sampled)
+            if hits is None:
+                hits = (
+                    sums.sample.locate(padded.tokens, padded.real)
+                    if sums.sample is not None
+                    else [None] * len(on_device)
+                )
+            for b, batch in enumerate(on_device):
+                state = states[b]
+                if layer > 0:
+                    state = run_block(blocks.modules[layer - 1], state, calls[b][layer - 1])
+                    if layer == n_blocks:
+                        state = last_hidden_state(model, blocks, batch, options, state)
+                    else:
+                        states[b] = state
+                words = {"word_index": batch.word_index} if batch.word_index is not None else {}
+                # every index reads this layer's states: the sums read only their own layer's
+                sums.accumulate([state] * job.n_layers, batch.positions, batch.type_index, hits[b], **words)
+                del state
+            finished = host_layers(sums, job, settings)
+            del sums
+            if layer == n_blocks:  # while the last layer is written, the generator holds nothing on the device
+                del model, blocks, states, calls, hidden, batch_calls
+            yield finished
+
+
+def argument_bytes(calls: list[list[BlockCall]]) -> int:
+    """Bytes of the distinct tensors (by storage) among the recorded calls' arguments (masks, rotary tables)."""
+    seen = {}
+    for batch_calls in calls:
+        for call in batch_calls:
+            for value in (*call.args, *call.kwargs.values()):
+                for tensor in value if isinstance(value, (tuple, list)) else (value,):
+                    if isinstance(tensor, torch.Tensor):
+                        seen[tensor.untyped_storage().data_ptr()] = tensor.untyped_storage().nbytes()
+    return sum(seen.values())
