@@ -20,9 +20,9 @@ from ctxvar.stats.geometry import covariance
 
 from workflow_runs import REPO
 
-ROUND_TO_NEAREST_BOUND = 1e-5  # fp32 accumulation that rounds to nearest (a CPU's), and the fp32 product
+ROUND_TO_NEAREST_BOUND = 2e-5  # fp32 accumulation to nearest (a CPU's): the loᵀlo left out, ≲ 1.54e-5, and rounding
 TENSOR_CORE_BOUND = 1e-4  # fp32 accumulation that truncates every addition (the pessimistic tensor-core model)
-UNCENTRED_MISS = 1e-4  # one uncentred bf16 product, fp32 accumulation to nearest, misses by more than this
+UNCENTRED_MISS = 2e-4  # one uncentred bf16 product, fp32 accumulation to nearest, misses by more than this
 BATCHES = (6000, 3000)  # rows: one batch of two chunks, one of one
 D = 64
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -145,10 +145,11 @@ def test_the_budget_counts_the_split_buffers():
 def test_numerics_doc_states_the_bounds_this_file_checks():
     text = " ".join((REPO / "docs" / "numerics.md").read_text().split())
     for claim in (
-        "below 10⁻⁵ of √(C_ii·C_jj)",
+        "below 2·10⁻⁵ of √(C_ii·C_jj)",
         "below 10⁻⁴ under a model of tensor cores",
-        "more than 10⁻⁴",
+        "more than 2·10⁻⁴",
         f"every {SPLIT_CHUNK_ROWS:,} rows",
+        f"≈ {(1 + 2**-8) ** 2 * 2**-16 * 1e5:.2f}·10⁻⁵",  # the loᵀlo bound: |lo| ≤ (1 + u)·u·|y|, u = 2⁻⁸
     ):
         assert claim in text, claim
-    assert (ROUND_TO_NEAREST_BOUND, TENSOR_CORE_BOUND, UNCENTRED_MISS) == (1e-5, 1e-4, 1e-4)
+    assert (ROUND_TO_NEAREST_BOUND, TENSOR_CORE_BOUND, UNCENTRED_MISS) == (2e-5, 1e-4, 2e-4)
