@@ -64,6 +64,7 @@ class GeometryOptions:
 
 NO_GEOMETRY = GeometryOptions()
 CPU_CHUNK_ROWS = 256  # float64 rows per step on a CPU: a chunk's 1.5 MB (d = 768) stays in cache
+SPLIT_CHUNK_ROWS = 4096  # rows per fp32 product of the split Σxxᵀ before it is added into float64
 
 
 def gram_block(d: int) -> int:
@@ -92,7 +93,8 @@ class EmbeddingSums:
     Gathers each batch's real-token rows one layer at a time into a reused buffer
     and adds them, as float64, to every part. Nothing here synchronises with the
     host. ``n_hidden`` is the model's number of hidden states;
-    ``sample_tokens`` the shard token indices of the sampled points (slot order).
+    ``sample_tokens`` the shard token indices of the sampled points (slot order);
+    ``forward_dtype`` the model's, which picks the product of Σxxᵀ (:func:`splits_gram`).
     """
 
     def __init__(
@@ -105,12 +107,14 @@ class EmbeddingSums:
         options: GeometryOptions = NO_GEOMETRY,
         sample_tokens: np.ndarray | None = None,
         n_words: int = 0,
+        forward_dtype: torch.dtype = torch.float32,
     ):
         self.layers, self.n_hidden, self.d = list(layers), n_hidden, d
         n_layers = len(self.layers)
         self.types = TypeSums(n_layers, n_types, d, device, kept_sums(options))
         self.words = WordSums(n_layers, n_words, d, device) if options.ethayarajh else None
-        self.moments = SecondMoments(n_layers, d, device) if options.covariance else None
+        split = splits_gram(forward_dtype, device)
+        self.moments = SecondMoments(n_layers, d, device, split) if options.covariance else None
         self.layer_sums = {  # the declared per-layer sums kept: (L, d) or (L,) each
             item.name: (
                 item,
@@ -163,7 +167,7 @@ class EmbeddingSums:
             if self.sample is not None and sample_hits is not None:
                 self.sample.add(i, states, positions, *sample_hits)
             if points is not None:
-                self.moments.add(i, points.float())  # centred in place: the gather is not read again
+                self.moments.add(i, points)  # fp32 rows are centred in place: the gather is not read again
 
     def _gather_rows(self, states: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Rows ``positions`` of ``states`` (B·T, d), in a reused buffer (forward dtype) grown as needed: fresh rows
@@ -268,36 +272,74 @@ class TypeSums:
 class SecondMoments:
     """Σxxᵀ per layer, (L, d, d) float64.
 
-    Per batch and layer, with c the batch's mean rounded to fp32 and y = x − c in
-    fp32 (the forward pass's own precision), Σxxᵀ = Σyyᵀ + c(Σx)ᵀ + (Σx − N·c)cᵀ.
-    The product Σyyᵀ is taken in fp32 (half the cost of fp64 on a CPU, a 32nd to
-    a 64th on consumer GPUs), for the block rows of its upper triangle only (the
-    blocks below are mirrored in :meth:`to_numpy`); centring makes its rounding
-    relative to the batch's spread, not to ‖mean‖², and the rank-one terms and
-    the sum over batches are float64. Batches are the same whatever the
-    sharding, so merged shards give the one-shard sums up to float64 rounding.
+    Per batch and layer, with c the batch's mean rounded and y = x − c in fp32,
+    Σxxᵀ = Σyyᵀ + c(Σx)ᵀ + (Σx − N·c)cᵀ; the rank-one terms and the sum over
+    batches are float64, and centring makes the rounding of Σyyᵀ relative to the
+    batch's spread, not to ‖mean‖². Σyyᵀ is taken for the block rows of its upper
+    triangle only (the blocks below are mirrored in :meth:`to_numpy`), either
+
+    - as one fp32 product (c rounded to fp32; the forward pass's own precision, half the
+      cost of fp64 on a CPU, a 32nd to a 64th on consumer GPUs), or, with ``split``,
+    - on tensor cores (:func:`splits_gram`): c rounded to bf16, so that y is exact in
+      fp32 for bf16 rows; y split into bf16 parts hi = bf16(y), lo = bf16(y − hi); per
+      chunk of at most :data:`SPLIT_CHUNK_ROWS` rows, hiᵀhi + hiᵀlo + loᵀhi as one
+      product with fp32 accumulation (one bf16 product of the rows [hi, hi, lo] by
+      [hi, lo, hi]), added into float64. The omitted loᵀlo and the fp32 accumulation
+      leave the covariance within the bound of ``docs/numerics.md``.
+
+    Batches are the same whatever the sharding, so merged shards give the one-shard
+    sums up to float64 rounding.
     """
 
-    def __init__(self, n_layers: int, d: int, device: torch.device):
+    def __init__(self, n_layers: int, d: int, device: torch.device, split: bool = False):
         self.outer = torch.zeros(
             n_layers, d, d, dtype=torch.float64, device=device
         )  # valid on and above the diagonal blocks
         self._block = gram_block(d)
+        self.split = split
+        self._parts: torch.Tensor | None = None  # (4·C, d) bf16: a chunk's hi, hi, lo, hi (split)
+        self._centred: torch.Tensor | None = None  # (C, d) fp32: a chunk's y, then y − hi (split)
 
     def add(self, layer: int, points: torch.Tensor) -> None:
-        """``points``: (N, d) fp32 rows of the batch for row block ``layer``, centred in place."""
-        if points.shape[0] == 0:
+        """``points``: (N, d) rows of the batch for row block ``layer`` as the forward gives them; fp32 rows are
+        centred in place (the fp32 product)."""
+        n_rows = points.shape[0]
+        if n_rows == 0:
             return
         total = column_sums(points)
-        centre = (total / points.shape[0]).float()
-        points.sub_(centre)
         outer = self.outer[layer]
-        for start in range(0, outer.shape[0], self._block):
-            outer[start : start + self._block, start:].add_(
-                points[:, start : start + self._block].T @ points[:, start:]
-            )
+        if self.split:
+            centre = (total / n_rows).bfloat16()
+            for start in range(0, n_rows, SPLIT_CHUNK_ROWS):
+                self._add_split(outer, points[start : start + SPLIT_CHUNK_ROWS], centre.float())
+        else:
+            centre = (total / n_rows).float()
+            points = points.float().sub_(centre)
+            for start in range(0, outer.shape[0], self._block):
+                outer[start : start + self._block, start:].add_(
+                    points[:, start : start + self._block].T @ points[:, start:]
+                )
         centre = centre.double()
-        outer.addr_(centre, total).addr_(total - points.shape[0] * centre, centre)
+        outer.addr_(centre, total).addr_(total - n_rows * centre, centre)
+
+    def _add_split(self, outer: torch.Tensor, points: torch.Tensor, centre: torch.Tensor) -> None:
+        """Add hiᵀhi + hiᵀlo + loᵀhi of the rows ``points`` (≤ SPLIT_CHUNK_ROWS) centred on ``centre`` (fp32)."""
+        n, d = points.shape
+        if self._centred is None or self._centred.shape[0] < n:  # grown to the largest chunk, then reused
+            self._parts = torch.empty(4 * n, d, dtype=torch.bfloat16, device=points.device)
+            self._centred = torch.empty(n, d, dtype=torch.float32, device=points.device)
+        parts, centred = self._parts[: 4 * n], self._centred[:n]
+        torch.sub(points, centre, out=centred)
+        parts[:n].copy_(centred)  # hi
+        centred.sub_(parts[:n])  # y − hi, exact in fp32
+        parts[2 * n : 3 * n].copy_(centred)  # lo
+        parts[n : 2 * n].copy_(parts[:n])
+        parts[3 * n :].copy_(parts[:n])
+        left, right = parts[: 3 * n], parts[n:]  # [hi, hi, lo] and [hi, lo, hi]
+        for start in range(0, d, self._block):
+            outer[start : start + self._block, start:].add_(
+                bf16_product(left[:, start : start + self._block], right[:, start:])
+            )
 
     def to_numpy(self) -> np.ndarray:
         """Σxxᵀ (L, d, d), the blocks below the diagonal blocks mirrored from above."""
@@ -306,6 +348,26 @@ class SecondMoments:
             stop = start + self._block
             outer[:, stop:, start:stop] = outer[:, start:stop, stop:].transpose(0, 2, 1)
         return outer
+
+
+def splits_gram(forward_dtype: torch.dtype, device: torch.device) -> bool:
+    """Whether :class:`SecondMoments` of a ``forward_dtype`` model on ``device`` takes the split product: bf16 and
+    fp16 models on a CUDA device whose torch multiplies bf16 into fp32 (``torch.mm``'s ``out_dtype``, torch ≥ 2.8).
+    fp32 models keep the fp32 product (split TF32 products can exceed their forward pass's own rounding), and so do
+    CPUs, which have no faster product than fp32's."""
+    return (
+        forward_dtype in (torch.bfloat16, torch.float16)
+        and device.type == "cuda"
+        and "dtype" in torch.ops.aten.mm.overloads()
+    )
+
+
+def bf16_product(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+    """leftᵀ right (fp32) of bf16 ``left`` (K, m) and ``right`` (K, n), accumulated in fp32: on tensor cores on a
+    CUDA device; elsewhere as the fp32 product of the same values (each product of two bf16 is exact in fp32)."""
+    if left.device.type == "cuda":
+        return torch.mm(left.T, right, out_dtype=torch.float32)
+    return left.T.float() @ right.float()
 
 
 class PointSample:

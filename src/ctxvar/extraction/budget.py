@@ -24,10 +24,13 @@ output included), U distinct types in the shard, width d and a batch of N real t
            + C · d · 8                        their unit rows              (a declared sum reads them: cosine)
            + C · d · 8                        each declared per-layer d-vector sum's values
            + 4 · d · ⌈d/4⌉                    a block row of one layer's fp32 Gram matrix (covariance)
+           + 12 · d · min(N, S)               a chunk of the split Gram product: its rows centred in fp32 and
+                                              their bf16 parts (covariance of a bf16 or fp16 model on a GPU)
            + 16 · N · d + 24 · N              per-sentence Σx, Σu and indices (ethayarajh)
            + 8 · N · d                        unit rows (ethayarajh without cosine)
 
-with C = :data:`~ctxvar.extraction.accumulator.CPU_CHUNK_ROWS` on a CPU and N on a GPU, plus the model and its
+with C = :data:`~ctxvar.extraction.accumulator.CPU_CHUNK_ROWS` on a CPU and N on a GPU,
+S = :data:`~ctxvar.extraction.accumulator.SPLIT_CHUNK_ROWS`, plus the model and its
 activations for the padded batch. The batch term is bounded by the token budget. The state is bounded by a
 cap: when all L layers do not fit, :func:`layer_groups` splits them into groups that do, and the job runs its
 forward pass once per group (the same batches each time, so the sums are bitwise those of a single pass).
@@ -40,7 +43,7 @@ import logging
 import torch
 
 from ctxvar.errors import DeviceMemoryError, StatisticsError
-from ctxvar.extraction.accumulator import NO_GEOMETRY, GeometryOptions, gram_block
+from ctxvar.extraction.accumulator import NO_GEOMETRY, SPLIT_CHUNK_ROWS, GeometryOptions, gram_block, splits_gram
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.word_sums import word_batch_bytes, word_sums_bytes
 from ctxvar.models import loading
@@ -68,15 +71,18 @@ def state_bytes(
     return int(8 * (n_types * per_type + n_layers * per_layer) + words)
 
 
-def batch_bytes(n_layers: int, n_tokens: int, d: int, options: GeometryOptions = NO_GEOMETRY) -> int:
+def batch_bytes(
+    n_layers: int, n_tokens: int, d: int, options: GeometryOptions = NO_GEOMETRY, split: bool = False
+) -> int:
     """Device memory for one batch's rows beyond the state, whatever the number of layers (one at a time); an
     upper bound on a CPU, where the float64 rows (and, without covariance, the gathered rows) are chunks of
-    CPU_CHUNK_ROWS."""
+    CPU_CHUNK_ROWS. ``split``: Σxxᵀ is the split product (:func:`ctxvar.extraction.accumulator.splits_gram`)."""
     unit_rows = any(item.unit_rows for item in kept_sums(options))
     layer_values = sum(item.vector for item in kept_layer_sums(options))  # a (C, d) float64 of values each
     return (
         n_tokens * d * (8 * ((2 if unit_rows else 1) + layer_values) + 4)
         + (4 * d * gram_block(d) if options.covariance else 0)
+        + (12 * d * min(n_tokens, SPLIT_CHUNK_ROWS) if options.covariance and split else 0)
         + (word_batch_bytes(n_tokens, d, unit_rows) if options.ethayarajh else 0)
     )
 
@@ -165,7 +171,8 @@ def state_cap_bytes(settings: ExtractionSettings, job, padded) -> float:
     tokens = max(settings.batch_tokens, width)
     element_bytes = loading.DTYPES[settings.dtype].itemsize
     activations = activation_bytes(job.model.config, job.n_layers, job.d, tokens, width, element_bytes)
-    buffers = batch_bytes(job.n_layers, tokens, job.d, settings.geometry) + padded.device_bytes()
+    split = splits_gram(loading.DTYPES[settings.dtype], job.device)
+    buffers = batch_bytes(job.n_layers, tokens, job.d, settings.geometry, split) + padded.device_bytes()
     budget = state_budget_bytes(free, total, activations, buffers)
     one_layer = state_bytes(1, len(job.types), job.d, settings.geometry, job.n_words)
     if budget < one_layer:

@@ -32,6 +32,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ctxvar.errors import DeviceMemoryError, ModelLoadError
+from ctxvar.extraction.accumulator import splits_gram
 from ctxvar.extraction.budget import activation_bytes, batch_bytes, reserve_bytes, smaller_dtype, state_bytes
 from ctxvar.extraction.passes import forward_options, host_layers, job_sums
 from ctxvar.extraction.settings import ExtractionSettings
@@ -260,7 +261,7 @@ def memory_plan(settings: ExtractionSettings, job, blocks: Blocks, padded: Shard
     one_layer = state_bytes(1, len(job.types), job.d, settings.geometry, job.n_words)
     transients = (
         activation_bytes(job.model.config, 2, job.d, tokens, width, element)
-        + batch_bytes(1, tokens, job.d, settings.geometry)
+        + batch_bytes(1, tokens, job.d, settings.geometry, splits_gram(loading.DTYPES[settings.dtype], job.device))
         + padded.device_bytes()
     )
     if job.device.type != "cuda":

@@ -13,6 +13,7 @@ from ctxvar.errors import ModelLoadError, StatisticsError
 from ctxvar.extraction.accumulator import EmbeddingSums
 from ctxvar.extraction.host_copy import to_host
 from ctxvar.extraction.settings import ExtractionSettings
+from ctxvar.models import loading
 from ctxvar.models.batching import ShardBatches
 from ctxvar.stats.sums import LayerSums
 from ctxvar.stats.word_files import LayerSentences, LayerWords
@@ -46,6 +47,7 @@ def job_sums(job, layers, settings: ExtractionSettings, sampled: dict | None) ->
         settings.geometry,
         sampled["tokens"] if sampled else None,
         job.n_words or 0,
+        loading.DTYPES[settings.dtype],
     )
 
 
