@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ctxvar.config import built_in_run, revision_of
+from ctxvar.config import built_in_run, load_revision, revision_of
 from ctxvar.extraction import devices
 from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.budget import layer_groups, state_bytes, state_cap_bytes, warn_of_passes
@@ -61,7 +61,7 @@ class ShardRun:
     batches: list[np.ndarray]
     n_layers: int
     d: int
-    weights_hash: Future | None  # of the SHA-256 of the weights as loaded (see hashing.weights_sha256)
+    weights_hash: Future | None  # of the SHA-256 of the weight files loaded (see hashing.weights_sha256)
     marker: str | None  # the word-boundary marker type keys strip (tokens.type_marker), None: none
     word_ids: np.ndarray | None = None  # (W,) the shard's inner raw token ids, sorted (geometry.ethayarajh)
     word_index: np.ndarray | None = None  # (tokens,) index into word_ids, −1 for boundary tokens
@@ -112,7 +112,11 @@ def loaded_shard(shard_path, settings: ExtractionSettings, device: torch.device,
     encoding = background.submit(encode, tokenizer, texts)
     model = loading.load_model(settings.model, settings.source, settings.dtype, device)
     loading.check_tokenizer_fits(tokenizer, model, settings.model, settings.source)
-    weights_hash = background.submit(hashing.weights_sha256, model) if hash_weights else None
+    if hash_weights:  # from the files just loaded, not the model's tensors
+        files = hashing.weight_files(settings.source, load_revision(settings.model), model)
+        weights_hash = background.submit(hashing.weights_sha256, files)
+    else:
+        weights_hash = None
     background.shutdown(wait=False)
     encoded, source_row, long_counts = fit_to_positions(
         encoding.result(), loading.max_positions(model.config), settings
