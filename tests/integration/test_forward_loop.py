@@ -54,7 +54,7 @@ def test_the_first_forward_pass_does_not_wait_for_the_weights_hash(tmp_path, mon
         hook.remove()
     assert hash_saw == ["a forward pass"]
     model = models.load_model({"id": "tiny"}, tiny_models["gpt2"], "float32", torch.device(TEST_DEVICE))
-    expected = hash_weights(hashing.weight_files(tiny_models["gpt2"], "main", model))
+    expected = hash_weights(hashing.weight_files({"id": "m"}, tiny_models["gpt2"], model))
     assert metadata["weights_sha256"] == read_metadata(tmp_path / "partial.parquet")["weights_sha256"] == expected
 
 

@@ -44,7 +44,7 @@ def copy_model(source: str, target: Path) -> Path:
 
 
 def weights_hash(folder: Path, model) -> str:
-    return hashing.weights_sha256(hashing.weight_files(str(folder), "main", model))
+    return hashing.weights_sha256(hashing.weight_files({"id": "m"}, str(folder), model))
 
 
 def head_checkpoint(tiny_models, arch: str, target: Path) -> Path:

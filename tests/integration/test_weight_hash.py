@@ -34,7 +34,7 @@ def copy_model(source: str, target: Path) -> Path:
 
 def files_hash(folder: Path, dtype: str = "float32") -> str:
     model = loading.load_model({"id": "m"}, str(folder), dtype, CPU)
-    return hashing.weights_sha256(hashing.weight_files(str(folder), "main", model))
+    return hashing.weights_sha256(hashing.weight_files({"id": "m"}, str(folder), model))
 
 
 def flip_weight_byte(path: Path, name: str | None = None) -> str:
@@ -80,7 +80,7 @@ def test_the_hash_is_the_documented_digest_of_the_file_tensors_in_any_dtype(tiny
     expected = hashlib.sha256("".join(lines).encode()).hexdigest()
     assert files_hash(path.parent, "bfloat16") == files_hash(path.parent, "float32") == expected
     assert "dtype" in MUST_MATCH
-    fed = hashing.WeightsDigest()  # as a reader that loads tensor by tensor feeds it, in another order
+    fed = hashing.WeightsDigest("model 'm'")  # as a reader that loads tensor by tensor feeds it, in another order
     with safe_open(path, "pt") as weights:
         for name in sorted(weights.keys(), reverse=True):
             fed.add_tensor(name, weights.get_tensor(name), str(path))
@@ -107,7 +107,7 @@ def test_a_bin_beside_the_safetensors_is_neither_loaded_nor_hashed(tmp_path, tin
     tensors = {name: tensor + 1 for name, tensor in load_file(folder / "model.safetensors").items()}
     torch.save(tensors, folder / "pytorch_model.bin")
     model = loading.load_model({"id": "m"}, str(folder), "float32", CPU)
-    assert [f.path for f in hashing.weight_files(str(folder), "main", model)] == [str(folder / "model.safetensors")]
+    assert hashing.weight_files({"id": "m"}, str(folder), model).paths == (str(folder / "model.safetensors"),)
     assert files_hash(folder) == before
 
 
@@ -121,10 +121,12 @@ def test_the_file_config_json_names_is_the_one_hashed(tmp_path, tiny_models):
     model = loading.load_model({"id": "m"}, str(folder), "float32", CPU)
     name = "embeddings.word_embeddings.weight"
     assert torch.equal(model.state_dict()[name], tensors[name] * 2), "transformers loaded other.safetensors"
-    files = hashing.weight_files(str(folder), "main", model)
-    assert [f.path for f in files] == [str(folder / "other.safetensors")]
+    files = hashing.weight_files({"id": "m"}, str(folder), model)
+    assert list(files.paths) == [str(folder / "other.safetensors")]
     flip_weight_byte(folder / "model.safetensors")
-    assert hashing.weights_sha256(hashing.weight_files(str(folder), "main", model)) == hashing.weights_sha256(files)
+    assert hashing.weights_sha256(hashing.weight_files({"id": "m"}, str(folder), model)) == hashing.weights_sha256(
+        files
+    )
 
 
 def test_the_hub_cache_snapshot_of_the_loaded_commit_is_hashed(tmp_path, tiny_models, monkeypatch):
@@ -143,8 +145,8 @@ def test_the_hub_cache_snapshot_of_the_loaded_commit_is_hashed(tmp_path, tiny_mo
     (repo / "refs" / "main").write_text(commit)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     model = loading.load_model({"id": "m"}, tiny_models["gpt2"], "float32", CPU)
-    files = hashing.weight_files("org/tiny", "main", model)
-    assert [f.path for f in files] == [str(snapshot / "model.safetensors")]
+    files = hashing.weight_files({"id": "m"}, "org/tiny", model)
+    assert list(files.paths) == [str(snapshot / "model.safetensors")]
     assert hashing.weights_sha256(files) == files_hash(Path(tiny_models["gpt2"]))
 
 
@@ -158,17 +160,23 @@ def test_a_tensor_held_twice_with_other_values_is_refused(tmp_path, tiny_models)
     moved = load_file(second)
     name = next(iter(load_file(first)))
     save_file({**moved, name: load_file(first)[name] + 1}, second, {"format": "pt"})
-    with pytest.raises(ModelLoadError, match=f"tensor {name} twice with other values") as error:
-        hashing.weights_sha256(hashing.weight_files(str(folder), "main", model))
+    with pytest.raises(
+        ModelLoadError,
+        match=f"^model 'm' \\({folder}\\): the weight files hold the tensor {name} twice with other values",
+    ) as error:
+        hashing.weights_sha256(hashing.weight_files({"id": "m"}, str(folder), model))
     one_line(error)
 
 
 def test_a_file_changed_after_loading_is_refused_not_hashed(tmp_path, tiny_models):
     folder = copy_model(tiny_models["gpt2"], tmp_path / "m")
     model = loading.load_model({"id": "m"}, str(folder), "float32", CPU)
-    files = hashing.weight_files(str(folder), "main", model)
+    files = hashing.weight_files({"id": "m"}, str(folder), model)
     flip_weight_byte(folder / "model.safetensors")
-    with pytest.raises(ModelLoadError, match="model.safetensors was replaced or written to after the job") as error:
+    with pytest.raises(
+        ModelLoadError,
+        match=f"^model 'm' \\({folder}\\): {folder}/model.safetensors was replaced or written to after the job",
+    ) as error:
         hashing.weights_sha256(files)
     one_line(error)
 
@@ -179,7 +187,7 @@ def test_files_that_cannot_hold_the_model_are_refused(tiny_models):
     models = {arch: loading.load_model({"id": "m"}, tiny_models[arch], "float32", CPU) for arch in ("bert", "gpt2")}
     smaller, bigger = sorted(models, key=lambda arch: sum(p.numel() for p in models[arch].parameters()))
     with pytest.raises(ModelLoadError, match="fewer than the .* of the model loaded from them") as error:
-        hashing.weight_files(tiny_models[smaller], "main", models[bigger])
+        hashing.weight_files({"id": "m"}, tiny_models[smaller], models[bigger])
     one_line(error)
 
 

@@ -183,7 +183,7 @@ def test_the_converted_smollm_loads_through_ctxvar_as_a_whole_byte_level_decoder
     assert model.config.hidden_size == 576 and ends_in_final_norm(model)
     assert word_marker(tokenizer) == "Ġ"
     assert tokenizer.convert_ids_to_tokens(list(boundary_tokens(tokenizer))) == ["<|im_start|>", "<|im_end|>"]
-    assert len(weights_sha256(weight_files(str(folder), "main", model))) == 64
+    assert len(weights_sha256(weight_files(entry, str(folder), model))) == 64
     # The dequantized model is a working language model: it completes a fact any 135M model knows.
     with_head, report = load_with_head(entry, str(folder), "float32")
     assert not report["missing_keys"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ctxvar.config import built_in_run, load_revision, revision_of
+from ctxvar.config import built_in_run, revision_of
 from ctxvar.extraction import devices
 from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.budget import layer_groups, state_bytes, state_cap_bytes, warn_of_passes
@@ -113,8 +113,8 @@ def loaded_shard(shard_path, settings: ExtractionSettings, device: torch.device,
     model = loading.load_model(settings.model, settings.source, settings.dtype, device)
     loading.check_tokenizer_fits(tokenizer, model, settings.model, settings.source)
     if hash_weights:  # from the files just loaded, not the model's tensors
-        files = hashing.weight_files(settings.source, load_revision(settings.model), model)
-        weights_hash = background.submit(hashing.weights_sha256, files)
+        weight_files = hashing.weight_files(settings.model, settings.source, model)
+        weights_hash = background.submit(hashing.weights_sha256, weight_files)
     else:
         weights_hash = None
     background.shutdown(wait=False)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ctxvar.config import load_revision
 from ctxvar.errors import ModelLoadError
 from ctxvar.models import hub
 from ctxvar.models.completeness import REFETCH, SHARD_INDEX, SINGLE_FILE
@@ -50,7 +51,8 @@ class WeightsDigest:
     feed them as it reads them (:meth:`add_tensor`). A name given twice must come with the same dtype, shape and
     bytes (transformers would keep one of two different copies without a word)."""
 
-    def __init__(self) -> None:
+    def __init__(self, what: str) -> None:
+        self.what = what  # the model, as errors name it: model 'id' (source)
         self.tensors: dict[str, tuple[str, str, str, str]] = {}  # name → (dtype, shape, digest, where)
 
     def add(self, name: str, dtype: str, shape, pieces, where: str) -> None:
@@ -63,9 +65,9 @@ class WeightsDigest:
         held = self.tensors.setdefault(name, entry)
         if held[:3] != entry[:3]:
             raise ModelLoadError(
-                f"the weight files hold the tensor {name} twice with other values ({held[3]}, {where}), and "
-                f"transformers loads one of the copies without a word; a file of another save is among them: "
-                f"restore the files ({REFETCH})"
+                f"{self.what}: the weight files hold the tensor {name} twice with other values ({held[3]}, "
+                f"{where}), and transformers loads one of the copies without a word; a file of another save is among "
+                f"them: restore the files ({REFETCH})"
             )
 
     def add_tensor(self, name: str, tensor: torch.Tensor, where: str) -> None:
@@ -84,15 +86,16 @@ class WeightsDigest:
 
 
 @dataclass(frozen=True)
-class WeightFile:
-    """A weight file the model was loaded from, with what ``os.stat`` said of it once the model was loaded."""
+class WeightFiles:
+    """The weight files a model was loaded from, with what ``os.stat`` said of each once it was loaded."""
 
-    path: str
-    state: tuple[int, ...]  # device, inode, size, mtime_ns, ctime_ns
+    what: str  # the model, as errors name it: model 'id' (source)
+    paths: tuple[str, ...]
+    states: tuple[tuple[int, ...], ...]  # per file: device, inode, size, mtime_ns, ctime_ns
 
     @staticmethod
-    def of(path: str) -> WeightFile:
-        return WeightFile(path, file_state(os.stat(path)))
+    def of(what: str, paths) -> WeightFiles:
+        return WeightFiles(what, tuple(paths), tuple(file_state(os.stat(path)) for path in paths))
 
 
 def file_state(status: os.stat_result) -> tuple[int, ...]:
@@ -101,20 +104,20 @@ def file_state(status: os.stat_result) -> tuple[int, ...]:
     return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
 
 
-def weight_files(source: str, revision: str, model) -> list[WeightFile]:
+def weight_files(entry: dict, source: str, model) -> WeightFiles:
     """The files ``from_pretrained(source, use_safetensors=True)`` loaded ``model``'s weights from (transformers'
     own choice, ``modeling_utils._get_resolved_checkpoint_files``): the file config.json names in
     ``transformers_weights`` if any, else ``model.safetensors``, else the files ``model.safetensors.index.json``
     maps tensors to, and the extra files of the config's class; in the directory ``source``, or in the HF cache's
-    snapshot of the commit the config was loaded from (``revision`` where it does not say). Never a pickled
+    snapshot of the commit the config was loaded from (the entry's revision where it does not say). Never a pickled
     ``pytorch_model.bin``: ctxvar loads safetensors only, so one beside them is not read and not hashed.
 
     Reads file names and headers, not tensors; refuses files that hold fewer numbers than ``model``'s parameters
     (then they are not what it was loaded from)."""
     config = model.config
     commit = getattr(config, "_commit_hash", None)
-    revision = commit if isinstance(commit, str) and hub.COMMIT.fullmatch(commit) else revision
-    what = f"model {source!r}"
+    revision = commit if isinstance(commit, str) and hub.COMMIT.fullmatch(commit) else load_revision(entry)
+    what = f"model {entry['id']!r} ({source})"
 
     def found(name: str) -> str | None:
         if os.path.isdir(source):
@@ -132,15 +135,14 @@ def weight_files(source: str, revision: str, model) -> list[WeightFile]:
         )
     paths = shard_files(chosen, what) if chosen.endswith(".safetensors.index.json") else [chosen]
     paths += [path for path in map(found, type(config).extra_files) if path and path not in paths]
-    files = [WeightFile.of(path) for path in paths]
-    stored = sum(numbers_in(file.path, what) for file in files)
+    stored = sum(numbers_in(path) for path in paths)
     used = sum(parameter.numel() for parameter in model.parameters())
     if stored < used:
         raise ModelLoadError(
             f"{what}: its weight files ({', '.join(map(os.path.basename, paths))}) hold {stored} numbers, fewer than "
             f"the {used} of the model loaded from them; restore the files ({REFETCH})"
         )
-    return files
+    return WeightFiles.of(what, paths)
 
 
 def shard_files(index: str, what: str) -> list[str]:
@@ -182,29 +184,29 @@ def safetensors_header(handle, path: str) -> tuple[int, dict]:
     return 8 + length, tensors
 
 
-def numbers_in(path: str, what: str) -> int:
+def numbers_in(path: str) -> int:
     """How many numbers the safetensors file ``path`` holds (its header's shapes)."""
     with open(path, "rb") as handle:
         _, tensors = safetensors_header(handle, path)
     return sum(int(torch.Size(shape).numel()) for _, shape, _, _ in tensors.values())
 
 
-def weights_sha256(files: list[WeightFile]) -> str:
+def weights_sha256(files: WeightFiles) -> str:
     """:class:`WeightsDigest` of every tensor in ``files`` (see :func:`weight_files`), read from the files once, in
     pieces of ``READ_BYTES`` (from the page cache, where the loading left them). Every tensor of the files counts,
     those that do not feed the hidden states (a pooler, a head) too: a change to any weight the job used changes
     the hash. A file replaced or written to since the model was loaded from it is refused: the hash would name
     other weights than the model's."""
-    digest = WeightsDigest()
+    digest = WeightsDigest(files.what)
     buffer = memoryview(bytearray(READ_BYTES))
-    for file in files:
-        with open(file.path, "rb") as handle:
-            check_unchanged(file, os.fstat(handle.fileno()))
-            start, tensors = safetensors_header(handle, file.path)
+    for path, state in zip(files.paths, files.states, strict=True):
+        with open(path, "rb") as handle:
+            check_unchanged(files.what, path, state, os.fstat(handle.fileno()))
+            start, tensors = safetensors_header(handle, path)
             for name, (dtype, shape, begin, end) in sorted(tensors.items(), key=lambda item: item[1][2]):
                 handle.seek(start + begin)
-                digest.add(name, dtype, shape, pieces(handle, end - begin, buffer, file.path), file.path)
-            check_unchanged(file, os.fstat(handle.fileno()))
+                digest.add(name, dtype, shape, pieces(handle, end - begin, buffer, path), path)
+            check_unchanged(files.what, path, state, os.fstat(handle.fileno()))
     return digest.hexdigest()
 
 
@@ -218,10 +220,11 @@ def pieces(handle, n_bytes: int, buffer: memoryview, path: str):
         yield buffer[:read]
 
 
-def check_unchanged(file: WeightFile, status: os.stat_result) -> None:
-    if file_state(status) != file.state:
+def check_unchanged(what: str, path: str, state: tuple[int, ...], status: os.stat_result) -> None:
+    """Refuse the file ``path`` of the model ``what`` if ``status`` is not ``state``, the file's when it was loaded."""
+    if file_state(status) != state:
         raise ModelLoadError(
-            f"{file.path} was replaced or written to after the job loaded the model from it, so its hash would "
+            f"{what}: {path} was replaced or written to after the job loaded the model from it, so its hash would "
             "name other weights: leave a model's files alone while a run uses them, and re-run"
         )
 
