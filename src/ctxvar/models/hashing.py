@@ -170,7 +170,7 @@ def safetensors_header(handle, path: str) -> tuple[int, dict]:
             raise ValueError(f"a header of {length} bytes in a file of {size}")
         header = json.loads(handle.read(length))
         tensors = {
-            name: (entry["dtype"], tuple(entry["shape"]), *entry["data_offsets"])
+            name: (entry["dtype"], tuple(map(int, entry["shape"])), *map(int, entry["data_offsets"]))
             for name, entry in header.items()
             if name != "__metadata__"
         }
