@@ -248,7 +248,9 @@ def test_background_tokenization_and_weight_hash_equal_the_direct_ones(four_shar
         model={"id": f"tiny-{arch}"}, source=tiny_models[arch], device=TEST_DEVICE, progress=False
     )
     job = prepare_shard(shard, settings)
-    assert job.weights_hash.result() == hashing.weights_sha256(job.model)
+    assert job.weights_hash.result() == hashing.weights_sha256(
+        hashing.weight_files(settings.model, settings.source, job.model)
+    )
     direct = encode(job.tokenizer, read_shard(shard)[0])
     np.testing.assert_array_equal(job.encoded.ids, direct.ids)
     np.testing.assert_array_equal(job.encoded.offsets, direct.offsets)

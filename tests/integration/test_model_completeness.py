@@ -43,6 +43,10 @@ def copy_model(source: str, target: Path) -> Path:
     return target
 
 
+def weights_hash(folder: Path, model) -> str:
+    return hashing.weights_sha256(hashing.weight_files({"id": "m"}, str(folder), model))
+
+
 def head_checkpoint(tiny_models, arch: str, target: Path) -> Path:
     """The tiny model re-saved as its masked-LM class saves it (the Hub's bert-base-uncased and roberta-base):
     tensors under ``bert.``/``roberta.``, a ``cls.*``/``lm_head.*`` head, and no pooler."""
@@ -84,17 +88,19 @@ def test_a_head_checkpoint_without_pooler_over_3_shards_equals_the_base_model(
     assert pd.read_parquet(head_stats).equals(pd.read_parquet(base_stats)) or TEST_DEVICE != "cpu"
 
 
-def test_the_weights_hash_leaves_out_the_pooler_and_nothing_else(tiny_models):
-    from transformers import AutoModel
-
-    model = AutoModel.from_pretrained(tiny_models["bert"])  # with the pooler that ctxvar does not build
-    before = hashing.weights_sha256(model)
-    with torch.no_grad():
-        model.pooler.dense.weight.add_(1.0)
-    assert hashing.weights_sha256(model) == before
-    with torch.no_grad():
-        model.encoder.layer[0].output.LayerNorm.weight.add_(1.0)
-    assert hashing.weights_sha256(model) != before
+def test_the_weights_hash_covers_the_pooler_it_does_not_build_too(tmp_path, tiny_models):
+    """The hash is of every tensor in the files loaded, those that do not feed the hidden states included: the
+    pooler ctxvar does not build changes it as a layer's weight does."""
+    folder = copy_model(tiny_models["bert"], tmp_path / "m")
+    model = loading.load_model({"id": "m"}, str(folder), "float32", CPU)
+    assert not hasattr(model, "pooler") or model.pooler is None
+    hashes = []
+    for name in (None, "pooler.dense.weight", "encoder.layer.0.output.LayerNorm.weight"):
+        if name:
+            tensors = load_file(folder / "model.safetensors")
+            save_file({**tensors, name: tensors[name] + 1}, folder / "model.safetensors", {"format": "pt"})
+        hashes.append(weights_hash(folder, model))
+    assert len(set(hashes)) == 3
 
 
 @pytest.mark.parametrize(
@@ -108,13 +114,13 @@ def test_a_config_setting_that_no_tensor_shows_changes_the_config_hash(tmp_path,
     hashes = {}
     for folder in (first, second):
         _, model = loading.load({"id": "m"}, str(folder), "float32", CPU)
-        hashes[folder] = (hashing.weights_sha256(model), hashing.model_config_sha256(model.config))
+        hashes[folder] = (weights_hash(folder, model), hashing.model_config_sha256(model.config))
     assert hashes[first] == hashes[second]
     config = json.loads((second / "config.json").read_text())
     config[setting] = value
     (second / "config.json").write_text(json.dumps(config))
     _, model = loading.load({"id": "m"}, str(second), "float32", CPU)
-    assert hashing.weights_sha256(model) == hashes[first][0]
+    assert weights_hash(second, model) == hashes[first][0]
     assert hashing.model_config_sha256(model.config) != hashes[first][1]
 
 

@@ -63,7 +63,7 @@ class ShardRun:
     batches: list[np.ndarray]
     n_layers: int
     d: int
-    weights_hash: Future | None  # of the SHA-256 of the weights as loaded (see hashing.weights_sha256)
+    weights_hash: Future | None  # of the SHA-256 of the weight files loaded (see hashing.weights_sha256)
     marker: str | None  # the word-boundary marker type keys strip (tokens.type_marker), None: none
     word_ids: np.ndarray | None = None  # (W,) the shard's inner raw token ids, sorted (geometry.ethayarajh)
     word_index: np.ndarray | None = None  # (tokens,) index into word_ids, −1 for boundary tokens
@@ -114,7 +114,11 @@ def loaded_shard(shard_path, settings: ExtractionSettings, device: torch.device,
     encoding = background.submit(encode, tokenizer, texts)
     model = loading.load_model(settings.model, settings.source, settings.dtype, device)
     loading.check_tokenizer_fits(tokenizer, model, settings.model, settings.source)
-    weights_hash = background.submit(hashing.weights_sha256, model) if hash_weights else None
+    if hash_weights:  # from the files just loaded, not the model's tensors
+        weight_files = hashing.weight_files(settings.model, settings.source, model)
+        weights_hash = background.submit(hashing.weights_sha256, weight_files)
+    else:
+        weights_hash = None
     background.shutdown(wait=False)
     encoded, source_row, long_counts = fit_to_positions(
         encoding.result(), loading.max_positions(model.config), settings

@@ -1,53 +1,232 @@
-"""The fingerprints a partial carries of what made its numbers: SHA-256 of the weights, the model's
-configuration and the tokenizer, as loaded.
+"""The fingerprints a partial carries of what made its numbers: SHA-256 of the weight files the model was loaded
+from, of the model's configuration and of the tokenizer, as loaded.
 
 Partials whose fingerprints differ are not added together (:data:`ctxvar.stats.merge.MUST_MATCH`).
+
+The weights are hashed from the files ``from_pretrained`` read (:func:`weight_files`), never from the model's
+tensors: copying every device tensor back to the host costs seconds per GB on a GPU while the batches run, and a
+model whose blocks are read one at a time has no whole set of tensors to copy. The job's dtype is not in the
+weight hash (the files' bytes are the same in every dtype); it is a key of its own in ``MUST_MATCH``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
+import os
+import struct
+from dataclasses import dataclass
 
 import torch
 
-from ctxvar.models import completeness
+from ctxvar.config import load_revision
+from ctxvar.errors import ModelLoadError
+from ctxvar.models import hub
+from ctxvar.models.completeness import REFETCH, SHARD_INDEX, SINGLE_FILE
+
+READ_BYTES = 16 * 2**20  # the hasher reads a file in pieces of this size (the host holds one of them)
+MAX_HEADER_BYTES = 100 * 2**20  # safetensors' own limit on a file's JSON header
+# safetensors' names of the torch dtypes (the ``dtype`` of a tensor in a file's header).
+SAFETENSORS_DTYPES = {
+    torch.float64: "F64",
+    torch.float32: "F32",
+    torch.float16: "F16",
+    torch.bfloat16: "BF16",
+    torch.int64: "I64",
+    torch.int32: "I32",
+    torch.int16: "I16",
+    torch.int8: "I8",
+    torch.uint8: "U8",
+    torch.bool: "BOOL",
+    torch.float8_e4m3fn: "F8_E4M3",
+    torch.float8_e5m2: "F8_E5M2",
+}
 
 
-def weights_sha256(model: torch.nn.Module) -> str:
-    """SHA-256 over every parameter and buffer of the model as loaded (in the job's dtype) that feeds its hidden
-    states (:func:`ctxvar.models.completeness.feeds_hidden_states`: a pooler does not), sorted by name: for
-    each, ``name:dtype:shape`` then its bytes. Partials of other weights, or of the same in another dtype,
-    differ; where the model sits does not matter.
+class WeightsDigest:
+    """SHA-256 naming a set of named tensors by their bytes as stored: for each tensor the SHA-256 of its bytes,
+    then the SHA-256 of the lines ``name\\tdtype\\tshape\\tdigest\\n`` sorted by name (``dtype``: safetensors'
+    name, ``F32``, ``BF16``, …; ``shape``: comma-separated). The tensors may come in any order and from any files,
+    so a checkpoint saved in one file or in shards hashes the same, and a reader that loads tensor by tensor can
+    feed them as it reads them (:meth:`add_tensor`). A name given twice must come with the same dtype, shape and
+    bytes (transformers would keep one of two different copies without a word)."""
 
-    The tensors come to the host one at a time, so the host holds at most the largest
-    of them. On a GPU they are copied on a stream of their own (after the loading's
-    copies), so hashing in a background thread overlaps the batches' work instead of
-    queueing behind it.
-    """
-    tensors = {
-        name: tensor
-        for name, tensor in [*model.named_parameters(), *model.named_buffers()]
-        if completeness.feeds_hidden_states(name)
-    }
-    device = next(iter(tensors.values())).device if tensors else torch.device("cpu")
-    digest = hashlib.sha256()
-    with _copy_stream(device):
-        for name, tensor in sorted(tensors.items()):
-            data = tensor.detach().contiguous().cpu()
-            digest.update(f"{name}:{data.dtype}:{tuple(data.shape)}".encode())
-            digest.update(data.reshape(-1).view(torch.uint8).numpy().data if data.numel() else b"")
+    def __init__(self, what: str) -> None:
+        self.what = what  # the model, as errors name it: model 'id' (source)
+        self.tensors: dict[str, tuple[str, str, str, str]] = {}  # name → (dtype, shape, digest, where)
+
+    def add(self, name: str, dtype: str, shape, pieces, where: str) -> None:
+        """The tensor ``name`` of ``dtype`` and ``shape`` whose bytes are the concatenation of ``pieces``
+        (bytes-like objects), read from ``where`` (a file, named in errors)."""
+        digest = hashlib.sha256()
+        for piece in pieces:
+            digest.update(piece)
+        entry = (dtype, ",".join(map(str, shape)), digest.hexdigest(), where)
+        held = self.tensors.setdefault(name, entry)
+        if held[:3] != entry[:3]:
+            raise ModelLoadError(
+                f"{self.what}: the weight files hold the tensor {name} twice with other values ({held[3]}, "
+                f"{where}), and transformers loads one of the copies without a word; a file of another save is among "
+                f"them: restore the files ({REFETCH})"
+            )
+
+    def add_tensor(self, name: str, tensor: torch.Tensor, where: str) -> None:
+        """A tensor as read from a weight file, on the host and in the file's dtype (before any conversion to the
+        job's): the same entry as :meth:`add` of its bytes in the file."""
+        if tensor.device.type != "cpu":
+            raise ValueError(f"WeightsDigest.add_tensor: {name} is on {tensor.device}; hash it as read, on the host")
+        data = tensor.detach().contiguous().reshape(-1)
+        pieces = [data.view(torch.uint8).numpy().data] if data.numel() else []
+        self.add(name, SAFETENSORS_DTYPES[tensor.dtype], tuple(tensor.shape), pieces, where)
+
+    def hexdigest(self) -> str:
+        entries = sorted(self.tensors.items())
+        lines = (f"{name}\t{dtype}\t{shape}\t{digest}\n" for name, (dtype, shape, digest, _) in entries)
+        return hashlib.sha256("".join(lines).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class WeightFiles:
+    """The weight files a model was loaded from, with what ``os.stat`` said of each once it was loaded."""
+
+    what: str  # the model, as errors name it: model 'id' (source)
+    paths: tuple[str, ...]
+    states: tuple[tuple[int, ...], ...]  # per file: device, inode, size, mtime_ns, ctime_ns
+
+    @staticmethod
+    def of(what: str, paths) -> WeightFiles:
+        return WeightFiles(what, tuple(paths), tuple(file_state(os.stat(path)) for path in paths))
+
+
+def file_state(status: os.stat_result) -> tuple[int, ...]:
+    """What changes when a file is replaced or written to: device, inode, size, mtime and ctime (no tool sets
+    ctime back)."""
+    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
+
+
+def weight_files(entry: dict, source: str, model) -> WeightFiles:
+    """The files ``from_pretrained(source, use_safetensors=True)`` loaded ``model``'s weights from (transformers'
+    own choice, ``modeling_utils._get_resolved_checkpoint_files``): the file config.json names in
+    ``transformers_weights`` if any, else ``model.safetensors``, else the files ``model.safetensors.index.json``
+    maps tensors to, and the extra files of the config's class; in the directory ``source``, or in the HF cache's
+    snapshot of the commit the config was loaded from (the entry's revision where it does not say). Never a pickled
+    ``pytorch_model.bin``: ctxvar loads safetensors only, so one beside them is not read and not hashed.
+
+    Reads file names and headers, not tensors; refuses files that hold fewer numbers than ``model``'s parameters
+    (then they are not what it was loaded from)."""
+    config = model.config
+    commit = getattr(config, "_commit_hash", None)
+    revision = commit if isinstance(commit, str) and hub.COMMIT.fullmatch(commit) else load_revision(entry)
+    what = f"model {entry['id']!r} ({source})"
+
+    def found(name: str) -> str | None:
+        if os.path.isdir(source):
+            path = os.path.join(source, name)
+            return path if os.path.isfile(path) else None
+        return hub.model_file(source, name, revision)
+
+    explicit = getattr(config, "transformers_weights", None)
+    names = [explicit] if explicit else [SINGLE_FILE, SHARD_INDEX]
+    chosen = next((path for path in map(found, names) if path), None)
+    if chosen is None:
+        raise ModelLoadError(
+            f"{what}: none of {', '.join(names)} is there to hash the weights it was loaded from; restore the files "
+            f"({REFETCH})"
+        )
+    paths = shard_files(chosen, what) if chosen.endswith(".safetensors.index.json") else [chosen]
+    paths += [path for path in map(found, type(config).extra_files) if path and path not in paths]
+    stored = sum(numbers_in(path) for path in paths)
+    used = sum(parameter.numel() for parameter in model.parameters())
+    if stored < used:
+        raise ModelLoadError(
+            f"{what}: its weight files ({', '.join(map(os.path.basename, paths))}) hold {stored} numbers, fewer than "
+            f"the {used} of the model loaded from them; restore the files ({REFETCH})"
+        )
+    return WeightFiles.of(what, paths)
+
+
+def shard_files(index: str, what: str) -> list[str]:
+    """The files a sharded checkpoint's ``index`` maps tensors to, beside it, sorted."""
+    try:
+        with open(index, encoding="utf-8") as handle:
+            weight_map = json.load(handle)["weight_map"]
+        names = sorted(set(weight_map.values()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise ModelLoadError(f"{what}: {index} is damaged ({error}); restore it ({REFETCH})") from error
+    folder = os.path.dirname(index)
+    absent = [name for name in names if not os.path.isfile(os.path.join(folder, name))]
+    if absent:
+        raise ModelLoadError(f"{what}: the weight files {', '.join(absent)} that {index} lists are missing; {REFETCH}")
+    return [os.path.join(folder, name) for name in names]
+
+
+def safetensors_header(handle, path: str) -> tuple[int, dict]:
+    """``(offset of the data, {name: (dtype, shape, begin, end)})`` of the safetensors file open in ``handle``;
+    begin and end count from the offset."""
+    size = os.fstat(handle.fileno()).st_size
+    try:
+        (length,) = struct.unpack("<Q", handle.read(8))
+        if not 0 < length <= min(MAX_HEADER_BYTES, size - 8):
+            raise ValueError(f"a header of {length} bytes in a file of {size}")
+        header = json.loads(handle.read(length))
+        tensors = {
+            name: (entry["dtype"], tuple(map(int, entry["shape"])), *map(int, entry["data_offsets"]))
+            for name, entry in header.items()
+            if name != "__metadata__"
+        }
+        if not all(0 <= begin <= end <= size - 8 - length for _, _, begin, end in tensors.values()):
+            raise ValueError("a tensor's bytes lie outside the file")
+    except (struct.error, ValueError, TypeError, KeyError) as error:
+        raise ModelLoadError(
+            f"{path} is damaged or was changed since the model was loaded from it (unreadable safetensors header: "
+            f"{error}); restore the files ({REFETCH}) and re-run"
+        ) from error
+    return 8 + length, tensors
+
+
+def numbers_in(path: str) -> int:
+    """How many numbers the safetensors file ``path`` holds (its header's shapes)."""
+    with open(path, "rb") as handle:
+        _, tensors = safetensors_header(handle, path)
+    return sum(int(torch.Size(shape).numel()) for _, shape, _, _ in tensors.values())
+
+
+def weights_sha256(files: WeightFiles) -> str:
+    """:class:`WeightsDigest` of every tensor in ``files`` (see :func:`weight_files`), read from the files once, in
+    pieces of ``READ_BYTES`` (from the page cache, where the loading left them). Every tensor of the files counts,
+    those that do not feed the hidden states (a pooler, a head) too: a change to any weight the job used changes
+    the hash. A file replaced or written to since the model was loaded from it is refused: the hash would name
+    other weights than the model's."""
+    digest = WeightsDigest(files.what)
+    buffer = memoryview(bytearray(READ_BYTES))
+    for path, state in zip(files.paths, files.states, strict=True):
+        with open(path, "rb") as handle:
+            check_unchanged(files.what, path, state, os.fstat(handle.fileno()))
+            start, tensors = safetensors_header(handle, path)
+            for name, (dtype, shape, begin, end) in sorted(tensors.items(), key=lambda item: item[1][2]):
+                handle.seek(start + begin)
+                digest.add(name, dtype, shape, pieces(handle, end - begin, buffer, path), path)
+            check_unchanged(files.what, path, state, os.fstat(handle.fileno()))
     return digest.hexdigest()
 
 
-def _copy_stream(device: torch.device):
-    """A side CUDA stream that first waits for the work queued so far on ``device``; elsewhere, nothing."""
-    if device.type != "cuda":
-        return contextlib.nullcontext()
-    stream = torch.cuda.Stream(device)
-    stream.wait_stream(torch.cuda.current_stream(device))
-    return torch.cuda.stream(stream)
+def pieces(handle, n_bytes: int, buffer: memoryview, path: str):
+    """The next ``n_bytes`` of ``handle``, as views of ``buffer``."""
+    while n_bytes:
+        read = handle.readinto(buffer[: min(n_bytes, len(buffer))])
+        if not read:
+            raise ModelLoadError(f"{path} ended early: it was changed since the model was loaded from it; re-run")
+        n_bytes -= read
+        yield buffer[:read]
+
+
+def check_unchanged(what: str, path: str, state: tuple[int, ...], status: os.stat_result) -> None:
+    """Refuse the file ``path`` of the model ``what`` if ``status`` is not ``state``, the file's when it was loaded."""
+    if file_state(status) != state:
+        raise ModelLoadError(
+            f"{what}: {path} was replaced or written to after the job loaded the model from it, so its hash would "
+            "name other weights: leave a model's files alone while a run uses them, and re-run"
+        )
 
 
 # Keys of a model's config that do not change what it computes, or that the metadata holds on their own.
