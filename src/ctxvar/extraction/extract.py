@@ -22,6 +22,7 @@ from ctxvar.extraction import devices
 from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.budget import layer_groups, state_bytes, state_cap_bytes, warn_of_passes
 from ctxvar.extraction.passes import accumulate_groups, run_batches, started
+from ctxvar.extraction.pca_points import type_points, write_points
 from ctxvar.extraction.position_sample import sequence_windows, token_keys
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.shard import chunk_batches, fit_to_positions, read_shard
@@ -77,8 +78,8 @@ class ShardRun:
     def n_words(self) -> int | None:
         return None if self.word_ids is None else len(self.word_ids)
 
-    def run(self, accumulator, settings: ExtractionSettings, batches: ShardBatches) -> None:
-        run_batches(self.model, accumulator, batches, self.device, settings.progress)
+    def run(self, accumulator, settings: ExtractionSettings, batches: ShardBatches, points=None) -> None:
+        run_batches(self.model, accumulator, batches, self.device, settings.progress, points)
 
 
 def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool = True) -> ShardRun:
@@ -144,7 +145,13 @@ def loaded_shard(shard_path, settings: ExtractionSettings, device: torch.device,
 
 
 def extract_shard(
-    shard_path, out_path, settings: ExtractionSettings, moments_path=None, sample_path=None, words_paths=None
+    shard_path,
+    out_path,
+    settings: ExtractionSettings,
+    moments_path=None,
+    sample_path=None,
+    words_paths=None,
+    pca_paths=None,
 ) -> dict:
     """Run the model over the shard and write its sums (see :mod:`ctxvar.stats.sums`,
     :mod:`ctxvar.extraction.position_sample` and :mod:`ctxvar.stats.word_files`).
@@ -152,7 +159,9 @@ def extract_shard(
     ``out_path``: n, Σx, Σ‖x‖² (and Σ x/‖x‖ with geometry.cosine) per (layer, type);
     ``moments_path``: N, Σx, Σxxᵀ (geometry.covariance) and the declared sums per layer; ``sample_path``:
     the shard's bottom-k sampled points (geometry.twonn); ``words_paths``: the
-    ``(words, sentences)`` files (geometry.ethayarajh). Returns the metadata.
+    ``(words, sentences)`` files (geometry.ethayarajh); ``pca_paths``: ``(types.csv or None, points file)``,
+    Fig. 1's points of the types chosen before extraction (:mod:`ctxvar.extraction.pca_points`; none without
+    types.csv). Returns the metadata.
     """
     options = settings.geometry
     if (
@@ -166,17 +175,20 @@ def extract_shard(
         )
     job = prepare_shard(shard_path, settings)
     with released_on_error(job):
-        return run_and_write(job, settings, out_path, moments_path, sample_path, words_paths)
+        return run_and_write(job, settings, out_path, moments_path, sample_path, words_paths, pca_paths)
 
 
-def run_and_write(job: ShardRun, settings: ExtractionSettings, out_path, moments_path, sample_path, words_paths):
+def run_and_write(
+    job: ShardRun, settings: ExtractionSettings, out_path, moments_path, sample_path, words_paths, pca_paths=None
+):
     """:func:`extract_shard` once the shard is prepared: the passes, each group's sums written while the next
     runs; the device is released before the last group is written. Returns the metadata."""
     options = settings.geometry
     lengths, n_layers, d = job.encoded.lengths, job.n_layers, job.d
     padded = job.padded()
     padding = padding_fraction(lengths, job.batches)
-    cap = state_cap_bytes(settings, job, padded)
+    points = type_points(job, padded, pca_paths[0]) if pca_paths and pca_paths[0] else None
+    cap = state_cap_bytes(settings, job, padded, points.device_bytes() if points else 0)
     groups = layer_groups(n_layers, len(job.types), d, cap, options, job.n_words)
     warn_of_passes(settings, job, groups, cap)
     log.info(
@@ -196,7 +208,7 @@ def run_and_write(job: ShardRun, settings: ExtractionSettings, out_path, moments
         ", ".join(f"{g.start}–{g.stop - 1}" for g in groups),
     )
     sampled = sample_positions(job, settings)
-    passes = started(accumulate_groups(job, padded, groups, settings, sampled))
+    passes = started(accumulate_groups(job, padded, groups, settings, sampled, points))
     metadata = {  # after the first pass: model_metadata waits for the weights' hash, which runs beside it
         **model_metadata(settings, job),
         "shard": settings.shard,
@@ -255,6 +267,8 @@ def run_and_write(job: ShardRun, settings: ExtractionSettings, out_path, moments
                 written.result()  # the group before is on disk: at most two groups' sums in host memory
             written = writer.submit(write_group, layers)  # written while the next group's pass runs
         written.result()
+    if pca_paths:
+        write_points(pca_paths[1], job.types, points, metadata)
     return metadata
 
 
