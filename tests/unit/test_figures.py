@@ -11,6 +11,7 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
+from ctxvar.disk import ROW_OVERHEAD, pca_points_bytes
 from ctxvar.errors import ConfigError, InsufficientData
 from ctxvar.extraction.type_points import TypePoints
 from ctxvar.figures.cross_model import whole_set_values, within_between
@@ -25,6 +26,7 @@ from ctxvar.figures.pca_selection import (
 )
 from ctxvar.figures.per_model import decomposition_bars
 from ctxvar.figures.plotting import grid_layers, middle_layer, panels, paper_style, place_labels, scale_groups
+from ctxvar.resources import ModelShape
 
 ANALYSIS = {"min_log10_n": 1, "max_log10_n": 5}
 
@@ -150,6 +152,13 @@ def test_type_points_refuse_a_batch_left_out():
     points.add(0, torch.zeros(1, 2), torch.tensor([0]))
     with pytest.raises(RuntimeError, match="1 of 2 batches"):
         points.to_numpy()
+
+
+def test_the_disk_estimate_of_fig1_points_is_bounded_by_the_tokens_and_the_types_drawn():
+    shape = ModelShape(13, 768, 30522)
+    config = {"figures": {"pca": {"n_bins": 10}}, "analysis": {"max_log10_n": 2}}
+    assert pca_points_bytes(1000, shape, config) == 1000 * (4 * 768 + ROW_OVERHEAD)
+    assert pca_points_bytes(10**6, shape, config) == 6 * 10 * 100 * (4 * 768 + ROW_OVERHEAD)
 
 
 def layers_frame(models=("a", "b"), n_layers=5, seed=0) -> pd.DataFrame:
