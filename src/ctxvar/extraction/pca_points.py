@@ -24,6 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import torch
 
+from ctxvar.errors import StatisticsError
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.shard import fit_to_positions, read_shard
 from ctxvar.extraction.type_points import TypePoints
@@ -63,7 +64,10 @@ def type_points(job, padded: ShardBatches, types_path) -> TypePoints | None:
         return None
     layer = int(chosen["layer"].iloc[0])
     if not 0 <= layer < job.n_layers:
-        raise ValueError(f"{types_path}: layer {layer} is not a hidden state of this model (0 … {job.n_layers - 1})")
+        raise StatisticsError(
+            f"{types_path}: layer {layer} is not a hidden state of this model (0 … {job.n_layers - 1}); it was "
+            "chosen for another model: delete it and rerun"
+        )
     selected = np.isin(job.types, chosen["token"].to_numpy())
     points = TypePoints(layer, selected, padded, job.d, job.device)
     log.info("Fig. 1: %d occurrences of %d chosen types at layer %d", len(points.tokens), int(selected.sum()), layer)
