@@ -17,6 +17,8 @@ from ctxvar.corpus.shards import split_corpus
 from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.extract import extract_shard, prepare_shard, run_and_write
 from ctxvar.extraction.settings import ExtractionSettings
+from ctxvar.figures.pca_selection import select_pca_types
+from ctxvar.io import write_csv
 from ctxvar.parquet_files import write_table
 from ctxvar.stats.geometry import geometry_table
 from ctxvar.stats.layers import layers_table
@@ -33,13 +35,23 @@ def assert_sums_equal(got: pa.Table, expected: pa.Table) -> None:
     pd.testing.assert_frame_equal(got.to_pandas(), expected.to_pandas(), check_exact=False, rtol=1e-12)
 
 
-def run_pipeline(tmp, model_dir, texts, n_shards, model_id, batch_tokens=512, sample_size=0, cosine=False):
+PCA = {"layer": None, "seed": 3, "min_chars": 3, "n_bins": 10}  # figures.pca as the paper sets it
+PCA_ANALYSIS = {"min_log10_n": 1, "max_log10_n": 5}
+
+
+def run_pipeline(
+    tmp, model_dir, texts, n_shards, model_id, batch_tokens=512, sample_size=0, cosine=False, pca_points=False
+):
     """Shard (batches planned with ``batch_tokens``), extract (with Σ x/‖x‖ if ``cosine``), merge; return (tokens
     DataFrame, layers DataFrame, stats path). With ``sample_size``, the TwoNN sample of that size too, merged into
-    ``tmp / "sample.parquet"``."""
+    ``tmp / "sample.parquet"``. With ``pca_points``, the Fig. 1 types of :data:`PCA` chosen before extraction
+    (``tmp / "types.csv"``) and their points collected by each shard's job (``tmp / "points{i}.parquet"``)."""
     write_table(pa.table({"sentence_id": np.arange(len(texts)), "text": texts}), tmp / "sentences.parquet")
     shards = [tmp / f"shard{i}.parquet" for i in range(n_shards)]
     split_corpus(tmp / "sentences.parquet", shards, {"id": model_id}, str(model_dir), batch_tokens)
+    if pca_points:
+        job = ExtractionSettings(model={"id": model_id}, source=str(model_dir))
+        write_csv(select_pca_types(shards, job, PCA, PCA_ANALYSIS), tmp / "types.csv")
     partials, samples = [], []
     for i, shard in enumerate(shards):
         settings = ExtractionSettings(
@@ -53,7 +65,8 @@ def run_pipeline(tmp, model_dir, texts, n_shards, model_id, batch_tokens=512, sa
             config_hash="test",
         )
         samples.append(tmp / f"sample{i}.parquet" if sample_size else None)
-        extract_shard(shard, tmp / f"partial{i}.parquet", settings, sample_path=samples[-1])
+        pca_paths = (tmp / "types.csv", tmp / f"points{i}.parquet") if pca_points else None
+        extract_shard(shard, tmp / f"partial{i}.parquet", settings, sample_path=samples[-1], pca_paths=pca_paths)
         partials.append(tmp / f"partial{i}.parquet")
     run = merge_partials(partials, tmp / "stats.parquet", tmp / "tokens.parquet")
     if sample_size:

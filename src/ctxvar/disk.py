@@ -16,6 +16,9 @@ U ≤ min(V, N) types and
     sample            L · min(B · k, N) · (4d + 48)  (geometry.twonn; B = geometry.batches)
     words             W · L · (8d + 32)              (geometry.ethayarajh; W ≤ min(V, N) raw token ids)
     sentences         L · d · 34                     (geometry.ethayarajh)
+    Fig. 1's points   K · (4d + 24)                  (figures.pca.model only: K ≤ min(N, 6 · figures.pca.n_bins ·
+                                                     10^analysis.max_log10_n) occurrences of its types; kept
+                                                     until the figures are drawn, so counted with the merged files)
 
 An ``init: archive`` model not unpacked yet adds its folder: the zip's files, or its GGUF file's tensors
 in float32. The merged files are the same with N the whole corpus, plus tokens.parquet
@@ -29,7 +32,7 @@ import math
 import os
 import shutil
 
-from ctxvar.config import model_source, models_by_id
+from ctxvar.config import model_source, models_by_id, pca_model
 from ctxvar.errors import DiskSpaceError, ModelLoadError, size_text
 from ctxvar.models.archive import archive_path, packaged_key, packed_config, unpacked_bytes
 from ctxvar.models.gguf import gguf_shape
@@ -55,6 +58,13 @@ def sums_bytes(tokens: int, shape: ModelShape, geometry: dict) -> int:
     if geometry["ethayarajh"]:
         total += words_files_bytes(min(shape.vocab_size, tokens), shape)
     return total
+
+
+def pca_points_bytes(tokens: int, shape: ModelShape, config: dict) -> int:
+    """Upper bound of one shard's Fig. 1 points file over ``tokens`` tokens: at most 2 + ⌊4·√1⌋ = 6 types per
+    frequency interval, each with n_t ≤ 10^max_log10_n, each occurrence d float32 and its token and batch."""
+    drawn = 6 * config["figures"]["pca"]["n_bins"] * 10 ** config["analysis"]["max_log10_n"]
+    return int(min(tokens, drawn)) * (4 * shape.d + ROW_OVERHEAD)
 
 
 def token_table_row(geometry: dict) -> int:
@@ -98,6 +108,8 @@ def planned_bytes(config: dict, run_folder) -> tuple[int, int] | None:
             )
         )
         merged += sums_bytes(sum(tokens), shape, config["geometry"])
+        if mid == pca_model(config):
+            merged += sum(pca_points_bytes(count, shape, config) for count in tokens)
         merged += min(shape.vocab_size, sum(tokens)) * shape.n_layers * token_table_row(config["geometry"])
     return merged + max(partials, default=0), merged + sum(partials)
 

@@ -18,9 +18,10 @@ from ctxvar.corpus.sources import synthetic_sentences
 from ctxvar.errors import IntegrityError, StatisticsError
 from ctxvar.extraction.budget import layer_groups, state_bytes
 from ctxvar.extraction.extract import extract_shard, prepare_shard
-from ctxvar.extraction.pca_points import collect_points
+from ctxvar.extraction.passes import forward_options
+from ctxvar.extraction.pca_points import projected_points, read_types
 from ctxvar.extraction.settings import ExtractionSettings
-from ctxvar.extraction.shard import read_shard
+from ctxvar.extraction.shard import chunk_batches, read_shard
 from ctxvar.figures.pca_plots import point_summary
 from ctxvar.figures.pca_selection import select_pca_tokens
 from ctxvar.io import write_csv
@@ -28,13 +29,13 @@ from ctxvar.models import hashing
 from ctxvar.models.batching import BATCH_TOKENS
 from ctxvar.models.random_init import build_random_model
 from ctxvar.models.tokens import encode
-from ctxvar.parquet_files import read_metadata
+from ctxvar.parquet_files import read_metadata, vector_rows
 from ctxvar.stats.merge import merge_partials
 from ctxvar.stats.sums import SumsFile
 from ctxvar.versions import device_name
 
 from oracle import assert_tokens_match, brute_force_tokens
-from pipeline_runs import TEST_DEVICE, assert_sums_equal, run_pipeline
+from pipeline_runs import PCA, PCA_ANALYSIS, TEST_DEVICE, assert_sums_equal, run_pipeline
 from workflow_runs import DEMO
 
 
@@ -45,12 +46,16 @@ def arch(request):
 
 @pytest.fixture(scope="module")
 def one_shard(tmp_path_factory, tiny_models, corpus_texts, arch):
-    return run_pipeline(tmp_path_factory.mktemp(f"one-{arch}"), tiny_models[arch], corpus_texts, 1, f"tiny-{arch}")
+    return run_pipeline(
+        tmp_path_factory.mktemp(f"one-{arch}"), tiny_models[arch], corpus_texts, 1, f"tiny-{arch}", pca_points=True
+    )
 
 
 @pytest.fixture(scope="module")
 def four_shards(tmp_path_factory, tiny_models, corpus_texts, arch):
-    return run_pipeline(tmp_path_factory.mktemp(f"four-{arch}"), tiny_models[arch], corpus_texts, 4, f"tiny-{arch}")
+    return run_pipeline(
+        tmp_path_factory.mktemp(f"four-{arch}"), tiny_models[arch], corpus_texts, 4, f"tiny-{arch}", pca_points=True
+    )
 
 
 def test_tokens_match_brute_force(one_shard, oracle):
@@ -183,42 +188,72 @@ def test_corrupt_partial_is_reported_by_name(tmp_path):
         merge_partials([bad], tmp_path / "s.parquet", tmp_path / "t.parquet")
 
 
-def test_second_pass_collects_every_occurrence_of_the_selected_types(tmp_path, four_shards, tiny_models, arch):
-    """Fig. 1's per-shard pass against the first pass: counts equal n_t exactly; mean squared norm and mean
-    coordinates equal Q_t and μ_t·W up to float32 batch-composition rounding."""
+def second_pass_points(shard, settings: ExtractionSettings, types: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """``(tokens, rows)``: what the former second pass over a shard collected for Fig. 1, as float32 rows, in its
+    order: the model run again over only the sentences that hold a chosen type, batched within chunks."""
+    job = prepare_shard(shard, settings, hash_weights=False)
+    layer, wanted = int(types["layer"].iloc[0]), np.isin(job.types, types["token"].to_numpy())
+    hits, offsets = np.concatenate([[0], np.cumsum(wanted[job.type_index])]), job.encoded.offsets
+    rows = np.flatnonzero(hits[offsets[1:]] > hits[offsets[:-1]])
+    batches = [rows[b] for b in chunk_batches(job.encoded.lengths[rows], job.chunk[rows], settings.batch_tokens)]
+    tokens, points = [], []
+    with torch.inference_mode():
+        for batch in job.padded(batches).to(job.device):
+            output = job.model(
+                input_ids=batch.input_ids,
+                attention_mask=batch.attention_mask,
+                output_hidden_states=True,
+                **forward_options(job.model),
+            )
+            keep = torch.from_numpy(wanted).to(job.device)[batch.type_index]
+            states = output.hidden_states[layer].reshape(-1, job.d)
+            points.append(states[batch.positions[keep]].float().cpu().numpy())
+            tokens.append(job.types[batch.type_index[keep].cpu().numpy()])
+    return np.concatenate(tokens), np.concatenate(points)
+
+
+@pytest.mark.parametrize("run", ["one_shard", "four_shards"])
+def test_extraction_collects_the_points_a_second_pass_would_bit_for_bit(request, run, tiny_models, arch):
+    """Fig. 1's points, collected by the extraction's own pass, are the former second pass's rows bit for bit and
+    in its order; the selection made before extraction is the one the merged sums make."""
+    _, _, stats = request.getfixturevalue(run)
+    folder = stats.parent
+    types = read_types(folder / "types.csv")
+    assert types["layer"].eq(2).all() and len(types) >= 5
+    selection, _ = select_pca_tokens(stats, folder / "tokens.parquet", PCA, PCA_ANALYSIS)
+    pd.testing.assert_frame_equal(selection[types.columns], types)
+    settings = ExtractionSettings(
+        model={"id": f"tiny-{arch}"}, source=tiny_models[arch], device=TEST_DEVICE, batch_tokens=512, progress=False
+    )
+    for i in range(len(list(folder.glob("shard*.parquet")))):
+        points = pq.read_table(folder / f"points{i}.parquet")
+        tokens, rows = second_pass_points(folder / f"shard{i}.parquet", settings, types)
+        assert points.column("token").to_pylist() == tokens.tolist()
+        np.testing.assert_array_equal(vector_rows(points.column("x"), "<f4"), rows)
+
+
+def test_projected_points_average_to_the_merged_sums(four_shards):
+    """Counts equal n_t exactly; mean squared norm and mean coordinates equal Q_t and μ_t·W to float64 rounding
+    (the points are the pass's own values)."""
     _, _, stats = four_shards
     folder = stats.parent
-    pca = {"layer": None, "seed": 3, "min_chars": 3, "n_bins": 10}
-    selection, components = select_pca_tokens(
-        stats, folder / "tokens.parquet", pca, {"min_log10_n": 1, "max_log10_n": 5}
-    )
-    write_csv(selection, tmp_path / "selection.csv")
-    write_csv(components, tmp_path / "components.csv")
-    assert selection["layer"].eq(2).all() and len(selection) >= 5
-    points = []
-    for i in range(4):
-        settings = ExtractionSettings(
-            model={"id": f"tiny-{arch}"},
-            source=tiny_models[arch],
-            device=TEST_DEVICE,
-            batch_tokens=512,
-            shard=i,
-            progress=False,
-        )
-        collect_points(
-            folder / f"shard{i}.parquet",
-            tmp_path / f"points{i}.parquet",
-            settings,
-            tmp_path / "selection.csv",
-            tmp_path / "components.csv",
-        )
-        points.append(pd.read_parquet(tmp_path / f"points{i}.parquet"))
-    summary = point_summary(pd.concat(points)).set_index("token").loc[selection["token"]]
+    selection, components = select_pca_tokens(stats, folder / "tokens.parquet", PCA, PCA_ANALYSIS, folder / "types.csv")
+    weights = components.set_index("component").to_numpy(float)
+    points = projected_points([folder / f"points{i}.parquet" for i in range(4)], weights)
+    summary = point_summary(points).set_index("token").loc[selection["token"]]
     np.testing.assert_array_equal(summary["points"], selection["n"])
-    np.testing.assert_allclose(summary["mean_sq_norm"], selection["Q"], rtol=1e-5)
+    np.testing.assert_allclose(summary["mean_sq_norm"], selection["Q"], rtol=1e-12)
     scale = np.sqrt(selection["Q"].to_numpy())
-    np.testing.assert_allclose(summary["mean_pc1"] / scale, selection["pc1"] / scale, atol=1e-5)
-    np.testing.assert_allclose(summary["mean_pc2"] / scale, selection["pc2"] / scale, atol=1e-5)
+    np.testing.assert_allclose(summary["mean_pc1"] / scale, selection["pc1"] / scale, atol=1e-12)
+    np.testing.assert_allclose(summary["mean_pc2"] / scale, selection["pc2"] / scale, atol=1e-12)
+
+
+def test_a_selection_other_than_the_one_made_before_extraction_is_refused(tmp_path, four_shards):
+    _, _, stats = four_shards
+    types = read_types(stats.parent / "types.csv")
+    write_csv(types.iloc[1:], tmp_path / "types.csv")
+    with pytest.raises(StatisticsError, match="types chosen before extraction"):
+        select_pca_tokens(stats, stats.parent / "tokens.parquet", PCA, PCA_ANALYSIS, tmp_path / "types.csv")
 
 
 def test_state_cap_splits_layers_into_passes_with_bitwise_equal_sums(tmp_path, four_shards, tiny_models, arch):

@@ -68,7 +68,9 @@ def test_the_pca_figures_refuse_a_selection_made_from_other_sums(tmp_path):
     row = {"layer": 0, "token": "x", "n": 3, "Q": 0.5, "M": 0.1, "V": 0.4, "bin": 0, "pc1": 0.0, "pc2": 0.0}
     write_csv(pd.DataFrame([row], columns=SELECTION_COLUMNS).assign(config_hash="before"), tmp_path / "selection.csv")
     with pytest.raises(StatisticsError) as error:
-        pca_outputs([], tmp_path / "selection.csv", tmp_path / "tokens.parquet", "m", {}, outputs=None)
+        pca_outputs(
+            [], tmp_path / "selection.csv", tmp_path / "components.csv", tmp_path / "tokens.parquet", "m", {}, None
+        )
     message = str(error.value)
     assert message.startswith("model 'm': its files come from different sums") and message.endswith(FINISH)
     assert f"{tmp_path / 'selection.csv'} from sums before" in message

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -9,8 +11,9 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
+from ctxvar.disk import ROW_OVERHEAD, pca_points_bytes
 from ctxvar.errors import ConfigError, InsufficientData
-from ctxvar.extraction.pca_points import TypeProjections, sequences_with
+from ctxvar.extraction.type_points import TypePoints
 from ctxvar.figures.cross_model import whole_set_values, within_between
 from ctxvar.figures.pca_selection import (
     check_layer,
@@ -23,6 +26,7 @@ from ctxvar.figures.pca_selection import (
 )
 from ctxvar.figures.per_model import decomposition_bars
 from ctxvar.figures.plotting import grid_layers, middle_layer, panels, paper_style, place_labels, scale_groups
+from ctxvar.resources import ModelShape
 
 ANALYSIS = {"min_log10_n": 1, "max_log10_n": 5}
 
@@ -122,27 +126,39 @@ def test_table2_sorts_by_frequency_and_escapes_latex():
     assert "1000" in latex and r"\begin{tabular}" in latex
 
 
-def test_sequences_with_finds_sentences_holding_a_wanted_type():
-    offsets = np.array([0, 3, 5, 9])
-    type_index = np.array([0, 1, 0, 0, 0, 2, 0, 0, 0])
-    np.testing.assert_array_equal(sequences_with(type_index, offsets, np.array([False, True, True])), [0, 2])
-    np.testing.assert_array_equal(sequences_with(type_index, offsets, np.array([True, False, False])), [0, 1, 2])
-
-
-def test_type_projections_keep_exactly_the_selected_rows():
+def test_type_points_keep_exactly_the_selected_rows_of_their_layer_in_batch_order():
     torch.manual_seed(0)
-    hidden = [torch.randn(2, 5, 6) for _ in range(3)]  # (B, T, d) per layer
-    positions = torch.tensor([0, 1, 2, 5, 6, 7])
-    type_index = torch.tensor([0, 1, 2, 1, 3, 1])
-    selected = torch.tensor([False, True, False, True])
-    components = torch.randn(2, 6, dtype=torch.float64)
-    collector = TypeProjections(1, 3, selected, components)
-    collector.accumulate(hidden, positions, type_index)
-    kept, coordinates, sq_norm = collector.to_numpy()
-    rows = hidden[1].reshape(-1, 6)[positions[selected[type_index]]].double()
-    np.testing.assert_array_equal(kept, [1, 1, 3, 1])
-    np.testing.assert_allclose(coordinates, (rows @ components.T).numpy())
-    np.testing.assert_allclose(sq_norm, (rows**2).sum(1).numpy())
+    hidden = [[torch.randn(2, 5, 6) for _ in range(3)] for _ in range(2)]  # per batch, per layer: (B, T, d)
+    positions = [torch.tensor([0, 1, 2, 5, 6, 7]), torch.tensor([0, 1, 5])]
+    type_index = np.array([0, 1, 2, 1, 3, 1, 3, 0, 1])  # the batches' tokens, in batch order
+    batches = SimpleNamespace(
+        type_index=type_index, tokens=np.array([4, 5, 6, 7, 8, 0, 1, 2, 3]), real=np.array([0, 6, 9])
+    )
+    points = TypePoints(1, np.array([False, True, False, True]), batches, 6, torch.device("cpu"))
+    assert points.device_bytes() == 4 * 6 * 6
+    for batch in range(2):
+        for layer in range(3):
+            points.add(layer, hidden[batch][layer].reshape(-1, 6), positions[batch])
+    kept, batch_of, rows = points.to_numpy()
+    expected = [hidden[0][1].reshape(-1, 6)[positions[0][[1, 3, 4, 5]]], hidden[1][1].reshape(-1, 6)[[0, 5]]]
+    np.testing.assert_array_equal(kept, [1, 1, 3, 1, 3, 1])
+    np.testing.assert_array_equal(batch_of, [0, 0, 0, 0, 1, 1])
+    np.testing.assert_array_equal(rows, torch.cat(expected).numpy())
+
+
+def test_type_points_refuse_a_batch_left_out():
+    batches = SimpleNamespace(type_index=np.array([0, 1]), tokens=np.array([0, 1]), real=np.array([0, 1, 2]))
+    points = TypePoints(0, np.array([True, True]), batches, 2, torch.device("cpu"))
+    points.add(0, torch.zeros(1, 2), torch.tensor([0]))
+    with pytest.raises(RuntimeError, match="1 of 2 batches"):
+        points.to_numpy()
+
+
+def test_the_disk_estimate_of_fig1_points_is_bounded_by_the_tokens_and_the_types_drawn():
+    shape = ModelShape(13, 768, 30522)
+    config = {"figures": {"pca": {"n_bins": 10}}, "analysis": {"max_log10_n": 2}}
+    assert pca_points_bytes(1000, shape, config) == 1000 * (4 * 768 + ROW_OVERHEAD)
+    assert pca_points_bytes(10**6, shape, config) == 6 * 10 * 100 * (4 * 768 + ROW_OVERHEAD)
 
 
 def layers_frame(models=("a", "b"), n_layers=5, seed=0) -> pd.DataFrame:

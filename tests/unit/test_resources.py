@@ -57,7 +57,7 @@ def test_a_shard_not_written_yet_gets_a_default_estimate(tmp_path):
         ("extract_statistics", "max_state_mb", "0.4", "so this would be 0; give whole megabytes"),
         ("extract_statistics", "max_state_mb", "1.5", "so this would be 2; give whole megabytes"),
         ("extract_statistics", "max_state_mb", "nan", "give whole megabytes"),
-        ("collect_pca_points", "batch_tokens", "0", "give a whole number of padded tokens"),
+        ("extract_statistics", "batch_tokens", "0", "give a whole number of padded tokens"),
         ("extract_statistics", "batch_tokens", "512.5", "so this would be 512; give a whole number of padded tokens"),
         ("extract_statistics", "batch_tokens", "16k", "not a number; give a whole number of padded tokens"),
     ],

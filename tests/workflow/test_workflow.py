@@ -52,8 +52,8 @@ def test_paper_config_dry_run_fans_out_models_times_shards(tmp_path):
         "summarise_models": 1,
         "plot_model_figure": 6 * PER_MODEL_FIGURES,
         "plot_summary_figure": SUMMARY_FIGURE_COUNT,
+        "select_pca_types": 1,
         "select_pca_tokens": 1,
-        "collect_pca_points": 8,
         "plot_pca": 1,
         "all": 1,
     }
@@ -258,6 +258,10 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
         (
             {"analysis": {"min_log10_n": 0.5, "max_log10_n": 5}},  # self-similarity averages over the filtered types
             {
+                "select_pca_types": 1,  # the frequency filter chooses Fig. 1's types, whose points the
+                "extract_statistics": 4,  # extraction of figures.pca.model (tiny-bert) collects
+                "merge_next_shard": 2,
+                "merge_statistics": 1,
                 "layer_statistics": 7,
                 "geometry_statistics": 7,
                 "summarise_models": 1,
@@ -265,7 +269,6 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
                 "plot_summary_figure": 11,
                 "plot_checkpoints": 1,
                 "select_pca_tokens": 1,
-                "collect_pca_points": 4,
                 "plot_pca": 1,
                 "all": 1,
             },
@@ -284,15 +287,28 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
                 "plot_model_figure": 42,
                 "plot_summary_figure": 11,
                 "plot_checkpoints": 1,
+                "select_pca_types": 1,
                 "select_pca_tokens": 1,
-                "collect_pca_points": 3,
                 "plot_pca": 1,
                 "all": 1,
             },
         ),
         (
             {"figures": {"pca": {"model": "tiny-gpt2", "seed": 4}}},
-            {"select_pca_tokens": 1, "collect_pca_points": 4, "plot_pca": 1, "all": 1},
+            {  # the points come from the extraction of figures.pca.model: tiny-gpt2's collects them, tiny-bert's not
+                "select_pca_types": 1,
+                "extract_statistics": 8,
+                "merge_next_shard": 4,
+                "merge_statistics": 2,
+                "layer_statistics": 2,
+                "geometry_statistics": 2,
+                "summarise_models": 1,
+                "plot_model_figure": 2 * PER_MODEL_FIGURES,
+                "plot_summary_figure": 11,
+                "select_pca_tokens": 1,
+                "plot_pca": 1,
+                "all": 1,
+            },
         ),
         (
             {"geometry": {**DEMO["geometry"], "spectrum_k": 5}},  # an analysis choice: no extraction
@@ -318,7 +334,6 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
                 "plot_summary_figure": 10,  # not geo02, the cosine figure
                 "plot_checkpoints": 1,
                 "select_pca_tokens": 1,
-                "collect_pca_points": 4,
                 "plot_pca": 1,
                 "all": 1,
             },

@@ -1,10 +1,34 @@
-# Fig. 1, Fig. 8, Table 2: a second pass over the corpus for a few token types of one model.
+# Fig. 1, Fig. 8, Table 2: a few token types of one model, chosen before extraction; the extraction jobs collect
+# their points in their own pass (extract.smk), projected once the merged sums give the components.
+
+
+rule select_pca_types:  # the selection needs only n_t: the shards, tokenized as the extraction jobs tokenize them
+    input:
+        unpack(model_inputs),
+        shards=expand(results("corpus/shards/{{model}}/{shard}.parquet"), shard=SHARDS),
+    output:
+        types=results("{model}/pca/types.csv"),
+    log:
+        logs("{model}/pca/select_pca_types.log"),
+    benchmark:
+        benchmarks("{model}/pca/select_pca_types.tsv")
+    conda:
+        "../../envs/extract.yaml"
+    params:
+        model=model_entry,
+        source=model_source,
+        tokens=canonical(config["tokens"]),
+        pca=canonical(config["figures"]["pca"]),
+        analysis=canonical(config["analysis"]),
+    script:
+        "../scripts/select_pca_types.py"
 
 
 rule select_pca_tokens:
     input:
         sums=results("{model}/sums.parquet"),
         tokens=results("{model}/tokens.parquet"),
+        types=results("{model}/pca/types.csv"),
     output:
         selection=results("{model}/pca/selection.csv"),
         components=results("{model}/pca/components.csv"),
@@ -21,38 +45,11 @@ rule select_pca_tokens:
         "../scripts/select_pca_tokens.py"
 
 
-rule collect_pca_points:
-    input:
-        unpack(extraction_inputs),
-        selection=results("{model}/pca/selection.csv"),
-        components=results("{model}/pca/components.csv"),
-    output:
-        points=results("{model}/pca/points/{shard}.parquet"),
-    log:
-        logs("{model}/pca/points/{shard}.log"),
-    benchmark:
-        benchmarks("{model}/pca/points/{shard}.tsv")
-    conda:
-        "../../envs/extract.yaml"
-    threads: 1
-    resources:
-        gpu=extraction_gpus(),
-        mem_mb=pca_points_mem_mb,
-        runtime=extraction_runtime,
-        batch_tokens=BATCH_TOKENS,
-    params:
-        model=model_entry,
-        source=model_source,
-        dtype=config["dtype"],
-        tokens=canonical(config["tokens"]),
-    script:
-        "../scripts/collect_pca_points.py"
-
-
 rule plot_pca:
     input:
         points=pca_points,
         selection=results("{model}/pca/selection.csv"),
+        components=results("{model}/pca/components.csv"),
         tokens=results("{model}/tokens.parquet"),
     output:
         fig01=report(

@@ -17,4 +17,5 @@ with job_log(snakemake.log[0]):
         snakemake.output.get("moments"),
         snakemake.output.get("sample"),
         (snakemake.output.words, snakemake.output.sentences) if "words" in snakemake.output.keys() else None,
+        (snakemake.input.get("pca_types"), snakemake.output.pca_points),
     )

@@ -5,6 +5,7 @@ with job_log(snakemake.log[0]):
     pca_outputs(
         snakemake.input.points,
         snakemake.input.selection,
+        snakemake.input.components,
         snakemake.input.tokens,
         snakemake.wildcards.model,
         snakemake.params.analysis,

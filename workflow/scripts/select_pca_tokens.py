@@ -4,7 +4,11 @@ from ctxvar.jobs import job_log
 
 with job_log(snakemake.log[0]):
     selection, components = select_pca_tokens(
-        snakemake.input.sums, snakemake.input.tokens, snakemake.params.pca, snakemake.params.analysis
+        snakemake.input.sums,
+        snakemake.input.tokens,
+        snakemake.params.pca,
+        snakemake.params.analysis,
+        snakemake.input.types,
     )
     write_csv(selection, snakemake.output.selection)
     write_csv(components, snakemake.output.components)

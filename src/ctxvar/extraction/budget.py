@@ -18,6 +18,8 @@ output included), U distinct types in the shard, width d and a batch of N real t
            + 4 · L · B · k · d                sampled points (float32), B = geometry.batches
            + 8 · (W + 1) · (L · d + 1)        Σ x/‖x‖ per raw id (ethayarajh; W raw ids)
            + 8 · L · (d + 2)                  sentence sums   (ethayarajh)
+    points:  4 · K · d                        Fig. 1's points: the K occurrences of the selected types in the
+                                              shard, at one layer (figures.pca.model's jobs; held by every pass)
     batch:   N · d · 4                        one layer's gather (forward dtype, ≤ fp32); C · d · 4 without
                                               covariance, which alone needs a layer's whole batch at once
            + C · d · 8                        a chunk of C of its rows as float64
@@ -150,9 +152,10 @@ def reserve_bytes(total: int) -> int:
     return max(int(RESERVE_FRACTION * total), RESERVE_MIN_BYTES)
 
 
-def state_cap_bytes(settings: ExtractionSettings, job, padded) -> float:
+def state_cap_bytes(settings: ExtractionSettings, job, padded, point_bytes: int = 0) -> float:
     """The device memory the sums of one pass may take: ``max_state_mb`` if set; on a GPU, what is left once
-    the model is loaded, less one batch (see :mod:`ctxvar.extraction.budget`); no cap on a CPU.
+    the model is loaded, less one batch and ``point_bytes`` (Fig. 1's points, :mod:`ctxvar.extraction.type_points`,
+    held for the whole job) (see :mod:`ctxvar.extraction.budget`); no cap on a CPU.
 
     A GPU whose budget is below one layer's sums is a :class:`DeviceMemoryError` that
     names the budget's parts: raising ``max_state_mb`` there would skip the check and run
@@ -172,7 +175,7 @@ def state_cap_bytes(settings: ExtractionSettings, job, padded) -> float:
     element_bytes = loading.DTYPES[settings.dtype].itemsize
     activations = activation_bytes(job.model.config, job.n_layers, job.d, tokens, width, element_bytes)
     split = splits_gram(loading.DTYPES[settings.dtype], job.device)
-    buffers = batch_bytes(job.n_layers, tokens, job.d, settings.geometry, split) + padded.device_bytes()
+    buffers = batch_bytes(job.n_layers, tokens, job.d, settings.geometry, split) + padded.device_bytes() + point_bytes
     budget = state_budget_bytes(free, total, activations, buffers)
     one_layer = state_bytes(1, len(job.types), job.d, settings.geometry, job.n_words)
     if budget < one_layer:

@@ -24,6 +24,7 @@ from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.budget import layer_groups, state_bytes, state_cap_bytes, warn_of_passes
 from ctxvar.extraction.layer_major import choose_blocks, layer_major_sums, memory_plan
 from ctxvar.extraction.passes import accumulate_groups, run_batches, started
+from ctxvar.extraction.pca_points import type_points, write_points
 from ctxvar.extraction.position_sample import sequence_windows, token_keys
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.shard import chunk_batches, fit_to_positions, read_shard
@@ -79,8 +80,8 @@ class ShardRun:
     def n_words(self) -> int | None:
         return None if self.word_ids is None else len(self.word_ids)
 
-    def run(self, accumulator, settings: ExtractionSettings, batches: ShardBatches) -> None:
-        run_batches(self.model, accumulator, batches, self.device, settings.progress)
+    def run(self, accumulator, settings: ExtractionSettings, batches: ShardBatches, points=None) -> None:
+        run_batches(self.model, accumulator, batches, self.device, settings.progress, points)
 
 
 def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool = True) -> ShardRun:
@@ -150,7 +151,13 @@ def loaded_shard(shard_path, settings: ExtractionSettings, device: torch.device,
 
 
 def extract_shard(
-    shard_path, out_path, settings: ExtractionSettings, moments_path=None, sample_path=None, words_paths=None
+    shard_path,
+    out_path,
+    settings: ExtractionSettings,
+    moments_path=None,
+    sample_path=None,
+    words_paths=None,
+    pca_paths=None,
 ) -> dict:
     """Run the model over the shard and write its sums (see :mod:`ctxvar.stats.sums`,
     :mod:`ctxvar.extraction.position_sample` and :mod:`ctxvar.stats.word_files`).
@@ -158,7 +165,9 @@ def extract_shard(
     ``out_path``: n, Σx, Σ‖x‖² (and Σ x/‖x‖ with geometry.cosine) per (layer, type);
     ``moments_path``: N, Σx, Σxxᵀ (geometry.covariance) and the declared sums per layer; ``sample_path``:
     the shard's bottom-k sampled points (geometry.twonn); ``words_paths``: the
-    ``(words, sentences)`` files (geometry.ethayarajh). Returns the metadata.
+    ``(words, sentences)`` files (geometry.ethayarajh); ``pca_paths``: ``(types.csv or None, points file)``,
+    Fig. 1's points of the types chosen before extraction (:mod:`ctxvar.extraction.pca_points`; none without
+    types.csv). Returns the metadata.
     """
     options = settings.geometry
     if (
@@ -172,17 +181,20 @@ def extract_shard(
         )
     job = prepare_shard(shard_path, settings)
     with released_on_error(job):
-        return run_and_write(job, settings, out_path, moments_path, sample_path, words_paths)
+        return run_and_write(job, settings, out_path, moments_path, sample_path, words_paths, pca_paths)
 
 
-def run_and_write(job: ShardRun, settings: ExtractionSettings, out_path, moments_path, sample_path, words_paths):
+def run_and_write(
+    job: ShardRun, settings: ExtractionSettings, out_path, moments_path, sample_path, words_paths, pca_paths=None
+):
     """:func:`extract_shard` once the shard is prepared: the layers' sums (:func:`planned_passes`), each layer or
-    group of layers written while the next computes; the device is released before the last is written.
-    Returns the metadata."""
+    group of layers written while the next computes, and Fig. 1's points (``pca_paths``: its types.csv or None,
+    and the points file); the device is released before the last is written. Returns the metadata."""
     options = settings.geometry
     lengths, d = job.encoded.lengths, job.d
     padded = job.padded()
     padding = padding_fraction(lengths, job.batches)
+    points = type_points(job, padded, pca_paths[0]) if pca_paths and pca_paths[0] else None
     log.info(
         "%s on %s: %d sequences, %d tokens, %d types, %d batches of ≤ %d tokens (padding %.1f %%)",
         settings.model["id"],
@@ -195,7 +207,7 @@ def run_and_write(job: ShardRun, settings: ExtractionSettings, out_path, moments
         100 * padding,
     )
     sampled = sample_positions(job, settings)
-    passes, n_passes = planned_passes(job, settings, padded, sampled)
+    passes, n_passes = planned_passes(job, settings, padded, sampled, points)
     passes = started(passes)
     metadata = {  # after the first pass: model_metadata waits for the weights' hash, which runs beside it
         **model_metadata(settings, job),
@@ -255,23 +267,26 @@ def run_and_write(job: ShardRun, settings: ExtractionSettings, out_path, moments
                 written.result()  # the group before is on disk: at most two groups' sums in host memory
             written = writer.submit(write_group, layers)  # written while the next group's pass runs
         written.result()
+    if pca_paths:
+        write_points(pca_paths[1], job.types, points, metadata)
     return metadata
 
 
-def planned_passes(job: ShardRun, settings: ExtractionSettings, padded: ShardBatches, sampled):
+def planned_passes(job: ShardRun, settings: ExtractionSettings, padded: ShardBatches, sampled, points=None):
     """The job's sums as an iterator of lists of layers (:func:`ctxvar.extraction.passes.host_layers`), and its
     length: layer-major, one layer at a time (:mod:`ctxvar.extraction.layer_major`), unless config
     ``extraction_order`` or the model's layout asks for the whole-model path (one forward pass per group of
-    layers whose sums fit the device, :mod:`ctxvar.extraction.budget`). Logs the memory plan."""
+    layers whose sums fit the device, :mod:`ctxvar.extraction.budget`). ``points``: Fig. 1's
+    :class:`ctxvar.extraction.type_points.TypePoints`, or None. Logs the memory plan."""
     options = settings.geometry
     blocks = choose_blocks(job.model, padded.to(job.device), settings.extraction_order, settings.model["id"])
     if blocks is not None:
         if settings.max_state_mb:
             layer_groups(1, len(job.types), job.d, settings.max_state_mb * 1e6, options, job.n_words)
-        plan = memory_plan(settings, job, blocks, padded)
+        plan = memory_plan(settings, job, blocks, padded, points.device_bytes() if points else 0)
         log.info("layer-major over blocks %r; memory plan: %s", blocks.name, plan.describe())
-        return layer_major_sums(job, padded, blocks, settings, plan, sampled), job.n_layers
-    cap = state_cap_bytes(settings, job, padded)
+        return layer_major_sums(job, padded, blocks, settings, plan, sampled, points), job.n_layers
+    cap = state_cap_bytes(settings, job, padded, points.device_bytes() if points else 0)
     groups = layer_groups(job.n_layers, len(job.types), job.d, cap, options, job.n_words)
     warn_of_passes(settings, job, groups, cap)
     log.info(
@@ -281,7 +296,7 @@ def planned_passes(job: ShardRun, settings: ExtractionSettings, padded: ShardBat
         len(groups),
         ", ".join(f"{g.start}–{g.stop - 1}" for g in groups),
     )
-    return accumulate_groups(job, padded, groups, settings, sampled), len(groups)
+    return accumulate_groups(job, padded, groups, settings, sampled, points), len(groups)
 
 
 def sum_names(options: GeometryOptions) -> list[str]:

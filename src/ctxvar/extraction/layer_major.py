@@ -36,6 +36,7 @@ from ctxvar.extraction.accumulator import splits_gram
 from ctxvar.extraction.budget import activation_bytes, batch_bytes, reserve_bytes, smaller_dtype, state_bytes
 from ctxvar.extraction.passes import forward_options, host_layers, job_sums
 from ctxvar.extraction.settings import ExtractionSettings
+from ctxvar.extraction.type_points import TypePoints
 from ctxvar.models import loading
 from ctxvar.models.batching import DeviceBatch, ShardBatches
 
@@ -244,13 +245,15 @@ class MemoryPlan:
         )
 
 
-def memory_plan(settings: ExtractionSettings, job, blocks: Blocks, padded: ShardBatches) -> MemoryPlan:
+def memory_plan(
+    settings: ExtractionSettings, job, blocks: Blocks, padded: ShardBatches, point_bytes: int = 0
+) -> MemoryPlan:
     """The device memory of a layer-major job: the model's weights (the largest block's), the shard's hidden
     states (padded tokens × d in the forward dtype), one layer's sums (:func:`state_bytes` of one layer), one
     batch's transients through one block (:func:`activation_bytes` with two hidden states, the batch's buffers
-    of :func:`batch_bytes` and the padded batches). On a GPU, a device that cannot hold one layer's sums and one
-    batch's transients beside the model is a :class:`DeviceMemoryError` naming the numbers and the remedy; hidden
-    states that do not fit beside them go to pinned host memory."""
+    of :func:`batch_bytes` and the padded batches) and Fig. 1's points (``point_bytes``). On a GPU, a device
+    that cannot hold one layer's sums and one batch's transients beside the model is a :class:`DeviceMemoryError`
+    naming the numbers and the remedy; hidden states that do not fit beside them go to pinned host memory."""
     element = loading.DTYPES[settings.dtype].itemsize
     weights = sum(p.numel() * p.element_size() for p in job.model.parameters())
     block_weights = max(sum(p.numel() * p.element_size() for p in block.parameters()) for block in blocks.modules)
@@ -263,6 +266,7 @@ def memory_plan(settings: ExtractionSettings, job, blocks: Blocks, padded: Shard
         activation_bytes(job.model.config, 2, job.d, tokens, width, element)
         + batch_bytes(1, tokens, job.d, settings.geometry, splits_gram(loading.DTYPES[settings.dtype], job.device))
         + padded.device_bytes()
+        + point_bytes
     )
     if job.device.type != "cuda":
         return MemoryPlan(weights, block_weights, hidden, one_layer, transients, None, 0, False)
@@ -309,11 +313,18 @@ class HiddenStates:
 
 
 def layer_major_sums(
-    job, padded: ShardBatches, blocks: Blocks, settings: ExtractionSettings, plan: MemoryPlan, sampled=None
+    job,
+    padded: ShardBatches,
+    blocks: Blocks,
+    settings: ExtractionSettings,
+    plan: MemoryPlan,
+    sampled=None,
+    points: TypePoints | None = None,
 ) -> Iterator[list]:
     """Per layer ℓ = 0 … L in order, the :func:`ctxvar.extraction.passes.host_layers` list of that one layer:
     every batch embedded once, then each block run over every batch's hidden states; one layer's sums on the
-    device at a time. ``job``: a :class:`ctxvar.extraction.extract.ShardRun`."""
+    device at a time; ``points`` (Fig. 1's) take their layer's rows. ``job``: a
+    :class:`ctxvar.extraction.extract.ShardRun`."""
     model, device = job.model, job.device
     on_device = padded.to(device)
     options = forward_options(model)
@@ -346,6 +357,8 @@ def layer_major_sums(
                 words = {"word_index": batch.word_index} if batch.word_index is not None else {}
                 # every index reads this layer's states: the sums read only their own layer's
                 sums.accumulate([state] * job.n_layers, batch.positions, batch.type_index, hits[b], **words)
+                if points is not None and layer == points.layer:
+                    points.add(layer, state.reshape(-1, state.shape[-1]), batch.positions)
                 del state
             finished = host_layers(sums, job, settings)
             del sums

@@ -13,6 +13,7 @@ from ctxvar.errors import ModelLoadError, StatisticsError
 from ctxvar.extraction.accumulator import EmbeddingSums
 from ctxvar.extraction.host_copy import to_host
 from ctxvar.extraction.settings import ExtractionSettings
+from ctxvar.extraction.type_points import TypePoints
 from ctxvar.models import loading
 from ctxvar.models.batching import ShardBatches
 from ctxvar.stats.sums import LayerSums
@@ -20,16 +21,22 @@ from ctxvar.stats.word_files import LayerSentences, LayerWords
 
 
 def accumulate_groups(
-    job, padded: ShardBatches, groups: list[range], settings: ExtractionSettings, sampled: dict | None = None
+    job,
+    padded: ShardBatches,
+    groups: list[range],
+    settings: ExtractionSettings,
+    sampled: dict | None = None,
+    points: TypePoints | None = None,
 ):
     """Per group of layers, in order, one pass over the ``padded`` batches, then the list of ``(LayerSums,
-    (Σxxᵀ or None, the declared per-layer sums by name), sampled points or None, (LayerWords, LayerSentences)
-    or None)`` of its layers, in host memory; the group's device state is freed before it is yielded. ``job``: a
-    :class:`ctxvar.extraction.extract.ShardRun` (its ``n_layers``, ``types``, ``d``, ``device``, ``n_words`` and
-    ``run``, and what :func:`layer_words` reads)."""
+        (Σxxᵀ or None, the declared per-layer sums by name), sampled points or None, (LayerWords, LayerSentences)
+        or None)`` of its layers, in host memory; the group's device state is freed before it is yielded. ``points``
+    collects Fig. 1's points in the pass whose group holds their layer. ``job``: a
+        :class:`ctxvar.extraction.extract.ShardRun` (its ``n_layers``, ``types``, ``d``, ``device``, ``n_words`` and
+        ``run``, and what :func:`layer_words` reads)."""
     for layers in groups:
         sums = job_sums(job, layers, settings, sampled)
-        job.run(sums, settings, padded)
+        job.run(sums, settings, padded, points if points is not None and points.layer in layers else None)
         layers = host_layers(sums, job, settings)
         del sums
         yield layers
@@ -83,8 +90,10 @@ def host_layers(sums: EmbeddingSums, job, settings: ExtractionSettings) -> list:
     return layers
 
 
-def run_batches(model, sums: EmbeddingSums, batches: ShardBatches, device, progress: bool) -> None:
-    """Forward every batch with all hidden states and add them to ``sums``.
+def run_batches(
+    model, sums: EmbeddingSums, batches: ShardBatches, device, progress: bool, points: TypePoints | None = None
+) -> None:
+    """Forward every batch with all hidden states and add them to ``sums`` (and to ``points``, if given).
 
     The padded batches (and, with a sample, the sampled tokens' places in them) move to
     the device once, before the first batch; within the loop nothing waits for the host.
@@ -109,6 +118,9 @@ def run_batches(model, sums: EmbeddingSums, batches: ShardBatches, device, progr
                 )
             words = {"word_index": batch.word_index} if batch.word_index is not None else {}
             sums.accumulate(output.hidden_states, batch.positions, batch.type_index, sample_hits, **words)
+            if points is not None:
+                states = output.hidden_states[points.layer]
+                points.add(points.layer, states.reshape(-1, states.shape[-1]), batch.positions)
             del output  # else it lives on through the next forward pass, which rebinds it only once it returns
 
 

@@ -1,108 +1,120 @@
-"""The second pass for Fig. 1: every occurrence of a few selected types at one layer.
+"""Fig. 1's points: the types chosen before extraction, their occurrences collected by the extraction's own pass,
+and their projection once the merged sums give the components.
 
-The job runs the model like an extraction job but only over the sentences that
-contain a selected type, and keeps, per occurrence, its coordinates on the two
-PCA components and its squared norm (float64). Per type, the mean coordinates
-and mean squared norm of these points equal the first pass's μ_t·W and Q_t up
-to float32 batch-composition rounding: the two passes check each other.
+Before extraction, :func:`shard_type_counts` tokenizes a shard exactly as its extraction job will (the same
+``tokens`` settings and the model's positions), so the counts summed over the shards are the merged n_t of
+tokens.parquet. The extraction job of figures.pca.model collects, per shard, the hidden states at the chosen
+layer of every occurrence of the chosen types (:class:`ctxvar.extraction.type_points.TypePoints`) into a points
+file, one row per occurrence in the order the batches ran (empty for the other models' jobs):
 
-Memory: 3 float64 per kept occurrence, on the device until the shard ends.
+    token   string                  the type's key
+    batch   int32                   the extraction batch that held it
+    x       fixed_size_binary(4·d)  the hidden state: d little-endian float32
+
+:func:`projected_points` projects them on the components (float64), batch by batch as the forward pass grouped
+them: each point's coordinates x·w₁, x·w₂ and its squared norm ‖x‖².
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Sequence
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import torch
 
-from ctxvar.extraction.extract import prepare_shard, release_device, released_on_error
+from ctxvar.errors import StatisticsError
 from ctxvar.extraction.settings import ExtractionSettings
-from ctxvar.extraction.shard import chunk_batches
+from ctxvar.extraction.shard import fit_to_positions, read_shard
+from ctxvar.extraction.type_points import TypePoints
 from ctxvar.io import read_csv
-from ctxvar.parquet_files import write_table
-from ctxvar.stats.pca_components import read_components
+from ctxvar.models.batching import ShardBatches
+from ctxvar.models.tokens import encode, type_marker, type_table
+from ctxvar.parquet_files import read_table, vector_column, vector_rows, write_table
 
 log = logging.getLogger(__name__)
 
-POINTS_SCHEMA = pa.schema(
-    [("token", pa.string()), ("pc1", pa.float64()), ("pc2", pa.float64()), ("sq_norm", pa.float64())]
-)
+TYPES_COLUMNS = ["layer", "token", "n", "bin"]
 
 
-class TypeProjections:
-    """Occurrences of selected types at one layer, projected on ``components``; same interface as EmbeddingSums.
-
-    Boolean selection of the kept rows synchronises with the host once per batch;
-    this pass covers a handful of types, so it is not worth avoiding.
-    """
-
-    def __init__(self, layer: int, n_layers: int, selected: torch.Tensor, components: torch.Tensor):
-        self.layer, self.n_layers = layer, n_layers
-        self.selected = selected  # (U,) bool over the shard's types
-        self.components = components  # (2, d) float64
-        self.parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
-
-    def accumulate(
-        self, hidden_states: Sequence[torch.Tensor], positions: torch.Tensor, type_index: torch.Tensor, sample_hits=None
-    ) -> None:
-        """``hidden_states``: L tensors (B, T, d); ``positions``, ``type_index``: (N,) int64; ``sample_hits`` unused."""
-        assert len(hidden_states) == self.n_layers, (len(hidden_states), self.n_layers)
-        keep = self.selected[type_index]  # (N,)
-        d = hidden_states[self.layer].shape[-1]
-        rows = hidden_states[self.layer].reshape(-1, d).index_select(0, positions[keep]).to(torch.float64)  # (K, d)
-        self.parts.append((type_index[keep], rows @ self.components.T, torch.einsum("kd,kd->k", rows, rows)))
-
-    def to_numpy(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(type index (K,), coordinates (K, 2), squared norms (K,))``."""
-        if not self.parts:
-            return np.zeros(0, np.int64), np.zeros((0, 2)), np.zeros(0)
-        return tuple(torch.cat(part).cpu().numpy() for part in zip(*self.parts))
+def points_schema(d: int) -> pa.Schema:
+    fields = [("token", pa.string()), ("batch", pa.int32()), ("x", pa.binary(4 * d))]
+    return pa.schema([pa.field(name, kind, nullable=False) for name, kind in fields])
 
 
-def sequences_with(type_index: np.ndarray, offsets: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """Indices of the sequences (``offsets`` delimit them) holding at least one token whose type is ``wanted``."""
-    hits = np.concatenate([[0], np.cumsum(wanted[type_index])])
-    return np.flatnonzero(hits[offsets[1:]] > hits[offsets[:-1]])
+def shard_type_counts(shard_path, tokenizer, max_positions: int | None, settings: ExtractionSettings):
+    """``(types, n)``: the shard's type keys (sorted) and their counts, as its extraction job tokenizes it."""
+    texts, _, _ = read_shard(shard_path)
+    encoded, _, _ = fit_to_positions(encode(tokenizer, texts), max_positions, settings)
+    types, type_index = type_table(tokenizer, encoded.ids, type_marker(tokenizer, settings.merge_markers))
+    return types, np.bincount(type_index, minlength=len(types))
 
 
-def collect_points(shard_path, out_path, settings: ExtractionSettings, selection_path, components_path) -> int:
-    """Write every occurrence in the shard of the types in selection.csv, at its layer, as (token, pc1, pc2,
-    sq_norm) with the components of components.csv; returns the number of occurrences."""
-    selection = read_csv(selection_path, keep_default_na=False)
-    if selection.empty:  # no type could be selected (see select_pca_tokens): nothing to collect
-        write_table(
-            POINTS_SCHEMA.empty_table(), out_path, metadata={"model_id": settings.model["id"], "shard": settings.shard}
+def read_types(types_path) -> pd.DataFrame:
+    """types.csv (:func:`ctxvar.figures.pca_selection.select_pca_types`): layer, token, n, bin per chosen type."""
+    return read_csv(types_path, keep_default_na=False, dtype={"token": str})
+
+
+def type_points(job, padded: ShardBatches, types_path) -> TypePoints | None:
+    """The collector of the types in ``types_path`` for ``job`` (a :class:`ctxvar.extraction.extract.ShardRun`),
+    None when none was chosen (a corpus too small for Fig. 1)."""
+    chosen = read_types(types_path)
+    if chosen.empty:
+        return None
+    layer = int(chosen["layer"].iloc[0])
+    if not 0 <= layer < job.n_layers:
+        raise StatisticsError(
+            f"{types_path}: layer {layer} is not a hidden state of this model (0 … {job.n_layers - 1}); it was "
+            "chosen for another model: delete it and rerun"
         )
-        return 0
-    layer, components = int(selection["layer"].iloc[0]), read_components(components_path)
-    job = prepare_shard(shard_path, settings, hash_weights=False)  # the points carry no provenance hash
-    with released_on_error(job):
-        wanted = np.isin(job.types, selection["token"].to_numpy())
-        rows = sequences_with(job.type_index, job.encoded.offsets, wanted)
-        batches = [rows[b] for b in chunk_batches(job.encoded.lengths[rows], job.chunk[rows], settings.batch_tokens)]
-        log.info(
-            "%s layer %d: %d of %d sequences hold a selected type",
-            settings.model["id"],
-            layer,
-            len(rows),
-            len(job.encoded.lengths),
+    selected = np.isin(job.types, chosen["token"].to_numpy())
+    points = TypePoints(layer, selected, padded, job.d, job.device)
+    log.info("Fig. 1: %d occurrences of %d chosen types at layer %d", len(points.tokens), int(selected.sum()), layer)
+    return points
+
+
+def write_points(path, types: np.ndarray, points: TypePoints | None, metadata: dict) -> None:
+    """The points file of one shard (empty when ``points`` is None)."""
+    d = metadata["d"]
+    if points is None:
+        table = points_schema(d).empty_table()
+        layer = None
+    else:
+        type_index, batch, rows = points.to_numpy()
+        table = pa.table(
+            [pa.array(types[type_index], pa.string()), pa.array(batch, pa.int32()), vector_column(rows, "<f4")],
+            schema=points_schema(d),
         )
-        collector = TypeProjections(
-            layer,
-            job.n_layers,
-            torch.from_numpy(wanted).to(job.device),
-            torch.from_numpy(np.ascontiguousarray(components, dtype=np.float64)).to(job.device),
+        layer = points.layer
+    info = {"model_id": metadata["model_id"], "shard": metadata["shard"], "layer": layer, "d": d}
+    write_table(table, path, metadata=info)
+
+
+def projected_points(paths, components: np.ndarray) -> pd.DataFrame:
+    """token, pc1, pc2, sq_norm of every point in the files ``paths``: x·w₁, x·w₂ with ``components`` (2, d)
+    and ‖x‖², in float64, one product per extraction batch."""
+    weights = torch.from_numpy(np.ascontiguousarray(components, dtype=np.float64))
+    frames = []
+    for path in paths:
+        table = read_table(path)
+        rows = torch.from_numpy(vector_rows(table.column("x"), "<f4").astype(np.float64))
+        batch = table.column("batch").to_numpy()
+        bounds = np.flatnonzero(np.diff(batch)) + 1
+        parts = [
+            (part @ weights.T, torch.einsum("kd,kd->k", part, part))
+            for part in torch.tensor_split(rows, torch.from_numpy(bounds))
+        ]
+        coordinates = torch.cat([p[0] for p in parts]).numpy() if parts else np.zeros((0, 2))
+        sq_norm = torch.cat([p[1] for p in parts]).numpy() if parts else np.zeros(0)
+        frames.append(
+            pd.DataFrame(
+                {
+                    "token": table.column("token").to_pylist(),
+                    "pc1": coordinates[:, 0],
+                    "pc2": coordinates[:, 1],
+                    "sq_norm": sq_norm,
+                }
+            )
         )
-        job.run(collector, settings, job.padded(batches))
-        type_index, coordinates, sq_norm = collector.to_numpy()
-        del collector  # its device tensors go before the device is released
-    release_device(job)  # the points are in host memory: the next job may use the GPU while these are written
-    table = pa.table(
-        [pa.array(job.types[type_index], pa.string()), coordinates[:, 0], coordinates[:, 1], sq_norm],
-        schema=POINTS_SCHEMA,
-    )
-    write_table(table, out_path, metadata={"model_id": settings.model["id"], "layer": layer, "shard": settings.shard})
-    return table.num_rows
+    return pd.concat(frames, ignore_index=True)

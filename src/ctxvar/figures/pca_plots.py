@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.colors import Normalize
 
+from ctxvar.extraction.pca_points import projected_points
 from ctxvar.figures.pca_selection import table2, table2_latex
 from ctxvar.figures.plotting import (
     Plot,
@@ -23,7 +24,7 @@ from ctxvar.figures.plotting import (
     save_plot,
 )
 from ctxvar.io import read_csv, write_csv, write_text
-from ctxvar.parquet_files import read_table
+from ctxvar.stats.pca_components import read_components
 from ctxvar.stats.provenance import SUMS_COLUMN, check_same_sums, table_sums
 from ctxvar.stats.token_table import TokenStats, filtered
 
@@ -114,8 +115,11 @@ def unselected_outputs(model: str, outputs) -> None:
     write_text(f"% Table 2 of {model}: {NO_SELECTION}\n", outputs.table2_tex)
 
 
-def pca_outputs(points_paths, selection_path, tokens_path, model: str, analysis: dict, outputs) -> None:
-    """Figs. 1 and 8 (PNG, PDF, CSV) and Table 2 (CSV, LaTeX) from the second pass's points.
+def pca_outputs(
+    points_paths, selection_path, components_path, tokens_path, model: str, analysis: dict, outputs
+) -> None:
+    """Figs. 1 and 8 (PNG, PDF, CSV) and Table 2 (CSV, LaTeX) from the points the extraction jobs collected
+    (:mod:`ctxvar.extraction.pca_points`), projected on the components of ``components_path``.
 
     ``outputs`` has fig01, fig01_pdf, fig01_data, fig08, fig08_pdf, fig08_data, table2, table2_tex. The
     selection must come from the sums of ``tokens_path`` (:func:`~ctxvar.stats.provenance.check_same_sums`).
@@ -130,7 +134,7 @@ def pca_outputs(points_paths, selection_path, tokens_path, model: str, analysis:
         unselected_outputs(model, outputs)
         return
     layer = int(selected["layer"].iloc[0])
-    points = pd.concat([read_table(p).to_pandas() for p in points_paths], ignore_index=True)
+    points = projected_points(points_paths, read_components(components_path))
     save_plot(pca_scatter(points, selected, model, layer), outputs.fig01, outputs.fig01_pdf, outputs.fig01_data)
     tokens = stats.layer(layer)
     save_plot(

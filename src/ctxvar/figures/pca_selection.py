@@ -8,10 +8,15 @@ drawn without replacement by one ``RandomState(seed)``, bin by bin, from the
 members sorted by token. (The paper's text writes ⌊√(4|T_r|/max|T_r|)⌋; the
 authors' code, which this follows, uses 4·√.)
 
-PCA: 2 components fitted on the selected types' means μ_t plus the zero vector.
+The selection reads only n_t, the type keys and the frequency filter, so it is made before extraction
+(:func:`select_pca_types`, from the shards tokenized as the extraction jobs tokenize them), and the extraction
+jobs collect the chosen types' points in their own pass (:mod:`ctxvar.extraction.pca_points`). After the
+merge, :func:`select_pca_tokens` makes it again from tokens.parquet and refuses a different one.
+
+PCA: 2 components fitted on the selected types' means μ_t (from the merged sums) plus the zero vector.
 After projecting, every point is shifted so that the projected origin is (0, 0);
-the shifted coordinates of x are then simply x·w₁ and x·w₂, so the second pass
-only needs the components W (2 × d), not the fit.
+the shifted coordinates of x are then simply x·w₁ and x·w₂: the points are projected
+on the components W (2 × d), not on the fit.
 """
 
 from __future__ import annotations
@@ -21,7 +26,10 @@ import logging
 import numpy as np
 import pandas as pd
 
-from ctxvar.errors import ConfigError, InsufficientData
+from ctxvar.errors import ConfigError, InsufficientData, StatisticsError
+from ctxvar.extraction.pca_points import TYPES_COLUMNS, read_types, shard_type_counts
+from ctxvar.extraction.settings import ExtractionSettings
+from ctxvar.models import loading
 from ctxvar.stats.finalize import finalize
 from ctxvar.stats.pca_components import components_table
 from ctxvar.stats.provenance import SUMS_COLUMN
@@ -87,6 +95,40 @@ def check_layer(layer: int | None, n_layers: int) -> int:
     return layer
 
 
+def select_pca_types(shard_paths, job: ExtractionSettings, settings: dict, analysis: dict) -> pd.DataFrame:
+    """types.csv, the selection made before extraction: layer, token, n, bin of the types figures.pca
+    ``settings`` chooses from the counts of the model's shards ``shard_paths``, tokenized as the extraction jobs
+    with ``job`` tokenize them (their sum is the merged n_t). Empty, with a warning, when no type can be chosen."""
+    tokenizer = loading.load_tokenizer(job.model, job.source)
+    config = loading.load_config(job.model, job.source)
+    layer = check_layer(settings["layer"], config.num_hidden_layers + 1)
+    counts = [shard_type_counts(path, tokenizer, loading.max_positions(config), job) for path in shard_paths]
+    tokens = (
+        pd.concat([pd.DataFrame({"token": types, "n": n}) for types, n in counts], ignore_index=True)
+        .groupby("token", sort=True)["n"]
+        .sum()
+        .reset_index()
+    )
+    try:
+        chosen = select_tokens(tokens, analysis, settings["min_chars"], settings["n_bins"], settings["seed"])
+    except InsufficientData as error:
+        log.warning("Fig. 1, Fig. 8 and Table 2 will be placeholders: %s", error)
+        return pd.DataFrame(columns=TYPES_COLUMNS)
+    log.info("chose %d types at layer %d from %d types", len(chosen), layer, len(tokens))
+    return chosen.assign(layer=layer)[TYPES_COLUMNS]
+
+
+def check_same_choice(chosen: pd.DataFrame, before: pd.DataFrame, types_path) -> None:
+    """Refuse a selection from the merged sums (``chosen``) other than the one made before extraction."""
+    columns = ["layer", "token", "n", "bin"]
+    if not (len(chosen) == len(before) and (chosen[columns].to_numpy(str) == before[columns].to_numpy(str)).all()):
+        raise StatisticsError(
+            f"figures.pca: the types chosen before extraction ({types_path}) are not those the merged sums choose "
+            f"({len(before)} against {len(chosen)} types): the partials and the shards disagree; delete "
+            f"{types_path} and rerun"
+        )
+
+
 def selection(
     stats_path, tokens: pd.DataFrame, layer: int, settings: dict, analysis: dict
 ) -> tuple[pd.DataFrame, np.ndarray]:
@@ -116,9 +158,12 @@ def selection(
     return table[SELECTION_COLUMNS], components
 
 
-def select_pca_tokens(stats_path, tokens_path, settings: dict, analysis: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+def select_pca_tokens(
+    stats_path, tokens_path, settings: dict, analysis: dict, types_path=None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """selection.csv and components.csv (rows pc1, pc2; one column per dimension) for figures.pca ``settings``.
-    selection.csv ends with ``config_hash``, the sums of the tokens.parquet it was selected from.
+    selection.csv ends with ``config_hash``, the sums of the tokens.parquet it was selected from. With
+    ``types_path`` (types.csv of :func:`select_pca_types`), a selection other than that one is refused.
 
     When no type can be selected (a tiny corpus), both are empty and a warning says why: Figs. 1 and 8
     become placeholders, and the run goes on.
@@ -130,6 +175,8 @@ def select_pca_tokens(stats_path, tokens_path, settings: dict, analysis: dict) -
     except InsufficientData as error:
         log.warning("Fig. 1, Fig. 8 and Table 2 will be placeholders: %s", error)
         table, components = pd.DataFrame(columns=SELECTION_COLUMNS), None
+    if types_path is not None:
+        check_same_choice(table, read_types(types_path), types_path)
     table = table.assign(**{SUMS_COLUMN: stats.metadata.get(SUMS_COLUMN)})
     if components is None:
         return table, pd.DataFrame(columns=["component"])

@@ -75,6 +75,13 @@ def check_tokenizer_fits(tokenizer, model, entry: dict, source: str) -> None:
     completeness.check_tokenizer_fits(tokenizer, model, described(entry, source))
 
 
+def load_config(entry: dict, source: str):
+    """The model's config (its config.json), as :func:`load_model` builds the model from."""
+    from transformers import AutoConfig
+
+    return _from_pretrained(AutoConfig, source, entry, _options(entry, source))
+
+
 def load_model(entry: dict, source: str, dtype: str, device: torch.device):
     """The model in eval mode on ``device``, in ``dtype``, built from every tensor it needs and nothing else.
 
@@ -85,12 +92,12 @@ def load_model(entry: dict, source: str, dtype: str, device: torch.device):
     transformers' loading report is read: a tensor missing, of another shape, or of a
     layer the config does not build stops the job (:mod:`ctxvar.models.completeness`).
     """
-    from transformers import AutoConfig, AutoModel
+    from transformers import AutoModel
 
     what = described(entry, source)
     if os.path.isdir(source):
         completeness.check_checkpoint_files(source, what)
-    config = _from_pretrained(AutoConfig, source, entry, _options(entry, source))
+    config = load_config(entry, source)
     if getattr(config, "is_encoder_decoder", False):
         raise ModelLoadError(
             f"model {entry['id']!r} is an encoder-decoder ({config.model_type}); its forward pass has no single "

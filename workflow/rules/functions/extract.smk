@@ -15,15 +15,18 @@ def geometry_files(prefix):
 
 
 def partial_outputs():
-    """An extraction job's files, the sums and the geometry sums config asks for; deleted once merged (temp)
-    unless ``keep_partials``."""
+    """An extraction job's files, the sums, the geometry sums config asks for and Fig. 1's points (empty but for
+    figures.pca.model); deleted once merged and drawn (temp) unless ``keep_partials``."""
     prefix = partial_prefix("{model}", "{shard}")
-    files = {"partial": f"{prefix}.parquet", **geometry_files(prefix)}
+    files = {"partial": f"{prefix}.parquet", **geometry_files(prefix), "pca_points": f"{prefix}.pca.parquet"}
     return {name: path if config["keep_partials"] else temp(path) for name, path in files.items()}
 
 
 def extraction_inputs(wildcards):
-    return {"shard": results(f"corpus/shards/{wildcards.model}/{wildcards.shard}.parquet"), **model_inputs(wildcards)}
+    """The shard, the model's folder if the run makes one, and, for figures.pca.model, the Fig. 1 types whose
+    points the job collects."""
+    pca = {"pca_types": results(f"{PCA_MODEL}/pca/types.csv")} if wildcards.model == PCA_MODEL else {}
+    return {"shard": results(f"corpus/shards/{wildcards.model}/{wildcards.shard}.parquet"), **model_inputs(wildcards), **pca}
 
 
 def extraction_gpus():

@@ -1,10 +1,6 @@
-# pca.smk's inputs and resources.
+# pca.smk's inputs.
 
 
 def pca_points(wildcards):
-    return expand(results("{model}/pca/points/{shard}.parquet"), model=wildcards.model, shard=SHARDS)
-
-
-def pca_points_mem_mb(wildcards, input, attempt):
-    """A PCA-points job's host memory: an extraction's, without geometry sums."""
-    return estimates.extraction_mem_mb(*extraction_size(wildcards, input), attempt)
+    """Fig. 1's points: the file each extraction job of the model wrote beside its partial sums."""
+    return [f"{partial_prefix(wildcards.model, shard)}.pca.parquet" for shard in SHARDS]
