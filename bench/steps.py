@@ -137,9 +137,10 @@ def extraction(
 @contextlib.contextmanager
 def timed_loading_and_warm_up(timings: dict):
     """Within the block, jobs time their model loading (``timings["load_seconds"]``) and run a warm-up batch
-    before their first pass (``timings["warm_up_seconds"]``), as (a) does; ``timings["batches"]`` lists each
-    pass's batches. Under ``torch.profiler``, the loading is the range ``ctxvar.load`` and each pass's batch
-    loop, after the warm-up, ``ctxvar.batches`` (see bench/profile_job.py)."""
+    before their first pass (``timings["warm_up_seconds"]``), as (a) does, on the whole-model and the
+    layer-major path alike; ``timings["batches"]`` lists each pass's batches. Under ``torch.profiler``, the
+    loading is the range ``ctxvar.load`` and each pass's batch loop, after the warm-up, ``ctxvar.batches`` (see
+    bench/profile_job.py)."""
     load, run_batches = models.load_model, extract.run_batches
 
     def timed_load(*args, **kwargs):
@@ -157,11 +158,20 @@ def timed_loading_and_warm_up(timings: dict):
         with record_function("ctxvar.batches"):
             run_batches(model, sums, batches, device, progress)
 
-    models.load_model, extract.run_batches = timed_load, warmed_up
+    def warmed_up_layer_major(job, padded, *args, **kwargs):
+        if "warm_up_seconds" not in timings:
+            timings["warm_up_seconds"] = warm_up(job.model, padded, job.device)
+        timings.setdefault("batches", []).append(len(padded))
+        with record_function("ctxvar.batches"):
+            yield from layer_major_sums(job, padded, *args, **kwargs)
+
+    layer_major_sums = extract.layer_major_sums
+    patched = timed_load, warmed_up, warmed_up_layer_major
+    models.load_model, extract.run_batches, extract.layer_major_sums = patched
     try:
         yield
     finally:
-        models.load_model, extract.run_batches = load, run_batches
+        models.load_model, extract.run_batches, extract.layer_major_sums = load, run_batches, layer_major_sums
 
 
 def reference_loop(model_dir: str, shard: str, out: str, device: str) -> dict:
