@@ -26,7 +26,11 @@ def extraction_inputs(wildcards):
     """The shard, the model's folder if the run makes one, and, for figures.pca.model, the Fig. 1 types whose
     points the job collects."""
     pca = {"pca_types": results(f"{PCA_MODEL}/pca/types.csv")} if wildcards.model == PCA_MODEL else {}
-    return {"shard": results(f"corpus/shards/{wildcards.model}/{wildcards.shard}.parquet"), **model_inputs(wildcards), **pca}
+    return {
+        "shard": results(f"corpus/shards/{wildcards.model}/{wildcards.shard}.parquet"),
+        **model_inputs(wildcards),
+        **pca,
+    }
 
 
 def extraction_gpus():
