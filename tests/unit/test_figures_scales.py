@@ -9,6 +9,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 from ctxvar.figures import cross_model, embedding_plots, geometry_plots, per_model
 from ctxvar.figures.catalogue import (
@@ -23,7 +24,7 @@ from ctxvar.figures.catalogue import (
 )
 from ctxvar.figures.cross_model import BAND_GID, BAND_LABEL
 from ctxvar.figures.draw import draw_function, embedding_projection_figure
-from ctxvar.figures.plotting import AxisScale, axis_scale
+from ctxvar.figures.plotting import AxisScale, axis_scale, scale_grid
 from ctxvar.io import write_csv
 from ctxvar.parquet_files import parquet_writer, tagged_schema, write_table
 from ctxvar.stats.geometry import geometry_columns
@@ -144,6 +145,18 @@ def test_fig14_histograms_bin_outlying_values_evenly_on_a_log_axis(decoder):
     heights = [patch.get_height() for patch in grid[2, 1].patches]
     assert heights == list(bins["count"])
 
+
+
+@pytest.mark.parametrize("scale", ["log", "symlog"])
+def test_a_grid_on_a_log_axis_ends_exactly_at_the_extreme_values(scale):
+    """10 ** log10(6.829612598000279) is one ulp below it: a histogram binned on the round trip lost that type."""
+    lo, hi = 0.2004865494579971, 6.829612598000279
+    ax = Figure().subplots()
+    ax.set_xscale(scale)
+    grid = scale_grid(ax.xaxis, lo, hi, 51)
+    assert (grid[0], grid[-1]) == (lo, hi) and np.all(np.diff(grid) > 0)
+    counts, _ = np.histogram([lo, 1.0, hi], bins=grid)
+    assert counts.sum() == 3
 
 # --- every figure of the catalogue ---------------------------------------------------------------------------------
 

@@ -212,9 +212,11 @@ def test_run_json_gives_the_bytes_without_incremental_merge_as_the_partials_on_d
     assert_io_as_documented(
         io, DEMO["shards"], incremental=False, merged=merged_files(tmp_path / "results/demo/tiny-bert")
     )
-    partials = list((tmp_path / "results" / "demo" / "partials" / "tiny-bert").glob("*.parquet"))
+    folder = tmp_path / "results" / "demo" / "partials" / "tiny-bert"
+    partials = [path for path in folder.glob("*.parquet") if not path.name.endswith(".pca.parquet")]
     assert len(partials) == PARTIAL_FILES * DEMO["shards"]
     assert io["partial_bytes"] == sum(p.stat().st_size for p in partials)
+    assert len(list(folder.glob("*.pca.parquet"))) == DEMO["shards"]  # Fig. 1's points, read by no merge
 
 
 def test_rerun_with_the_same_config_does_nothing(demo):

@@ -116,10 +116,13 @@ def scale_axes(ax, x, y) -> tuple[AxisScale, AxisScale]:
 
 def scale_grid(axis, lo: float, hi: float, n: int) -> np.ndarray:
     """``n`` values from ``lo`` to ``hi`` evenly spaced as ``axis`` (a matplotlib Axis) draws them: bin edges
-    and line points that look even on a log or symlog axis."""
+    and line points that look even on a log or symlog axis. The ends are ``lo`` and ``hi`` exactly: the round
+    trip through the transform can move them by an ulp, which would leave the extreme value out of a histogram."""
     forward = axis.get_transform()
     ends = forward.transform(np.array([[lo], [hi]], dtype=float))[:, 0]
-    return forward.inverted().transform(np.linspace(ends[0], ends[1], n)[:, None])[:, 0]
+    grid = forward.inverted().transform(np.linspace(ends[0], ends[1], n)[:, None])[:, 0]
+    grid[0], grid[-1] = lo, hi
+    return grid
 
 
 def panels(nrows: int, ncols: int, size=PANEL_SIZE, **subplots) -> tuple[Figure, np.ndarray]:
