@@ -19,7 +19,7 @@ from ctxvar.errors import IntegrityError, StatisticsError
 from ctxvar.extraction.budget import layer_groups, state_bytes
 from ctxvar.extraction.extract import extract_shard, prepare_shard
 from ctxvar.extraction.passes import forward_options
-from ctxvar.extraction.pca_points import projected_points, read_types
+from ctxvar.extraction.pca_points import merge_points, projected_points, read_types
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.shard import chunk_batches, read_shard
 from ctxvar.figures.pca_plots import point_summary
@@ -29,7 +29,7 @@ from ctxvar.models import hashing
 from ctxvar.models.batching import BATCH_TOKENS
 from ctxvar.models.random_init import build_random_model
 from ctxvar.models.tokens import encode
-from ctxvar.parquet_files import read_metadata, vector_rows
+from ctxvar.parquet_files import read_metadata, read_table, vector_rows, write_table
 from ctxvar.stats.merge import merge_partials
 from ctxvar.stats.sums import SumsFile
 from ctxvar.versions import device_name
@@ -232,6 +232,29 @@ def test_extraction_collects_the_points_a_second_pass_would_bit_for_bit(request,
         np.testing.assert_array_equal(vector_rows(points.column("x"), "<f4"), rows)
 
 
+def test_merged_points_project_as_each_shard_s_own_batches(four_shards, tmp_path):
+    """pca/points.parquet keeps every shard's rows in order, so its projection is bit for bit the shards' own, one
+    product per batch of each shard; points of another layer are refused."""
+    folder = four_shards[2].parent
+    shards = [folder / f"points{i}.parquet" for i in range(4)]
+    merge_points(shards, tmp_path / "points.parquet")
+    weights = np.random.default_rng(0).normal(size=(2, read_metadata(shards[0])["d"]))
+    alone = []
+    for i, shard in enumerate(shards):
+        merge_points([shard], tmp_path / f"alone{i}.parquet")
+        alone.append(projected_points(tmp_path / f"alone{i}.parquet", weights))
+    merged = projected_points(tmp_path / "points.parquet", weights)
+    pd.testing.assert_frame_equal(merged, pd.concat(alone, ignore_index=True), check_exact=True)
+    assert read_table(tmp_path / "points.parquet").column("shard").to_pylist() == [
+        i for i, part in enumerate(alone) for _ in range(len(part))
+    ]
+    other = read_metadata(shards[1])
+    write_table(read_table(shards[1]), tmp_path / "other.parquet", metadata={**other, "layer": other["layer"] + 1})
+    with pytest.raises(StatisticsError, match="do not belong with"):
+        merge_points([shards[0], tmp_path / "other.parquet"], tmp_path / "refused.parquet")
+    assert not (tmp_path / "refused.parquet").exists()
+
+
 def test_projected_points_average_to_the_merged_sums(four_shards):
     """Counts equal n_t exactly; mean squared norm and mean coordinates equal Q_t and μ_t·W to float64 rounding
     (the points are the pass's own values)."""
@@ -239,7 +262,8 @@ def test_projected_points_average_to_the_merged_sums(four_shards):
     folder = stats.parent
     selection, components = select_pca_tokens(stats, folder / "tokens.parquet", PCA, PCA_ANALYSIS, folder / "types.csv")
     weights = components.set_index("component").to_numpy(float)
-    points = projected_points([folder / f"points{i}.parquet" for i in range(4)], weights)
+    merge_points([folder / f"points{i}.parquet" for i in range(4)], folder / "points.parquet")
+    points = projected_points(folder / "points.parquet", weights)
     summary = point_summary(points).set_index("token").loc[selection["token"]]
     np.testing.assert_array_equal(summary["points"], selection["n"])
     np.testing.assert_allclose(summary["mean_sq_norm"], selection["Q"], rtol=1e-12)

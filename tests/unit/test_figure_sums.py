@@ -69,7 +69,13 @@ def test_the_pca_figures_refuse_a_selection_made_from_other_sums(tmp_path):
     write_csv(pd.DataFrame([row], columns=SELECTION_COLUMNS).assign(config_hash="before"), tmp_path / "selection.csv")
     with pytest.raises(StatisticsError) as error:
         pca_outputs(
-            [], tmp_path / "selection.csv", tmp_path / "components.csv", tmp_path / "tokens.parquet", "m", {}, None
+            tmp_path / "points.parquet",
+            tmp_path / "selection.csv",
+            tmp_path / "components.csv",
+            tmp_path / "tokens.parquet",
+            "m",
+            {},
+            None,
         )
     message = str(error.value)
     assert message.startswith("model 'm': its files come from different sums") and message.endswith(FINISH)

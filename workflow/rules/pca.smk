@@ -45,9 +45,24 @@ rule select_pca_tokens:
         "../scripts/select_pca_tokens.py"
 
 
-rule plot_pca:
+rule merge_pca_points:  # the shards' points are temporary; the figures can be redrawn from these
     input:
         points=pca_points,
+    output:
+        points=results("{model}/pca/points.parquet"),
+    log:
+        logs("{model}/pca/merge_pca_points.log"),
+    benchmark:
+        benchmarks("{model}/pca/merge_pca_points.tsv")
+    conda:
+        "../../envs/analysis.yaml"
+    script:
+        "../scripts/merge_pca_points.py"
+
+
+rule plot_pca:
+    input:
+        points=results("{model}/pca/points.parquet"),
         selection=results("{model}/pca/selection.csv"),
         components=results("{model}/pca/components.csv"),
         tokens=results("{model}/tokens.parquet"),

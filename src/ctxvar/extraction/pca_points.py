@@ -11,8 +11,10 @@ file, one row per occurrence in the order the batches ran (empty for the other m
     batch   int32                   the extraction batch that held it
     x       fixed_size_binary(4·d)  the hidden state: d little-endian float32
 
-:func:`projected_points` projects them on the components (float64), batch by batch as the forward pass grouped
-them: each point's coordinates x·w₁, x·w₂ and its squared norm ‖x‖².
+:func:`merge_points` gathers the shards' files, which are temporary like the partial sums, into the model's
+``pca/points.parquet`` (the same columns and ``shard``, int32), so that the figures can be drawn again without
+another forward pass. :func:`projected_points` projects them on the components (float64), batch by batch as
+the forward pass grouped them: each point's coordinates x·w₁, x·w₂ and its squared norm ‖x‖².
 """
 
 from __future__ import annotations
@@ -28,10 +30,18 @@ from ctxvar.errors import StatisticsError
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.shard import fit_to_positions, read_shard
 from ctxvar.extraction.type_points import TypePoints
-from ctxvar.io import read_csv
+from ctxvar.io import atomic_path, read_csv
 from ctxvar.models.batching import ShardBatches
 from ctxvar.models.tokens import encode, type_marker, type_table
-from ctxvar.parquet_files import read_table, vector_column, vector_rows, write_table
+from ctxvar.parquet_files import (
+    ParquetInput,
+    parquet_writer,
+    read_table,
+    tagged_schema,
+    vector_column,
+    vector_rows,
+    write_table,
+)
 
 log = logging.getLogger(__name__)
 
@@ -91,30 +101,56 @@ def write_points(path, types: np.ndarray, points: TypePoints | None, metadata: d
     write_table(table, path, metadata=info)
 
 
-def projected_points(paths, components: np.ndarray) -> pd.DataFrame:
-    """token, pc1, pc2, sq_norm of every point in the files ``paths``: x·w₁, x·w₂ with ``components`` (2, d)
-    and ‖x‖², in float64, one product per extraction batch."""
-    weights = torch.from_numpy(np.ascontiguousarray(components, dtype=np.float64))
-    frames = []
-    for path in paths:
-        table = read_table(path)
-        rows = torch.from_numpy(vector_rows(table.column("x"), "<f4").astype(np.float64))
-        batch = table.column("batch").to_numpy()
-        bounds = np.flatnonzero(np.diff(batch)) + 1
-        parts = [
-            (part @ weights.T, torch.einsum("kd,kd->k", part, part))
-            for part in torch.tensor_split(rows, torch.from_numpy(bounds))
-        ]
-        coordinates = torch.cat([p[0] for p in parts]).numpy() if parts else np.zeros((0, 2))
-        sq_norm = torch.cat([p[1] for p in parts]).numpy() if parts else np.zeros(0)
-        frames.append(
-            pd.DataFrame(
-                {
-                    "token": table.column("token").to_pylist(),
-                    "pc1": coordinates[:, 0],
-                    "pc2": coordinates[:, 1],
-                    "sq_norm": sq_norm,
-                }
+def merge_points(paths, merged_path) -> None:
+    """The points files of a model's shards ``paths`` (in shard order) as one file, ``merged_path``: their rows in
+    order with the column ``shard`` (the index in ``paths``), one row group per shard's row group; metadata
+    ``model_id``, ``layer`` (None when no type was chosen), ``d`` and ``shards``. Files of other models or layers
+    are a :class:`StatisticsError`."""
+    inputs = [ParquetInput(path) for path in paths]
+    first = inputs[0].metadata
+    layers = {part.metadata["layer"] for part in inputs} - {None}
+    for part in inputs:
+        if (part.metadata["model_id"], part.metadata["d"]) != (first["model_id"], first["d"]) or len(layers) > 1:
+            raise StatisticsError(
+                f"{part.path}: Fig. 1's points of model {part.metadata['model_id']!r} at layer "
+                f"{part.metadata['layer']} do not belong with {inputs[0].path}'s ({first['model_id']!r}, layers "
+                f"{sorted(layers)}); delete the model's partials and rerun"
             )
-        )
-    return pd.concat(frames, ignore_index=True)
+    schema = points_schema(first["d"]).append(pa.field("shard", pa.int32(), nullable=False))
+    info = {"model_id": first["model_id"], "layer": layers.pop() if layers else None, "d": first["d"]}
+    with (
+        atomic_path(merged_path) as tmp,
+        parquet_writer(tmp, tagged_schema(schema, {**info, "shards": len(paths)})) as out,
+    ):
+        for shard, part in enumerate(inputs):
+            for group in range(part.num_row_groups):
+                table = part.row_group(group)
+                out.write_table(
+                    table.append_column(schema.field("shard"), pa.array(np.full(len(table), shard, np.int32)))
+                )
+        if not any(part.num_rows for part in inputs):
+            out.write_table(schema.empty_table())
+
+
+def projected_points(path, components: np.ndarray) -> pd.DataFrame:
+    """token, pc1, pc2, sq_norm of every point in the merged points file ``path`` (:func:`merge_points`): x·w₁,
+    x·w₂ with ``components`` (2, d) and ‖x‖², in float64, one product per extraction batch of each shard."""
+    weights = torch.from_numpy(np.ascontiguousarray(components, dtype=np.float64))
+    table = read_table(path)
+    rows = torch.from_numpy(vector_rows(table.column("x"), "<f4").astype(np.float64))
+    batch = np.stack([table.column("shard").to_numpy(), table.column("batch").to_numpy()])
+    bounds = np.flatnonzero((np.diff(batch, axis=1) != 0).any(axis=0)) + 1
+    parts = [
+        (part @ weights.T, torch.einsum("kd,kd->k", part, part))
+        for part in torch.tensor_split(rows, torch.from_numpy(bounds))
+    ]
+    coordinates = torch.cat([p[0] for p in parts]).numpy() if len(rows) else np.zeros((0, 2))
+    sq_norm = torch.cat([p[1] for p in parts]).numpy() if len(rows) else np.zeros(0)
+    return pd.DataFrame(
+        {
+            "token": table.column("token").to_pylist(),
+            "pc1": coordinates[:, 0],
+            "pc2": coordinates[:, 1],
+            "sq_norm": sq_norm,
+        }
+    )

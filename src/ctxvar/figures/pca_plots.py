@@ -115,11 +115,9 @@ def unselected_outputs(model: str, outputs) -> None:
     write_text(f"% Table 2 of {model}: {NO_SELECTION}\n", outputs.table2_tex)
 
 
-def pca_outputs(
-    points_paths, selection_path, components_path, tokens_path, model: str, analysis: dict, outputs
-) -> None:
+def pca_outputs(points_path, selection_path, components_path, tokens_path, model: str, analysis: dict, outputs) -> None:
     """Figs. 1 and 8 (PNG, PDF, CSV) and Table 2 (CSV, LaTeX) from the points the extraction jobs collected
-    (:mod:`ctxvar.extraction.pca_points`), projected on the components of ``components_path``.
+    (:func:`ctxvar.extraction.pca_points.merge_points`), projected on the components of ``components_path``.
 
     ``outputs`` has fig01, fig01_pdf, fig01_data, fig08, fig08_pdf, fig08_data, table2, table2_tex. The
     selection must come from the sums of ``tokens_path`` (:func:`~ctxvar.stats.provenance.check_same_sums`).
@@ -134,7 +132,7 @@ def pca_outputs(
         unselected_outputs(model, outputs)
         return
     layer = int(selected["layer"].iloc[0])
-    points = projected_points(points_paths, read_components(components_path))
+    points = projected_points(points_path, read_components(components_path))
     save_plot(pca_scatter(points, selected, model, layer), outputs.fig01, outputs.fig01_pdf, outputs.fig01_data)
     tokens = stats.layer(layer)
     save_plot(
