@@ -237,6 +237,7 @@ class MemoryPlan:
     free: int | None
     reserve: int
     states_on_host: bool
+    cpu_budget: int | None = None  # on a CPU, the job's max_device_mb in bytes (None: no budget)
 
     def device_bytes(self) -> int:
         """The plan's device memory: resident weights, hidden states (when on the device), one layer's sums and
@@ -247,7 +248,8 @@ class MemoryPlan:
     def describe(self) -> str:
         gb = 1e9
         where = "pinned host memory, moved per batch" if self.states_on_host else "the device"
-        free = "host memory, no device budget" if self.free is None else f"{self.free / gb:.2f} GB free"
+        budget = "no device budget" if self.cpu_budget is None else f"a budget of {self.cpu_budget / gb:.3f} GB"
+        free = f"host memory, {budget}" if self.free is None else f"{self.free / gb:.2f} GB free"
         streamed = (
             f"; streamed from the files: {self.resident_weights / gb:.3f} GB resident, the weights outside the "
             "blocks and two blocks (the one running, the next being read)"
@@ -292,7 +294,10 @@ def memory_plan(
         + point_bytes
     )
     if job.device.type != "cuda":
-        return MemoryPlan(weights, block_weights, resident, streamed, hidden, one_layer, transients, None, 0, False)
+        budget = int(settings.max_device_mb * 1e6) if settings.max_device_mb else None
+        return MemoryPlan(
+            weights, block_weights, resident, streamed, hidden, one_layer, transients, None, 0, False, budget
+        )
     free, total = torch.cuda.mem_get_info(job.device)
     reserve = reserve_bytes(total)
     room = free - reserve - one_layer - transients - blocks_to_come
