@@ -162,24 +162,24 @@ class StreamedWeights:
         )
 
     def read(self, name: str, like: torch.Tensor) -> torch.Tensor:
-        """The model's tensor ``name`` from its file, on the device in ``like``'s dtype: its bytes read with one
-        plain file read into a buffer of its own (no memory map), then converted."""
+        """The model's tensor ``name`` from its file, on the device in ``like``'s dtype: its bytes read with plain
+        file reads into a host tensor of its own (no memory map; aligned as torch aligns its tensors), then
+        converted (on a CPU in the file's dtype, that tensor itself)."""
         stored = self._stored[name]
+        raw = torch.empty(stored.end - stored.begin, dtype=torch.uint8)
         with open(stored.path, "rb", buffering=0) as handle:
             hashing.check_unchanged(self.files.what, stored.path, self._states[stored.path], os.fstat(handle.fileno()))
             handle.seek(stored.begin)
-            raw = bytearray(stored.end - stored.begin)
-            view, done = memoryview(raw), 0
-            while done < len(raw):
+            view, done = memoryview(raw.numpy()), 0
+            while done < len(view):
                 got = handle.readinto(view[done:])
                 if not got:
                     raise ModelLoadError(
                         f"{stored.path} ended early: it was changed since the model was loaded from it; re-run"
                     )
                 done += got
-        dtype = TORCH_DTYPES[stored.dtype]
-        tensor = torch.frombuffer(raw, dtype=dtype) if raw else torch.empty(0, dtype=dtype)
-        return tensor.reshape(stored.shape).to(device=self.device, dtype=like.dtype)
+        tensor = raw.view(TORCH_DTYPES[stored.dtype]).reshape(stored.shape)
+        return tensor.to(device=self.device, dtype=like.dtype)
 
     def load_resident(self) -> None:
         """Read every parameter outside the blocks and every persistent buffer into place, and move the other
