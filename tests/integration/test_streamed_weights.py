@@ -79,7 +79,7 @@ def test_streamed_weights_give_the_whole_models_sums_bit_for_bit(
     """Llama from a sharded ``*ForCausalLM`` checkpoint (keys under ``model.``, a head the job ignores), GPT-2 and
     BERT from single files; the same weight hash."""
     model_dir = llama if family == "llama" else tiny_models[family]
-    shard = shard_of(tmp_path, corpus_texts[:30])
+    shard = shard_of(tmp_path, corpus_texts[:15])
     (sums, metadata), (whole, whole_metadata), log = streamed_and_whole(
         tmp_path, shard, model_dir, model_dir, dtype, caplog
     )
@@ -122,7 +122,7 @@ def test_keys_that_transformers_renames_load_the_whole_model_and_the_log_says_wh
     loading: not streamed (no guess at a renaming), loaded whole, the original model's sums."""
     model_dir = copy_model(tiny_models["bert"], tmp_path / "legacy")
     rewritten(model_dir, lambda name: name.replace("LayerNorm.weight", "LayerNorm.gamma"))
-    shard = shard_of(tmp_path, corpus_texts[:20])
+    shard = shard_of(tmp_path, corpus_texts[:12])
     (sums, _), (whole, _), log = streamed_and_whole(
         tmp_path, shard, str(model_dir), tiny_models["bert"], "float32", caplog
     )
@@ -134,7 +134,7 @@ def test_keys_that_transformers_renames_load_the_whole_model_and_the_log_says_wh
 
 def test_a_model_that_does_not_run_layer_major_is_loaded_whole(tmp_path, llama, corpus_texts, caplog):
     """``extraction_order: whole_model`` (as a refused probe): the streamed model is replaced by the whole one."""
-    shard = shard_of(tmp_path, corpus_texts[:20])
+    shard = shard_of(tmp_path, corpus_texts[:12])
     (sums, _), (whole, _), log = streamed_and_whole(tmp_path, shard, llama, llama, "float32", caplog, "whole_model")
     assert STREAMED in log and "its weights are not streamed: the whole model is loaded" in log
     assert_sums_equal(sums, whole)
