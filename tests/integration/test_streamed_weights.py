@@ -169,6 +169,27 @@ def test_a_checkpoint_streaming_cannot_read_is_loaded_whole_and_refused_there(
     assert refused in str(raised.value) and "\n" not in str(raised.value)
 
 
+def test_a_gpu_too_small_for_weights_that_cannot_be_streamed_is_one_line_before_loading(
+    tmp_path, tiny_models, monkeypatch
+):
+    """A block tensor missing from the files on a GPU (faked: torch.cuda.mem_get_info) whose free memory cannot
+    hold the weights: one line naming the numbers, why they are not streamed and the remedy, before any load."""
+    from ctxvar.errors import DeviceMemoryError
+    from ctxvar.extraction.budget import reserve_bytes
+    from ctxvar.extraction.streamed_weights import load_for_job
+
+    model_dir = llama_checkpoint(tiny_models, tmp_path / "llama", "10MB")
+    rewritten(model_dir, lambda name: None if name == "model.layers.1.mlp.up_proj.weight" else name)
+    total = 80 * 10**9
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (reserve_bytes(total) + 1000, total))
+    with pytest.raises(DeviceMemoryError) as raised:
+        load_for_job(tiny_job_settings(model_dir), torch.device("cuda", 0))
+    message = str(raised.value)
+    assert "\n" not in message and "do not fit the 4.00 GB free less a reserve of 4.00 GB" in message
+    assert "(1 of its tensors are not in the files under their names: layers.1.mlp.up_proj.weight)" in message
+    assert "use dtype: bfloat16, a GPU with more memory, or save the model again with save_pretrained" in message
+
+
 # A Llama-shaped model of 10 blocks of 12.7 MB (float32): 127 MB of weights, streamed under a budget of 40 MB.
 PEAK_SIZES = dict(hidden_size=512, num_attention_heads=8, num_key_value_heads=8, intermediate_size=1376)
 PEAK_LAYERS, PEAK_BUDGET_MB = 10, 40

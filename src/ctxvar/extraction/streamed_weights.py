@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ctxvar.errors import ModelLoadError
-from ctxvar.extraction.budget import reserve_bytes
+from ctxvar.errors import DeviceMemoryError, ModelLoadError
+from ctxvar.extraction.budget import reserve_bytes, smaller_dtype
 from ctxvar.extraction.layer_major import Blocks, Unrecognised, find_blocks
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.models import hashing, loading
@@ -266,6 +266,7 @@ def load_for_job(settings: ExtractionSettings, device: torch.device):
         stored = stored_tensors(files.paths)
         keys = checkpoint_keys(model, stored)
     except (Unrecognised, ModelLoadError) as error:
+        check_whole_fits(settings, device, weights, error)
         log.warning(
             "%s: weights %.3f GB exceed the device budget of %.3f GB, but they cannot be read block by block (%s): "
             "the whole model is loaded",
@@ -295,3 +296,20 @@ def load_for_job(settings: ExtractionSettings, device: torch.device):
         streamed.resident_bytes() / 1e9,
     )
     return model, streamed
+
+
+def check_whole_fits(settings: ExtractionSettings, device: torch.device, weights: int, reason) -> None:
+    """On a GPU, a :class:`DeviceMemoryError` naming the numbers, the ``reason`` the weights cannot be streamed
+    and the remedy when ``weights`` bytes exceed its free memory less the reserve: loading the whole model would
+    run out of memory. A CPU's budget (``max_device_mb``) is not its memory: the whole model loads there."""
+    if device.type != "cuda":
+        return
+    free, total = torch.cuda.mem_get_info(device)
+    if weights > free - reserve_bytes(total):
+        raise DeviceMemoryError(
+            f"model {settings.model['id']!r} on {device}: its weights ({weights / 1e9:.2f} GB in {settings.dtype}) "
+            f"do not fit the {free / 1e9:.2f} GB free less a reserve of {reserve_bytes(total) / 1e9:.2f} GB, and "
+            f"they cannot be read block by block ({reason}): use {smaller_dtype(settings)}a GPU with more memory, "
+            "or save the model again with save_pretrained (safetensors, current names) so that its blocks can be "
+            "read one at a time"
+        )
