@@ -144,19 +144,25 @@ def sentence_offsets(model_dir, texts) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(lengths)])
 
 
-def both_orders(folder, shard, model_dir, dtype, options: GeometryOptions) -> tuple[dict, dict]:
-    """The files of one shard's extraction job by kind, ``(layer-major, whole-model)``, run on one loaded model
-    (config ``extraction_order``, :mod:`ctxvar.extraction.layer_major`)."""
-    settings = ExtractionSettings(
+def tiny_job_settings(model_dir, dtype: str = "float32", **settings) -> ExtractionSettings:
+    """The settings of the tests' extraction jobs on a tiny model: batches of 128 tokens on the test device, and
+    ``settings``."""
+    return ExtractionSettings(
         model={"id": "tiny"},
-        source=model_dir,
+        source=str(model_dir),
         dtype=dtype,
         device=TEST_DEVICE,
         batch_tokens=128,
-        geometry=options,
         progress=False,
         config_hash="test",
+        **settings,
     )
+
+
+def both_orders(folder, shard, model_dir, dtype, options: GeometryOptions) -> tuple[dict, dict]:
+    """The files of one shard's extraction job by kind, ``(layer-major, whole-model)``, run on one loaded model
+    (config ``extraction_order``, :mod:`ctxvar.extraction.layer_major`)."""
+    settings = tiny_job_settings(model_dir, dtype, geometry=options)
     job = prepare_shard(shard, settings)
     files = []
     for order in ("layer_major", "whole_model"):

@@ -121,6 +121,7 @@ def extraction_runtime_min(tokens: int, shape: ModelShape, gpu: bool, threads: i
 # ctxvar's own job resources: (minimum, what a value is), each a whole number, as Snakemake rounds others.
 WHOLE_RESOURCES = {
     "max_state_mb": (0, "whole megabytes (0: the default budget, no cap on a CPU)"),
+    "max_device_mb": (0, "whole megabytes (0: the GPU's free memory less the reserve, no budget on a CPU)"),
     "batch_tokens": (1, "a whole number of padded tokens per forward pass, 1 or more"),
 }
 

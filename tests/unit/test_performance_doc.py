@@ -21,25 +21,26 @@ def markdown_tables(text: str) -> list[list[str]]:
     return tables
 
 
-def test_the_cost_of_each_geometry_switch_is_quoted_from_its_results_file():
-    """The first table of bench/results/switches.md, every row as the file has it, and the command that made it."""
-    results = (REPO / "bench" / "results" / "switches.md").read_text()
-    (command,) = re.findall(r"^`(python bench/switches\.py[^`]*)`", results, re.MULTILINE)
-    section = PERFORMANCE[PERFORMANCE.index("## Cost of each geometry switch") :]
+def assert_quoted(script: str, heading: str, n_lines: int) -> None:
+    """The first table of bench/results/{script}.md, every line (header, rule and ``n_lines`` − 2 rows) as the
+    file has it, and the command that made it, in docs/performance.md's section ``heading``."""
+    results = (REPO / "bench" / "results" / f"{script}.md").read_text()
+    (command,) = re.findall(rf"^`(python bench/{script}\.py[^`]*)`", results, re.MULTILINE)
+    section = PERFORMANCE[PERFORMANCE.index(heading) :]
     assert command in section
     table = markdown_tables(results)[0]
-    assert len(table) == 9  # header, rule, 7 settings
+    assert len(table) == n_lines
     for line in table:
-        assert line in section, f"docs/performance.md does not quote this row of switches.md: {line}"
+        assert line in section, f"docs/performance.md does not quote this row of {script}.md: {line}"
+
+
+def test_the_cost_of_each_geometry_switch_is_quoted_from_its_results_file():
+    assert_quoted("switches", "## Cost of each geometry switch", 9)  # header, rule, 7 settings
 
 
 def test_the_extraction_orders_are_quoted_from_their_results_file():
-    """Every row of bench/results/extraction_order.md, and the command that made it."""
-    results = (REPO / "bench" / "results" / "extraction_order.md").read_text()
-    (command,) = re.findall(r"^`(python bench/extraction_order\.py[^`]*)`", results, re.MULTILINE)
-    section = PERFORMANCE[PERFORMANCE.index("## Layer-major or whole-model extraction") :]
-    assert command in section
-    table = markdown_tables(results)[0]
-    assert len(table) == 6  # header, rule, 2 models × 2 orders
-    for line in table:
-        assert line in section, f"docs/performance.md does not quote this row of extraction_order.md: {line}"
+    assert_quoted("extraction_order", "## Layer-major or whole-model extraction", 6)  # 2 models × 2 orders
+
+
+def test_the_streamed_weights_are_quoted_from_their_results_file():
+    assert_quoted("streamed_weights", "## Weights streamed from the files", 4)  # streamed and whole

@@ -57,6 +57,7 @@ def test_a_shard_not_written_yet_gets_a_default_estimate(tmp_path):
         ("extract_statistics", "max_state_mb", "0.4", "so this would be 0; give whole megabytes"),
         ("extract_statistics", "max_state_mb", "1.5", "so this would be 2; give whole megabytes"),
         ("extract_statistics", "max_state_mb", "nan", "give whole megabytes"),
+        ("extract_statistics", "max_device_mb", "0.4", "so this would be 0; give whole megabytes"),
         ("extract_statistics", "batch_tokens", "0", "give a whole number of padded tokens"),
         ("extract_statistics", "batch_tokens", "512.5", "so this would be 512; give a whole number of padded tokens"),
         ("extract_statistics", "batch_tokens", "16k", "not a number; give a whole number of padded tokens"),
@@ -69,5 +70,31 @@ def test_a_resource_snakemake_would_round_is_refused_at_start_up(rule, name, val
         resources.check_set_resources({rule: {name: value, "mem_mb": "2.5"}})
     assert "\n" not in str(error.value)
     resources.check_set_resources({rule: {name: "2", "mem_mb": "2.5"}})  # whole numbers pass; others' are Snakemake's
-    resources.check_set_resources({rule: {name: 0 if name == "max_state_mb" else 4096}})  # as a profile gives them
+    resources.check_set_resources({rule: {name: 0 if name.startswith("max_") else 4096}})  # as a profile gives them
     resources.check_set_resources({rule: {name: "min(4000, 2 * input.size_mb)"}})  # expressions, evaluated per job
+
+
+class Named(dict):
+    """A Snakemake job's ``params`` or ``resources``: names as attributes and ``get``."""
+
+    __getattr__ = dict.__getitem__
+
+
+def test_the_device_budget_resource_reaches_the_extraction_settings():
+    """``max_device_mb`` of ``extract_statistics`` (a profile's set-resources) is the job's device budget."""
+    from types import SimpleNamespace
+
+    from ctxvar.extraction.settings import job_settings
+
+    job = SimpleNamespace(
+        params=Named(
+            model={"id": "m"}, source="m", dtype="float32", tokens={"merge_markers": True, "long_sentences": "skip"}
+        ),
+        config={"device": "cpu", "extraction_order": "auto"},
+        resources=Named(batch_tokens=256, max_state_mb=0, max_device_mb=300),
+        threads=1,
+        wildcards=SimpleNamespace(shard="0"),
+    )
+    assert job_settings(job).max_device_mb == 300
+    del job.resources["max_device_mb"]
+    assert job_settings(job).max_device_mb == 0

@@ -17,6 +17,7 @@ rule extract_statistics:
         runtime=extraction_runtime,
         batch_tokens=BATCH_TOKENS,  # padded tokens per forward pass; override in a profile's set-resources
         max_state_mb=0,  # cap on the sums' memory, whole MB, any device; 0: what the GPU has left (no cap on CPU)
+        max_device_mb=0,  # device memory for the weights, whole MB, any device; 0: the GPU's free (none on CPU)
     params:
         model=model_entry,
         source=model_source,

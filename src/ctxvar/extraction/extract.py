@@ -28,6 +28,7 @@ from ctxvar.extraction.pca_points import type_points, write_points
 from ctxvar.extraction.position_sample import sequence_windows, token_keys
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.shard import chunk_batches, fit_to_positions, read_shard
+from ctxvar.extraction.streamed_weights import StreamedWeights, load_for_job
 from ctxvar.extraction.word_sums import word_table
 from ctxvar.io import verify_manifest
 from ctxvar.models import hashing, loading
@@ -68,6 +69,7 @@ class ShardRun:
     marker: str | None  # the word-boundary marker type keys strip (tokens.type_marker), None: none
     word_ids: np.ndarray | None = None  # (W,) the shard's inner raw token ids, sorted (geometry.ethayarajh)
     word_index: np.ndarray | None = None  # (tokens,) index into word_ids, −1 for boundary tokens
+    streamed: StreamedWeights | None = None  # the blocks' weights, read per layer (None: the model is whole)
 
     def padded(self, batches: list[np.ndarray] | None = None) -> ShardBatches:
         """``batches`` (default: the job's own) padded up front, for :func:`run_batches`; with the tokens' words
@@ -113,10 +115,10 @@ def loaded_shard(shard_path, settings: ExtractionSettings, device: torch.device,
     texts, chunk, sentence_id = read_shard(shard_path)
     background = ThreadPoolExecutor(max_workers=2)
     encoding = background.submit(encode, tokenizer, texts)
-    model = loading.load_model(settings.model, settings.source, settings.dtype, device)
+    model, streamed = load_for_job(settings, device)
     loading.check_tokenizer_fits(tokenizer, model, settings.model, settings.source)
-    if hash_weights:  # from the files just loaded, not the model's tensors
-        weight_files = hashing.weight_files(settings.model, settings.source, model)
+    if hash_weights:  # from the files just loaded (or, streamed, whose state every read checks), not the tensors
+        weight_files = streamed.files if streamed else hashing.weight_files(settings.model, settings.source, model)
         weights_hash = background.submit(hashing.weights_sha256, weight_files)
     else:
         weights_hash = None
@@ -147,6 +149,7 @@ def loaded_shard(shard_path, settings: ExtractionSettings, device: torch.device,
         weights_hash,
         marker,
         *words,
+        streamed,
     )
 
 
@@ -279,7 +282,7 @@ def planned_passes(job: ShardRun, settings: ExtractionSettings, padded: ShardBat
     layers whose sums fit the device, :mod:`ctxvar.extraction.budget`). ``points``: Fig. 1's
     :class:`ctxvar.extraction.type_points.TypePoints`, or None. Logs the memory plan."""
     options = settings.geometry
-    blocks = choose_blocks(job.model, padded.to(job.device), settings.extraction_order, settings.model["id"])
+    blocks = chosen_blocks(job, settings, padded)
     if blocks is not None:
         if settings.max_state_mb:
             layer_groups(1, len(job.types), job.d, settings.max_state_mb * 1e6, options, job.n_words)
@@ -297,6 +300,27 @@ def planned_passes(job: ShardRun, settings: ExtractionSettings, padded: ShardBat
         ", ".join(f"{g.start}–{g.stop - 1}" for g in groups),
     )
     return accumulate_groups(job, padded, groups, settings, sampled, points), len(groups)
+
+
+def chosen_blocks(job: ShardRun, settings: ExtractionSettings, padded: ShardBatches):
+    """:func:`ctxvar.extraction.layer_major.choose_blocks` for the job's model; with streamed weights, its probe
+    reads each block when it runs, and a model that is not to run layer-major (a refused probe, config
+    ``extraction_order: whole_model``) is loaded whole instead, and the log says so."""
+    arguments = (padded.to(job.device), settings.extraction_order, settings.model["id"])
+    if job.streamed is None:
+        return choose_blocks(job.model, *arguments)
+    with job.streamed.on_demand():
+        blocks = choose_blocks(job.model, *arguments)
+    if blocks is not None:
+        return blocks
+    log.warning(
+        "model %r does not run layer-major, so its weights are not streamed: the whole model is loaded",
+        settings.model["id"],
+    )
+    job.streamed.close()
+    job.model = job.streamed = None
+    job.model = loading.load_model(settings.model, settings.source, settings.dtype, job.device)
+    return None
 
 
 def sum_names(options: GeometryOptions) -> list[str]:
@@ -326,6 +350,9 @@ def release_device(job: ShardRun) -> None:
     writes. Memory the caller still references (an error's traceback) stays allocated."""
     try:
         job.model = None
+        if job.streamed is not None:
+            job.streamed.close()
+            job.streamed = None
         if job.device.type == "cuda":
             torch.cuda.empty_cache()
     finally:

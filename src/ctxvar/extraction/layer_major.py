@@ -94,7 +94,9 @@ def _stubbed(blocks: Blocks, forward_of):
     after it, what it was (a wrapper set on the instance, as accelerate's hooks set one, is put back)."""
     own = [block.__dict__.get("forward") for block in blocks.modules]
     for index, block in enumerate(blocks.modules):
-        block.forward = forward_of(index)
+        stub = forward_of(index)
+        stub.is_stub = True  # does no block's work: streamed weights are not read for it
+        block.forward = stub
     try:
         yield
     finally:
@@ -222,23 +224,40 @@ def choose_blocks(model, batches: list[DeviceBatch], order: str, model_id: str) 
 @dataclass(frozen=True)
 class MemoryPlan:
     """Device bytes of a layer-major job (see :func:`memory_plan`); ``free``: the device's free memory with the
-    model loaded, None on a CPU (host memory, no budget)."""
+    model loaded (its resident weights), None on a CPU (host memory, no budget). ``resident_weights``: the weights
+    the device holds at once: all of them, or, ``streamed``, those outside the blocks and two blocks."""
 
     weights: int
     block_weights: int
+    resident_weights: int
+    streamed: bool
     hidden_states: int
     layer_sums: int
     transients: int
     free: int | None
     reserve: int
     states_on_host: bool
+    cpu_budget: int | None = None  # on a CPU, the job's max_device_mb in bytes (None: no budget)
+
+    def device_bytes(self) -> int:
+        """The plan's device memory: resident weights, hidden states (when on the device), one layer's sums and
+        transients."""
+        states = 0 if self.states_on_host else self.hidden_states
+        return self.resident_weights + states + self.layer_sums + self.transients
 
     def describe(self) -> str:
         gb = 1e9
         where = "pinned host memory, moved per batch" if self.states_on_host else "the device"
-        free = "host memory, no device budget" if self.free is None else f"{self.free / gb:.2f} GB free"
+        budget = "no device budget" if self.cpu_budget is None else f"a budget of {self.cpu_budget / gb:.3f} GB"
+        free = f"host memory, {budget}" if self.free is None else f"{self.free / gb:.2f} GB free"
+        streamed = (
+            f"; streamed from the files: {self.resident_weights / gb:.3f} GB resident, the weights outside the "
+            "blocks and two blocks (the one running, the next being read)"
+            if self.streamed
+            else ""
+        )
         return (
-            f"weights {self.weights / gb:.3f} GB ({self.block_weights / gb:.3f} GB per block), hidden states "
+            f"weights {self.weights / gb:.3f} GB ({self.block_weights / gb:.3f} GB per block{streamed}), hidden states "
             f"{self.hidden_states / gb:.3f} GB (on {where}), one layer's sums {self.layer_sums / gb:.3f} GB, "
             f"transients {self.transients / gb:.3f} GB; {free} once the model is loaded, reserve "
             f"{self.reserve / gb:.2f} GB"
@@ -248,7 +267,9 @@ class MemoryPlan:
 def memory_plan(
     settings: ExtractionSettings, job, blocks: Blocks, padded: ShardBatches, point_bytes: int = 0
 ) -> MemoryPlan:
-    """The device memory of a layer-major job: the model's weights (the largest block's), the shard's hidden
+    """The device memory of a layer-major job: the model's weights (the largest block's; with the job's
+    ``streamed`` weights, :class:`ctxvar.extraction.streamed_weights.StreamedWeights`, those outside the blocks and
+    two blocks are resident), the shard's hidden
     states (padded tokens × d in the forward dtype), one layer's sums (:func:`state_bytes` of one layer), one
     batch's transients through one block (:func:`activation_bytes` with two hidden states, the batch's buffers
     of :func:`batch_bytes` and the padded batches) and Fig. 1's points (``point_bytes``). On a GPU, a device
@@ -257,6 +278,10 @@ def memory_plan(
     element = loading.DTYPES[settings.dtype].itemsize
     weights = sum(p.numel() * p.element_size() for p in job.model.parameters())
     block_weights = max(sum(p.numel() * p.element_size() for p in block.parameters()) for block in blocks.modules)
+    streamed = getattr(job, "streamed", None) is not None
+    in_blocks = sum(p.numel() * p.element_size() for block in blocks.modules for p in block.parameters())
+    resident = weights - in_blocks + 2 * block_weights if streamed else weights
+    blocks_to_come = 2 * block_weights if streamed else 0  # not on the device yet when the free memory is read
     padded_tokens = int(padded.grid[-1])
     width = int(job.encoded.lengths.max()) if len(job.encoded.lengths) else 1
     tokens = max(settings.batch_tokens, width)
@@ -269,20 +294,27 @@ def memory_plan(
         + point_bytes
     )
     if job.device.type != "cuda":
-        return MemoryPlan(weights, block_weights, hidden, one_layer, transients, None, 0, False)
+        budget = int(settings.max_device_mb * 1e6) if settings.max_device_mb else None
+        return MemoryPlan(
+            weights, block_weights, resident, streamed, hidden, one_layer, transients, None, 0, False, budget
+        )
     free, total = torch.cuda.mem_get_info(job.device)
     reserve = reserve_bytes(total)
-    room = free - reserve - one_layer - transients
+    room = free - reserve - one_layer - transients - blocks_to_come
     if room < 0:
+        streamed_blocks = f" and two streamed blocks ({blocks_to_come / 1e9:.2f} GB)" if streamed else ""
         raise DeviceMemoryError(
             f"model {settings.model['id']!r} on {job.device}: {free / 1e9:.2f} GB free once it is loaded "
             f"({weights / 1e9:.2f} GB of weights, {block_weights / 1e9:.2f} GB per block) cannot hold one layer's "
             f"sums ({one_layer / 1e9:.2f} GB for {len(job.types)} types at d={job.d}) and one batch of {tokens} "
-            f"tokens through a block ({transients / 1e9:.2f} GB) beside a reserve of {reserve / 1e9:.2f} GB: use "
+            f"tokens through a block ({transients / 1e9:.2f} GB){streamed_blocks} beside a reserve of "
+            f"{reserve / 1e9:.2f} GB: use "
             f"{smaller_dtype(settings)}a lower batch_tokens, more shards (fewer types per shard) or a GPU with "
             "more memory"
         )
-    return MemoryPlan(weights, block_weights, hidden, one_layer, transients, free, reserve, hidden > room)
+    return MemoryPlan(
+        weights, block_weights, resident, streamed, hidden, one_layer, transients, free, reserve, hidden > room
+    )
 
 
 class HiddenStates:
@@ -324,8 +356,12 @@ def layer_major_sums(
     """Per layer ℓ = 0 … L in order, the :func:`ctxvar.extraction.passes.host_layers` list of that one layer:
     every batch embedded once, then each block run over every batch's hidden states; one layer's sums on the
     device at a time; ``points`` (Fig. 1's) take their layer's rows. ``job``: a
-    :class:`ctxvar.extraction.extract.ShardRun`."""
+    :class:`ctxvar.extraction.extract.ShardRun`; with its ``streamed`` weights
+    (:class:`ctxvar.extraction.streamed_weights.StreamedWeights`), block ℓ − 1 is read before layer ℓ (block ℓ read
+    ahead while it runs) and freed after it."""
     model, device = job.model, job.device
+    streamed = getattr(job, "streamed", None)
+    reading = streamed.fetch(0) if streamed is not None else None
     on_device = padded.to(device)
     options = forward_options(model)
     states = HiddenStates(device, plan.states_on_host)
@@ -346,6 +382,9 @@ def layer_major_sums(
                     if sums.sample is not None
                     else [None] * len(on_device)
                 )
+            if reading is not None and layer > 0:
+                streamed.install(layer - 1, reading.result())
+                reading = streamed.fetch(layer) if layer < n_blocks else None
             for b, batch in enumerate(on_device):
                 state = states[b]
                 if layer > 0:
@@ -360,6 +399,8 @@ def layer_major_sums(
                 if points is not None and layer == points.layer:
                     points.add(layer, state.reshape(-1, state.shape[-1]), batch.positions)
                 del state
+            if streamed is not None and layer > 0:
+                streamed.free(layer - 1)
             finished = host_layers(sums, job, settings)
             del sums
             if layer == n_blocks:  # while the last layer is written, the generator holds nothing on the device

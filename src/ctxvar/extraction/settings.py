@@ -22,6 +22,9 @@ class ExtractionSettings:
     max_state_mb: float = (
         0  # cap on the sums' memory, any device; 0: the GPU's free memory less one batch (budget.py), no cap on CPU
     )
+    # the device's memory for the model's weights, any device; 0: the GPU's free memory less the reserve
+    # (budget.py), no budget on CPU. Weights beyond it are read block by block (streamed_weights.py)
+    max_device_mb: float = 0
     geometry: GeometryOptions = field(default_factory=lambda: NO_GEOMETRY)  # sums beyond n, Σx, Σ‖x‖²
     sample_seed: int = 0  # seed of the sample's position hash (geometry.seed)
     extraction_order: str = "auto"  # auto | layer_major | whole_model (ctxvar.extraction.layer_major)
@@ -45,6 +48,7 @@ def job_settings(job, config_hash: str = "") -> ExtractionSettings:
         long_sentences=job.params.tokens["long_sentences"],
         batch_tokens=job.resources.batch_tokens,
         max_state_mb=job.resources.get("max_state_mb", 0),
+        max_device_mb=job.resources.get("max_device_mb", 0),
         geometry=GeometryOptions.from_config(geometry) if geometry else NO_GEOMETRY,
         sample_seed=geometry["seed"] if geometry else 0,
         threads=job.threads,

@@ -105,16 +105,31 @@ def file_state(status: os.stat_result) -> tuple[int, ...]:
 
 
 def weight_files(entry: dict, source: str, model) -> WeightFiles:
-    """The files ``from_pretrained(source, use_safetensors=True)`` loaded ``model``'s weights from (transformers'
-    own choice, ``modeling_utils._get_resolved_checkpoint_files``): the file config.json names in
+    """The files ``from_pretrained(source, use_safetensors=True)`` loaded ``model``'s weights from
+    (:func:`checkpoint_paths`), with their state now.
+
+    Reads file names and headers, not tensors; refuses files that hold fewer numbers than ``model``'s parameters
+    (then they are not what it was loaded from). ``model`` may be a skeleton whose parameters are on ``meta``."""
+    what = f"model {entry['id']!r} ({source})"
+    paths = checkpoint_paths(entry, source, model.config)
+    stored = sum(numbers_in(path) for path in paths)
+    used = sum(parameter.numel() for parameter in model.parameters())
+    if stored < used:
+        raise ModelLoadError(
+            f"{what}: its weight files ({', '.join(map(os.path.basename, paths))}) hold {stored} numbers, fewer than "
+            f"the {used} of the model loaded from them; restore the files ({REFETCH})"
+        )
+    return WeightFiles.of(what, paths)
+
+
+def checkpoint_paths(entry: dict, source: str, config) -> list[str]:
+    """The safetensors files ``from_pretrained(source, use_safetensors=True)`` reads a model of ``config`` from
+    (transformers' own choice, ``modeling_utils._get_resolved_checkpoint_files``): the file config.json names in
     ``transformers_weights`` if any, else ``model.safetensors``, else the files ``model.safetensors.index.json``
     maps tensors to, and the extra files of the config's class; in the directory ``source``, or in the HF cache's
     snapshot of the commit the config was loaded from (the entry's revision where it does not say). Never a pickled
-    ``pytorch_model.bin``: ctxvar loads safetensors only, so one beside them is not read and not hashed.
-
-    Reads file names and headers, not tensors; refuses files that hold fewer numbers than ``model``'s parameters
-    (then they are not what it was loaded from)."""
-    config = model.config
+    ``pytorch_model.bin``: ctxvar loads safetensors only, so one beside them is not read and not hashed. None of
+    them there is a :class:`ModelLoadError`."""
     commit = getattr(config, "_commit_hash", None)
     revision = commit if isinstance(commit, str) and hub.COMMIT.fullmatch(commit) else load_revision(entry)
     what = f"model {entry['id']!r} ({source})"
@@ -134,15 +149,7 @@ def weight_files(entry: dict, source: str, model) -> WeightFiles:
             f"({REFETCH})"
         )
     paths = shard_files(chosen, what) if chosen.endswith(".safetensors.index.json") else [chosen]
-    paths += [path for path in map(found, type(config).extra_files) if path and path not in paths]
-    stored = sum(numbers_in(path) for path in paths)
-    used = sum(parameter.numel() for parameter in model.parameters())
-    if stored < used:
-        raise ModelLoadError(
-            f"{what}: its weight files ({', '.join(map(os.path.basename, paths))}) hold {stored} numbers, fewer than "
-            f"the {used} of the model loaded from them; restore the files ({REFETCH})"
-        )
-    return WeightFiles.of(what, paths)
+    return paths + [path for path in map(found, type(config).extra_files) if path and path not in paths]
 
 
 def shard_files(index: str, what: str) -> list[str]:

@@ -95,14 +95,7 @@ def load_model(entry: dict, source: str, dtype: str, device: torch.device):
     from transformers import AutoModel
 
     what = described(entry, source)
-    if os.path.isdir(source):
-        completeness.check_checkpoint_files(source, what)
-    config = load_config(entry, source)
-    if getattr(config, "is_encoder_decoder", False):
-        raise ModelLoadError(
-            f"model {entry['id']!r} is an encoder-decoder ({config.model_type}); its forward pass has no single "
-            "stack of hidden states per token: use an encoder or decoder model"
-        )
+    config = checked_config(entry, source)
     # safetensors only: pickled checkpoints (pytorch_model.bin) can run code when loaded.
     options = {
         "config": config,
@@ -111,12 +104,49 @@ def load_model(entry: dict, source: str, dtype: str, device: torch.device):
         "device_map": {"": str(device)},
         "output_loading_info": True,
         "ignore_mismatched_sizes": True,  # reported as mismatched_keys and refused below, with their shapes
-        **({"add_pooling_layer": False} if builds_pooler_optionally(config) else {}),
+        **pooler_option(config),
     }
     with transformers_into_log():
         model, info = _from_pretrained(AutoModel, source, entry, {**_options(entry, source), **options})
     completeness.check_loaded_whole(model, info, what)
     custom_code_warning(entry, source, "config.json", model)
+    return model.eval()
+
+
+def checked_config(entry: dict, source: str):
+    """The config :func:`load_model` builds the model from, once a model directory's weight files are not
+    ambiguous (:func:`ctxvar.models.completeness.check_checkpoint_files`); an encoder-decoder is refused."""
+    if os.path.isdir(source):
+        completeness.check_checkpoint_files(source, described(entry, source))
+    config = load_config(entry, source)
+    if getattr(config, "is_encoder_decoder", False):
+        raise ModelLoadError(
+            f"model {entry['id']!r} is an encoder-decoder ({config.model_type}); its forward pass has no single "
+            "stack of hidden states per token: use an encoder or decoder model"
+        )
+    return config
+
+
+def pooler_option(config) -> dict:
+    """``add_pooling_layer=False`` where the class takes it (:func:`builds_pooler_optionally`), else nothing."""
+    return {"add_pooling_layer": False} if builds_pooler_optionally(config) else {}
+
+
+def empty_model(entry: dict, source: str, dtype: str):
+    """The model :func:`load_model` builds, in eval mode, with no weight read: every parameter on the ``meta``
+    device in ``dtype``, the buffers real (on the CPU) and computed by the model's own code (rotary
+    ``inv_freq``, position ids), as accelerate's ``init_empty_weights(include_buffers=False)`` builds them.
+    Its parameters are filled from the files by :mod:`ctxvar.extraction.streamed_weights`."""
+    from accelerate import init_empty_weights
+    from transformers import AutoModel
+
+    config = checked_config(entry, source)
+    trust = {"trust_remote_code": True} if entry.get("trust_remote_code") else {}
+    with init_empty_weights(include_buffers=False), transformers_into_log():
+        try:
+            model = AutoModel.from_config(config, dtype=DTYPES[dtype], **pooler_option(config), **trust)
+        except Exception as error:  # transformers raises many types; all mean "cannot build"
+            raise load_error(described(entry, source), source, AutoModel, error) from error
     return model.eval()
 
 
