@@ -146,7 +146,6 @@ def test_fig14_histograms_bin_outlying_values_evenly_on_a_log_axis(decoder):
     assert heights == list(bins["count"])
 
 
-
 @pytest.mark.parametrize("scale", ["log", "symlog"])
 def test_a_grid_on_a_log_axis_ends_exactly_at_the_extreme_values(scale):
     """10 ** log10(6.829612598000279) is one ulp below it: a histogram binned on the round trip lost that type."""
@@ -157,6 +156,7 @@ def test_a_grid_on_a_log_axis_ends_exactly_at_the_extreme_values(scale):
     assert (grid[0], grid[-1]) == (lo, hi) and np.all(np.diff(grid) > 0)
     counts, _ = np.histogram([lo, 1.0, hi], bins=grid)
     assert counts.sum() == 3
+
 
 # --- every figure of the catalogue ---------------------------------------------------------------------------------
 
