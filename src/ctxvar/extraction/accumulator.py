@@ -26,6 +26,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from ctxvar.config_schema import SCHEMA
 from ctxvar.extraction.host_copy import to_host
 from ctxvar.extraction.word_sums import WordSums
 from ctxvar.models.batching import to_device
@@ -41,6 +42,12 @@ class GeometryOptions:
     sample_size: int = 0  # points per layer in the sample: B batches of k for TwoNN; 0: none
     ethayarajh: bool = False  # Σ x/‖x‖ per (layer, raw token id) and the sentence sums (word_sums.py)
     switches: frozenset[str] = frozenset()  # the other declared sums' switches that are on (ctxvar.stats.declarations)
+
+    @classmethod
+    def default(cls) -> "GeometryOptions":
+        """The default geometry: config ``geometry`` as the schema fills it in when a config leaves it out."""
+        keys = SCHEMA["properties"]["geometry"]["properties"]
+        return cls.from_config({key: value["default"] for key, value in keys.items()})
 
     @classmethod
     def from_config(cls, geometry: dict) -> "GeometryOptions":

@@ -38,7 +38,7 @@ from ctxvar.extraction.passes import forward_options, host_layers, job_sums
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.type_points import TypePoints
 from ctxvar.models import loading
-from ctxvar.models.batching import DeviceBatch, ShardBatches
+from ctxvar.models.batching import DeviceBatch, ShardBatches, padded_batch_bytes
 
 log = logging.getLogger(__name__)
 
@@ -267,53 +267,156 @@ class MemoryPlan:
 def memory_plan(
     settings: ExtractionSettings, job, blocks: Blocks, padded: ShardBatches, point_bytes: int = 0
 ) -> MemoryPlan:
-    """The device memory of a layer-major job: the model's weights (the largest block's; with the job's
-    ``streamed`` weights, :class:`ctxvar.extraction.streamed_weights.StreamedWeights`, those outside the blocks and
-    two blocks are resident), the shard's hidden
-    states (padded tokens × d in the forward dtype), one layer's sums (:func:`state_bytes` of one layer), one
-    batch's transients through one block (:func:`activation_bytes` with two hidden states, the batch's buffers
-    of :func:`batch_bytes` and the padded batches) and Fig. 1's points (``point_bytes``). On a GPU, a device
-    that cannot hold one layer's sums and one batch's transients beside the model is a :class:`DeviceMemoryError`
-    naming the numbers and the remedy; hidden states that do not fit beside them go to pinned host memory."""
-    element = loading.DTYPES[settings.dtype].itemsize
-    weights = sum(p.numel() * p.element_size() for p in job.model.parameters())
-    block_weights = max(sum(p.numel() * p.element_size() for p in block.parameters()) for block in blocks.modules)
-    streamed = getattr(job, "streamed", None) is not None
-    in_blocks = sum(p.numel() * p.element_size() for block in blocks.modules for p in block.parameters())
-    resident = weights - in_blocks + 2 * block_weights if streamed else weights
-    blocks_to_come = 2 * block_weights if streamed else 0  # not on the device yet when the free memory is read
-    padded_tokens = int(padded.grid[-1])
+    """The device memory of a layer-major job (:func:`planned_memory`) from its model (the job's ``streamed``
+    weights, :class:`ctxvar.extraction.streamed_weights.StreamedWeights`, or the whole model loaded), its
+    shard's ``padded`` batches, Fig. 1's points (``point_bytes``) and, on a GPU, the device's free memory with
+    the model loaded. ``job``: a :class:`ctxvar.extraction.extract.ShardRun`."""
     width = int(job.encoded.lengths.max()) if len(job.encoded.lengths) else 1
-    tokens = max(settings.batch_tokens, width)
-    hidden = padded_tokens * job.d * element
-    one_layer = state_bytes(1, len(job.types), job.d, settings.geometry, job.n_words)
+    device_memory = torch.cuda.mem_get_info(job.device) if job.device.type == "cuda" else None
+    return planned_memory(
+        settings,
+        job.model.config,
+        job.d,
+        ModelWeights.of(job.model, blocks),
+        getattr(job, "streamed", None) is not None,
+        ShardSize(int(padded.grid[-1]), width, len(job.types), job.n_words, padded.device_bytes()),
+        splits_gram(loading.DTYPES[settings.dtype], job.device),
+        device_memory,
+        f"model {settings.model['id']!r} on {job.device}",
+        point_bytes,
+    )
+
+
+@dataclass(frozen=True)
+class ModelWeights:
+    """Device bytes of a model's weights: all of them, the largest block's and all blocks' together."""
+
+    weights: int
+    block_weights: int
+    in_blocks: int
+
+    @classmethod
+    def of(cls, model: torch.nn.Module, blocks: Blocks) -> "ModelWeights":
+        """From the parameters as built (loaded, or on ``meta`` in the job's dtype)."""
+        per_block = [parameter_bytes(block) for block in blocks.modules]
+        return cls(parameter_bytes(model), max(per_block), sum(per_block))
+
+    def resident(self, streamed: bool) -> int:
+        """The weights on the device at once: all, or, ``streamed``, those outside the blocks and two blocks."""
+        return self.weights - self.in_blocks + 2 * self.block_weights if streamed else self.weights
+
+
+def parameter_bytes(module: torch.nn.Module) -> int:
+    return sum(p.numel() * p.element_size() for p in module.parameters())
+
+
+@dataclass(frozen=True)
+class ShardSize:
+    """What a layer-major plan needs of a shard: its padded tokens, its longest row (``width``), its types U, its
+    raw ids W (ethayarajh; None: U) and its batches' device bytes
+    (:func:`ctxvar.models.batching.padded_batch_bytes`)."""
+
+    padded_tokens: int
+    width: int
+    n_types: int
+    n_words: int | None
+    batch_bytes: int
+
+
+def planned_memory(
+    settings: ExtractionSettings,
+    config,
+    d: int,
+    weights: ModelWeights,
+    streamed: bool,
+    shard: ShardSize,
+    split: bool,
+    device_memory: tuple[int, int] | None,
+    what: str,
+    point_bytes: int = 0,
+) -> MemoryPlan:
+    """The device memory of a layer-major job, the one arithmetic of a job (:func:`memory_plan`) and of a plan
+    from a model's shape (:func:`shape_plan`): the model's ``weights`` (all resident, or, ``streamed``, those
+    outside the blocks and two blocks), the shard's hidden states (padded tokens × d in the forward dtype), one
+    layer's sums (:func:`state_bytes` of one layer), one batch's transients through one block
+    (:func:`activation_bytes` with two hidden states for ``config`` at width ``d``, the batch's buffers of
+    :func:`batch_bytes`, ``split``: the split Σxxᵀ, the shard's padded batches) and Fig. 1's points
+    (``point_bytes``).
+
+    ``device_memory``: a GPU's ``(free, total)`` with the model loaded (its resident weights, the streamed blocks
+    not yet), None on a CPU (no budget beyond ``max_device_mb``). On a GPU, a device that cannot hold one layer's
+    sums and one batch's transients (and two streamed blocks) beside the model and the reserve
+    (:func:`reserve_bytes`) is a :class:`DeviceMemoryError` naming the numbers and the remedy (``what``: the model
+    and device it names); hidden states that do not fit beside them go to pinned host memory."""
+    element = loading.DTYPES[settings.dtype].itemsize
+    resident = weights.resident(streamed)
+    blocks_to_come = 2 * weights.block_weights if streamed else 0  # not on the device when the free memory is read
+    tokens = max(settings.batch_tokens, shard.width)
+    hidden = shard.padded_tokens * d * element
+    one_layer = state_bytes(1, shard.n_types, d, settings.geometry, shard.n_words)
     transients = (
-        activation_bytes(job.model.config, 2, job.d, tokens, width, element)
-        + batch_bytes(1, tokens, job.d, settings.geometry, splits_gram(loading.DTYPES[settings.dtype], job.device))
-        + padded.device_bytes()
+        activation_bytes(config, 2, d, tokens, shard.width, element)
+        + batch_bytes(1, tokens, d, settings.geometry, split)
+        + shard.batch_bytes
         + point_bytes
     )
-    if job.device.type != "cuda":
+    parts = (weights.weights, weights.block_weights, resident, streamed, hidden, one_layer, transients)
+    if device_memory is None:
         budget = int(settings.max_device_mb * 1e6) if settings.max_device_mb else None
-        return MemoryPlan(
-            weights, block_weights, resident, streamed, hidden, one_layer, transients, None, 0, False, budget
-        )
-    free, total = torch.cuda.mem_get_info(job.device)
+        return MemoryPlan(*parts, None, 0, False, budget)
+    free, total = device_memory
     reserve = reserve_bytes(total)
     room = free - reserve - one_layer - transients - blocks_to_come
     if room < 0:
         streamed_blocks = f" and two streamed blocks ({blocks_to_come / 1e9:.2f} GB)" if streamed else ""
         raise DeviceMemoryError(
-            f"model {settings.model['id']!r} on {job.device}: {free / 1e9:.2f} GB free once it is loaded "
-            f"({weights / 1e9:.2f} GB of weights, {block_weights / 1e9:.2f} GB per block) cannot hold one layer's "
-            f"sums ({one_layer / 1e9:.2f} GB for {len(job.types)} types at d={job.d}) and one batch of {tokens} "
-            f"tokens through a block ({transients / 1e9:.2f} GB){streamed_blocks} beside a reserve of "
+            f"{what}: {free / 1e9:.2f} GB free once it is loaded "
+            f"({weights.weights / 1e9:.2f} GB of weights, {weights.block_weights / 1e9:.2f} GB per block) cannot "
+            f"hold one layer's sums ({one_layer / 1e9:.2f} GB for {shard.n_types} types at d={d}) and one batch of "
+            f"{tokens} tokens through a block ({transients / 1e9:.2f} GB){streamed_blocks} beside a reserve of "
             f"{reserve / 1e9:.2f} GB: use "
             f"{smaller_dtype(settings)}a lower batch_tokens, more shards (fewer types per shard) or a GPU with "
             "more memory"
         )
-    return MemoryPlan(
-        weights, block_weights, resident, streamed, hidden, one_layer, transients, free, reserve, hidden > room
+    return MemoryPlan(*parts, free, reserve, hidden > room)
+
+
+def shape_weights(config, dtype: str) -> ModelWeights:
+    """The weights of the model a job builds from a transformers ``config`` in ``dtype``: built on ``meta``
+    (:func:`ctxvar.models.loading.empty_from_config`), no weight read."""
+    model = loading.empty_from_config(config, dtype)
+    return ModelWeights.of(model, find_blocks(model))
+
+
+def shape_plan(
+    config,
+    weights: ModelWeights,
+    settings: ExtractionSettings,
+    padded_tokens: int,
+    n_types: int,
+    device_total: int,
+    width: int,
+) -> MemoryPlan:
+    """:func:`planned_memory` of a layer-major job on a GPU of ``device_total`` bytes, from the model's shape
+    alone: a transformers ``config`` and its :func:`shape_weights` in ``settings.dtype``, a shard of
+    ``padded_tokens`` padded tokens in rows of at most ``width``, holding ``n_types`` types (raw ids: as many),
+    every token real. As a job decides (:func:`ctxvar.extraction.streamed_weights.load_for_job`), the weights
+    stream when they exceed the card's memory less the reserve, and the free memory is the card's less the
+    resident weights (the CUDA context within the reserve)."""
+    streamed = weights.weights > device_total - reserve_bytes(device_total)
+    loaded = weights.resident(streamed) - (2 * weights.block_weights if streamed else 0)
+    words = settings.geometry.ethayarajh
+    shard = ShardSize(padded_tokens, width, n_types, None, padded_batch_bytes(padded_tokens, padded_tokens, words))
+    return planned_memory(
+        settings,
+        config,
+        config.hidden_size,
+        weights,
+        streamed,
+        shard,
+        splits_gram(loading.DTYPES[settings.dtype], torch.device("cuda")),
+        (device_total - loaded, device_total),
+        f"model {settings.model['id']!r} on a card of {device_total / 1e9:.1f} GB",
     )
 
 

@@ -99,8 +99,8 @@ class ShardBatches:
         return len(self.shapes)
 
     def device_bytes(self) -> int:
-        """Device memory of :meth:`to`'s tensors."""
-        return 8 * (2 * int(self.grid[-1]) + (2 if self.word_index is None else 3) * int(self.real[-1]))
+        """Device memory of :meth:`to`'s tensors (:func:`padded_batch_bytes`)."""
+        return padded_batch_bytes(int(self.grid[-1]), int(self.real[-1]), self.word_index is not None)
 
     def with_words(self, word_index: np.ndarray) -> "ShardBatches":
         """These batches with each token's word (``word_index``: per shard token, see
@@ -179,3 +179,9 @@ def pad_batches(encoded: EncodedShard, type_index: np.ndarray, batches: list[np.
         type_index=flat("type_index"),
         tokens=flat("tokens"),
     )
+
+
+def padded_batch_bytes(padded_tokens: int, real_tokens: int, words: bool) -> int:
+    """Device bytes of a shard's batches moved to the device: 8 · (2 · padded + 2 · real) (int64 ids and mask;
+    positions and types of the real tokens), + 8 · real with each token's word (``words``)."""
+    return 8 * (2 * padded_tokens + (3 if words else 2) * real_tokens)

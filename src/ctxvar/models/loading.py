@@ -137,16 +137,24 @@ def empty_model(entry: dict, source: str, dtype: str):
     device in ``dtype``, the buffers real (on the CPU) and computed by the model's own code (rotary
     ``inv_freq``, position ids), as accelerate's ``init_empty_weights(include_buffers=False)`` builds them.
     Its parameters are filled from the files by :mod:`ctxvar.extraction.streamed_weights`."""
-    from accelerate import init_empty_weights
     from transformers import AutoModel
 
     config = checked_config(entry, source)
     trust = {"trust_remote_code": True} if entry.get("trust_remote_code") else {}
+    try:
+        return empty_from_config(config, dtype, **trust)
+    except Exception as error:  # transformers raises many types; all mean "cannot build"
+        raise load_error(described(entry, source), source, AutoModel, error) from error
+
+
+def empty_from_config(config, dtype: str, **options):
+    """:func:`empty_model`'s model built from a transformers ``config`` (``options``: ``from_config``'s own, such
+    as ``trust_remote_code``): what a job's model holds, sized with no weight read and no file."""
+    from accelerate import init_empty_weights
+    from transformers import AutoModel
+
     with init_empty_weights(include_buffers=False), transformers_into_log():
-        try:
-            model = AutoModel.from_config(config, dtype=DTYPES[dtype], **pooler_option(config), **trust)
-        except Exception as error:  # transformers raises many types; all mean "cannot build"
-            raise load_error(described(entry, source), source, AutoModel, error) from error
+        model = AutoModel.from_config(config, dtype=DTYPES[dtype], **pooler_option(config), **options)
     return model.eval()
 
 

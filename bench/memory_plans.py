@@ -1,0 +1,209 @@
+"""Memory plans of layer-major extraction jobs from the models' shapes alone (see docs/performance.md).
+
+    python bench/memory_plans.py    # writes bench/results/memory_plans.csv and memory_plans.md
+
+No device and no weights: each model is built on ``meta`` from a transformers config of its published shape and
+planned by the job's own arithmetic (:func:`ctxvar.extraction.layer_major.shape_plan`) with the default geometry
+on a card of 80 · 10⁹ bytes. The paper's six models (float32, as config.yaml runs them) get a shard of the paper's
+run (:data:`PAPER_SHARD_TOKENS`, U = the corpus's types); the Llama shapes (bfloat16) a shard of 1 M padded
+tokens holding as many types as the vocabulary (a bound: a shard holds no more) and, for Llama-3.1's 128,256,
+one holding :data:`FEWER_TYPES`. Rows of at most 512 tokens
+(sentences under 64 words). Per model: the weights (all, the largest block's, those outside the blocks), whether
+they stream on that card, the hidden states per million tokens, one layer's sums, one batch's transients, the plan
+at its shard, the largest shard whose hidden states stay on the device, the checkpoint's bytes (the model with its
+LM head, in the job's dtype), the largest tensor the streamed path reads through host memory, and the seconds per
+million tokens on one H100 where bench/results/gpu.csv measured the model and dtype.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+from transformers import BertConfig, GPT2Config, LlamaConfig, RobertaConfig
+
+from ctxvar.errors import DeviceMemoryError
+from ctxvar.extraction.accumulator import GeometryOptions
+from ctxvar.extraction.layer_major import shape_plan, shape_weights
+from ctxvar.extraction.settings import ExtractionSettings
+
+RESULTS = Path(__file__).resolve().parent / "results"
+CARD_BYTES = 80 * 10**9  # an 80 GB card, counted low: an H100 80GB's torch total is 79.2 GiB = 85.0 · 10⁹ bytes
+WIDTH = 512  # the longest row: BookCorpus sentences under 64 words (and BERT's positions)
+MEGA = 10**6
+# The paper's run: BERT's |X| = 12,384,011 tokens (the paper's Table 3) in 8 shards, each within 1.3× the mean
+# shard's padded tokens (tested) and padded by < 5 % (tested); U: the corpus's |T| of RoBERTa, the largest
+PAPER_SHARD_TOKENS = math.ceil(12_384_011 / 8 * 1.3 * 1.05)
+PAPER_TYPES = 24_719
+MEASURED_STEP = "(b) extraction + geometry"
+
+
+def llama(d: int, layers: int, ffn: int, heads: int, kv_heads: int, vocab: int) -> LlamaConfig:
+    return LlamaConfig(
+        hidden_size=d,
+        num_hidden_layers=layers,
+        intermediate_size=ffn,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        vocab_size=vocab,
+    )
+
+
+def roberta(d: int, layers: int, heads: int) -> RobertaConfig:
+    return RobertaConfig(
+        hidden_size=d,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=4 * d,
+        vocab_size=50265,
+        max_position_embeddings=514,
+        type_vocab_size=1,
+        layer_norm_eps=1e-5,
+    )
+
+
+def shapes() -> dict[str, tuple[object, str]]:
+    """Each model's transformers config (its published shape) and the dtype a job runs it in."""
+    return {
+        "bert-base": (BertConfig(), "float32"),
+        "bert-large": (
+            BertConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
+            "float32",
+        ),
+        "roberta-base": (roberta(768, 12, 12), "float32"),
+        "roberta-large": (roberta(1024, 24, 16), "float32"),
+        "gpt2": (GPT2Config(), "float32"),
+        "gpt2-medium": (GPT2Config(n_embd=1024, n_layer=24, n_head=16), "float32"),
+        "llama-2-7b": (llama(4096, 32, 11008, 32, 32, 32000), "bfloat16"),
+        "llama-2-13b": (llama(5120, 40, 13824, 40, 40, 32000), "bfloat16"),
+        "llama-2-70b": (llama(8192, 80, 28672, 64, 8, 32000), "bfloat16"),
+        "llama-3.1-405b": (llama(16384, 126, 53248, 128, 8, 128256), "bfloat16"),
+    }
+
+
+def shards_of(name: str, config) -> list[tuple[int, int]]:
+    """``(padded tokens, types)`` of each shard the model is planned for: a paper shard, or 1 M tokens holding
+    the vocabulary's types (and, for a vocabulary above :data:`FEWER_TYPES`, that many)."""
+    if name in PAPER_MODELS:
+        return [(PAPER_SHARD_TOKENS, PAPER_TYPES)]
+    return [(MEGA, n_types) for n_types in sorted({config.vocab_size, min(config.vocab_size, FEWER_TYPES)})]
+
+
+FEWER_TYPES = 32_000  # a Llama-2 vocabulary: a shard of 1 M tokens of text holds fewer types than that
+
+
+PAPER_MODELS = ("bert-base", "bert-large", "roberta-base", "roberta-large", "gpt2", "gpt2-medium")
+
+
+def settings_for(name: str, dtype: str) -> ExtractionSettings:
+    """A job's settings with the default geometry and batch budget."""
+    return ExtractionSettings(model={"id": name}, source=name, dtype=dtype, geometry=GeometryOptions.default())
+
+
+def largest_shard_on_device(config, weights, settings: ExtractionSettings, n_types: int) -> int:
+    """The most padded tokens (in thousands, rounded down) whose hidden states the plan keeps on the device."""
+    low, high = 0, 1 << 16  # thousands of tokens: up to 65 M
+    while low < high:
+        middle = (low + high + 1) // 2
+        try:
+            fits = not shape_plan(config, weights, settings, middle * 1000, n_types, CARD_BYTES, WIDTH).states_on_host
+        except DeviceMemoryError:  # the shard's padded batches alone leave no room
+            fits = False
+        low, high = (middle, high) if fits else (low, middle - 1)
+    return low * 1000
+
+
+def checkpoint_bytes(config, dtype: str) -> tuple[int, int]:
+    """``(bytes, largest tensor's bytes)`` of the model with its LM head in ``dtype``, built on ``meta``."""
+    from accelerate import init_empty_weights
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
+
+    from ctxvar.models.loading import DTYPES
+
+    head = AutoModelForMaskedLM if config.model_type in ("bert", "roberta") else AutoModelForCausalLM
+    with init_empty_weights(include_buffers=False):
+        model = head.from_config(config, dtype=DTYPES[dtype])
+    sizes = [p.numel() * p.element_size() for p in model.parameters()]
+    return sum(sizes), max(sizes)
+
+
+def measured_seconds(results: Path) -> tuple[dict[tuple[str, str], float], str]:
+    """Seconds per million tokens of :data:`MEASURED_STEP` on an H100 by (model, dtype) from gpu.csv, and the
+    command gpu.md names."""
+    rows = pd.read_csv(results / "gpu.csv")
+    rows = rows[(rows.step == MEASURED_STEP) & rows.gpu_name.str.contains("H100") & ~rows.quick.astype(bool)]
+    (command,) = re.findall(r"^`(python bench/gpu\.py[^`]*)`", (results / "gpu.md").read_text(), re.MULTILINE)
+    return {(row.model, row.dtype): MEGA / row.tokens_per_s for row in rows.itertuples()}, command
+
+
+def plan_rows(results: Path = RESULTS) -> tuple[list[dict], str]:
+    """One row per model of :func:`shapes`, and the command that measured the H100 times."""
+    seconds, command = measured_seconds(results)
+    rows = []
+    for name, (config, dtype) in shapes().items():
+        settings = settings_for(name, dtype)
+        weights = shape_weights(config, dtype)
+        on_disk, largest = checkpoint_bytes(config, dtype)
+        for padded_tokens, n_types in shards_of(name, config):
+            rows.append(plan_row(name, config, dtype, settings, weights, padded_tokens, n_types, on_disk, largest))
+    for row in rows:
+        measured = seconds.get((row["model"], row["dtype"]))
+        row["h100_s_per_m_tokens"] = round(measured, 1) if measured is not None else "not measured"
+    return rows, command
+
+
+def plan_row(name, config, dtype, settings, weights, padded_tokens, n_types, on_disk, largest) -> dict:
+    """The table's row of one model and shard (see the module docstring)."""
+    gb = 1e9
+    plan = shape_plan(config, weights, settings, padded_tokens, n_types, CARD_BYTES, WIDTH)
+    per_million = shape_plan(config, weights, settings, MEGA, n_types, CARD_BYTES, WIDTH).hidden_states
+    return {
+        "model": name,
+        "dtype": dtype,
+        "d": config.hidden_size,
+        "blocks": config.num_hidden_layers,
+        "weights_gb": round(weights.weights / gb, 2),
+        "block_gb": round(weights.block_weights / gb, 3),
+        "outside_blocks_gb": round((weights.weights - weights.in_blocks) / gb, 3),
+        "streamed": plan.streamed,
+        "hidden_gb_per_m_tokens": round(per_million / gb, 2),
+        "shard_m_tokens": round(padded_tokens / MEGA, 3),
+        "types": n_types,
+        "layer_sums_gb": round(plan.layer_sums / gb, 2),
+        "transients_gb": round(plan.transients / gb, 2),
+        "plan_gb": round(plan.device_bytes() / gb, 1),
+        "states_on_host": plan.states_on_host,
+        "largest_shard_on_device_m_tokens": round(
+            largest_shard_on_device(config, weights, settings, n_types) / MEGA, 2
+        ),
+        "checkpoint_gb": round(on_disk / gb, 1),
+        "largest_tensor_gb": round(largest / gb, 2),
+    }
+
+
+def report(rows: list[dict], command: str) -> str:
+    """bench/results/memory_plans.md: the command, the table and what the times were measured by."""
+    return (
+        "# Memory plans of layer-major jobs (from the models' shapes)\n\n"
+        "`python bench/memory_plans.py`; a card of 80 · 10⁹ bytes, the default geometry and batch_tokens; "
+        f"h100_s_per_m_tokens: step {MEASURED_STEP!r} of `{command}` (bench/results/gpu.md).\n\n"
+        + pd.DataFrame(rows).to_markdown(index=False)
+        + "\n"
+    )
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    rows, command = plan_rows()
+    args.out.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(args.out / "memory_plans.csv", index=False)
+    (args.out / "memory_plans.md").write_text(report(rows, command))
+
+
+if __name__ == "__main__":
+    main()
