@@ -31,7 +31,7 @@ from ctxvar.extraction.layer_major import shape_plan, shape_weights
 from ctxvar.extraction.settings import ExtractionSettings
 
 RESULTS = Path(__file__).resolve().parent / "results"
-CARD_BYTES = 80 * 10**9  # an 80 GB card, counted low: an H100 80GB's torch total is 79.2 GiB = 85.0 · 10⁹ bytes
+CARD_BYTES = 80 * 10**9  # an 80 GB card, counted low: an H100 80GB has 80 GiB
 WIDTH = 512  # the longest row: BookCorpus sentences under 64 words (and BERT's positions)
 MEGA = 10**6
 # The paper's run: BERT's |X| = 12,384,011 tokens (the paper's Table 3) in 8 shards, each within 1.3× the mean

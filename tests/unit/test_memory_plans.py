@@ -17,7 +17,7 @@ from workflow_runs import REPO
 sys.path.insert(0, str(REPO / "bench"))
 import memory_plans  # noqa: E402  (bench/memory_plans.py: the shapes docs/performance.md tabulates)
 
-CARD = memory_plans.CARD_BYTES  # 80 · 10⁹ bytes: below an H100 80GB's 79.2 GiB
+CARD = memory_plans.CARD_BYTES  # 80 · 10⁹ bytes: below an H100 80GB's 80 GiB
 SHAPES = memory_plans.shapes()
 BF16 = 2
 

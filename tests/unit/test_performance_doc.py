@@ -44,3 +44,7 @@ def test_the_extraction_orders_are_quoted_from_their_results_file():
 
 def test_the_streamed_weights_are_quoted_from_their_results_file():
     assert_quoted("streamed_weights", "## Weights streamed from the files", 4)  # streamed and whole
+
+
+def test_the_memory_plans_are_quoted_from_their_results_file():
+    assert_quoted("memory_plans", "## Memory plans of large models", 13)  # 6 paper models, 7B, 13B, 70B, 405B twice
