@@ -81,3 +81,26 @@ def test_the_weights_of_a_shape_are_those_of_the_model_built():
     )
     model = LlamaModel(config).to(torch.bfloat16)
     assert shape_weights(config, "bfloat16") == ModelWeights.of(model, find_blocks(model))
+
+
+def test_the_committed_table_is_what_the_code_plans_now():
+    """bench/results/memory_plans.csv, which docs/performance.md quotes, holds the current arithmetic's plan
+    (its 70B row, recomputed: the whole table takes seconds)."""
+    import pandas as pd
+
+    committed = pd.read_csv(REPO / "bench" / "results" / "memory_plans.csv").set_index("model")
+    name = "llama-2-70b"
+    config, dtype = SHAPES[name]
+    row = memory_plans.plan_row(
+        name,
+        config,
+        dtype,
+        memory_plans.settings_for(name, dtype),
+        shape_weights(config, dtype),
+        10**6,
+        config.vocab_size,
+        *memory_plans.checkpoint_bytes(config, dtype),
+    )
+    assert {key: committed.loc[name, key] for key in row if key != "model"} == {
+        key: value for key, value in row.items() if key != "model"
+    }
