@@ -12,12 +12,10 @@ from __future__ import annotations
 import contextlib
 import resource
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
-import yaml
 from torch.profiler import record_function
 
 from ctxvar.extraction import extract
@@ -27,8 +25,6 @@ from ctxvar.extraction.passes import forward_options
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.models import loading as models
 from ctxvar.models.batching import ShardBatches, pad_batch
-
-SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 
 
 def peaks(device) -> dict:
@@ -47,8 +43,7 @@ def synchronise(device) -> None:
 
 def default_geometry() -> GeometryOptions:
     """The geometry sums a workflow job accumulates with the config's defaults (config.schema.yaml)."""
-    keys = yaml.safe_load(SCHEMA.read_text())["properties"]["geometry"]["properties"]
-    return GeometryOptions.from_config({key: spec["default"] for key, spec in keys.items()})
+    return GeometryOptions.default()
 
 
 def settings_for(
