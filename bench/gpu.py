@@ -14,7 +14,11 @@ Random-weight models of the published shapes, each saved in safetensors shards o
 (bert-base and gpt2-medium in one file, as the Hub ships them): bert-base and gpt2-medium in
 fp32 and bf16 over a shard of the benchmark's corpus (about 1.3 M tokens), and a decoder of
 Llama-2-7B's shape (vocabulary cut to the corpus tokenizer's) in bf16 over a smaller shard of
-at least 30 batches. Per model and dtype, each step in a fresh process:
+at least 30 batches; decoders of Llama-2-13B's and Llama-2-70B's shapes likewise, layer-major with their
+weights streamed (column weights): 13B's read from its saved files under a device budget (max_device_mb) of a
+third of them, 70B's generated on the device block by block from a seed when the job would read them (the same
+compute and device memory; the GPU machine's disk cannot hold its checkpoint), so 70B measures no reading.
+Per model and dtype, each step in a fresh process (the streamed decoders: load and (b)+g only):
 
     (a)        the bare forward pass with all hidden states over the extraction's own batches,
                after a warm-up batch, with no weight hash beside it
@@ -27,7 +31,8 @@ The CSV has one row per model, dtype and step: model, dtype, step, tokens, batch
 overhead_b_over_a (seconds per token against (a)), padding_fraction, peak_host_mb (ru_maxrss, MiB),
 peak_gpu_mb (MiB; of the device the step used), gpu_name, torch, quick, and seconds, warm_up_seconds, mfu (the
 forward pass's model FLOPs, 2 × non-embedding parameters × real tokens, over the GPU's dense
-peak for the dtype), load_seconds, read_seconds.
+peak for the dtype), load_seconds, read_seconds, weights (loaded whole, streamed from the files, generated) and
+max_device_mb.
 """
 
 from __future__ import annotations
@@ -50,6 +55,18 @@ from ctxvar.models.random_init import build_random_model
 BERT_BASE = {"arch": "bert", "hidden_size": 768, "num_layers": 12, "num_heads": 12, "intermediate_size": 3072}
 GPT2_MEDIUM = {"arch": "gpt2", "hidden_size": 1024, "num_layers": 24, "num_heads": 16, "intermediate_size": 4096}
 LLAMA_2_7B = {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32}
+LLAMA_2_13B = {"hidden_size": 5120, "intermediate_size": 13824, "num_hidden_layers": 40, "num_attention_heads": 40}
+LLAMA_2_70B = {
+    "hidden_size": 8192,
+    "intermediate_size": 28672,
+    "num_hidden_layers": 80,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+}
+# How each decoder's job gets its weights: loaded whole, streamed from its files under a device budget of a
+# third of them, or generated on the device block by block from a seed (no checkpoint: 70B's does not fit the
+# disk of the GPU machine)
+WEIGHTS = {"llama-2-7b": "loaded whole", "llama-2-13b": "streamed from the files", "llama-2-70b": "generated"}
 MODES = {  # sentences of the corpus, and of the 7B decoder's smaller one; the models with their dtypes
     "gpu": {
         "sentences": 60000,
@@ -59,17 +76,26 @@ MODES = {  # sentences of the corpus, and of the 7B decoder's smaller one; the m
             "bert-base": ("float32", "bfloat16"),
             "gpt2-medium": ("float32", "bfloat16"),
             "llama-2-7b": ("bfloat16",),
+            "llama-2-13b": ("bfloat16",),
+            "llama-2-70b": ("bfloat16",),
         },
     },
     "quick": {
         "sentences": 300,
         "small": 100,
         "shard_size": "200KB",
-        "models": {"bert-base": ("float32",), "llama-2-7b": ("bfloat16",)},
+        "models": {
+            "bert-base": ("float32",),
+            "llama-2-7b": ("bfloat16",),
+            "llama-2-13b": ("bfloat16",),
+            "llama-2-70b": ("bfloat16",),
+        },
     },
 }
 QUICK_SHAPE = {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64}
 QUICK_LLAMA = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2}
+# blocks of most of the weights, so that a third of them streams (the embedding of the corpus's 8,000 ids is 0.5 MB)
+QUICK_STREAMED = {"hidden_size": 64, "intermediate_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 2}
 PEAK_FLOPS = {  # dense, per second: bf16 on tensor cores; fp32 without TF32 (torch's default for matmuls)
     "H100": {"bfloat16": 989e12, "float32": 67e12},
     "H200": {"bfloat16": 989e12, "float32": 67e12},
@@ -84,8 +110,8 @@ def build_models(folder: Path, quick: bool, shard_size: str, names: list[str]) -
     texts = pd.read_parquet(folder / "sentences.parquet")["text"].tolist()
     specs = model_specs(quick, shard_size)
     dirs = {name: folder / name for name in names}
-    llama_to_build = "llama-2-7b" in names and not saved(dirs["llama-2-7b"], specs["llama-2-7b"])
-    if llama_to_build:
+    llamas_to_build = [name for name in WEIGHTS if name in names and not saved(dirs[name], specs[name])]
+    if llamas_to_build:
         dirs.setdefault("gpt2-medium", folder / "gpt2-medium")
     for name in ("bert-base", "gpt2-medium"):
         if name in dirs and not saved(dirs[name], specs[name]):
@@ -93,9 +119,9 @@ def build_models(folder: Path, quick: bool, shard_size: str, names: list[str]) -
                 entry = {"id": name, **specs[name]["shape"], "vocab_size": 8000, "seed": 0}
                 build_random_model(entry, texts, dirs[name])
                 reshard(dirs[name], shard_size)
-    if llama_to_build:
-        with building(dirs["llama-2-7b"], specs["llama-2-7b"]):
-            build_llama(dirs["llama-2-7b"], dirs["gpt2-medium"], specs["llama-2-7b"]["shape"], shard_size)
+    for name in llamas_to_build:
+        with building(dirs[name], specs[name]):
+            build_llama(dirs[name], dirs["gpt2-medium"], specs[name]["shape"], shard_size, WEIGHTS[name] != "generated")
     return {name: dirs[name] for name in names}
 
 
@@ -105,6 +131,8 @@ def model_specs(quick: bool, shard_size: str) -> dict[str, dict]:
         "bert-base": {**BERT_BASE, **QUICK_SHAPE} if quick else BERT_BASE,
         "gpt2-medium": {**GPT2_MEDIUM, **QUICK_SHAPE} if quick else GPT2_MEDIUM,
         "llama-2-7b": QUICK_LLAMA if quick else LLAMA_2_7B,
+        "llama-2-13b": QUICK_STREAMED if quick else LLAMA_2_13B,
+        "llama-2-70b": {**QUICK_STREAMED, "num_key_value_heads": 1} if quick else LLAMA_2_70B,
     }
     return {name: {"shape": shape, "quick": quick, "shard_size": shard_size} for name, shape in shapes.items()}
 
@@ -145,20 +173,24 @@ def reshard(model_dir: Path, shard_size: str) -> None:
     model.save_pretrained(model_dir, max_shard_size=shard_size)
 
 
-def build_llama(out: Path, tokenizer_dir: Path, shape: dict, shard_size: str) -> Path:
+def build_llama(out: Path, tokenizer_dir: Path, shape: dict, shard_size: str, weights: bool = True) -> Path:
     """A random bf16 decoder of Llama-2's shape, built on the device, saved sharded, with ``tokenizer_dir``'s
-    byte-level BPE tokenizer (its vocabulary replaces Llama's 32,000)."""
+    byte-level BPE tokenizer (its vocabulary replaces Llama's 32,000); without ``weights``, its config and
+    tokenizer alone (its jobs generate the weights: steps.GeneratedWeights)."""
     from transformers import AutoTokenizer, LlamaConfig, LlamaModel
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     config = LlamaConfig(
-        **shape,
-        num_key_value_heads=shape["num_attention_heads"],
+        **{"num_key_value_heads": shape["num_attention_heads"], **shape},
         vocab_size=len(tokenizer),
         max_position_embeddings=4096,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
     )
+    if not weights:
+        config.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+        return out
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)
     with torch.device(device):
@@ -210,6 +242,32 @@ def rows_for(
     rows = [load, forward, paper, geometry]
     for row in rows:
         row.update(model=name, dtype=dtype, gpu_name=gpu_name, torch=torch.__version__, quick=quick)
+        row.update(weights="loaded whole", max_device_mb=0)
+        row["peak_host_mb"] = row.pop("peak_rss_mb")
+        row["tokens_per_s"] = row["tokens"] / row["seconds"] if row["tokens"] else float("nan")
+    return rows
+
+
+def streamed_rows_for(name: str, model_dir: Path, shard: Path, device: str, gpu_name: str, quick: bool) -> list[dict]:
+    """The load and (b)+g steps of a decoder whose job streams its weights (:data:`WEIGHTS`), in bf16: from its
+    files under a device budget of a third of them, or generated on the device (no files: no read_seconds). No
+    (a) nor (b): a bare forward pass of the whole model does not fit, and the job is what is measured."""
+    generated = WEIGHTS[name] == "generated"
+    files = sorted(model_dir.glob("*.safetensors"))
+    budget_mb = 0 if generated else max(1, sum(path.stat().st_size for path in files) // 3 // 10**6)
+    partial = str(shard.parent / f"{name}-bfloat16.parquet")
+    geometry = in_fresh_process(
+        steps.extraction, str(model_dir), str(shard), partial, device, "bfloat16", True, budget_mb, generated
+    )
+    geometry.update(step="(b) extraction + geometry")
+    geometry["seconds"] -= geometry["load_seconds"] + geometry["warm_up_seconds"]
+    geometry["batches"] = sum(geometry["batches"])  # one pass: layer-major
+    load = {"step": "load", "seconds": geometry["load_seconds"], "tokens": 0, "peak_rss_mb": float("nan")}
+    load["read_seconds"] = float("nan") if generated else read_seconds(model_dir)
+    rows = [load, geometry]
+    for row in rows:
+        row.update(model=name, dtype="bfloat16", gpu_name=gpu_name, torch=torch.__version__, quick=quick)
+        row.update(weights=WEIGHTS[name], max_device_mb=budget_mb)
         row["peak_host_mb"] = row.pop("peak_rss_mb")
         row["tokens_per_s"] = row["tokens"] / row["seconds"] if row["tokens"] else float("nan")
     return rows
@@ -238,6 +296,8 @@ COLUMNS = [
     "mfu",
     "load_seconds",
     "read_seconds",
+    "weights",
+    "max_device_mb",
 ]
 
 
@@ -302,9 +362,13 @@ def main(argv=None) -> None:
     rows = []
     for name in names:
         for dtype in mode["models"][name]:
-            shard_of_model = small if name == "llama-2-7b" else shard
-            rows += rows_for(name, dirs[name], shard_of_model, dtype, args.device, gpu_name, args.quick)
-            print(pd.DataFrame(rows[-4:]).reindex(columns=COLUMNS).to_string(), flush=True)
+            shard_of_model = small if name in WEIGHTS else shard
+            if WEIGHTS.get(name, "loaded whole") == "loaded whole":
+                new = rows_for(name, dirs[name], shard_of_model, dtype, args.device, gpu_name, args.quick)
+            else:
+                new = streamed_rows_for(name, dirs[name], shard_of_model, args.device, gpu_name, args.quick)
+            rows += new
+            print(pd.DataFrame(new).reindex(columns=COLUMNS).to_string(), flush=True)
             # after every model and dtype: a run cut short keeps its rows, and the earlier ones not yet re-measured
             write_report(earlier, rows, args.out, gpu_name, command)
 

@@ -10,8 +10,11 @@ allocator growth) fall outside both sides of their ratio.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import os
 import resource
 import time
+import zlib
 
 import numpy as np
 import pandas as pd
@@ -21,8 +24,11 @@ from torch.profiler import record_function
 from ctxvar.extraction import extract
 from ctxvar.extraction.accumulator import NO_GEOMETRY, GeometryOptions
 from ctxvar.extraction.extract import extract_shard, prepare_shard
+from ctxvar.extraction.layer_major import find_blocks
 from ctxvar.extraction.passes import forward_options
 from ctxvar.extraction.settings import ExtractionSettings
+from ctxvar.extraction.streamed_weights import StreamedWeights
+from ctxvar.models import hashing
 from ctxvar.models import loading as models
 from ctxvar.models.batching import ShardBatches, pad_batch
 
@@ -105,10 +111,20 @@ def forward(model_dir: str, shard: str, device: str, dtype: str = "float32") -> 
 
 
 def extraction(
-    model_dir: str, shard: str, out: str, device: str, dtype: str = "float32", geometry: bool = False
+    model_dir: str,
+    shard: str,
+    out: str,
+    device: str,
+    dtype: str = "float32",
+    geometry: bool = False,
+    max_device_mb: int = 0,
+    generated: bool = False,
 ) -> dict:
     """(b) Our extraction job end to end: shard Parquet → partial sums Parquet; with ``geometry``, also the
-    default geometry sums (moments and sample files), as a workflow job does.
+    default geometry sums (moments and sample files), as a workflow job does. ``max_device_mb``: the job's
+    device budget for the weights (below them, they stream from the files block by block); ``generated``: every
+    weight is made on the device from a seed when the job would read it (:class:`GeneratedWeights`, streamed;
+    ``model_dir`` holds no weights), and the weight hash names that seed.
 
     ``seconds`` is the whole job; ``load_seconds`` its model loading and ``warm_up_seconds``
     a forward pass on its first batch before its own, both timed in this process: the job
@@ -117,9 +133,10 @@ def extraction(
     options = default_geometry() if geometry else NO_GEOMETRY
     paths = {"moments_path": out + ".moments", "sample_path": out + ".sample"} if geometry else {}
     timings = {}
+    settings = dataclasses.replace(settings_for(model_dir, device, dtype, options), max_device_mb=max_device_mb)
     start = time.perf_counter()
-    with timed_loading_and_warm_up(timings):
-        metadata = extract_shard(shard, out, settings_for(model_dir, device, dtype, options), **paths)
+    with generated_weights() if generated else contextlib.nullcontext(), timed_loading_and_warm_up(timings):
+        metadata = extract_shard(shard, out, settings, **paths)
     return {
         "seconds": time.perf_counter() - start,
         **timings,
@@ -136,7 +153,7 @@ def timed_loading_and_warm_up(timings: dict):
     layer-major path alike; ``timings["batches"]`` lists each pass's batches. Under ``torch.profiler``, the
     loading is the range ``ctxvar.load`` and each pass's batch loop, after the warm-up, ``ctxvar.batches`` (see
     bench/profile_job.py)."""
-    load, run_batches = models.load_model, extract.run_batches
+    load, run_batches, load_for_job = models.load_model, extract.run_batches, extract.load_for_job
 
     def timed_load(*args, **kwargs):
         start = time.perf_counter()
@@ -145,6 +162,13 @@ def timed_loading_and_warm_up(timings: dict):
         synchronise(next(model.parameters()).device)
         timings["load_seconds"] = time.perf_counter() - start
         return model
+
+    def timed_load_for_job(settings, device):  # streamed weights: the resident ones loaded, load_model not called
+        start = time.perf_counter()
+        model, streamed = load_for_job(settings, device)
+        synchronise(device)
+        timings.setdefault("load_seconds", time.perf_counter() - start)
+        return model, streamed
 
     def warmed_up(model, sums, batches, device, progress):
         if "warm_up_seconds" not in timings:
@@ -155,18 +179,62 @@ def timed_loading_and_warm_up(timings: dict):
 
     def warmed_up_layer_major(job, padded, *args, **kwargs):
         if "warm_up_seconds" not in timings:
-            timings["warm_up_seconds"] = warm_up(job.model, padded, job.device)
+            with job.streamed.on_demand() if job.streamed is not None else contextlib.nullcontext():
+                timings["warm_up_seconds"] = warm_up(job.model, padded, job.device)
         timings.setdefault("batches", []).append(len(padded))
         with record_function("ctxvar.batches"):
             yield from layer_major_sums(job, padded, *args, **kwargs)
 
     layer_major_sums = extract.layer_major_sums
-    patched = timed_load, warmed_up, warmed_up_layer_major
-    models.load_model, extract.run_batches, extract.layer_major_sums = patched
+    patched = timed_load, warmed_up, warmed_up_layer_major, timed_load_for_job
+    models.load_model, extract.run_batches, extract.layer_major_sums, extract.load_for_job = patched
     try:
         yield
     finally:
-        models.load_model, extract.run_batches, extract.layer_major_sums = load, run_batches, layer_major_sums
+        models.load_model, extract.run_batches = load, run_batches
+        extract.layer_major_sums, extract.load_for_job = layer_major_sums, load_for_job
+
+
+class GeneratedWeights(StreamedWeights):
+    """:class:`ctxvar.extraction.streamed_weights.StreamedWeights` whose every tensor is made on the device from a
+    seed (the tensor's name's CRC-32 plus ``seed``) instead of read from a file: the same blocks, dtype, device
+    memory and compute, for a model whose checkpoint the machine cannot hold. Matrices are normal(0, 0.02),
+    one-dimensional weights ones and biases zeros, as transformers initialises them."""
+
+    def __init__(self, model, blocks, device, files: hashing.WeightFiles, seed: int = 0):
+        super().__init__(model, blocks, {}, {}, files, device)
+        self.seed = seed
+
+    def read(self, name: str, like: torch.Tensor) -> torch.Tensor:
+        if like.dim() == 1:
+            fill = torch.zeros if name.endswith("bias") else torch.ones
+            return fill(like.shape, dtype=like.dtype, device=self.device)
+        generator = torch.Generator(self.device).manual_seed(self.seed + zlib.crc32(name.encode()))
+        return torch.empty(like.shape, dtype=like.dtype, device=self.device).normal_(0, 0.02, generator=generator)
+
+
+GENERATED_HASH = "generated on the device from seed {seed}: no files"
+
+
+@contextlib.contextmanager
+def generated_weights(seed: int = 0):
+    """Within the block, every job's model is built on ``meta`` from its config and streamed with
+    :class:`GeneratedWeights` whatever its budget, and its weight hash is :data:`GENERATED_HASH`."""
+    load_for_job, weights_sha256 = extract.load_for_job, hashing.weights_sha256
+
+    def generating(settings, device):
+        model = models.empty_model(settings.model, settings.source, settings.dtype)
+        config = os.path.join(settings.source, "config.json")
+        files = hashing.WeightFiles.of(models.described(settings.model, settings.source), [config])
+        streamed = GeneratedWeights(model, find_blocks(model), device, files, seed)
+        streamed.load_resident()
+        return model, streamed
+
+    extract.load_for_job, hashing.weights_sha256 = generating, lambda files: GENERATED_HASH.format(seed=seed)
+    try:
+        yield
+    finally:
+        extract.load_for_job, hashing.weights_sha256 = load_for_job, weights_sha256
 
 
 def reference_loop(model_dir: str, shard: str, out: str, device: str) -> dict:

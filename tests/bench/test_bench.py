@@ -187,6 +187,16 @@ def test_gpu_benchmark_writes_every_column_the_report_promises(tmp_path):
     assert "| llama-2-7b |" in report and "| bert-base " in report
     assert "The rows of bert-base float32 are from an earlier run of the same GPU, torch and mode." in report
 
+    run_bench("gpu.py", tmp_path, "--quick", "--models", "llama-2-13b", "llama-2-70b")  # layer-major, streamed
+    streamed = pd.read_csv(tmp_path / "gpu.csv").set_index(["model", "step"])
+    assert streamed.loc[("llama-2-13b", "load"), "weights"] == "streamed from the files"
+    assert streamed.loc[("llama-2-13b", "load"), "read_seconds"] > 0
+    assert streamed.loc[("llama-2-70b", "load"), "weights"] == "generated"
+    assert not list((tmp_path / "gpu-work" / "llama-2-70b").glob("*.safetensors"))  # no checkpoint: generated
+    for name in ("llama-2-13b", "llama-2-70b"):
+        job = streamed.loc[(name, "(b) extraction + geometry")]
+        assert job["tokens"] > 0 and job["batches"] > 0 and job["tokens_per_s"] > 0
+
     saved = {path: path.stat().st_mtime_ns for path in (tmp_path / "gpu-work").rglob("*.safetensors")}
     run_bench("profile_job.py", tmp_path, "--quick")  # on the models gpu.py saved: none is built again
     assert {path: path.stat().st_mtime_ns for path in (tmp_path / "gpu-work").rglob("*.safetensors")} == saved
