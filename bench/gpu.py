@@ -193,8 +193,13 @@ def build_llama(out: Path, tokenizer_dir: Path, shape: dict, shard_size: str, we
         return out
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)
-    with torch.device(device):
-        model = LlamaModel(config).to(torch.bfloat16)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)  # built in bf16: a 13B model in fp32 would fill an 80 GB card
+    try:
+        with torch.device(device):
+            model = LlamaModel(config)
+    finally:
+        torch.set_default_dtype(default)
     model.save_pretrained(out, max_shard_size=shard_size)
     tokenizer.save_pretrained(out)
     del model
