@@ -85,3 +85,23 @@ def test_a_family_whose_weights_transformers_converts_is_refused():
     with pytest.raises(Unrecognised, match="transformers converts MixtralModel's weights on loading"):
         checkpoint_keys(model, stored(model))
     assert all(parameter.device == torch.device("meta") for parameter in model.parameters())
+
+
+def test_a_model_built_on_meta_keeps_in_float32_what_from_pretrained_keeps_in_float32(tmp_path):
+    """RWKV's ``_keep_in_fp32_modules`` (time_decay, time_first) load in float32 in a float16 job: streamed blocks
+    read in the placeholders' dtype, so a placeholder in float16 would give other numbers than the whole model."""
+    from transformers import RwkvConfig, RwkvModel
+
+    from ctxvar.models import loading
+
+    config = RwkvConfig(
+        vocab_size=50, hidden_size=16, num_hidden_layers=2, attention_hidden_size=16, intermediate_size=32
+    )
+    RwkvModel(config).save_pretrained(tmp_path)
+    entry = {"id": "rwkv"}
+    whole = loading.load_model(entry, str(tmp_path), "float16", torch.device("cpu")).state_dict()
+    built = loading.empty_model(entry, str(tmp_path), "float16").state_dict()
+    assert whole["blocks.1.attention.time_decay"].dtype == torch.float32
+    assert {name: tensor.dtype for name, tensor in built.items()} == {
+        name: tensor.dtype for name, tensor in whole.items()
+    }

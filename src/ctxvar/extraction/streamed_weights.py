@@ -2,8 +2,9 @@
 safetensors files when its layer comes, and freed after it.
 
 Before anything is loaded, :func:`load_for_job` compares the weights the job would hold (every parameter of the
-model in the job's dtype, sized from the files' headers) with the device budget (:func:`device_budget_bytes`):
-the GPU's free memory less the reserve of :mod:`ctxvar.extraction.budget`, or ``max_device_mb`` on any device.
+model in the dtype it loads in: the job's, float32 where the class keeps it so) with the device budget
+(:func:`device_budget_bytes`): the GPU's free memory less the reserve of :mod:`ctxvar.extraction.budget`, or
+``max_device_mb`` on any device.
 Weights within it load whole, as always (:func:`ctxvar.models.loading.load_model`). Weights beyond it are
 streamed: the model is built with its parameters on ``meta`` and its buffers real
 (:func:`ctxvar.models.loading.empty_model`), the parameters outside the blocks (embeddings, final norm) and the
@@ -36,7 +37,7 @@ import torch
 
 from ctxvar.errors import DeviceMemoryError, ModelLoadError
 from ctxvar.extraction.budget import reserve_bytes, smaller_dtype
-from ctxvar.extraction.layer_major import Blocks, Unrecognised, find_blocks
+from ctxvar.extraction.layer_major import Blocks, Unrecognised, find_blocks, parameter_bytes
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.models import hashing, loading
 from ctxvar.models.completeness import listed, own_tensor_names
@@ -254,7 +255,7 @@ def load_for_job(settings: ExtractionSettings, device: torch.device):
     if budget is None:
         return loading.load_model(entry, source, settings.dtype, device), None
     model = loading.empty_model(entry, source, settings.dtype)
-    weights = sum(p.numel() for p in model.parameters()) * loading.DTYPES[settings.dtype].itemsize
+    weights = parameter_bytes(model)
     if weights <= budget:
         log.info(
             "%s: weights %.3f GB within the device budget of %.3f GB: loaded whole", what, weights / 1e9, budget / 1e9

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 
 import torch
 
@@ -155,7 +156,29 @@ def empty_from_config(config, dtype: str, **options):
 
     with init_empty_weights(include_buffers=False), transformers_into_log():
         model = AutoModel.from_config(config, dtype=DTYPES[dtype], **pooler_option(config), **options)
+    keep_in_float32(model, DTYPES[dtype])
     return model.eval()
+
+
+def keep_in_float32(model, dtype: torch.dtype) -> None:
+    """Cast to float32, in place, the tensors of ``model``'s ``state_dict`` that ``from_pretrained`` loads in
+    float32 whatever ``dtype`` (the class's ``_keep_in_fp32_modules`` in float16, ``_keep_in_fp32_modules_strict``
+    in float16 and bfloat16: its dtype plan, whose patterns it searches in each key). ``from_config`` does not:
+    without this, a model built on ``meta`` would hold (and read streamed weights into) another dtype than the
+    model loaded whole, and give other numbers."""
+    plan = getattr(model, "_get_dtype_plan", lambda _: {})(dtype)
+    patterns = [re.compile(pattern.replace("*", ".*")) for pattern, kept in plan.items() if kept == torch.float32]
+    for name, tensor in model.state_dict(keep_vars=True).items():
+        if not tensor.is_floating_point() or tensor.dtype == torch.float32:
+            continue
+        if not any(pattern.search(name) for pattern in patterns):
+            continue
+        owner, _, leaf = name.rpartition(".")
+        module = model.get_submodule(owner)
+        if leaf in module._parameters:
+            module._parameters[leaf] = torch.nn.Parameter(tensor.detach().to(torch.float32), requires_grad=False)
+        else:
+            module._buffers[leaf] = tensor.to(torch.float32)
 
 
 def load_with_head(entry: dict, source: str, dtype: str):
