@@ -319,3 +319,23 @@ def test_checkpoints_leave_out_the_panel_of_a_switched_off_metric():
     labels = [ax.get_ylabel() for ax in plot.figure.axes if ax.get_ylabel() and "layer" not in ax.get_ylabel()]
     assert labels == ["anisotropy $\\lambda_1/\\mathrm{tr}\\,C$", "C.V. of $Q(X_t)$", "$M(X)/Q(X)$"]
     assert "twonn" not in plot.data.columns and {"anisotropy", "cv_Q", "M_over_Q"} <= set(plot.data.columns)
+
+
+def test_merged_points_refuse_a_shard_with_no_chosen_types_beside_shards_with_them(tmp_path):
+    """A shard's file of no layer (written when types.csv chose none) beside files of a layer: the shards were
+    extracted with different choices, and the merged file would lack that shard's points without a word."""
+    import pyarrow as pa
+
+    from ctxvar.errors import StatisticsError
+    from ctxvar.extraction.pca_points import merge_points, points_schema
+    from ctxvar.parquet_files import vector_column, write_table
+
+    d = 2
+    rows = np.ones((1, d), np.float32)
+    chosen = pa.table([pa.array(["a"]), pa.array([0], pa.int32()), vector_column(rows, "<f4")], schema=points_schema(d))
+    write_table(chosen, tmp_path / "points0.parquet", metadata={"model_id": "m", "shard": 0, "layer": 1, "d": d})
+    none = {"model_id": "m", "shard": 1, "layer": None, "d": d}
+    write_table(points_schema(d).empty_table(), tmp_path / "points1.parquet", metadata=none)
+    with pytest.raises(StatisticsError, match="do not belong with"):
+        merge_points([tmp_path / "points0.parquet", tmp_path / "points1.parquet"], tmp_path / "points.parquet")
+    merge_points([tmp_path / "points1.parquet"], tmp_path / "none.parquet")  # no types chosen at all: one layer

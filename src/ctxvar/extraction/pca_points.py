@@ -108,16 +108,16 @@ def merge_points(paths, merged_path) -> None:
     are a :class:`StatisticsError`."""
     inputs = [ParquetInput(path) for path in paths]
     first = inputs[0].metadata
-    layers = {part.metadata["layer"] for part in inputs} - {None}
+    layers = {part.metadata["layer"] for part in inputs}  # None (no type chosen) is every shard's or none's
     for part in inputs:
         if (part.metadata["model_id"], part.metadata["d"]) != (first["model_id"], first["d"]) or len(layers) > 1:
             raise StatisticsError(
                 f"{part.path}: Fig. 1's points of model {part.metadata['model_id']!r} at layer "
                 f"{part.metadata['layer']} do not belong with {inputs[0].path}'s ({first['model_id']!r}, layers "
-                f"{sorted(layers)}); delete the model's partials and rerun"
+                f"{sorted(layers, key=str)}); delete the model's partials and rerun"
             )
     schema = points_schema(first["d"]).append(pa.field("shard", pa.int32(), nullable=False))
-    info = {"model_id": first["model_id"], "layer": layers.pop() if layers else None, "d": first["d"]}
+    info = {"model_id": first["model_id"], "layer": layers.pop(), "d": first["d"]}
     with (
         atomic_path(merged_path) as tmp,
         parquet_writer(tmp, tagged_schema(schema, {**info, "shards": len(paths)})) as out,
