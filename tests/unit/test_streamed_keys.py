@@ -105,3 +105,40 @@ def test_a_model_built_on_meta_keeps_in_float32_what_from_pretrained_keeps_in_fl
     assert {name: tensor.dtype for name, tensor in built.items()} == {
         name: tensor.dtype for name, tensor in whole.items()
     }
+
+
+def rewritten_header(path, change) -> None:
+    """The safetensors file ``path`` with its header changed by ``change`` (a function of the header's dict)."""
+    import json
+    import struct
+
+    data = path.read_bytes()
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + length])
+    change(header)
+    text = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + data[8 + length :])
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda header: header["b"].update(data_offsets=header["a"]["data_offsets"]),  # two tensors on one range
+        lambda header: header["a"].update(shape=[2]),  # fewer numbers than its bytes hold
+    ],
+    ids=["overlapping", "bytes-beyond-shape"],
+)
+def test_a_header_whose_tensors_do_not_tile_the_data_exactly_is_damaged(tmp_path, change):
+    """As safetensors refuses it (the whole model would not load): the blocks read from it would be other bytes
+    than their own, or fail with a traceback."""
+    from safetensors.torch import save_file
+
+    from ctxvar.errors import ModelLoadError
+    from ctxvar.extraction.streamed_weights import stored_tensors
+
+    path = tmp_path / "model.safetensors"
+    save_file({"a": torch.arange(4.0), "b": torch.arange(4.0) + 4}, path)
+    assert stored_tensors([path])["b"].end == path.stat().st_size  # as saved: the tensors tile the data
+    rewritten_header(path, change)
+    with pytest.raises(ModelLoadError, match="is damaged"):
+        stored_tensors([path])

@@ -44,7 +44,7 @@ from ctxvar.models.completeness import listed, own_tensor_names
 
 log = logging.getLogger(__name__)
 
-TORCH_DTYPES = {name: dtype for dtype, name in hashing.SAFETENSORS_DTYPES.items()}
+TORCH_DTYPES = hashing.TORCH_DTYPES
 
 
 @dataclass(frozen=True)

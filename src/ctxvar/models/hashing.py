@@ -41,6 +41,7 @@ SAFETENSORS_DTYPES = {
     torch.float8_e4m3fn: "F8_E4M3",
     torch.float8_e5m2: "F8_E5M2",
 }
+TORCH_DTYPES = {name: dtype for dtype, name in SAFETENSORS_DTYPES.items()}
 
 
 class WeightsDigest:
@@ -181,14 +182,30 @@ def safetensors_header(handle, path: str) -> tuple[int, dict]:
             for name, entry in header.items()
             if name != "__metadata__"
         }
-        if not all(0 <= begin <= end <= size - 8 - length for _, _, begin, end in tensors.values()):
-            raise ValueError("a tensor's bytes lie outside the file")
+        check_tiling(tensors, size - 8 - length)
     except (struct.error, ValueError, TypeError, KeyError) as error:
         raise ModelLoadError(
             f"{path} is damaged or was changed since the model was loaded from it (unreadable safetensors header: "
             f"{error}); restore the files ({REFETCH}) and re-run"
         ) from error
     return 8 + length, tensors
+
+
+def check_tiling(tensors: dict, data_bytes: int) -> None:
+    """A ValueError unless the ``tensors`` of a header (``{name: (dtype, shape, begin, end)}``) tile the file's
+    ``data_bytes`` exactly, as safetensors requires before it reads a tensor: in the order of their offsets each
+    begins where the one before ends, the last ends with the file, and each of a dtype torch reads spans its
+    shape's bytes. A reader by offsets (the hash, streamed weights) then reads what safetensors would."""
+    end_of_last = 0
+    for name, (dtype, shape, begin, end) in sorted(tensors.items(), key=lambda item: item[1][2:]):
+        if begin != end_of_last or end < begin:
+            raise ValueError(f"tensor {name}'s bytes [{begin}, {end}) do not follow the tensor before it")
+        kind = TORCH_DTYPES.get(dtype)
+        if kind is not None and end - begin != torch.Size(shape).numel() * kind.itemsize:
+            raise ValueError(f"tensor {name} ({dtype} {list(shape)}) spans {end - begin} bytes")
+        end_of_last = end
+    if end_of_last != data_bytes:
+        raise ValueError(f"the tensors' bytes end at {end_of_last} of the {data_bytes} bytes of data")
 
 
 def numbers_in(path: str) -> int:
