@@ -135,11 +135,23 @@ def test_keys_that_transformers_renames_load_the_whole_model_and_the_log_says_wh
     assert_sums_equal(sums, whole)
 
 
-def test_a_model_that_does_not_run_layer_major_is_loaded_whole(tmp_path, llama, corpus_texts, caplog):
-    """``extraction_order: whole_model`` (as a refused probe): the streamed model is replaced by the whole one."""
+def test_a_model_whose_probe_is_refused_is_loaded_whole(tmp_path, llama, corpus_texts, caplog, monkeypatch):
+    """A probe that refuses the layer-major path (its verdict faked): the streamed model is replaced by the whole
+    one."""
+    from ctxvar.extraction import layer_major
+
+    monkeypatch.setattr(layer_major, "probe_mismatch", lambda model, blocks, batch: "a refused probe")
+    shard = shard_of(tmp_path, corpus_texts[:12])
+    (sums, _), (whole, _), log = streamed_and_whole(tmp_path, shard, llama, llama, "float32", caplog)
+    assert STREAMED in log and "its weights are not streamed: the whole model is loaded" in log
+    assert_sums_equal(sums, whole)
+
+
+def test_a_whole_model_order_loads_the_model_whole_and_reads_no_block(tmp_path, llama, corpus_texts, caplog):
+    """``extraction_order: whole_model`` never runs block by block: its weights are not streamed at all."""
     shard = shard_of(tmp_path, corpus_texts[:12])
     (sums, _), (whole, _), log = streamed_and_whole(tmp_path, shard, llama, llama, "float32", caplog, "whole_model")
-    assert STREAMED in log and "its weights are not streamed: the whole model is loaded" in log
+    assert STREAMED not in log and "extraction_order: whole_model runs every block at once" in log
     assert_sums_equal(sums, whole)
 
 
@@ -191,6 +203,23 @@ def test_a_gpu_too_small_for_weights_that_cannot_be_streamed_is_one_line_before_
     assert "\n" not in message and "do not fit the 4.00 GB free less a reserve of 4.00 GB" in message
     assert "(1 of its tensors are not in the files under their names: layers.1.mlp.up_proj.weight)" in message
     assert "use dtype: bfloat16, a GPU with more memory, or save the model again with save_pretrained" in message
+
+
+def test_a_whole_model_order_on_a_gpu_too_small_is_one_line_before_anything_is_read(tmp_path, llama, monkeypatch):
+    """``extraction_order: whole_model`` never runs block by block: weights beyond the GPU (faked:
+    torch.cuda.mem_get_info) are refused at once with the numbers and the remedy, not read block by block first
+    and then loaded whole into a device that cannot hold them."""
+    from ctxvar.errors import DeviceMemoryError
+    from ctxvar.extraction.budget import reserve_bytes
+    from ctxvar.extraction.streamed_weights import load_for_job
+
+    total = 80 * 10**9
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (reserve_bytes(total) + 1000, total))
+    with pytest.raises(DeviceMemoryError) as raised:
+        load_for_job(tiny_job_settings(llama, extraction_order="whole_model"), torch.device("cuda", 0))
+    message = str(raised.value)
+    assert "\n" not in message and "(extraction_order: whole_model runs every block at once)" in message
+    assert "use dtype: bfloat16, a GPU with more memory, or extraction_order: auto" in message
 
 
 # A Llama-shaped model of 10 blocks of 12.7 MB (float32): 127 MB of weights, streamed under a budget of 40 MB.

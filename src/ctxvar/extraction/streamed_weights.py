@@ -261,6 +261,16 @@ def load_for_job(settings: ExtractionSettings, device: torch.device):
             "%s: weights %.3f GB within the device budget of %.3f GB: loaded whole", what, weights / 1e9, budget / 1e9
         )
         return loading.load_model(entry, source, settings.dtype, device), None
+    if settings.extraction_order == "whole_model":
+        check_whole_fits(settings, device, weights, WHOLE_ORDER, "extraction_order: auto")
+        log.warning(
+            "%s: weights %.3f GB exceed the device budget of %.3f GB, but %s: the whole model is loaded",
+            what,
+            weights / 1e9,
+            budget / 1e9,
+            WHOLE_ORDER,
+        )
+        return loading.load_model(entry, source, settings.dtype, device), None
     try:
         blocks = find_blocks(model)
         files = hashing.weight_files(entry, source, model)
@@ -299,10 +309,20 @@ def load_for_job(settings: ExtractionSettings, device: torch.device):
     return model, streamed
 
 
-def check_whole_fits(settings: ExtractionSettings, device: torch.device, weights: int, reason) -> None:
+RESAVED = (
+    "save the model again with save_pretrained (safetensors, current names) so that its blocks can be read one "
+    "at a time"
+)
+WHOLE_ORDER = "extraction_order: whole_model runs every block at once"
+
+
+def check_whole_fits(
+    settings: ExtractionSettings, device: torch.device, weights: int, reason, remedy: str = RESAVED
+) -> None:
     """On a GPU, a :class:`DeviceMemoryError` naming the numbers, the ``reason`` the weights cannot be streamed
-    and the remedy when ``weights`` bytes exceed its free memory less the reserve: loading the whole model would
-    run out of memory. A CPU's budget (``max_device_mb``) is not its memory: the whole model loads there."""
+    and the remedies (a smaller dtype, a larger GPU, ``remedy``) when ``weights`` bytes exceed its free memory
+    less the reserve: loading the whole model would run out of memory. A CPU's budget (``max_device_mb``) is not
+    its memory: the whole model loads there."""
     if device.type != "cuda":
         return
     free, total = torch.cuda.mem_get_info(device)
@@ -311,6 +331,5 @@ def check_whole_fits(settings: ExtractionSettings, device: torch.device, weights
             f"model {settings.model['id']!r} on {device}: its weights ({weights / 1e9:.2f} GB in {settings.dtype}) "
             f"do not fit the {free / 1e9:.2f} GB free less a reserve of {reserve_bytes(total) / 1e9:.2f} GB, and "
             f"they cannot be read block by block ({reason}): use {smaller_dtype(settings)}a GPU with more memory, "
-            "or save the model again with save_pretrained (safetensors, current names) so that its blocks can be "
-            "read one at a time"
+            f"or {remedy}"
         )
