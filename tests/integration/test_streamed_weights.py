@@ -147,6 +147,15 @@ def test_a_model_whose_probe_is_refused_is_loaded_whole(tmp_path, llama, corpus_
     assert_sums_equal(sums, whole)
 
 
+def test_an_empty_shard_runs_no_block_and_loads_nothing_more(tmp_path, llama, caplog):
+    """A shard with no sequence (more shards than sentences) runs no forward pass: its weights beyond the budget
+    are not loaded whole for it (on a GPU that cannot hold them, that would run out of memory)."""
+    shard = shard_of(tmp_path, [], "empty.parquet")
+    (sums, _), (whole, _), log = streamed_and_whole(tmp_path, shard, llama, llama, "float32", caplog)
+    assert STREAMED in log and "the whole model is loaded" not in log
+    assert sums.num_rows == 0 and sums.schema.equals(whole.schema)
+
+
 def test_a_whole_model_order_loads_the_model_whole_and_reads_no_block(tmp_path, llama, corpus_texts, caplog):
     """``extraction_order: whole_model`` never runs block by block: its weights are not streamed at all."""
     shard = shard_of(tmp_path, corpus_texts[:12])

@@ -304,14 +304,14 @@ def planned_passes(job: ShardRun, settings: ExtractionSettings, padded: ShardBat
 
 def chosen_blocks(job: ShardRun, settings: ExtractionSettings, padded: ShardBatches):
     """:func:`ctxvar.extraction.layer_major.choose_blocks` for the job's model; with streamed weights, its probe
-    reads each block when it runs, and a model that is not to run layer-major (a refused probe, config
-    ``extraction_order: whole_model``) is loaded whole instead, and the log says so."""
+    reads each block when it runs, and a model that is not to run layer-major (a refused probe) is loaded whole
+    instead, and the log says so; a shard with no batch runs none and keeps the streamed model."""
     arguments = (padded.to(job.device), settings.extraction_order, settings.model["id"])
     if job.streamed is None:
         return choose_blocks(job.model, *arguments)
     with job.streamed.on_demand():
         blocks = choose_blocks(job.model, *arguments)
-    if blocks is not None:
+    if blocks is not None or not len(padded):  # no batch (an empty shard): no forward pass needs the blocks
         return blocks
     log.warning(
         "model %r does not run layer-major, so its weights are not streamed: the whole model is loaded",
