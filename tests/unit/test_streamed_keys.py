@@ -87,6 +87,26 @@ def test_a_family_whose_weights_transformers_converts_is_refused():
     assert all(parameter.device == torch.device("meta") for parameter in model.parameters())
 
 
+def test_a_pre_quantized_checkpoint_is_refused():
+    """A block-FP8 checkpoint (Qwen3-8B-FP8, DeepSeek-V3) keeps each weight's name and shape, its scales beside it
+    (``weight_scale_inv``, no place in a model built without the quantizer): read and cast without them, every
+    weight would be wrong by its block's scale. transformers' quantizer dequantizes it; the model is loaded whole."""
+    from transformers import LlamaConfig
+
+    config = LlamaConfig(
+        hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, vocab_size=50
+    )
+    config.quantization_config = {"quant_method": "fp8", "weight_block_size": [128, 128]}
+    model = empty(config)
+    scales = {
+        f"{name}_scale_inv": StoredTensor("f", "F32", (1, 1), 0, 4)
+        for name, tensor in model.state_dict().items()
+        if tensor.dim() == 2
+    }
+    with pytest.raises(Unrecognised, match="its checkpoint is quantized .fp8.: transformers dequantizes it"):
+        checkpoint_keys(model, stored(model, **scales))
+
+
 def test_a_model_built_on_meta_keeps_in_float32_what_from_pretrained_keeps_in_float32(tmp_path):
     """RWKV's ``_keep_in_fp32_modules`` (time_decay, time_first) load in float32 in a float16 job: streamed blocks
     read in the placeholders' dtype, so a placeholder in float16 would give other numbers than the whole model."""

@@ -15,11 +15,12 @@ file's pages in the process), the next block on a background thread while the cu
 Nothing is guessed. Every tensor of the model (``state_dict``: parameters and persistent buffers) must be in the
 files under its own name or under the base model's prefix (``model.``, ``transformer.``), exactly one of them,
 with exactly its shape and a dtype torch reads; no tensor of the files may belong to a layer the model does not
-build; and transformers must not convert the family's weights on loading (its conversion mapping, such as
-Mixtral's fused experts). Anything else loads the whole model as today, its loading report read
-(:mod:`ctxvar.models.completeness`), and the log says which and why. The layer-major driver's probe
-(:func:`ctxvar.extraction.layer_major.probe_mismatch`) still runs first, each block loaded by a forward pre-hook
-and freed by a forward hook (:meth:`StreamedWeights.on_demand`); a model it refuses is loaded whole.
+build; and transformers must not convert the weights on loading (the family's conversion mapping, such as
+Mixtral's fused experts, or a quantized checkpoint's quantizer, such as block FP8's scales). Anything else
+loads the whole model as today, its loading report read (:mod:`ctxvar.models.completeness`), and the log says
+which and why. The layer-major driver's probe (:func:`ctxvar.extraction.layer_major.probe_mismatch`) still runs
+first, each block loaded by a forward pre-hook and freed by a forward hook (:meth:`StreamedWeights.on_demand`);
+a model it refuses is loaded whole.
 
 Each file read checks that the file is the one whose state the weight hash recorded
 (:func:`ctxvar.models.hashing.check_unchanged`), so the hash names the bytes every block was read from.
@@ -75,10 +76,15 @@ def checkpoint_keys(model: torch.nn.Module, stored: dict[str, StoredTensor]) -> 
     its own name or the base model's prefix and its name, exactly one of them, of exactly its shape and of a dtype
     torch reads. :class:`~ctxvar.extraction.layer_major.Unrecognised`, naming what, when a tensor is missing,
     found twice, of another shape or dtype, when the files hold tensors of layers the model does not build, or
-    when transformers converts this family's weights on loading."""
+    when transformers converts this family's weights or this checkpoint's (``quantization_config``) on
+    loading."""
     conversions = weight_conversions(model)
     if conversions:
         raise Unrecognised(f"transformers converts {type(model).__name__}'s weights on loading ({conversions})")
+    quantization = getattr(model.config, "quantization_config", None)
+    if quantization:
+        method = quantization.get("quant_method") if isinstance(quantization, dict) else type(quantization).__name__
+        raise Unrecognised(f"its checkpoint is quantized ({method}): transformers dequantizes it on loading")
     prefix = getattr(model, "base_model_prefix", "")
     keys, missing, twice, other = {}, [], [], []
     for name, tensor in model.state_dict(keep_vars=True).items():
