@@ -128,8 +128,6 @@ def merge_points(paths, merged_path) -> None:
                 out.write_table(
                     table.append_column(schema.field("shard"), pa.array(np.full(len(table), shard, np.int32)))
                 )
-        if not any(part.num_rows for part in inputs):
-            out.write_table(schema.empty_table())
 
 
 def projected_points(path, components: np.ndarray) -> pd.DataFrame:
