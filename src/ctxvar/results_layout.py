@@ -6,7 +6,7 @@ A model's merged sums are ``sums.parquet`` and, with the geometry switches, ``su
 first. Renaming them does not bring such a folder up to date: those versions recorded no corpus sample
 (``corpus_hash``) in ``corpus/counts.json`` and ``run.json``, and Snakemake, which holds no record of a renamed
 file, re-runs neither the sampling nor the merge, only the jobs whose inputs were named ``stats*`` and the jobs
-after them (the tables, Fig. 1's second pass, the figures); :func:`ctxvar.load_results` then refuses the folder.
+after them (the tables, Fig. 1's projection, the figures); :func:`ctxvar.load_results` then refuses the folder.
 So the remedy is a fresh run folder: every file made again.
 """
 
