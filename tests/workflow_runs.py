@@ -53,6 +53,22 @@ def snakemake(
     No time limit by default: a busy 2-core machine can take far longer than usual, and
     Snakemake ends on its own. A dict ``config`` without ``run`` runs as ``run: test``.
     """
+    process = start_snakemake(workdir, config, *args, env=env)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def start_snakemake(
+    workdir: Path, config: dict | Path, *args: str, env: dict | None = None, output: Path | None = None
+) -> subprocess.Popen:
+    """:func:`snakemake` started and not waited for: runs that mostly wait, such as a cluster's, can go side by side.
+    Its stdout and stderr go to ``output``'s ``.out`` and ``.err`` files when given (a pipe that nobody reads while
+    another run is awaited would fill and stop it), else to pipes (``communicate()`` gives them)."""
     if isinstance(config, dict):  # written beside workdir, which stays as a user's checkout would be
         config = {"run": "test", **config}
         workdir.mkdir(parents=True, exist_ok=True)
@@ -60,13 +76,23 @@ def snakemake(
         os.write(handle, yaml.safe_dump(config).encode())
         os.close(handle)
         config = path
-    return subprocess.run(
-        snakemake_command(workdir, config, *args),
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        timeout=timeout,
+    streams = (
+        [open(output.with_suffix(".out"), "w"), open(output.with_suffix(".err"), "w")]
+        if output
+        else [subprocess.PIPE, subprocess.PIPE]
     )
+    try:
+        return subprocess.Popen(
+            snakemake_command(workdir, config, *args),
+            stdout=streams[0],
+            stderr=streams[1],
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
+    finally:
+        for stream in streams:
+            if stream is not subprocess.PIPE:
+                stream.close()  # the child holds its own copy
 
 
 def snakemake_command(workdir: Path, config_path, *args: str) -> list[str]:

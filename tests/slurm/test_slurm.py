@@ -17,7 +17,7 @@ import subprocess
 
 import pytest
 
-from workflow_runs import REPO, SMALL_DEMO, SMALL_DEMO_OUTPUTS, snakemake
+from workflow_runs import REPO, SMALL_DEMO, SMALL_DEMO_OUTPUTS, start_snakemake
 
 CAN_RUN = os.geteuid() == 0 and all(shutil.which(d) for d in ("munged", "slurmctld", "slurmd"))
 pytestmark = pytest.mark.skipif(
@@ -43,36 +43,78 @@ def cluster(tmp_path_factory):
         )
 
 
-def test_demo_through_slurm_equals_the_local_run(tmp_path, cluster, small_demo):
-    """The demo's first model through the profile, every kind of job on its way (sample, split, extraction, the
-    running and final merges, layer statistics, a per-model figure): byte for byte the local run's files."""
-    targets = [
-        "results/demo/tiny-bert/tokens.parquet",
-        "results/demo/tiny-bert/sums.parquet",
-        "results/demo/tiny-bert/layers.csv",
-        "results/demo/tiny-bert/figures/fig05_decomposition.csv",  # plot_model_figure: a local rule
-    ]
-    assert set(targets) <= set(SMALL_DEMO_OUTPUTS)  # what the shared local run wrote
-    run = snakemake(
-        tmp_path,
-        SMALL_DEMO,
-        *targets,
+TARGETS = [
+    "results/demo/tiny-bert/tokens.parquet",
+    "results/demo/tiny-bert/sums.parquet",
+    "results/demo/tiny-bert/layers.csv",
+    "results/demo/tiny-bert/figures/fig05_decomposition.csv",  # plot_model_figure: a local rule
+]
+
+
+def through_the_profile(workdir, config: dict, *args: str):
+    """:func:`workflow_runs.start_snakemake` through the SLURM profile, with the test cluster's partition and sizes
+    as a user would fill them into the profile."""
+    return start_snakemake(
+        workdir,
+        config,
+        *args,
         "--profile",
         str(REPO / "workflow" / "profiles" / "slurm"),
-        # the test cluster's partition and sizes, as a user would fill them into the profile
         "--default-resources",
         "slurm_partition=debug",
         "mem_mb=500",
         "runtime=10",
-        "--set-resources",
-        "extract_statistics:slurm_partition=debug",
         "--slurm-init-seconds-before-status-checks",
         "2",
         "--latency-wait",
         "5",
         "--slurm-logdir",
-        str(tmp_path / "logs" / "slurm"),  # the plugin resolves it from the caller's cwd
+        str(workdir / "logs" / "slurm"),  # the plugin resolves it from the caller's cwd
+        output=workdir.parent / f"{workdir.name}-console",
     )
+
+
+@pytest.fixture(scope="module")
+def slurm_runs(cluster, tmp_path_factory):
+    """``name → (workdir, process)`` of this tier's runs, started side by side: they mostly wait on the cluster."""
+    cpu, gpu = tmp_path_factory.mktemp("slurm-cpu"), tmp_path_factory.mktemp("slurm-gpu")
+    runs = {
+        "cpu": (
+            cpu,
+            through_the_profile(
+                cpu, SMALL_DEMO, *TARGETS, "--set-resources", "extract_statistics:slurm_partition=debug"
+            ),
+        ),
+        # device: cuda on a node whose GPU is a stand-in: the extraction job fails, after its allocation
+        "gpu": (
+            gpu,
+            through_the_profile(
+                gpu, {**SMALL_DEMO, "device": "cuda"}, "results/demo/partials/tiny-bert/0.parquet", "--retries", "0"
+            ),
+        ),
+    }
+    yield runs
+    for _, process in runs.values():
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def finished(run) -> subprocess.CompletedProcess:
+    """The run ``(workdir, process)`` once it has ended, with its console output."""
+    workdir, process = run
+    process.wait()
+    console = workdir.parent / f"{workdir.name}-console"
+    stdout, stderr = (console.with_suffix(suffix).read_text() for suffix in (".out", ".err"))
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def test_demo_through_slurm_equals_the_local_run(slurm_runs, small_demo):
+    """The demo's first model through the profile, every kind of job on its way (sample, split, extraction, the
+    running and final merges, layer statistics, a per-model figure): byte for byte the local run's files."""
+    assert set(TARGETS) <= set(SMALL_DEMO_OUTPUTS)  # what the shared local run wrote
+    tmp_path = slurm_runs["cpu"][0]
+    run = finished(slurm_runs["cpu"])
     assert run.returncode == 0, run.stderr[-3000:]
     assert list((tmp_path / "logs" / "slurm").rglob("*.log")), "no per-job SLURM logs"
     output = run.stdout + run.stderr
@@ -80,35 +122,18 @@ def test_demo_through_slurm_equals_the_local_run(tmp_path, cluster, small_demo):
     assert {"sample_corpus", "split_corpus", "extract_statistics", "layer_statistics"} <= submitted, output[-3000:]
     # second-long jobs are not sbatch submissions
     assert "localrule plot_model_figure:" in output and "plot_model_figure" not in submitted
-    for output in targets:
+    for output in TARGETS:
         assert (tmp_path / output).read_bytes() == (small_demo / output).read_bytes(), output
 
 
-def test_only_extraction_jobs_are_granted_a_gpu(tmp_path, cluster):
+def test_only_extraction_jobs_are_granted_a_gpu(slurm_runs):
     """device: cuda → extraction jobs get gres/gpu from SLURM, the CPU rules none.
 
     The test node's GPU is a stand-in (File=/dev/null), so the extraction job itself then
     fails with ctxvar's one-line CUDA message; what is checked is SLURM's allocation.
     """
-    run = snakemake(
-        tmp_path,
-        {**SMALL_DEMO, "device": "cuda"},
-        "results/demo/partials/tiny-bert/0.parquet",
-        "--profile",
-        str(REPO / "workflow" / "profiles" / "slurm"),
-        "--retries",
-        "0",
-        "--default-resources",
-        "slurm_partition=debug",
-        "mem_mb=500",
-        "runtime=10",
-        "--slurm-init-seconds-before-status-checks",
-        "2",
-        "--latency-wait",
-        "5",
-        "--slurm-logdir",
-        str(tmp_path / "logs" / "slurm"),
-    )
+    tmp_path = slurm_runs["gpu"][0]
+    run = finished(slurm_runs["gpu"])
     output = run.stdout + run.stderr
     assert run.returncode != 0 and "torch sees no CUDA device" in "".join(
         p.read_text() for p in (tmp_path / "logs").rglob("*.log")
