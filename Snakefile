@@ -1,5 +1,5 @@
 # ctxvar: layer-by-layer statistics of contextualized token embeddings.
-# Data flow: corpus → (models) → extract → merge → analyse → (pca second pass) → figures. See README.md.
+# Data flow: corpus → (models) → extract (with Fig. 1's points) → merge → analyse → figures. See README.md.
 # Beside it: models → embedding matrices (the weights alone, no corpus).
 from snakemake.utils import min_version
 

@@ -1,7 +1,7 @@
 """The statistics kernel alone: from hidden states already in memory to the per-type Q, M, V of every layer.
 
     python bench/kernel.py                     # 200,000 tokens × 13 layers × 768 (8 GB of float32 states)
-    python bench/kernel.py --quick             # 20,000 tokens, 4 layers, d = 128, one round: a smoke run
+    python bench/kernel.py --quick             # 20,000 tokens, 4 layers, d = 128, 5,000 types, one round: a smoke run
     python bench/kernel.py --device cuda       # the same on a GPU
 
 On a CPU the forward pass dominates a whole job, so job timings cannot show the statistics' own cost.
@@ -239,7 +239,7 @@ def agreement(out: Path) -> dict[str, dict[str, float]]:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="20,000 tokens, 4 layers, d = 128, one round")
+    parser.add_argument("--quick", action="store_true", help="20,000 tokens, 4 layers, d = 128, 5,000 types, one round")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--rounds", type=int, help="rounds of (i), (ii), (iii) (default 3; --quick 1)")
     parser.add_argument("--out", default="bench/results", help="folder for kernel.md and kernel.csv")

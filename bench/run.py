@@ -1,6 +1,6 @@
 """Benchmark of the extraction and the merge; writes report.md and results.csv.
 
-    python bench/run.py --quick            # gpt2 in a tiny shape under its name: checks the script, measures little
+    python bench/run.py --quick            # bert-base (the model of --large) in a tiny shape: checks the script
     python bench/run.py                    # CPU: 3 rounds on ≈ 30 k tokens, bert-base-scale merge (≈ 25 min)
     python bench/run.py --large            # CPU: bert-base on a 200 k-token shard, (a) and (b) only (≈ 15 min)
     python bench/run.py --device cuda      # GPU: bert-base, gpt2-medium and a 1.2B-parameter GPT-2
@@ -66,7 +66,7 @@ QUICK_SHAPE = {"hidden_size": 64, "num_layers": 2, "num_heads": 2, "intermediate
 MODES = {
     "quick": {  # bf16 matmuls on a CPU without bf16 units run at a small fraction of fp32's: real shapes take hours
         "sentences": 120,
-        "archs": ["gpt2"],
+        "archs": ["bert-base"],
         "shape": QUICK_SHAPE,
         "rounds": 1,
         "merge": (3000, 2000, 13, 128, [1, 2, 4, 8]),

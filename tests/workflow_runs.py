@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import tempfile
 import time
@@ -53,46 +54,59 @@ def snakemake(
     No time limit by default: a busy 2-core machine can take far longer than usual, and
     Snakemake ends on its own. A dict ``config`` without ``run`` runs as ``run: test``.
     """
-    process = start_snakemake(workdir, config, *args, env=env)
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.communicate()
-        raise
-    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
-
-
-def start_snakemake(
-    workdir: Path, config: dict | Path, *args: str, env: dict | None = None, output: Path | None = None
-) -> subprocess.Popen:
-    """:func:`snakemake` started and not waited for: runs that mostly wait, such as a cluster's, can go side by side.
-    Its stdout and stderr go to ``output``'s ``.out`` and ``.err`` files when given (a pipe that nobody reads while
-    another run is awaited would fill and stop it), else to pipes (``communicate()`` gives them)."""
-    if isinstance(config, dict):  # written beside workdir, which stays as a user's checkout would be
-        config = {"run": "test", **config}
-        workdir.mkdir(parents=True, exist_ok=True)
-        handle, path = tempfile.mkstemp(suffix=".yaml", dir=workdir.parent)
-        os.write(handle, yaml.safe_dump(config).encode())
-        os.close(handle)
-        config = path
-    streams = (
-        [open(output.with_suffix(".out"), "w"), open(output.with_suffix(".err"), "w")]
-        if output
-        else [subprocess.PIPE, subprocess.PIPE]
+    return subprocess.run(
+        snakemake_command(workdir, config_file(workdir, config), *args),
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
     )
-    try:
+
+
+def start_snakemake(workdir: Path, config: dict | Path, *args: str, console: Path) -> subprocess.Popen:
+    """:func:`snakemake` started in a session of its own and not waited for, its stdout and stderr in the files
+    ``console``.out and ``console``.err: runs that mostly wait, such as a cluster's, can go side by side;
+    :func:`stop_snakemake` ends one with its jobs."""
+    with open(f"{console}.out", "w") as stdout, open(f"{console}.err", "w") as stderr:
         return subprocess.Popen(
-            snakemake_command(workdir, config, *args),
-            stdout=streams[0],
-            stderr=streams[1],
+            snakemake_command(workdir, config_file(workdir, config), *args),
+            stdout=stdout,
+            stderr=stderr,
             text=True,
-            env={**os.environ, **(env or {})},
-        )
-    finally:
-        for stream in streams:
-            if stream is not subprocess.PIPE:
-                stream.close()  # the child holds its own copy
+            start_new_session=True,
+        )  # the child keeps its own copies of the files
+
+
+def stop_snakemake(process: subprocess.Popen, grace: float = 60) -> None:
+    """End a run of :func:`start_snakemake` that is still going: SIGTERM, on which Snakemake cancels its cluster
+    jobs, then after ``grace`` seconds SIGKILL to its whole session."""
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def finished_snakemake(process: subprocess.Popen, console: Path) -> subprocess.CompletedProcess:
+    """A run of :func:`start_snakemake` once it has ended, with its console output."""
+    process.wait()
+    output = (Path(f"{console}.{stream}").read_text() for stream in ("out", "err"))
+    return subprocess.CompletedProcess(process.args, process.returncode, *output)
+
+
+def config_file(workdir: Path, config: dict | Path) -> Path:
+    """``config`` itself if a path; a dict written to a new file beside ``workdir`` (which stays as a user's
+    checkout would be), ``run: test`` unless it names a run."""
+    if not isinstance(config, dict):
+        return config
+    workdir.mkdir(parents=True, exist_ok=True)
+    handle, path = tempfile.mkstemp(suffix=".yaml", dir=workdir.parent)
+    os.write(handle, yaml.safe_dump({"run": "test", **config}).encode())
+    os.close(handle)
+    return Path(path)
 
 
 def snakemake_command(workdir: Path, config_path, *args: str) -> list[str]:

@@ -36,7 +36,7 @@ def test_quick_benchmark_reports_every_step(tmp_path):
         "(e) forward bf16",
         "(e) extraction bf16",
     }
-    assert set(extraction["model"]) == {"gpt2"} and (extraction["tokens_per_s"] > 0).all()
+    assert set(extraction["model"]) == {"bert-base"} and (extraction["tokens_per_s"] > 0).all()
     assert (extraction["round"] == 0).all()  # --quick: one round; every ratio is taken within a round
     assert extraction["overhead_b_over_a"].notna().sum() == 3 and extraction["speedup_c_over_b"].notna().sum() == 1
     # the baseline is a real implementation: its float32 running means give our Q and V

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A real single-node SLURM cluster on loopback, for the SLURM test tier.
 #   cluster.sh start STATE_DIR   start munged, slurmctld and slurmd; wait until the node is idle
-#   cluster.sh stop STATE_DIR    stop exactly the daemons that start launched, by their PIDs
+#   cluster.sh stop STATE_DIR    cancel the test cluster's jobs, stop exactly the daemons that start launched, by PID
 # Needs root and Debian's slurm-wlm and munge packages. Files live in STATE_DIR; /etc/slurm/slurm.conf
 # and gres.conf become links to them while the cluster runs (jobs cannot use SLURM_CONF: the
 # Snakemake SLURM plugin clears SLURM_* variables inside jobs), and stop restores what was there.
@@ -10,6 +10,7 @@ action=$1
 state=$(realpath -m "$2")
 
 stop() {
+  [ -s "$state/slurmctld.pid" ] && scancel --full --user "$(id -un)" 2>/dev/null || true  # a tier cut short
   for daemon in slurmd slurmctld munged; do
     pidfile="$state/$daemon.pid"
     [ -s "$pidfile" ] || continue
@@ -49,6 +50,7 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
+MinJobAge=86400  # scontrol shows a finished job for the whole tier, whose runs go side by side
 SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory

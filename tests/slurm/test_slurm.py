@@ -17,7 +17,7 @@ import subprocess
 
 import pytest
 
-from workflow_runs import REPO, SMALL_DEMO, SMALL_DEMO_OUTPUTS, start_snakemake
+from workflow_runs import REPO, SMALL_DEMO, SMALL_DEMO_OUTPUTS, finished_snakemake, start_snakemake, stop_snakemake
 
 CAN_RUN = os.geteuid() == 0 and all(shutil.which(d) for d in ("munged", "slurmctld", "slurmd"))
 pytestmark = pytest.mark.skipif(
@@ -28,7 +28,7 @@ CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"
 DAEMONS = ("munged", "slurmctld", "slurmd")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # for slurm_runs
 def cluster(tmp_path_factory):
     state = tmp_path_factory.mktemp("slurm")
     try:
@@ -51,10 +51,11 @@ TARGETS = [
 ]
 
 
-def through_the_profile(workdir, config: dict, *args: str):
-    """:func:`workflow_runs.start_snakemake` through the SLURM profile, with the test cluster's partition and sizes
-    as a user would fill them into the profile."""
-    return start_snakemake(
+def through_the_profile(workdir, config: dict, *args: str) -> tuple:
+    """``(workdir, process, console)``: :func:`workflow_runs.start_snakemake` through the SLURM profile, with the
+    test cluster's partition and sizes as a user would fill them into the profile."""
+    console = workdir.parent / f"{workdir.name}-console"
+    process = start_snakemake(
         workdir,
         config,
         *args,
@@ -70,60 +71,59 @@ def through_the_profile(workdir, config: dict, *args: str):
         "5",
         "--slurm-logdir",
         str(workdir / "logs" / "slurm"),  # the plugin resolves it from the caller's cwd
-        output=workdir.parent / f"{workdir.name}-console",
+        console=console,
     )
+    return workdir, process, console
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # before the session's local run of SMALL_DEMO, which it goes beside
 def slurm_runs(cluster, tmp_path_factory):
-    """``name → (workdir, process)`` of this tier's runs, started side by side: they mostly wait on the cluster."""
-    cpu, gpu = tmp_path_factory.mktemp("slurm-cpu"), tmp_path_factory.mktemp("slurm-gpu")
-    runs = {
-        "cpu": (
-            cpu,
-            through_the_profile(
-                cpu, SMALL_DEMO, *TARGETS, "--set-resources", "extract_statistics:slurm_partition=debug"
-            ),
-        ),
+    """``name → (workdir, process, console)`` of this tier's runs, started side by side: they mostly wait on the
+    cluster."""
+    runs = {}
+    try:
+        runs["cpu"] = through_the_profile(
+            tmp_path_factory.mktemp("slurm-cpu"),
+            SMALL_DEMO,
+            *TARGETS,
+            "--set-resources",
+            "extract_statistics:slurm_partition=debug",
+        )
         # device: cuda on a node whose GPU is a stand-in: the extraction job fails, after its allocation
-        "gpu": (
-            gpu,
-            through_the_profile(
-                gpu, {**SMALL_DEMO, "device": "cuda"}, "results/demo/partials/tiny-bert/0.parquet", "--retries", "0"
-            ),
-        ),
-    }
-    yield runs
-    for _, process in runs.values():
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        runs["gpu"] = through_the_profile(
+            tmp_path_factory.mktemp("slurm-gpu"),
+            {**SMALL_DEMO, "device": "cuda"},
+            "results/demo/partials/tiny-bert/0.parquet",
+            "--retries",
+            "0",
+        )
+        yield runs
+    finally:
+        for _, process, _ in runs.values():
+            stop_snakemake(process)
 
 
-def finished(run) -> subprocess.CompletedProcess:
-    """The run ``(workdir, process)`` once it has ended, with its console output."""
-    workdir, process = run
-    process.wait()
-    console = workdir.parent / f"{workdir.name}-console"
-    stdout, stderr = (console.with_suffix(suffix).read_text() for suffix in (".out", ".err"))
-    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+def finished(run: tuple) -> subprocess.CompletedProcess:
+    """The run ``(workdir, process, console)`` once it has ended, with its console output."""
+    _, process, console = run
+    return finished_snakemake(process, console)
 
 
 def test_demo_through_slurm_equals_the_local_run(slurm_runs, small_demo):
     """The demo's first model through the profile, every kind of job on its way (sample, split, extraction, the
     running and final merges, layer statistics, a per-model figure): byte for byte the local run's files."""
     assert set(TARGETS) <= set(SMALL_DEMO_OUTPUTS)  # what the shared local run wrote
-    tmp_path = slurm_runs["cpu"][0]
+    workdir = slurm_runs["cpu"][0]
     run = finished(slurm_runs["cpu"])
     assert run.returncode == 0, run.stderr[-3000:]
-    assert list((tmp_path / "logs" / "slurm").rglob("*.log")), "no per-job SLURM logs"
+    assert list((workdir / "logs" / "slurm").rglob("*.log")), "no per-job SLURM logs"
     output = run.stdout + run.stderr
     submitted = set(re.findall(r"^rule (\w+):.*?submitted with SLURM jobid \d+", output, flags=re.S | re.M))
     assert {"sample_corpus", "split_corpus", "extract_statistics", "layer_statistics"} <= submitted, output[-3000:]
     # second-long jobs are not sbatch submissions
     assert "localrule plot_model_figure:" in output and "plot_model_figure" not in submitted
     for output in TARGETS:
-        assert (tmp_path / output).read_bytes() == (small_demo / output).read_bytes(), output
+        assert (workdir / output).read_bytes() == (small_demo / output).read_bytes(), output
 
 
 def test_only_extraction_jobs_are_granted_a_gpu(slurm_runs):
@@ -132,11 +132,11 @@ def test_only_extraction_jobs_are_granted_a_gpu(slurm_runs):
     The test node's GPU is a stand-in (File=/dev/null), so the extraction job itself then
     fails with ctxvar's one-line CUDA message; what is checked is SLURM's allocation.
     """
-    tmp_path = slurm_runs["gpu"][0]
+    workdir = slurm_runs["gpu"][0]
     run = finished(slurm_runs["gpu"])
     output = run.stdout + run.stderr
     assert run.returncode != 0 and "torch sees no CUDA device" in "".join(
-        p.read_text() for p in (tmp_path / "logs").rglob("*.log")
+        p.read_text() for p in (workdir / "logs").rglob("*.log")
     )
     submitted = dict(re.findall(r"rule (\w+):.*?submitted with SLURM jobid (\d+)", output, flags=re.S))
     assert set(submitted) >= {"sample_corpus", "extract_statistics"}, output[-3000:]

@@ -1,6 +1,6 @@
 """Fig. 1's PCA components file, components.csv: rows pc1 and pc2, column ``component`` then one column per
-dimension. :mod:`ctxvar.figures.pca_selection` writes it; the points that
-the extraction's pass keeps (:mod:`ctxvar.extraction.pca_points`) are projected on it."""
+dimension. :mod:`ctxvar.figures.pca_selection` writes it; the points that the
+extraction's pass keeps (:mod:`ctxvar.extraction.pca_points`) are projected on it."""
 
 from __future__ import annotations
 
