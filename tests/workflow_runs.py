@@ -63,11 +63,18 @@ def snakemake(
     )
 
 
-def start_snakemake(workdir: Path, config: dict | Path, *args: str, console: Path) -> subprocess.Popen:
-    """:func:`snakemake` started in a session of its own and not waited for, its stdout and stderr in the files
-    ``console``.out and ``console``.err: runs that mostly wait, such as a cluster's, can go side by side;
-    :func:`stop_snakemake` ends one with its jobs."""
-    with open(f"{console}.out", "w") as stdout, open(f"{console}.err", "w") as stderr:
+def console_files(workdir: Path) -> tuple[Path, Path]:
+    """Where a run of :func:`start_snakemake` in ``workdir`` writes its stdout and stderr: beside ``workdir``."""
+    return workdir.parent / f"{workdir.name}.out", workdir.parent / f"{workdir.name}.err"
+
+
+def start_snakemake(workdir: Path, config: dict | Path, *args: str) -> subprocess.Popen:
+    """:func:`snakemake` started in a session of its own and not waited for, its stdout and stderr in
+    :func:`console_files`: runs that mostly wait, such as a cluster's, can go side by side; :func:`stop_snakemake`
+    ends one with its jobs, :func:`finished_snakemake` waits for one."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    out, err = console_files(workdir)
+    with open(out, "w") as stdout, open(err, "w") as stderr:
         return subprocess.Popen(
             snakemake_command(workdir, config_file(workdir, config), *args),
             stdout=stdout,
@@ -90,11 +97,11 @@ def stop_snakemake(process: subprocess.Popen, grace: float = 60) -> None:
         process.wait()
 
 
-def finished_snakemake(process: subprocess.Popen, console: Path) -> subprocess.CompletedProcess:
-    """A run of :func:`start_snakemake` once it has ended, with its console output."""
+def finished_snakemake(workdir: Path, process: subprocess.Popen) -> subprocess.CompletedProcess:
+    """The run of :func:`start_snakemake` in ``workdir`` once it has ended, with its console output."""
     process.wait()
-    output = (Path(f"{console}.{stream}").read_text() for stream in ("out", "err"))
-    return subprocess.CompletedProcess(process.args, process.returncode, *output)
+    stdout, stderr = (path.read_text() for path in console_files(workdir))
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 def config_file(workdir: Path, config: dict | Path) -> Path:

@@ -52,10 +52,9 @@ TARGETS = [
 
 
 def through_the_profile(workdir, config: dict, *args: str) -> tuple:
-    """``(workdir, process, console)``: :func:`workflow_runs.start_snakemake` through the SLURM profile, with the
-    test cluster's partition and sizes as a user would fill them into the profile."""
-    console = workdir.parent / f"{workdir.name}-console"
-    process = start_snakemake(
+    """``(workdir, process)``: :func:`workflow_runs.start_snakemake` through the SLURM profile, with the test
+    cluster's partition and sizes as a user would fill them into the profile."""
+    return workdir, start_snakemake(
         workdir,
         config,
         *args,
@@ -71,14 +70,12 @@ def through_the_profile(workdir, config: dict, *args: str) -> tuple:
         "5",
         "--slurm-logdir",
         str(workdir / "logs" / "slurm"),  # the plugin resolves it from the caller's cwd
-        console=console,
     )
-    return workdir, process, console
 
 
 @pytest.fixture(scope="session")  # before the session's local run of SMALL_DEMO, which it goes beside
 def slurm_runs(cluster, tmp_path_factory):
-    """``name → (workdir, process, console)`` of this tier's runs, started side by side: they mostly wait on the
+    """``name → (workdir, process)`` of this tier's runs, started side by side: they mostly wait on the
     cluster."""
     runs = {}
     try:
@@ -99,22 +96,16 @@ def slurm_runs(cluster, tmp_path_factory):
         )
         yield runs
     finally:
-        for _, process, _ in runs.values():
+        for _, process in runs.values():
             stop_snakemake(process)
-
-
-def finished(run: tuple) -> subprocess.CompletedProcess:
-    """The run ``(workdir, process, console)`` once it has ended, with its console output."""
-    _, process, console = run
-    return finished_snakemake(process, console)
 
 
 def test_demo_through_slurm_equals_the_local_run(slurm_runs, small_demo):
     """The demo's first model through the profile, every kind of job on its way (sample, split, extraction, the
     running and final merges, layer statistics, a per-model figure): byte for byte the local run's files."""
     assert set(TARGETS) <= set(SMALL_DEMO_OUTPUTS)  # what the shared local run wrote
-    workdir = slurm_runs["cpu"][0]
-    run = finished(slurm_runs["cpu"])
+    workdir, process = slurm_runs["cpu"]
+    run = finished_snakemake(workdir, process)
     assert run.returncode == 0, run.stderr[-3000:]
     assert list((workdir / "logs" / "slurm").rglob("*.log")), "no per-job SLURM logs"
     output = run.stdout + run.stderr
@@ -132,8 +123,8 @@ def test_only_extraction_jobs_are_granted_a_gpu(slurm_runs):
     The test node's GPU is a stand-in (File=/dev/null), so the extraction job itself then
     fails with ctxvar's one-line CUDA message; what is checked is SLURM's allocation.
     """
-    workdir = slurm_runs["gpu"][0]
-    run = finished(slurm_runs["gpu"])
+    workdir, process = slurm_runs["gpu"]
+    run = finished_snakemake(workdir, process)
     output = run.stdout + run.stderr
     assert run.returncode != 0 and "torch sees no CUDA device" in "".join(
         p.read_text() for p in (workdir / "logs").rglob("*.log")
