@@ -150,7 +150,7 @@ def extraction(
 def timed_loading_and_warm_up(timings: dict):
     """Within the block, jobs time their model loading (``timings["load_seconds"]``) and run a warm-up batch
     before their first pass (``timings["warm_up_seconds"]``), as (a) does, on the whole-model and the
-    layer-major path alike; ``timings["batches"]`` lists each pass's batches. Under ``torch.profiler``, the
+    layer-major path alike; ``timings["batches"]`` lists the pass's batches. Under ``torch.profiler``, the
     loading is the range ``ctxvar.load`` and each pass's batch loop, after the warm-up, ``ctxvar.batches`` (see
     bench/profile_job.py)."""
     load, run_batches, load_for_job = models.load_model, extract.run_batches, extract.load_for_job
@@ -170,12 +170,12 @@ def timed_loading_and_warm_up(timings: dict):
         timings.setdefault("load_seconds", time.perf_counter() - start)
         return model, streamed
 
-    def warmed_up(model, sums, batches, device, progress):
+    def warmed_up(model, sums, batches, device, progress, points=None):
         if "warm_up_seconds" not in timings:
             timings["warm_up_seconds"] = warm_up(model, batches, device)
         timings.setdefault("batches", []).append(len(batches))
         with record_function("ctxvar.batches"):
-            run_batches(model, sums, batches, device, progress)
+            run_batches(model, sums, batches, device, progress, points)
 
     def warmed_up_layer_major(job, padded, *args, **kwargs):
         if "warm_up_seconds" not in timings:

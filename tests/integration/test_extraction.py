@@ -16,7 +16,7 @@ import torch
 
 from ctxvar.corpus.sources import synthetic_sentences
 from ctxvar.errors import IntegrityError, StatisticsError
-from ctxvar.extraction.budget import layer_groups, state_bytes
+from ctxvar.extraction.budget import device_layers, state_bytes
 from ctxvar.extraction.extract import extract_shard, prepare_shard
 from ctxvar.extraction.passes import forward_options
 from ctxvar.extraction.pca_points import merge_points, projected_points, read_types
@@ -280,11 +280,13 @@ def test_a_selection_other_than_the_one_made_before_extraction_is_refused(tmp_pa
         select_pca_tokens(stats, stats.parent / "tokens.parquet", PCA, PCA_ANALYSIS, tmp_path / "types.csv")
 
 
-def test_state_cap_splits_layers_into_passes_with_bitwise_equal_sums(tmp_path, four_shards, tiny_models, arch):
+def test_a_state_cap_keeps_the_later_layers_in_host_memory_with_bitwise_equal_sums(
+    tmp_path, four_shards, tiny_models, arch
+):
     shard = four_shards[2].parent / "shard0.parquet"
     uncapped = pq.read_table(four_shards[2].parent / "partial0.parquet")
     types = len(uncapped.filter(pa.compute.equal(uncapped.column("layer"), 0)))
-    cap_mb = state_bytes(2, types, 32) / 1e6  # two of the five layers per pass: three passes
+    cap_mb = state_bytes(2, types, 32) / 1e6  # two of the five layers on the device, three in host memory
     capped = ExtractionSettings(
         model={"id": f"tiny-{arch}"},
         source=tiny_models[arch],
@@ -294,9 +296,9 @@ def test_state_cap_splits_layers_into_passes_with_bitwise_equal_sums(tmp_path, f
         progress=False,
         config_hash="test",
         max_state_mb=cap_mb,
-        extraction_order="whole_model",  # layer-major jobs run one pass whatever the cap
+        extraction_order="whole_model",  # layer-major jobs hold one layer's sums whatever the cap
     )
-    assert len(layer_groups(5, types, 32, cap_mb * 1e6)) == 3
+    assert device_layers(5, types, 32, cap_mb * 1e6) == 2
     extract_shard(shard, tmp_path / "capped.parquet", capped)
     assert_sums_equal(pq.read_table(tmp_path / "capped.parquet"), uncapped)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import weakref
 
+import pyarrow.parquet as pq
 import pytest
 import torch
 
@@ -91,17 +92,34 @@ def test_forward_passes_build_no_cache_and_never_overlap_the_previous_output(sha
     assert not any(call["previous_output_alive"] for call in model.calls)
 
 
-def test_several_passes_are_a_console_warning(tmp_path, capsys, shard, tiny_models):
-    """A cap of two layers' sums makes the tiny model's four hidden states take two passes over the shard: the
-    console (the job's stderr, as Snakemake shows it) gets one line with the cost and the remedy."""
+def test_sums_beyond_the_cap_go_to_host_memory_in_one_pass_with_a_console_warning(
+    tmp_path, capsys, monkeypatch, shard, tiny_models
+):
+    """A cap of two layers' sums on the whole-model path: the tiny model's other two hidden states keep their sums
+    in host memory, and the model still runs once per batch (no second pass); the console (the job's stderr, as
+    Snakemake shows it) gets one line with the cost and the remedy; the sums are those of the job without a cap,
+    bit for bit."""
     probe = prepare_shard(shard, settings_for(tiny_models["gpt2"]), hash_weights=False)
+    n_batches = len(probe.padded())
     cap_mb = state_bytes(2, len(probe.types), probe.d) / 1e6
-    with job_log(tmp_path / "job.log"):
-        extract_shard(
-            shard,
-            tmp_path / "partial.parquet",
-            settings_for(tiny_models["gpt2"], max_state_mb=cap_mb, extraction_order="whole_model"),
-        )
+    calls = []
+    hook = torch.nn.modules.module.register_module_forward_hook(
+        lambda module, *_: calls.append(1) if module.__class__.__name__ == "GPT2Model" else None
+    )
+    try:
+        with job_log(tmp_path / "job.log"):
+            extract_shard(
+                shard,
+                tmp_path / "capped.parquet",
+                settings_for(tiny_models["gpt2"], max_state_mb=cap_mb, extraction_order="whole_model"),
+            )
+    finally:
+        hook.remove()
+    assert len(calls) == n_batches
     console = capsys.readouterr().err
     assert f"ctxvar warning: model 'tiny' on {TEST_DEVICE}" in console
-    assert "runs 2 times over the shard" in console and "raise max_state_mb if the device has room" in console
+    assert "so those of layers 2–3 are kept in host memory" in console and "still one forward pass" in console
+    assert "raise max_state_mb if the device has room" in console
+    assert "of layers 2–3 in host memory" in (tmp_path / "job.log").read_text()
+    extract_shard(shard, tmp_path / "whole.parquet", settings_for(tiny_models["gpt2"], extraction_order="whole_model"))
+    assert pq.read_table(tmp_path / "capped.parquet").equals(pq.read_table(tmp_path / "whole.parquet"))

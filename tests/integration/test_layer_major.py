@@ -99,7 +99,7 @@ def test_layer_major_files_are_the_whole_model_files_bit_for_bit(
         for shard in shards_of(folder, corpus_texts[:30], model_dir, n_shards):
             with caplog.at_level(logging.INFO, logger="ctxvar.extraction.extract"):
                 layer_major, whole = both_orders(folder, shard, model_dir, dtype, options)
-            assert "memory plan: weights" in caplog.text and "whole-model: sums" in caplog.text
+            assert "memory plan: weights" in caplog.text and "whole-model: one pass; sums of layers" in caplog.text
             assert layer_major.keys() == whole.keys()
             for kind, table in whole.items():
                 assert table.num_rows > 0, kind

@@ -16,11 +16,12 @@ from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.budget import (
     RESERVE_MIN_BYTES,
     activation_bytes,
-    layer_groups,
+    check_one_layer_fits,
+    device_layers,
     state_budget_bytes,
     state_bytes,
     state_cap_bytes,
-    warn_of_passes,
+    warn_of_host_layers,
 )
 from ctxvar.extraction.settings import ExtractionSettings
 
@@ -96,9 +97,10 @@ def test_gpt2_style_configs_give_the_ffn_and_heads_under_their_own_names():
     assert activation_bytes(gpt2, 13, 768, 1000, 50, 4) == activation_bytes(bert, 13, 768, 1000, 50, 4)
 
 
-def test_a_7b_decoder_in_bf16_fits_its_sums_in_one_pass_on_an_80_gb_card():
+def test_a_7b_decoder_in_bf16_fits_its_sums_on_an_80_gb_card():
     """Llama-2-7B's shape (33 hidden states, d = 4096), 24k types with the default cosine sums, bf16 weights
-    (13.5 GB) on an 80 GB H100: half the card (the old cap) needed two passes; the budget needs one."""
+    (13.5 GB) on an 80 GB H100, whole-model: the budget holds every layer's sums; half the card (the old cap)
+    would have held 27 of the 33."""
     n_hidden, d, types = 33, 4096, 24_000
     total = 80 * GiB
     free = total - int(13.5e9) - GiB  # the weights and the CUDA context
@@ -106,8 +108,8 @@ def test_a_7b_decoder_in_bf16_fits_its_sums_in_one_pass_on_an_80_gb_card():
     budget = state_budget_bytes(free, total, activations, 16384 * d * 20)
     cosine = SimpleNamespace(cosine=True, covariance=False, sample_size=0, ethayarajh=False)
     assert state_bytes(n_hidden, types, d, cosine) < budget < free - activations
-    assert len(layer_groups(n_hidden, types, d, budget, cosine)) == 1
-    assert len(layer_groups(n_hidden, types, d, total / 2, cosine)) == 2
+    assert device_layers(n_hidden, types, d, budget, cosine) == n_hidden
+    assert device_layers(n_hidden, types, d, total / 2, cosine) == 27
 
 
 def test_the_reserve_is_five_percent_of_the_card_or_one_gib():
@@ -117,7 +119,7 @@ def test_the_reserve_is_five_percent_of_the_card_or_one_gib():
 
 def test_too_little_memory_for_one_layer_says_what_to_change():
     with pytest.raises(StatisticsError, match="raise max_state_mb in the profile, use more shards"):
-        layer_groups(33, 50_000, 4096, state_budget_bytes(20 * GiB, 80 * GiB, 19 * GiB))
+        check_one_layer_fits(50_000, 4096, state_budget_bytes(20 * GiB, 80 * GiB, 19 * GiB))
 
 
 def gpu_job(monkeypatch, card_bytes: int, dtype: str):
@@ -153,26 +155,29 @@ def test_a_gpu_without_room_for_one_layer_of_sums_names_the_budget_not_a_negativ
     assert "max_state_mb" not in message and " -" not in message
 
 
-def test_several_passes_over_a_shard_are_a_warning_with_their_cost_and_remedy(monkeypatch, caplog):
-    """Llama-2-7B in bf16 on a 24 GB card: room for one layer's sums at a time, so 33 forward passes over the
-    shard."""
+def test_sums_in_host_memory_are_a_warning_with_their_cost_and_remedy(monkeypatch, caplog):
+    """Llama-2-7B in bf16 on a 24 GB card, whole-model: room for one layer's sums, so the other 32 are kept in host
+    memory, their hidden states copied there batch by batch."""
     settings, job, padded = gpu_job(monkeypatch, 24 * GiB, "bfloat16")
     cap = state_cap_bytes(settings, job, padded)
-    groups = layer_groups(33, 24_000, 4096, cap, settings.geometry)
-    warn_of_passes(settings, job, groups, cap)
-    assert len(groups) == 33
+    on_device = device_layers(33, 24_000, 4096, cap, settings.geometry)
+    warn_of_host_layers(settings, job, on_device, cap)
+    assert on_device == 1
     [record] = [r for r in caplog.records if r.levelname == "WARNING"]
-    assert "runs 33 times over the shard" in record.message and "33× the cost of one" in record.message
-    assert "to run it once, use more shards (fewer types per shard) or a GPU with more memory" in record.message
+    assert "so those of layers 1–32 are kept in host memory" in record.message
+    assert "to keep every layer on the device, use more shards (fewer types per shard) or a GPU with more memory" in (
+        record.message
+    )
 
 
-def test_one_pass_is_no_warning_and_a_float32_job_is_told_of_bfloat16(monkeypatch, caplog):
-    """Llama-2-7B on an 80 GB card: one pass in bf16; two in fp32, whose remedy starts with bf16."""
-    for dtype, passes in (("bfloat16", 1), ("float32", 2)):
+def test_every_layer_on_the_device_is_no_warning_and_a_float32_job_is_told_of_bfloat16(monkeypatch, caplog):
+    """Llama-2-7B on an 80 GB card: every layer's sums on the device in bf16; not all in fp32, whose remedy starts
+    with bf16."""
+    for dtype, all_fit in (("bfloat16", True), ("float32", False)):
         settings, job, padded = gpu_job(monkeypatch, 80 * GiB, dtype)
         cap = state_cap_bytes(settings, job, padded)
-        groups = layer_groups(33, 24_000, 4096, cap, settings.geometry)
-        warn_of_passes(settings, job, groups, cap)
-        assert len(groups) == passes
+        on_device = device_layers(33, 24_000, 4096, cap, settings.geometry)
+        warn_of_host_layers(settings, job, on_device, cap)
+        assert (on_device == 33) == all_fit
     [record] = caplog.records
-    assert "runs 2 times over the shard" in record.message and "use dtype: bfloat16, more shards" in record.message
+    assert "kept in host memory" in record.message and "use dtype: bfloat16, more shards" in record.message

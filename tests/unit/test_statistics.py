@@ -6,7 +6,7 @@ import torch
 
 from ctxvar.errors import StatisticsError
 from ctxvar.extraction.accumulator import CPU_CHUNK_ROWS, EmbeddingSums, GeometryOptions, column_sums
-from ctxvar.extraction.budget import batch_bytes, layer_groups, state_bytes
+from ctxvar.extraction.budget import batch_bytes, check_one_layer_fits, device_layers, state_bytes
 from ctxvar.stats.finalize import clamp_variance, finalize
 from ctxvar.stats.layers import frequency_filter, layer_statistics, ols
 
@@ -102,18 +102,18 @@ def test_layer_with_no_type_in_range_gives_nans():
     assert row["n_types"] == 0 and row["n"] == 0 and np.isnan(row["Q"]) and np.isnan(row["slope_VM"])
 
 
-def test_layer_groups_keep_the_state_under_the_cap():
+def test_the_leading_layers_on_the_device_keep_the_state_under_the_cap():
     # Llama-size: 128k types, d = 4096, 33 hidden states: 138 GB of sums in one pass
     assert state_bytes(33, 128_000, 4096) > 138e9
-    groups = layer_groups(33, 128_000, 4096, max_state_bytes=40e9)
-    assert [layer for group in groups for layer in group] == list(range(33))
-    assert len(groups) == 4 and all(state_bytes(len(g), 128_000, 4096) <= 40e9 for g in groups)
-    assert layer_groups(13, 20_000, 768, float("inf")) == [range(0, 13)]
+    on_device = device_layers(33, 128_000, 4096, max_state_bytes=40e9)
+    assert on_device == 9 and state_bytes(9, 128_000, 4096) <= 40e9 < state_bytes(10, 128_000, 4096)
+    assert device_layers(13, 20_000, 768, float("inf")) == 13
+    assert device_layers(33, 128_000, 4096, max_state_bytes=1e9) == 0  # all of them in host memory
 
 
-def test_layer_groups_refuse_a_cap_below_one_layer():
+def test_a_cap_below_one_layer_is_refused_where_one_layer_must_fit():
     with pytest.raises(StatisticsError, match="raise max_state_mb"):
-        layer_groups(33, 128_000, 4096, max_state_bytes=1e9)
+        check_one_layer_fits(128_000, 4096, max_state_bytes=1e9)
 
 
 @pytest.mark.parametrize(

@@ -116,7 +116,7 @@ class EmbeddingSums:
         n_words: int = 0,
         forward_dtype: torch.dtype = torch.float32,
     ):
-        self.layers, self.n_hidden, self.d = list(layers), n_hidden, d
+        self.layers, self.n_hidden, self.d, self.device = list(layers), n_hidden, d, torch.device(device)
         n_layers = len(self.layers)
         self.types = TypeSums(n_layers, n_types, d, device, kept_sums(options))
         self.words = WordSums(n_layers, n_words, d, device) if options.ethayarajh else None

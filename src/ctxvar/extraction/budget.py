@@ -1,12 +1,12 @@
-"""How much device memory the sums of one pass may take: what is left after the model and one batch.
+"""How much device memory the sums of the forward pass may take: what is left after the model and one batch.
 
 On a GPU the budget is measured, not assumed: the free memory once the model is
 loaded, less one forward pass's activations (:func:`activation_bytes`), the
 batch's own buffers (:func:`batch_bytes`), the shard's padded batches and a
 reserve for the allocator's fragmentation and the CUDA libraries' workspaces.
-:func:`state_cap_bytes` gives that cap (or ``max_state_mb``), :func:`layer_groups`
-then fits as many layers' sums per pass as it holds, and :func:`warn_of_passes`
-says when that takes more than one pass. On a CPU there is no cap: the sums live
+:func:`state_cap_bytes` gives that cap (or ``max_state_mb``), :func:`device_layers`
+fits as many layers' sums on the device as it holds, and :func:`warn_of_host_layers`
+says when the others are kept in host memory. On a CPU there is no cap: the sums live
 in host memory like everything else.
 
 Memory on the device of the sums of :mod:`ctxvar.extraction.accumulator`, in bytes, for L layers (embedding
@@ -19,7 +19,7 @@ output included), U distinct types in the shard, width d and a batch of N real t
            + 8 · (W + 1) · (L · d + 1)        Σ x/‖x‖ per raw id (ethayarajh; W raw ids)
            + 8 · L · (d + 2)                  sentence sums   (ethayarajh)
     points:  4 · K · d                        Fig. 1's points: the K occurrences of the selected types in the
-                                              shard, at one layer (figures.pca.model's jobs; held by every pass)
+                                              shard, at one layer (figures.pca.model's jobs; held for the job)
     batch:   N · d · 4                        one layer's gather (forward dtype, ≤ fp32); C · d · 4 without
                                               covariance, which alone needs a layer's whole batch at once
            + C · d · 8                        a chunk of C of its rows as float64
@@ -34,8 +34,9 @@ output included), U distinct types in the shard, width d and a batch of N real t
 with C = :data:`~ctxvar.extraction.accumulator.CPU_CHUNK_ROWS` on a CPU and N on a GPU,
 S = :data:`~ctxvar.extraction.accumulator.SPLIT_CHUNK_ROWS`, plus the model and its
 activations for the padded batch. The batch term is bounded by the token budget. The state is bounded by a
-cap: when all L layers do not fit, :func:`layer_groups` splits them into groups that do, and the job runs its
-forward pass once per group (the same batches each time, so the sums are bitwise those of a single pass).
+cap: on the whole-model path, when all L layers do not fit, the leading layers that do (:func:`device_layers`)
+keep their sums on the device and the others in host memory, in the same forward pass; the layer-major path holds
+one layer's sums at a time (:mod:`ctxvar.extraction.layer_major`).
 """
 
 from __future__ import annotations
@@ -89,26 +90,35 @@ def batch_bytes(
     )
 
 
-def layer_groups(
+def device_layers(
     n_layers: int,
     n_types: int,
     d: int,
     max_state_bytes: float,
     options: GeometryOptions = NO_GEOMETRY,
     n_words: int | None = None,
-) -> list[range]:
-    """Consecutive groups of layers, as few as possible, each with ``state_bytes`` ≤ the cap."""
-    per_group = n_layers
-    while per_group > 1 and state_bytes(per_group, n_types, d, options, n_words) > max_state_bytes:
-        per_group -= 1
-    if state_bytes(per_group, n_types, d, options, n_words) > max_state_bytes:
-        one_layer = state_bytes(1, n_types, d, options, n_words)
+) -> int:
+    """How many of the ``n_layers`` hidden states, from the first, have their sums on the device: as many as
+    ``state_bytes`` ≤ the cap allows (all of them without a cap); the whole-model path keeps the others' in host
+    memory, in the same forward pass."""
+    fits = n_layers
+    while fits > 0 and state_bytes(fits, n_types, d, options, n_words) > max_state_bytes:
+        fits -= 1
+    return fits
+
+
+def check_one_layer_fits(
+    n_types: int, d: int, max_state_bytes: float, options: GeometryOptions = NO_GEOMETRY, n_words: int | None = None
+) -> None:
+    """A :class:`StatisticsError` that says what to change when one layer's sums exceed the cap (``max_state_mb``):
+    a layer-major job holds one layer's sums on the device."""
+    one_layer = state_bytes(1, n_types, d, options, n_words)
+    if one_layer > max_state_bytes:
         raise StatisticsError(
             f"one layer of sums for {n_types} types at d={d} needs {one_layer / 1e6:.0f} MB, "
             f"more than the cap of {max_state_bytes / 1e6:.0f} MB: raise max_state_mb in the profile, use more shards "
             "or turn off geometry.cosine and geometry.ethayarajh"
         )
-    return [range(start, min(start + per_group, n_layers)) for start in range(0, n_layers, per_group)]
 
 
 def activation_bytes(config, n_hidden: int, d: int, batch_tokens: int, width: int, element_bytes: int) -> int:
@@ -153,7 +163,7 @@ def reserve_bytes(total: int) -> int:
 
 
 def state_cap_bytes(settings: ExtractionSettings, job, padded, point_bytes: int = 0) -> float:
-    """The device memory the sums of one pass may take: ``max_state_mb`` if set; on a GPU, what is left once
+    """The device memory the sums may take: ``max_state_mb`` if set; on a GPU, what is left once
     the model is loaded, less one batch and ``point_bytes`` (Fig. 1's points, :mod:`ctxvar.extraction.type_points`,
     held for the whole job) (see :mod:`ctxvar.extraction.budget`); no cap on a CPU.
 
@@ -189,11 +199,12 @@ def state_cap_bytes(settings: ExtractionSettings, job, padded, point_bytes: int 
     return budget
 
 
-def warn_of_passes(settings: ExtractionSettings, job, groups: list[range], cap: float) -> None:
-    """A warning (the console's, through :func:`ctxvar.jobs.job_log`) when the layer ``groups`` that ``cap``
-    allows take more than one forward pass over the shard: its cost and the remedy. ``job``: a
-    :class:`ctxvar.extraction.extract.ShardRun` (its ``device``, ``n_layers``, ``types``, ``d`` and ``n_words``)."""
-    if len(groups) > 1:
+def warn_of_host_layers(settings: ExtractionSettings, job, on_device: int, cap: float) -> None:
+    """A warning (the console's, through :func:`ctxvar.jobs.job_log`) when the cap leaves the sums of some
+    hidden states to host memory on the whole-model path (their hidden states copied to the host batch by batch):
+    what it costs and the remedy. ``job``: a :class:`ctxvar.extraction.extract.ShardRun` (its ``device``,
+    ``n_layers``, ``types``, ``d`` and ``n_words``)."""
+    if on_device < job.n_layers:
         limit = "max_state_mb" if settings.max_state_mb else "the device's free memory less one batch"
         remedy = (
             "raise max_state_mb if the device has room, or use more shards (fewer types per shard)"
@@ -201,8 +212,9 @@ def warn_of_passes(settings: ExtractionSettings, job, groups: list[range], cap: 
             else f"use {smaller_dtype(settings)}more shards (fewer types per shard) or a GPU with more memory"
         )
         log.warning(
-            "model %r on %s: the sums of %d layers for %d types (%.1f GB) exceed %s (%.1f GB), so the forward pass "
-            "runs %d times over the shard, once per group of layers (%d× the cost of one); to run it once, %s",
+            "model %r on %s: the sums of %d layers for %d types (%.1f GB) exceed %s (%.1f GB), so those of layers "
+            "%d–%d are kept in host memory, their hidden states copied there batch by batch (still one forward "
+            "pass); to keep every layer on the device, %s",
             settings.model["id"],
             job.device,
             job.n_layers,
@@ -210,8 +222,8 @@ def warn_of_passes(settings: ExtractionSettings, job, groups: list[range], cap: 
             state_bytes(job.n_layers, len(job.types), job.d, settings.geometry, job.n_words) / 1e9,
             limit,
             cap / 1e9,
-            len(groups),
-            len(groups),
+            on_device,
+            job.n_layers - 1,
             remedy,
         )
 

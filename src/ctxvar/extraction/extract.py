@@ -1,9 +1,9 @@
 """The extraction job: one model over one corpus shard → a partial sums file.
 
 The job loads the model and reads, tokenizes and batches the shard (:class:`ShardRun`, :func:`prepare_shard`),
-runs the model over the shard block by block (:mod:`ctxvar.extraction.layer_major`), or whole, in passes
-(:mod:`ctxvar.extraction.passes`) within the device budget (:mod:`ctxvar.extraction.budget`), and writes each
-layer's (or group of layers') sums while the next computes.
+runs the model over the shard block by block (:mod:`ctxvar.extraction.layer_major`), or whole
+(:mod:`ctxvar.extraction.passes`), once either way, within the device budget (:mod:`ctxvar.extraction.budget`),
+and writes each layer's sums while the next computes (layer-major) or once the pass is done (whole-model).
 """
 
 from __future__ import annotations
@@ -21,9 +21,15 @@ import torch
 from ctxvar.config import built_in_run, revision_of
 from ctxvar.extraction import devices
 from ctxvar.extraction.accumulator import GeometryOptions
-from ctxvar.extraction.budget import layer_groups, state_bytes, state_cap_bytes, warn_of_passes
+from ctxvar.extraction.budget import (
+    check_one_layer_fits,
+    device_layers,
+    state_bytes,
+    state_cap_bytes,
+    warn_of_host_layers,
+)
 from ctxvar.extraction.layer_major import choose_blocks, layer_major_sums, memory_plan
-from ctxvar.extraction.passes import accumulate_groups, run_batches, started
+from ctxvar.extraction.passes import run_batches, started, whole_model_sums
 from ctxvar.extraction.pca_points import type_points, write_points
 from ctxvar.extraction.position_sample import sequence_windows, token_keys
 from ctxvar.extraction.settings import ExtractionSettings
@@ -190,9 +196,10 @@ def extract_shard(
 def run_and_write(
     job: ShardRun, settings: ExtractionSettings, out_path, moments_path, sample_path, words_paths, pca_paths=None
 ):
-    """:func:`extract_shard` once the shard is prepared: the layers' sums (:func:`planned_passes`), each layer or
-    group of layers written while the next computes, and Fig. 1's points (``pca_paths``: its types.csv or None,
-    and the points file); the device is released before the last is written. Returns the metadata."""
+    """:func:`extract_shard` once the shard is prepared: the layers' sums (:func:`planned_sums`), each layer
+    written while the next computes (layer-major) or all once the pass is done (whole-model), and Fig. 1's points
+    (``pca_paths``: its types.csv or None, and the points file); the device is released before the last is
+    written. Returns the metadata."""
     options = settings.geometry
     lengths, d = job.encoded.lengths, job.d
     padded = job.padded()
@@ -210,9 +217,9 @@ def run_and_write(
         100 * padding,
     )
     sampled = sample_positions(job, settings)
-    passes, n_passes = planned_passes(job, settings, padded, sampled, points)
-    passes = started(passes)
-    metadata = {  # after the first pass: model_metadata waits for the weights' hash, which runs beside it
+    parts, n_parts = planned_sums(job, settings, padded, sampled, points)
+    parts = started(parts)
+    metadata = {  # after the first layers: model_metadata waits for the weights' hash, which runs beside it
         **model_metadata(settings, job),
         "shard": settings.shard,
         "n_sentences": job.n_texts - job.long_counts["n_skipped_too_long"],
@@ -244,7 +251,7 @@ def run_and_write(
             else None
         )
 
-        def write_group(layers) -> None:
+        def write_layers(layers) -> None:
             for sums, (outer, layer_values), points, words in layers:
                 sums_file.write(sums.to_table(sums_file.schema))
                 if moments_file:
@@ -263,43 +270,45 @@ def run_and_write(
         # entered last, so left first: its last write ends before the files close
         writer = files.enter_context(ThreadPoolExecutor(max_workers=1, thread_name_prefix="write"))
         written = None
-        for index, layers in enumerate(passes):
-            if index == n_passes - 1:
+        for index, layers in enumerate(parts):
+            if index == n_parts - 1:
                 release_device(job)  # every sum is in host memory: the next job may use the GPU while this one writes
             if written is not None:
-                written.result()  # the group before is on disk: at most two groups' sums in host memory
-            written = writer.submit(write_group, layers)  # written while the next group's pass runs
+                written.result()  # the layer before is on disk: at most two layers' sums in host memory
+            written = writer.submit(write_layers, layers)  # written while the next layer computes
         written.result()
     if pca_paths:
         write_points(pca_paths[1], job.types, points, metadata)
     return metadata
 
 
-def planned_passes(job: ShardRun, settings: ExtractionSettings, padded: ShardBatches, sampled, points=None):
+def planned_sums(job: ShardRun, settings: ExtractionSettings, padded: ShardBatches, sampled, points=None):
     """The job's sums as an iterator of lists of layers (:func:`ctxvar.extraction.passes.host_layers`), and its
-    length: layer-major, one layer at a time (:mod:`ctxvar.extraction.layer_major`), unless config
-    ``extraction_order`` or the model's layout asks for the whole-model path (one forward pass per group of
-    layers whose sums fit the device, :mod:`ctxvar.extraction.budget`). ``points``: Fig. 1's
+    length: one list per layer, or one of every layer, from one forward pass over the shard. Layer-major, one
+    layer at a time (:mod:`ctxvar.extraction.layer_major`), unless config ``extraction_order`` or the model's
+    layout asks for the whole-model path (every layer's sums at once, those beyond the device budget in host
+    memory, :mod:`ctxvar.extraction.budget`). ``points``: Fig. 1's
     :class:`ctxvar.extraction.type_points.TypePoints`, or None. Logs the memory plan."""
     options = settings.geometry
     blocks = chosen_blocks(job, settings, padded)
     if blocks is not None:
         if settings.max_state_mb:
-            layer_groups(1, len(job.types), job.d, settings.max_state_mb * 1e6, options, job.n_words)
+            check_one_layer_fits(len(job.types), job.d, settings.max_state_mb * 1e6, options, job.n_words)
         plan = memory_plan(settings, job, blocks, padded, points.device_bytes() if points else 0)
         log.info("layer-major over blocks %r; memory plan: %s", blocks.name, plan.describe())
         return layer_major_sums(job, padded, blocks, settings, plan, sampled, points), job.n_layers
     cap = state_cap_bytes(settings, job, padded, points.device_bytes() if points else 0)
-    groups = layer_groups(job.n_layers, len(job.types), job.d, cap, options, job.n_words)
-    warn_of_passes(settings, job, groups, cap)
+    on_device = device_layers(job.n_layers, len(job.types), job.d, cap, options, job.n_words)
+    warn_of_host_layers(settings, job, on_device, cap)
     log.info(
-        "whole-model: sums %.1f MB per pass (budget %s) in %d pass(es) of layers %s",
-        state_bytes(len(groups[0]), len(job.types), job.d, options, job.n_words) / 1e6,
+        "whole-model: one pass; sums of layers 0–%d on %s (%.1f MB, budget %s)%s",
+        on_device - 1,
+        job.device,
+        state_bytes(on_device, len(job.types), job.d, options, job.n_words) / 1e6,
         "none" if cap == float("inf") else f"{cap / 1e6:.0f} MB",
-        len(groups),
-        ", ".join(f"{g.start}–{g.stop - 1}" for g in groups),
+        f", of layers {on_device}–{job.n_layers - 1} in host memory" if on_device < job.n_layers else "",
     )
-    return accumulate_groups(job, padded, groups, settings, sampled, points), len(groups)
+    return whole_model_sums(job, padded, on_device, settings, sampled, points), 1
 
 
 def chosen_blocks(job: ShardRun, settings: ExtractionSettings, padded: ShardBatches):

@@ -1,5 +1,7 @@
-"""The forward passes of a job: per group of layers, one pass over the shard's padded batches into the device
-sums (:class:`ctxvar.extraction.accumulator.EmbeddingSums`), then those sums in host memory, layer by layer."""
+"""The whole-model path of a job: one forward pass over the shard's padded batches, every layer's sums
+(:class:`ctxvar.extraction.accumulator.EmbeddingSums`) added as each batch's hidden states come, the leading
+layers' on the device and, where the device budget holds fewer than all of them, the others' in host memory;
+then those sums in host memory, layer by layer."""
 
 from __future__ import annotations
 
@@ -19,38 +21,43 @@ from ctxvar.models.batching import ShardBatches
 from ctxvar.stats.sums import LayerSums
 from ctxvar.stats.word_files import LayerSentences, LayerWords
 
+HOST = torch.device("cpu")
 
-def accumulate_groups(
+
+def whole_model_sums(
     job,
     padded: ShardBatches,
-    groups: list[range],
+    on_device: int,
     settings: ExtractionSettings,
     sampled: dict | None = None,
     points: TypePoints | None = None,
 ):
-    """Per group of layers, in order, one pass over the ``padded`` batches, then the list of ``(LayerSums,
-        (Σxxᵀ or None, the declared per-layer sums by name), sampled points or None, (LayerWords, LayerSentences)
-        or None)`` of its layers, in host memory; the group's device state is freed before it is yielded. ``points``
-    collects Fig. 1's points in the pass whose group holds their layer. ``job``: a
-        :class:`ctxvar.extraction.extract.ShardRun` (its ``n_layers``, ``types``, ``d``, ``device``, ``n_words`` and
-        ``run``, and what :func:`layer_words` reads)."""
-    for layers in groups:
-        sums = job_sums(job, layers, settings, sampled)
-        job.run(sums, settings, padded, points if points is not None and points.layer in layers else None)
-        layers = host_layers(sums, job, settings)
-        del sums
-        yield layers
+    """One forward pass over the ``padded`` batches into the sums of every hidden state: the first ``on_device``
+    on the job's device, the rest in host memory (each batch's hidden states of those layers copied there);
+    yields, once, the list of :func:`host_layers` of every layer, the device's state freed first. ``points``
+    collects Fig. 1's points. ``job``: a :class:`ctxvar.extraction.extract.ShardRun` (its ``n_layers``, ``types``,
+    ``d``, ``device``, ``n_words`` and ``run``, and what :func:`layer_words` reads)."""
+    parts = [
+        job_sums(job, layers, settings, sampled, device)
+        for layers, device in ((range(on_device), job.device), (range(on_device, job.n_layers), HOST))
+        if len(layers)
+    ]
+    job.run(parts, settings, padded, points)
+    layers = [layer for part in parts for layer in host_layers(part, job, settings)]
+    del parts
+    yield layers
 
 
-def job_sums(job, layers, settings: ExtractionSettings, sampled: dict | None) -> EmbeddingSums:
-    """Empty device sums of ``layers`` for ``job`` (its ``n_layers``, ``types``, ``d``, ``device``, ``n_words``),
-    with the sampled positions of :func:`ctxvar.extraction.extract.sample_positions` (None: no sample)."""
+def job_sums(job, layers, settings: ExtractionSettings, sampled: dict | None, device=None) -> EmbeddingSums:
+    """Empty sums of ``layers`` for ``job`` (its ``n_layers``, ``types``, ``d``, ``device``, ``n_words``) on
+    ``device`` (default: the job's), with the sampled positions of
+    :func:`ctxvar.extraction.extract.sample_positions` (None: no sample)."""
     return EmbeddingSums(
         layers,
         job.n_layers,
         len(job.types),
         job.d,
-        job.device,
+        job.device if device is None else device,
         settings.geometry,
         sampled["tokens"] if sampled else None,
         job.n_words or 0,
@@ -90,24 +97,28 @@ def host_layers(sums: EmbeddingSums, job, settings: ExtractionSettings) -> list:
     return layers
 
 
-def run_batches(
-    model, sums: EmbeddingSums, batches: ShardBatches, device, progress: bool, points: TypePoints | None = None
-) -> None:
-    """Forward every batch with all hidden states and add them to ``sums`` (and to ``points``, if given).
+def run_batches(model, sums, batches: ShardBatches, device, progress: bool, points: TypePoints | None = None) -> None:
+    """Forward every batch with all hidden states and add them to ``sums``, an :class:`EmbeddingSums` or a list of
+    them (and to ``points``, if given).
 
     The padded batches (and, with a sample, the sampled tokens' places in them) move to
-    the device once, before the first batch; within the loop nothing waits for the host.
-    A forward pass holds only its own activations (the budget's
+    the device once, before the first batch; within the loop nothing waits for the host, but for sums kept in
+    host memory (:func:`add_batch`). A forward pass holds only its own activations (the budget's
     :func:`ctxvar.extraction.budget.activation_bytes`): decoders build no KV cache, and
     a batch's outputs are freed before the next batch's forward pass.
     """
+    parts = list(sums) if isinstance(sums, (list, tuple)) else [sums]
     on_device = batches.to(device)
-    sample = getattr(sums, "sample", None)
-    hits = sample.locate(batches.tokens, batches.real) if sample is not None else [None] * len(batches)
+    hits = [
+        part.sample.locate(batches.tokens, batches.real)
+        if getattr(part, "sample", None) is not None
+        else [None] * len(batches)
+        for part in parts
+    ]
     options = forward_options(model)
     with torch.inference_mode():
-        for batch, sample_hits in tqdm(
-            zip(on_device, hits), total=len(batches), desc="batches", unit="batch", disable=not progress, mininterval=5
+        for index, batch in tqdm(
+            enumerate(on_device), total=len(batches), desc="batches", unit="batch", disable=not progress, mininterval=5
         ):
             output = model(
                 input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=True, **options
@@ -116,12 +127,26 @@ def run_batches(
                 raise ModelLoadError(
                     f"model {type(model).__name__} returned no hidden states; use an encoder or decoder model"
                 )
-            words = {"word_index": batch.word_index} if batch.word_index is not None else {}
-            sums.accumulate(output.hidden_states, batch.positions, batch.type_index, sample_hits, **words)
+            for part, part_hits in zip(parts, hits):
+                add_batch(part, output.hidden_states, batch, part_hits[index])
             if points is not None:
                 states = output.hidden_states[points.layer]
                 points.add(points.layer, states.reshape(-1, states.shape[-1]), batch.positions)
             del output  # else it lives on through the next forward pass, which rebinds it only once it returns
+
+
+def add_batch(sums: EmbeddingSums, hidden_states, batch, sample_hits) -> None:
+    """``sums.accumulate`` of one batch's hidden states; for sums on another device than the batch (host memory),
+    its layers' hidden states and the batch's indices are copied there first."""
+    positions, type_index, word_index = batch.positions, batch.type_index, batch.word_index
+    if hidden_states[0].device != sums.device:
+        wanted = set(sums.layers)
+        hidden_states = [h.to(sums.device) if i in wanted else h for i, h in enumerate(hidden_states)]
+        positions, type_index = positions.to(sums.device), type_index.to(sums.device)
+        word_index = word_index.to(sums.device) if word_index is not None else None
+        sample_hits = tuple(t.to(sums.device) for t in sample_hits) if sample_hits is not None else None
+    words = {"word_index": word_index} if word_index is not None else {}
+    sums.accumulate(hidden_states, positions, type_index, sample_hits, **words)
 
 
 def forward_options(model) -> dict:
