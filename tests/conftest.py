@@ -21,6 +21,9 @@ from ctxvar.corpus.sources import synthetic_sentences
 from ctxvar.extraction import devices
 from ctxvar.models.random_init import build_random_model
 
+from slurm_cluster import CAN_RUN as SLURM_CAN_RUN
+from slurm_cluster import cluster, slurm_runs  # noqa: F401  (session fixtures, started by background_runs)
+
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 TESTS = Path(__file__).resolve().parent
@@ -54,6 +57,7 @@ def gpu_claim_ends_with_its_test():
     devices.release_gpu()
 
 
+BACKGROUND_RUNS = ("slurm_runs", "started_small_demo", "started_demo")  # in the order they start
 SYNTHETIC = {"n_sentences": 300, "vocab_size": 300, "zipf_exponent": 1.1, "mean_words": 10}
 
 
@@ -130,14 +134,38 @@ def oracle(oracles, arch):
     return oracles(arch)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def background_runs(request):
+    """Start, with the session's first test, the runs of :data:`BACKGROUND_RUNS` that a selected test reads: the
+    longest, whose jobs leave a core idle much of the time (chains of single jobs, a cluster's polling), so they
+    go beside the tiers before the tests that wait for them."""
+    wanted = set().union(*(item.fixturenames for item in request.session.items))
+    for name in BACKGROUND_RUNS:
+        if name in wanted and (name != "slurm_runs" or SLURM_CAN_RUN):
+            request.getfixturevalue(name)
+
+
 @pytest.fixture(scope="session")
-def demo_run(tmp_path_factory):
-    """``(workdir, finished process)`` of a local run of config/demo.yaml (read-only), its output kept."""
-    from workflow_runs import REPO, timed_run
+def started_demo(tmp_path_factory):
+    """``(workdir, process)``: config/demo.yaml started, not waited for; stopped at the end if still running."""
+    from workflow_runs import REPO, start_snakemake, stop_snakemake
 
     workdir = tmp_path_factory.mktemp("demo")
-    run = timed_run(workdir, REPO / "config" / "demo.yaml")
+    process = start_snakemake(workdir, REPO / "config" / "demo.yaml")
+    yield workdir, process
+    stop_snakemake(process)
+
+
+@pytest.fixture(scope="session")
+def demo_run(started_demo):
+    """``(workdir, finished process)`` of a local run of config/demo.yaml (read-only), its output kept; its time
+    is printed under "measured"."""
+    from workflow_runs import RUN_SECONDS, finished_snakemake, run_seconds
+
+    workdir, process = started_demo
+    run = finished_snakemake(workdir, process)
     assert run.returncode == 0, run.stderr[-3000:]
+    RUN_SECONDS["config/demo.yaml, beside other tests"] = run_seconds(workdir, process)
     return workdir, run
 
 
@@ -148,15 +176,26 @@ def demo(demo_run):
 
 
 @pytest.fixture(scope="session")
-def small_demo(tmp_path_factory):
-    """A local run of :data:`workflow_runs.SMALL_DEMO` as far as :data:`workflow_runs.SMALL_DEMO_OUTPUTS`
-    (read-only): what the SLURM run and the killed-and-resumed run must equal, byte for byte."""
-    from workflow_runs import SMALL_DEMO, SMALL_DEMO_OUTPUTS, snakemake
+def started_small_demo(tmp_path_factory):
+    """``(workdir, process)``: :data:`workflow_runs.SMALL_DEMO` as far as :data:`workflow_runs.SMALL_DEMO_OUTPUTS`,
+    started, not waited for."""
+    from workflow_runs import SMALL_DEMO, SMALL_DEMO_OUTPUTS, start_snakemake, stop_snakemake
 
     workdir = tmp_path_factory.mktemp("small-demo")
-    run = snakemake(workdir, SMALL_DEMO, *SMALL_DEMO_OUTPUTS)
+    process = start_snakemake(workdir, SMALL_DEMO, *SMALL_DEMO_OUTPUTS)
+    yield workdir, process
+    stop_snakemake(process)
+
+
+@pytest.fixture(scope="session")
+def small_demo(started_small_demo):
+    """The finished run of :func:`started_small_demo` (read-only): what the SLURM run and the killed-and-resumed
+    run must equal, byte for byte."""
+    from workflow_runs import finished_snakemake
+
+    run = finished_snakemake(*started_small_demo)
     assert run.returncode == 0, run.stderr[-3000:]
-    return workdir
+    return started_small_demo[0]
 
 
 def pytest_terminal_summary(terminalreporter):

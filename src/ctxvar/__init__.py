@@ -7,6 +7,14 @@ follow exactly (Yamagiwa & Shimodaira, COLING 2025).
 
 __version__ = "0.1.0"
 
-from ctxvar.results import Results, load_results
-
 __all__ = ["Results", "load_results", "__version__"]
+
+
+def __getattr__(name: str):
+    """``Results`` and ``load_results`` from :mod:`ctxvar.results`, imported on first use: every workflow job
+    imports a ctxvar module, and most never read results with pandas and scipy."""
+    if name in ("Results", "load_results"):
+        from ctxvar import results
+
+        return getattr(results, name)
+    raise AttributeError(f"module 'ctxvar' has no attribute {name!r}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 import sys
@@ -110,24 +111,35 @@ def shard_batches(folder, n_shards: int, n_sentences: int | None = None) -> list
     """The workflow's split of the first ``n_sentences`` into ``n_shards``, and per shard (token lengths, the batches
     extraction runs over it at the default token budget)."""
     import pyarrow.parquet as pq
-    from transformers import AutoTokenizer
 
     from ctxvar.corpus.shards import split_corpus
     from ctxvar.extraction.shard import chunk_batches, read_shard
-    from ctxvar.models.tokens import encode
     from ctxvar.parquet_files import write_table
 
     sentences = folder / f"sentences-{n_sentences}.parquet"
     write_table(pq.read_table(folder / "sentences.parquet").slice(0, n_sentences), sentences)
     shards = [folder / f"shard-{n_sentences}-{n_shards}-{i}.parquet" for i in range(n_shards)]
     split_corpus(sentences, shards, {"id": "m"}, str(folder / "model"))
-    tokenizer = AutoTokenizer.from_pretrained(folder / "model")
     batched = []
     for shard in shards:
-        texts, chunk, _ = read_shard(shard)
-        lengths = encode(tokenizer, texts).lengths
+        _, chunk, sentence_id = read_shard(shard)
+        lengths = sentence_lengths(folder)[sentence_id]  # a sentence's tokens do not depend on its shard
         batched.append((lengths, chunk_batches(lengths, chunk, BATCH_TOKENS)))
     return batched
+
+
+@functools.cache
+def sentence_lengths(folder) -> np.ndarray:
+    """Token lengths of the benchmark corpus's sentences under its model's tokenizer, by sentence id."""
+    from transformers import AutoTokenizer
+
+    from ctxvar.models.tokens import encode
+
+    table = pd.read_parquet(folder / "sentences.parquet", columns=["sentence_id", "text"])
+    lengths = np.zeros(int(table["sentence_id"].max()) + 1, dtype=np.int64)
+    tokenizer = AutoTokenizer.from_pretrained(folder / "model")
+    lengths[table["sentence_id"].to_numpy()] = encode(tokenizer, table["text"].tolist()).lengths
+    return lengths
 
 
 def padded_tokens(lengths, batches) -> int:

@@ -2,102 +2,20 @@
 
 It runs the demo's first model on a smaller corpus (``workflow_runs.SMALL_DEMO``): what is checked is how the
 jobs are submitted, which the data's size does not change; the local run it must equal is shared with the
-workflow tier's killed-and-resumed run.
-
-tests/slurm/cluster.sh starts munged, slurmctld and slurmd (Debian's slurm-wlm and munge,
-as root) and stops exactly those daemons, by PID, when the tier ends.
+workflow tier's killed-and-resumed run. The cluster and the runs are session fixtures of tests/slurm_cluster.py.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 
 import pytest
 
-from workflow_runs import REPO, SMALL_DEMO, SMALL_DEMO_OUTPUTS, finished_snakemake, start_snakemake, stop_snakemake
+from slurm_cluster import CAN_RUN, NEEDS, TARGETS
+from workflow_runs import SMALL_DEMO_OUTPUTS, finished_snakemake
 
-CAN_RUN = os.geteuid() == 0 and all(shutil.which(d) for d in ("munged", "slurmctld", "slurmd"))
-pytestmark = pytest.mark.skipif(
-    not CAN_RUN,
-    reason="the SLURM tier needs root and Debian's slurm-wlm and munge (apt-get install -y slurm-wlm munge)",
-)
-CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"
-DAEMONS = ("munged", "slurmctld", "slurmd")
-
-
-@pytest.fixture(scope="session")  # for slurm_runs
-def cluster(tmp_path_factory):
-    state = tmp_path_factory.mktemp("slurm")
-    try:
-        subprocess.run(["bash", str(CLUSTER), "start", str(state)], check=True, timeout=120)
-        pids = {d: int((state / f"{d}.pid").read_text()) for d in DAEMONS}
-        yield state
-    finally:
-        subprocess.run(["bash", str(CLUSTER), "stop", str(state)], check=True, timeout=120)
-    for daemon, pid in pids.items():
-        assert not os.path.exists(f"/proc/{pid}") or "zombie" in open(f"/proc/{pid}/status").read().lower(), (
-            f"{daemon} left running"
-        )
-
-
-TARGETS = [
-    "results/demo/tiny-bert/tokens.parquet",
-    "results/demo/tiny-bert/sums.parquet",
-    "results/demo/tiny-bert/layers.csv",
-    "results/demo/tiny-bert/figures/fig05_decomposition.csv",  # plot_model_figure: a local rule
-]
-
-
-def through_the_profile(workdir, config: dict, *args: str) -> tuple:
-    """``(workdir, process)``: :func:`workflow_runs.start_snakemake` through the SLURM profile, with the test
-    cluster's partition and sizes as a user would fill them into the profile."""
-    return workdir, start_snakemake(
-        workdir,
-        config,
-        *args,
-        "--profile",
-        str(REPO / "workflow" / "profiles" / "slurm"),
-        "--default-resources",
-        "slurm_partition=debug",
-        "mem_mb=500",
-        "runtime=10",
-        "--slurm-init-seconds-before-status-checks",
-        "2",
-        "--latency-wait",
-        "5",
-        "--slurm-logdir",
-        str(workdir / "logs" / "slurm"),  # the plugin resolves it from the caller's cwd
-    )
-
-
-@pytest.fixture(scope="session")  # before the session's local run of SMALL_DEMO, which it goes beside
-def slurm_runs(cluster, tmp_path_factory):
-    """``name → (workdir, process)`` of this tier's runs, started side by side: they mostly wait on the
-    cluster."""
-    runs = {}
-    try:
-        runs["cpu"] = through_the_profile(
-            tmp_path_factory.mktemp("slurm-cpu"),
-            SMALL_DEMO,
-            *TARGETS,
-            "--set-resources",
-            "extract_statistics:slurm_partition=debug",
-        )
-        # device: cuda on a node whose GPU is a stand-in: the extraction job fails, after its allocation
-        runs["gpu"] = through_the_profile(
-            tmp_path_factory.mktemp("slurm-gpu"),
-            {**SMALL_DEMO, "device": "cuda"},
-            "results/demo/partials/tiny-bert/0.parquet",
-            "--retries",
-            "0",
-        )
-        yield runs
-    finally:
-        for _, process in runs.values():
-            stop_snakemake(process)
+pytestmark = pytest.mark.skipif(not CAN_RUN, reason=NEEDS)
 
 
 def test_demo_through_slurm_equals_the_local_run(slurm_runs, small_demo):

@@ -20,7 +20,7 @@ def test_links_back_up_the_folder_end_the_walk(tmp_path):
         os.symlink(target, folder / name)
     code = f"from ctxvar.models.files import directory_fingerprint; print(directory_fingerprint({str(folder)!r}))"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    walked = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, env=env)
+    walked = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert walked.returncode == 0 and len(walked.stdout.strip()) == 64
     before = walked.stdout.strip()
     (folder / "config.json").write_text('{"changed": 1}')

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
+from transformers import AutoModel, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput
 
 from ctxvar.config import gaussian_spec
+from ctxvar.models.gaussian_null_config import GaussianNullConfig, register_config
 from ctxvar.models.random_init import randomise_layer_norms
 from ctxvar.models.tokens import type_key, type_marker
-
-MODEL_TYPE = "ctxvar-gaussian"
 
 
 def _signed(value: int) -> int:
@@ -66,25 +65,6 @@ def occurrence_noise(input_ids: torch.Tensor, attention_mask: torch.Tensor, d: i
     return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(2.0 * torch.pi * u2)
 
 
-class GaussianNullConfig(PretrainedConfig):
-    model_type = MODEL_TYPE
-
-    def __init__(
-        self,
-        vocab_size: int = 2,
-        hidden_size: int = 64,
-        noise_scale: float = 1.0,
-        layer_norm: bool = True,
-        seed: int = 0,
-        max_position_embeddings: int = 512,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        self.vocab_size, self.hidden_size, self.noise_scale = vocab_size, hidden_size, noise_scale
-        self.layer_norm, self.seed, self.max_position_embeddings = layer_norm, seed, max_position_embeddings
-        self.num_hidden_layers = 1 if layer_norm else 0  # hidden states: x, then LayerNorm(x)
-
-
 class GaussianNullModel(PreTrainedModel):
     config_class = GaussianNullConfig
     base_model_prefix = "null"
@@ -109,12 +89,9 @@ class GaussianNullModel(PreTrainedModel):
 
 
 def register() -> None:
-    """Make ``AutoModel.from_pretrained`` know the null model's type (idempotent)."""
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-
-    if MODEL_TYPE not in CONFIG_MAPPING:
-        AutoConfig.register(MODEL_TYPE, GaussianNullConfig)
-        AutoModel.register(GaussianNullConfig, GaussianNullModel)
+    """Make ``AutoConfig`` and ``AutoModel.from_pretrained`` know the null model's type (idempotent)."""
+    register_config()
+    AutoModel.register(GaussianNullConfig, GaussianNullModel, exist_ok=True)
 
 
 def type_means(type_of_id: np.ndarray, n_types: int, d: int, spec: dict, seed: int) -> np.ndarray:

@@ -18,7 +18,7 @@ import torch
 from ctxvar.config import load_revision
 from ctxvar.errors import ModelLoadError, first_line
 from ctxvar.models import completeness, hub
-from ctxvar.models.gaussian_null import register
+from ctxvar.models.gaussian_null_config import register_config
 from ctxvar.models.load_errors import load_error
 
 log = logging.getLogger(__name__)
@@ -154,6 +154,7 @@ def empty_from_config(config, dtype: str, **options):
     from accelerate import init_empty_weights
     from transformers import AutoModel
 
+    register_null_model()
     with init_empty_weights(include_buffers=False), transformers_into_log():
         model = AutoModel.from_config(config, dtype=DTYPES[dtype], **pooler_option(config), **options)
     keep_in_float32(model, DTYPES[dtype])
@@ -259,8 +260,18 @@ def transformers_into_log():
         library.handlers, library.propagate = handlers, propagate
 
 
+def register_null_model() -> None:
+    """The Gaussian null model's classes for transformers' Auto classes, which read its type from config.json;
+    imported here, not at the top: tokenizer-only jobs then skip transformers' modeling code."""
+    from ctxvar.models.gaussian_null import register
+
+    register()
+
+
 def _from_pretrained(cls, source: str, entry: dict, options: dict):
-    register()  # the Gaussian null model's type, read from config.json by the Auto classes
+    register_config()  # the Gaussian null model's type, read from config.json by the Auto classes
+    if hasattr(cls, "_model_mapping"):  # an AutoModel… class: it builds the model
+        register_null_model()
     what = described(entry, source)
     if os.path.isdir(source):
         try:
