@@ -108,7 +108,8 @@ def in_fresh_process(function, *args, **kwargs) -> dict:
     caches reach. It is forked from a server that imported, once, the torch, transformers and ctxvar modules this
     process has imported (Python's ``forkserver``, which never touches CUDA): each step skips the seconds of
     importing them again. Its peak RSS (``ru_maxrss``) counts the pages it touches: the libraries' pages that it
-    does not touch, which a process importing them itself would count, are not in it."""
+    does not touch, which a process importing them itself would count, are not in it. Its environment is this
+    process's at the first call, when the server starts."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(preloaded_modules())  # read when the server starts: at the first call
     with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:

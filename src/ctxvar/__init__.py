@@ -11,10 +11,15 @@ __all__ = ["Results", "load_results", "__version__"]
 
 
 def __getattr__(name: str):
-    """``Results`` and ``load_results`` from :mod:`ctxvar.results`, imported on first use: every workflow job
-    imports a ctxvar module, and most never read results with pandas and scipy."""
-    if name in ("Results", "load_results"):
-        from ctxvar import results
+    """``Results`` and ``load_results`` from :mod:`ctxvar.results` (and the module itself), imported on first use:
+    every workflow job imports a ctxvar module, and most never read results with pandas and scipy."""
+    if name in ("Results", "load_results", "results"):
+        import importlib
 
-        return getattr(results, name)
+        results = importlib.import_module("ctxvar.results")
+        return results if name == "results" else getattr(results, name)
     raise AttributeError(f"module 'ctxvar' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__, "results"})

@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
+from ctxvar.extraction import passes
 from ctxvar.extraction.accumulator import EmbeddingSums
 from ctxvar.extraction.budget import state_bytes
 from ctxvar.extraction.extract import extract_shard, prepare_shard
@@ -98,7 +99,11 @@ def test_sums_beyond_the_cap_go_to_host_memory_in_one_pass_with_a_console_warnin
     """A cap of two layers' sums on the whole-model path: the tiny model's other two hidden states keep their sums
     in host memory, and the model still runs once per batch (no second pass); the console (the job's stderr, as
     Snakemake shows it) gets one line with the cost and the remedy; the sums are those of the job without a cap,
-    bit for bit."""
+    bit for bit. The host's sums are on ``cpu:0``, another device than the batch's ``cpu`` to torch, so each of
+    their layers is copied there as on a GPU."""
+    monkeypatch.setattr(passes, "HOST", torch.device("cpu", 0))
+    copied = []
+    monkeypatch.setattr(passes.CopiedLayers, "__getitem__", recording(passes.CopiedLayers.__getitem__, copied))
     probe = prepare_shard(shard, settings_for(tiny_models["gpt2"]), hash_weights=False)
     n_batches = len(probe.padded())
     cap_mb = state_bytes(2, len(probe.types), probe.d) / 1e6
@@ -116,6 +121,7 @@ def test_sums_beyond_the_cap_go_to_host_memory_in_one_pass_with_a_console_warnin
     finally:
         hook.remove()
     assert len(calls) == n_batches
+    assert set(copied) >= {2, 3}  # the host's layers, through the copies
     console = capsys.readouterr().err
     assert f"ctxvar warning: model 'tiny' on {TEST_DEVICE}" in console
     assert "so those of layers 2–3 are kept in host memory" in console and "still one forward pass" in console
@@ -123,3 +129,13 @@ def test_sums_beyond_the_cap_go_to_host_memory_in_one_pass_with_a_console_warnin
     assert "of layers 2–3 in host memory" in (tmp_path / "job.log").read_text()
     extract_shard(shard, tmp_path / "whole.parquet", settings_for(tiny_models["gpt2"], extraction_order="whole_model"))
     assert pq.read_table(tmp_path / "capped.parquet").equals(pq.read_table(tmp_path / "whole.parquet"))
+
+
+def recording(method, calls: list):
+    """``method``, appending each call's index argument to ``calls``."""
+
+    def recorded(self, index):
+        calls.append(index)
+        return method(self, index)
+
+    return recorded

@@ -150,7 +150,7 @@ def test_a_gpu_without_room_for_one_layer_of_sums_names_the_budget_not_a_negativ
     with pytest.raises(DeviceMemoryError) as raised:
         state_cap_bytes(settings, job, padded)
     message = str(raised.value)
-    assert "leaves no room for one layer of sums" in message and "more shards (fewer types per shard)" in message
+    assert "leaves nothing for the sums (one layer: " in message and "more shards (fewer types per shard)" in message
     assert "use dtype: bfloat16, a lower batch_tokens" in message and "GPU with more memory" in message
     assert "max_state_mb" not in message and " -" not in message
 

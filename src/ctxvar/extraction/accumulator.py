@@ -101,7 +101,8 @@ class EmbeddingSums:
     and adds them, as float64, to every part. Nothing here synchronises with the
     host. ``n_hidden`` is the model's number of hidden states;
     ``sample_tokens`` the shard token indices of the sampled points (slot order);
-    ``forward_dtype`` the model's, which picks the product of Σxxᵀ (:func:`splits_gram`).
+    ``forward_dtype`` the model's, which picks the product of Σxxᵀ (:func:`splits_gram`), unless ``split`` says
+    (sums kept in host memory for a GPU job take the GPU's product, so that every layer's is the same method).
     """
 
     def __init__(
@@ -115,12 +116,13 @@ class EmbeddingSums:
         sample_tokens: np.ndarray | None = None,
         n_words: int = 0,
         forward_dtype: torch.dtype = torch.float32,
+        split: bool | None = None,
     ):
         self.layers, self.n_hidden, self.d, self.device = list(layers), n_hidden, d, torch.device(device)
         n_layers = len(self.layers)
         self.types = TypeSums(n_layers, n_types, d, device, kept_sums(options))
         self.words = WordSums(n_layers, n_words, d, device) if options.ethayarajh else None
-        split = splits_gram(forward_dtype, device)
+        split = splits_gram(forward_dtype, device) if split is None else split
         self.moments = SecondMoments(n_layers, d, device, split) if options.covariance else None
         self.layer_sums = {  # the declared per-layer sums kept: (L, d) or (L,) each
             item.name: (

@@ -167,9 +167,10 @@ def state_cap_bytes(settings: ExtractionSettings, job, padded, point_bytes: int 
     the model is loaded, less one batch and ``point_bytes`` (Fig. 1's points, :mod:`ctxvar.extraction.type_points`,
     held for the whole job) (see :mod:`ctxvar.extraction.budget`); no cap on a CPU.
 
-    A GPU whose budget is below one layer's sums is a :class:`DeviceMemoryError` that
-    names the budget's parts: raising ``max_state_mb`` there would skip the check and run
-    out of memory.
+    A GPU with no memory left for sums (the model, one batch and the reserve take it all) is a
+    :class:`DeviceMemoryError` that names the budget's parts: raising ``max_state_mb`` there would skip the check
+    and run out of memory. A budget below one layer's sums is not an error: the whole-model path keeps every
+    layer's sums in host memory (:func:`device_layers`).
 
     ``job``: a :class:`ctxvar.extraction.extract.ShardRun` (its ``device``, ``encoded.lengths``, ``model.config``,
     ``n_layers``, ``d``, ``types`` and ``n_words`` are read); ``padded``: its
@@ -187,14 +188,15 @@ def state_cap_bytes(settings: ExtractionSettings, job, padded, point_bytes: int 
     split = splits_gram(loading.DTYPES[settings.dtype], job.device)
     buffers = batch_bytes(job.n_layers, tokens, job.d, settings.geometry, split) + padded.device_bytes() + point_bytes
     budget = state_budget_bytes(free, total, activations, buffers)
-    one_layer = state_bytes(1, len(job.types), job.d, settings.geometry, job.n_words)
-    if budget < one_layer:
+    if budget <= 0:
+        one_layer = state_bytes(1, len(job.types), job.d, settings.geometry, job.n_words)
         raise DeviceMemoryError(
             f"model {settings.model['id']!r} on {job.device}: {free / 1e9:.1f} GB free once it is loaded, less one "
             f"batch of {tokens} tokens ({activations / 1e9:.1f} GB of activations, {buffers / 1e9:.1f} GB of "
-            f"buffers) and a reserve of {reserve_bytes(total) / 1e9:.1f} GB, leaves no room for one layer of sums "
-            f"({one_layer / 1e9:.2f} GB for {len(job.types)} types at d={job.d}): use {smaller_dtype(settings)}a "
-            "lower batch_tokens, more shards (fewer types per shard) or a GPU with more memory"
+            f"buffers) and a reserve of {reserve_bytes(total) / 1e9:.1f} GB, leaves nothing for the sums (one "
+            f"layer: {one_layer / 1e9:.2f} GB for {len(job.types)} types at d={job.d}): use "
+            f"{smaller_dtype(settings)}a lower batch_tokens, more shards (fewer types per shard) or a GPU with more "
+            "memory"
         )
     return budget
 

@@ -301,8 +301,8 @@ def planned_sums(job: ShardRun, settings: ExtractionSettings, padded: ShardBatch
     on_device = device_layers(job.n_layers, len(job.types), job.d, cap, options, job.n_words)
     warn_of_host_layers(settings, job, on_device, cap)
     log.info(
-        "whole-model: one pass; sums of layers 0–%d on %s (%.1f MB, budget %s)%s",
-        on_device - 1,
+        "whole-model: one pass; sums of %s on %s (%.1f MB, budget %s)%s",
+        f"layers 0–{on_device - 1}" if on_device else "no layer",
         job.device,
         state_bytes(on_device, len(job.types), job.d, options, job.n_words) / 1e6,
         "none" if cap == float("inf") else f"{cap / 1e6:.0f} MB",

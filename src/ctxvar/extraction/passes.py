@@ -6,13 +6,14 @@ then those sums in host memory, layer by layer."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from ctxvar.errors import ModelLoadError, StatisticsError
-from ctxvar.extraction.accumulator import EmbeddingSums
+from ctxvar.extraction.accumulator import EmbeddingSums, splits_gram
 from ctxvar.extraction.host_copy import to_host
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.type_points import TypePoints
@@ -37,8 +38,9 @@ def whole_model_sums(
     yields, once, the list of :func:`host_layers` of every layer, the device's state freed first. ``points``
     collects Fig. 1's points. ``job``: a :class:`ctxvar.extraction.extract.ShardRun` (its ``n_layers``, ``types``,
     ``d``, ``device``, ``n_words`` and ``run``, and what :func:`layer_words` reads)."""
+    split = splits_gram(loading.DTYPES[settings.dtype], job.device)  # the host's layers take the device's product
     parts = [
-        job_sums(job, layers, settings, sampled, device)
+        job_sums(job, layers, settings, sampled, device, split)
         for layers, device in ((range(on_device), job.device), (range(on_device, job.n_layers), HOST))
         if len(layers)
     ]
@@ -48,10 +50,13 @@ def whole_model_sums(
     yield layers
 
 
-def job_sums(job, layers, settings: ExtractionSettings, sampled: dict | None, device=None) -> EmbeddingSums:
+def job_sums(
+    job, layers, settings: ExtractionSettings, sampled: dict | None, device=None, split: bool | None = None
+) -> EmbeddingSums:
     """Empty sums of ``layers`` for ``job`` (its ``n_layers``, ``types``, ``d``, ``device``, ``n_words``) on
     ``device`` (default: the job's), with the sampled positions of
-    :func:`ctxvar.extraction.extract.sample_positions` (None: no sample)."""
+    :func:`ctxvar.extraction.extract.sample_positions` (None: no sample); ``split``: Σxxᵀ's product
+    (:class:`EmbeddingSums`)."""
     return EmbeddingSums(
         layers,
         job.n_layers,
@@ -62,6 +67,7 @@ def job_sums(job, layers, settings: ExtractionSettings, sampled: dict | None, de
         sampled["tokens"] if sampled else None,
         job.n_words or 0,
         loading.DTYPES[settings.dtype],
+        split,
     )
 
 
@@ -137,16 +143,36 @@ def run_batches(model, sums, batches: ShardBatches, device, progress: bool, poin
 
 def add_batch(sums: EmbeddingSums, hidden_states, batch, sample_hits) -> None:
     """``sums.accumulate`` of one batch's hidden states; for sums on another device than the batch (host memory),
-    its layers' hidden states and the batch's indices are copied there first."""
+    each of their layers' hidden states is copied there as the sums reach it (:class:`CopiedLayers`: one layer's
+    copy at a time), and the batch's indices before."""
     positions, type_index, word_index = batch.positions, batch.type_index, batch.word_index
     if hidden_states[0].device != sums.device:
-        wanted = set(sums.layers)
-        hidden_states = [h.to(sums.device) if i in wanted else h for i, h in enumerate(hidden_states)]
+        hidden_states = CopiedLayers(hidden_states, set(sums.layers), sums.device)
         positions, type_index = positions.to(sums.device), type_index.to(sums.device)
         word_index = word_index.to(sums.device) if word_index is not None else None
         sample_hits = tuple(t.to(sums.device) for t in sample_hits) if sample_hits is not None else None
     words = {"word_index": word_index} if word_index is not None else {}
     sums.accumulate(hidden_states, positions, type_index, sample_hits, **words)
+
+
+class CopiedLayers(Sequence):
+    """The hidden states, those of ``layers`` copied to ``device`` when read; the last copy is kept until another
+    layer is read, so host memory holds one layer's copy at a time."""
+
+    def __init__(self, hidden_states, layers: set[int], device: torch.device):
+        self.hidden_states, self.layers, self.device = hidden_states, layers, device
+        self.last: tuple[int, torch.Tensor] | None = None
+
+    def __len__(self) -> int:
+        return len(self.hidden_states)
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        if index not in self.layers:
+            return self.hidden_states[index]
+        if self.last is None or self.last[0] != index:
+            self.last = None  # the previous copy is freed before the next is made
+            self.last = (index, self.hidden_states[index].to(self.device))
+        return self.last[1]
 
 
 def forward_options(model) -> dict:
