@@ -1,5 +1,6 @@
-"""Shared, session-scoped, read-only fixtures: a synthetic corpus, tiny random-init models, the demo's run; and
-each test's tier marker, from the folder it is in.
+"""Shared, session-scoped, read-only fixtures: a synthetic corpus, tiny random-init models, the demo's run, the
+runs started with the session's first test (:func:`background_runs`); and each test's tier marker, from the folder
+it is in.
 
 Every test lives in one tier's folder, and the folder gives its marker (``-m workflow`` etc.): ``unit`` (none),
 ``integration``, ``workflow``, ``real_model``, ``slurm``, ``bench``. The fast tier, ``python -m pytest``, is the
