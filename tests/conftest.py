@@ -153,26 +153,13 @@ def background_runs(request):
 
 
 @pytest.fixture(scope="session")
-def started_demo(tmp_path_factory):
-    """``(workdir, process)``: config/demo.yaml started; stopped at the end if still running."""
-    from workflow_runs import REPO, start_snakemake, stop_snakemake
+def demo_run(tmp_path_factory):
+    """``(workdir, finished process)`` of a local run of config/demo.yaml (read-only), its output kept."""
+    from workflow_runs import REPO, timed_run
 
     workdir = tmp_path_factory.mktemp("demo")
-    process = start_snakemake(workdir, REPO / "config" / "demo.yaml")
-    yield workdir, process
-    stop_snakemake(process)
-
-
-@pytest.fixture(scope="session")
-def demo_run(started_demo):
-    """``(workdir, finished process)`` of a local run of config/demo.yaml (read-only), its output kept; its time
-    is printed under "measured"."""
-    from workflow_runs import RUN_SECONDS, finished_snakemake, run_seconds
-
-    workdir, process = started_demo
-    run = finished_snakemake(workdir, process)
+    run = timed_run(workdir, REPO / "config" / "demo.yaml")
     assert run.returncode == 0, run.stderr[-3000:]
-    RUN_SECONDS["config/demo.yaml"] = run_seconds(workdir, process)
     return workdir, run
 
 

@@ -76,9 +76,7 @@ def start_snakemake(workdir: Path, config: dict | Path, *args: str) -> subproces
     out, err = console_files(workdir)
     command = snakemake_command(workdir, config_file(workdir, config), *args)
     with open(out, "w") as stdout, open(err, "w") as stderr:  # the child keeps its own copies of the files
-        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, text=True, start_new_session=True)
-    process.started = time.time()  # for run_seconds
-    return process
+        return subprocess.Popen(command, stdout=stdout, stderr=stderr, text=True, start_new_session=True)
 
 
 def stop_snakemake(process: subprocess.Popen, grace: float = 60) -> None:
@@ -92,11 +90,6 @@ def stop_snakemake(process: subprocess.Popen, grace: float = 60) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-
-
-def run_seconds(workdir: Path, process: subprocess.Popen) -> float:
-    """Wall-clock seconds of a finished run of :func:`start_snakemake`: from its start to its last console line."""
-    return max(path.stat().st_mtime for path in console_files(workdir)) - process.started
 
 
 def finished_snakemake(workdir: Path, process: subprocess.Popen) -> subprocess.CompletedProcess:
