@@ -89,7 +89,8 @@ def test_axis_scale_is_linear_unless_values_span_orders_of_magnitude():
     assert axis_scale(10 ** rng.uniform(0, 2.5, 500)) == AxisScale("linear")
     with_zeros = np.r_[np.zeros(50), 10 ** rng.uniform(0, 3, 500), 4e7]  # V of types seen once is 0
     scale = axis_scale(with_zeros)
-    assert scale.name == "symlog" and scale.linthresh == pytest.approx(np.percentile(with_zeros[with_zeros > 0], 1))
+    low = np.percentile(with_zeros[with_zeros > 0], 1)
+    assert scale.name == "symlog" and scale.linthresh == 10 ** np.floor(np.log10(low))  # a decade, at or under it
     assert axis_scale(np.r_[-1.0, 10 ** rng.uniform(0, 6, 500)]) == AxisScale("linear")  # signed: linear
     assert axis_scale([np.nan, 1.0]) == AxisScale("linear")
 
@@ -121,6 +122,40 @@ def test_fig11_v_on_m_panels_take_a_log_axis_only_where_the_outlier_is(decoder):
     assert all(ax.get_xscale() == ax.get_yscale() == "linear" for ax in grid[:, :3].flat)  # log10 n, log10(1+·)
     v_on_m = plot.data[plot.data["x"] == "M"]
     assert list(v_on_m["x_scale"]) == ["linear", "log", "log", "log", "log"]
+
+
+def overlapping_tick_labels(axis) -> list[tuple[str, str]]:
+    """Pairs of neighbouring tick labels of a drawn matplotlib Axis whose boxes overlap."""
+    renderer = axis.figure.canvas.get_renderer()
+    labels = [(tick.label1.get_text(), tick.label1.get_window_extent(renderer)) for tick in axis.get_major_ticks()]
+    labels = [(text, box) for text, box in labels if text and axis.axes.viewLim.x0 is not None]
+    return [(a, b) for (a, box_a), (b, box_b) in zip(labels, labels[1:]) if box_a.overlaps(box_b)]
+
+
+def test_v_on_m_with_types_seen_once_keeps_v_readable_on_a_symlog_axis(tmp_path):
+    """A third of the types seen once (V = 0) and V over 5 decades: symlog V, linear up to the decade under V's
+    1st percentile;
+    the fitted line, whose slope is negative, stops at 0 instead of pulling the axis down 10 decades, and no tick
+    labels overlap."""
+    layers = []
+    for layer in range(3):
+        table = decoder_layer(seed=layer)
+        once = np.random.default_rng(layer).random(len(table)) < 0.3
+        table.loc[once, ["n", "V"]] = [1, 0.0]
+        table["V"] = np.where(once, 0.0, table["V"] ** 1.7 / table["M"] ** 0.2)  # 10⁰–10⁵, falling with M
+        table["Q"] = table["M"] + table["V"]
+        layers.append(table)
+    stats = token_stats(tmp_path / "once.parquet", layers)
+    plot = cross_model.variance_on_mean({"decoder": stats}, {"min_log10_n": 0, "max_log10_n": 5})
+    ax = plot.figure.axes[0]
+    FigureCanvasAgg(plot.figure).draw()
+    v = stats.layer(1)["V"].to_numpy()
+    assert ax.get_yscale() == "symlog"
+    assert ax.yaxis.get_transform().linthresh == 10 ** np.floor(np.log10(np.percentile(v[v > 0], 1)))
+    line = ax.lines[0].get_ydata()
+    assert plot.data["slope"].iloc[0] < 0 and np.nanmin(line) >= 0 and np.isnan(line).any()
+    assert ax.get_ylim()[0] >= -ax.yaxis.get_transform().linthresh
+    assert not overlapping_tick_labels(ax.yaxis) and not overlapping_tick_labels(ax.xaxis)
 
 
 def test_fig07_draws_the_outlying_m_on_a_log_axis(decoder):

@@ -1,6 +1,7 @@
 """Random-init models: deterministic, with LayerNorms that are not the identity."""
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -8,7 +9,7 @@ from pathlib import Path
 import torch
 
 from ctxvar.corpus.sources import synthetic_sentences
-from ctxvar.models.random_init import randomise_layer_norms, train_tokenizer
+from ctxvar.models.random_init import build_random_model, randomise_layer_norms, train_tokenizer
 
 
 def trained_vocabularies() -> str:
@@ -47,3 +48,16 @@ def test_layer_norms_are_randomised():
     norm = torch.nn.LayerNorm(8)
     randomise_layer_norms(torch.nn.Sequential(norm), torch.Generator().manual_seed(0))
     assert norm.weight.std() > 0.1 and norm.bias.abs().max() > 0
+
+
+def test_training_sends_transformers_remarks_to_the_job_log_not_the_console(tmp_path, corpus_texts, capfd, caplog):
+    """A checkpoint of a training sweep (``revision: stepN``): transformers remarks once per process on the loss
+    type of a config it did not load (``loss_type=None``); the job log gets it, the console nothing."""
+    logging.Logger.warning_once.cache_clear()  # transformers' once-per-process cache: another test may have hit it
+    entry = {"id": "t", "arch": "gpt2", "vocab_size": 200, "hidden_size": 16, "num_layers": 1, "num_heads": 2}
+    entry |= {"intermediate_size": 32, "max_positions": 128, "seed": 0, "revision": "step2", "learning_rate": 1e-3}
+    with caplog.at_level(logging.INFO):
+        build_random_model(entry, corpus_texts[:40], tmp_path / "model")
+    assert (tmp_path / "model" / "config.json").exists()
+    assert "[transformers]" not in capfd.readouterr().err
+    assert any("loss_type" in record.getMessage() for record in caplog.records)

@@ -46,6 +46,24 @@ def test_single_occurrence_has_zero_variance():
     assert v[0] == 0.0 and q[0] == pytest.approx(m[0])
 
 
+def test_types_whose_occurrences_are_identical_have_a_variance_of_exactly_0():
+    """n_t = 1, or n_t copies of one vector (the first token of a causal model): Q − M rounds to ±10⁻¹⁶–10⁻¹³ Q,
+    which a log axis would draw 13 decades below the other types; V is 0."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(0, 30, (500, 64))
+    count = rng.integers(1, 3000, 500)
+    sum_ = x * count[:, None]
+    sum_sq = (x**2).sum(1) * count
+    _, q, m, v = finalize(count, sum_, sum_sq)
+    assert (np.abs(q - m) > 0).any()  # rounding left something for V to remove
+    assert (v == 0.0).all()
+
+
+def test_variance_above_the_resolution_is_kept():
+    assert clamp_variance(np.array([2e-9]), np.array([1.0]))[0] == 2e-9
+    assert clamp_variance(np.array([5e-10]), np.array([1.0]))[0] == 0.0
+
+
 def test_negative_variance_beyond_rounding_is_an_error():
     assert clamp_variance(np.array([-1e-12]), np.array([10.0]))[0] == 0.0
     with pytest.raises(StatisticsError, match="negative beyond rounding"):

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import SymmetricalLogLocator
 from matplotlib.transforms import Bbox
 
 from ctxvar.errors import InsufficientData
@@ -83,9 +84,23 @@ class AxisScale:
     linthresh: float | None = None
 
     def apply(self, ax, axis: str) -> None:
-        """Set it on ``ax``'s ``axis`` ("x" or "y")."""
+        """Set it on ``ax``'s ``axis`` ("x" or "y"); a symlog axis labels the decades it has room for
+        (:class:`SymlogDecades`)."""
         options = {"linthresh": self.linthresh} if self.name == "symlog" else {}
         (ax.set_xscale if axis == "x" else ax.set_yscale)(self.name, **options)
+        if self.name == "symlog":
+            drawn = ax.xaxis if axis == "x" else ax.yaxis
+            drawn.set_major_locator(SymlogDecades(drawn.get_transform()))
+
+
+class SymlogDecades(SymmetricalLogLocator):
+    """matplotlib's symlog ticks, every k-th decade so that the labels fit the axis as drawn (as ``LogLocator``
+    does with ``numticks="auto"``); matplotlib's own labels every decade up to 15, which overlap on a panel."""
+
+    def tick_values(self, vmin, vmax):
+        if self.axis is not None:
+            self.numticks = int(np.clip(self.axis.get_tick_space(), 3, 9))
+        return super().tick_values(vmin, vmax)
 
 
 def axis_scale(values) -> AxisScale:
@@ -93,7 +108,8 @@ def axis_scale(values) -> AxisScale:
     span orders of magnitude, that is when their maximum exceeds :data:`OUTLIER_FACTOR` × their 99th percentile
     (a few far outliers, e.g. a decoder's sentence-start token at M ≈ 4·10⁷ beside types at 1–10³) or
     10^:data:`SPREAD_DECADES` × the 1st percentile of the positive values. Then a log axis, or symlog (linear
-    below the positive values' 1st percentile) where some values are 0. Values with a negative one stay
+    below the power of 10 at or under the positive values' 1st percentile, so 0 and the first decade get labels
+    apart) where some values are 0. Values with a negative one stay
     linear (a slope, a difference: their sign is what the axis shows)."""
     values = np.asarray(values, dtype=float)
     values = values[np.isfinite(values)]
@@ -103,7 +119,9 @@ def axis_scale(values) -> AxisScale:
     top, high, low = positive.max(), np.percentile(values, 99), np.percentile(positive, 1)
     if not (top > OUTLIER_FACTOR * high or top > 10**SPREAD_DECADES * low):
         return AxisScale()
-    return AxisScale("log") if (values > 0).all() else AxisScale("symlog", linthresh=float(low))
+    if (values > 0).all():
+        return AxisScale("log")
+    return AxisScale("symlog", linthresh=float(10 ** np.floor(np.log10(low))))
 
 
 def scale_axes(ax, x, y) -> tuple[AxisScale, AxisScale]:
@@ -302,8 +320,9 @@ def regression_panel(
     """Scatter every point, fit OLS of y on x over ``keep`` and draw the line.
 
     Both axes get :func:`axis_scale` of their values, and the line is drawn at points evenly spaced on its
-    axis, so it is the straight line y = a + b x even where that axis is logarithmic. With ``names`` (one per
-    point), the far outliers are named (:func:`name_outliers`).
+    axis, so it is the straight line y = a + b x even where that axis is logarithmic; on a log or symlog y axis
+    (nonnegative values) only where a + b x ≥ 0. With ``names`` (one per point), the far outliers are named
+    (:func:`name_outliers`).
     Returns ``{"slope", "intercept", "r2", "n_fit", "x_scale", "y_scale", "named"}`` as fitted (NaN when fewer
     than 2 points) and drawn (``named``: the outliers named, comma-separated); :func:`fit_label` writes it for a
     title, where it never hides points.
@@ -322,7 +341,10 @@ def regression_panel(
     slope, intercept, r2 = ols(x[keep], y[keep])
     if np.isfinite(slope):
         xs = scale_grid(ax.xaxis, x[keep].min(), x[keep].max(), 2 if x_scale.name == "linear" else 200)
-        ax.plot(xs, intercept + slope * xs, color="black", linewidth=1)
+        ys = intercept + slope * xs
+        if y_scale.name != "linear":  # y ≥ 0 here: the line's negative part would stretch the axis down decades
+            ys = np.where(ys >= 0, ys, np.nan)
+        ax.plot(xs, ys, color="black", linewidth=1)
     named = name_outliers(ax, x, y, names) if names is not None else []
     return {
         "slope": slope,

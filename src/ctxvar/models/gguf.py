@@ -22,6 +22,7 @@ from ctxvar.io import atomic_directory
 from ctxvar.jobs import full_disk_named, require_free_space
 from ctxvar.models import completeness
 from ctxvar.models.archive import archive_path, check_sha256
+from ctxvar.models.transformers_log import transformers_into_log
 
 log = logging.getLogger(__name__)
 
@@ -213,8 +214,6 @@ def convert_gguf(entry: dict, out_dir) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import is_gguf_available
-
-    from ctxvar.models.loading import transformers_into_log  # imports torch: not at module level (the DAG's disk check)
 
     path = archive_path(entry)
     check_sha256(path, entry["sha256"][path.name], entry, str(path))

@@ -8,7 +8,6 @@ at once instead of retrying for a minute.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import re
@@ -20,6 +19,7 @@ from ctxvar.errors import ModelLoadError, first_line
 from ctxvar.models import completeness, hub
 from ctxvar.models.gaussian_null_config import register_config
 from ctxvar.models.load_errors import load_error
+from ctxvar.models.transformers_log import transformers_into_log
 
 log = logging.getLogger(__name__)
 
@@ -238,26 +238,6 @@ def builds_pooler_optionally(config) -> bool:
     except (KeyError, ValueError):
         return False
     return "add_pooling_layer" in inspect.signature(model_class.__init__).parameters
-
-
-class _IntoLog(logging.Handler):
-    """Re-logs a record of another library as an INFO line of this module's logger: the job log, not the console."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        log.info("%s: %s", record.name, record.getMessage())
-
-
-@contextlib.contextmanager
-def transformers_into_log():
-    """transformers' messages (its loading report, a table of every key) go to the job log during the block,
-    instead of the console; the caller reads the report itself and stops on what matters."""
-    library = logging.getLogger("transformers")
-    handlers, propagate = library.handlers[:], library.propagate
-    library.handlers, library.propagate = [_IntoLog()], False
-    try:
-        yield
-    finally:
-        library.handlers, library.propagate = handlers, propagate
 
 
 def register_null_model() -> None:

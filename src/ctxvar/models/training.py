@@ -13,6 +13,7 @@ import torch
 
 from ctxvar.models.batching import pad_batch
 from ctxvar.models.tokens import encode
+from ctxvar.models.transformers_log import transformers_into_log
 
 BATCH_SENTENCES = 16
 MAX_TOKENS = 64  # longer sentences are cut for training only; extraction never truncates
@@ -29,9 +30,15 @@ def language_model(arch: str, config):
 def train_steps(
     model, tokenizer, arch: str, texts: list[str], steps: int, seed: int, learning_rate: float
 ) -> list[float]:
-    """Train ``model`` (from :func:`language_model`) in place for ``steps`` AdamW steps; returns the losses."""
+    """Train ``model`` (from :func:`language_model`) in place for ``steps`` AdamW steps; returns the losses.
+    transformers' remarks on the way (its loss type of a config made here) go to the job log."""
     if steps == 0:
         return []
+    with transformers_into_log():
+        return _train(model, tokenizer, arch, texts, steps, seed, learning_rate)
+
+
+def _train(model, tokenizer, arch: str, texts: list[str], steps: int, seed: int, learning_rate: float) -> list[float]:
     from transformers import DataCollatorForLanguageModeling
 
     encoded = encode(tokenizer, texts)

@@ -6,10 +6,12 @@ Per token type t with n_t occurrences x_1 … x_n (paper §3):
     M_t = ‖Σx / n_t‖²          (squared norm of the mean)
     V_t = Q_t − M_t            (1/n variance summed over dimensions)
 
-V_t is a difference of two float64 numbers; rounding can make it slightly
-negative when V_t ≪ Q_t (n_t = 1, or identical vectors such as the first token
-of a causal model). Values down to −NEGATIVE_V_TOLERANCE · Q_t are set to 0;
-anything more negative is an error, never silently clamped.
+V_t is a difference of two float64 numbers, resolved to about V_RESOLUTION · Q_t:
+where the true V_t is 0 (n_t = 1, or identical vectors such as the first token
+of a causal model) rounding leaves ±10⁻¹⁶–10⁻¹³ · Q_t, which would read as a
+variance 13 orders of magnitude below the others (and set a log axis's range).
+Values within ±V_RESOLUTION · Q_t are therefore 0; anything more negative is
+an error, never silently clamped.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 
 from ctxvar.errors import StatisticsError
 
-NEGATIVE_V_TOLERANCE = 1e-9
+V_RESOLUTION = 1e-9  # relative to Q_t: what Q_t − M_t of float64 sums over up to ~10⁶ terms resolves
 
 
 def finalize(
@@ -33,15 +35,16 @@ def finalize(
 
 
 def clamp_variance(v: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Set rounding-level negatives of V = Q − M to 0; raise on anything larger."""
-    bad = v < -NEGATIVE_V_TOLERANCE * np.abs(q)
+    """V = Q − M with its rounding removed: 0 within ±V_RESOLUTION · |Q|; raise on anything more negative."""
+    resolution = V_RESOLUTION * np.abs(q)
+    bad = v < -resolution
     if bad.any():
         worst = int(np.argmin(v / np.maximum(np.abs(q), np.finfo(float).tiny)))
         raise StatisticsError(
             f"variance V = Q − M is negative beyond rounding (V={v[worst]:.6g}, Q={q[worst]:.6g}) for {int(bad.sum())} "
             "type(s); the sums are inconsistent: re-run extraction for this model"
         )
-    return np.maximum(v, 0.0)
+    return np.where(v > resolution, v, 0.0)
 
 
 def self_similarity(count: np.ndarray, sum_unit: np.ndarray) -> np.ndarray:
