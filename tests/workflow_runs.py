@@ -35,6 +35,7 @@ SMALL_DEMO_OUTPUTS = [
     "results/demo/tiny-bert/figures/fig05_decomposition.csv",  # plot_model_figure
 ]
 RUN_SECONDS: dict[str, float] = {}  # shipped config → wall-clock seconds of its run, printed after the tests
+RUN_IN_BACKGROUND: set[str] = set()  # the configs of RUN_SECONDS whose run went beside other tests
 
 
 def timed_run(workdir: Path, config: Path) -> subprocess.CompletedProcess:
@@ -76,7 +77,9 @@ def start_snakemake(workdir: Path, config: dict | Path, *args: str) -> subproces
     out, err = console_files(workdir)
     command = snakemake_command(workdir, config_file(workdir, config), *args)
     with open(out, "w") as stdout, open(err, "w") as stderr:  # the child keeps its own copies of the files
-        return subprocess.Popen(command, stdout=stdout, stderr=stderr, text=True, start_new_session=True)
+        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, text=True, start_new_session=True)
+    process.started = time.time()  # for run_seconds
+    return process
 
 
 def stop_snakemake(process: subprocess.Popen, grace: float = 60) -> None:
@@ -90,6 +93,11 @@ def stop_snakemake(process: subprocess.Popen, grace: float = 60) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+
+
+def run_seconds(workdir: Path, process: subprocess.Popen) -> float:
+    """Wall-clock seconds of a finished run of :func:`start_snakemake`: from its start to its last console line."""
+    return max(path.stat().st_mtime for path in console_files(workdir)) - process.started
 
 
 def finished_snakemake(workdir: Path, process: subprocess.Popen) -> subprocess.CompletedProcess:

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from scipy import stats
 
 from ctxvar.errors import StatisticsError
 from ctxvar.extraction.accumulator import CPU_CHUNK_ROWS, EmbeddingSums, GeometryOptions, column_sums
@@ -79,6 +80,17 @@ def test_ols_of_a_line_and_degenerate_cases():
     x = np.arange(5.0)
     assert ols(x, 3 - 2 * x) == pytest.approx((-2.0, 3.0, 1.0))
     assert np.isnan(ols(np.ones(4), x[:4])).all() and np.isnan(ols(x[:1], x[:1])).all()
+    assert ols(x, np.full(5, 7.0)) == pytest.approx((0.0, 7.0, 0.0))  # a constant y: R² 0, as scipy gives it
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ols_is_scipys_linregress(seed):
+    """On V-on-M-like data: M over 7 decades (a decoder's sentence-start token), V noisy and falling with M."""
+    rng = np.random.default_rng(seed)
+    x = np.r_[10 ** rng.uniform(0, 3, 300), 4e7]
+    y = 50 - 0.01 * x + rng.normal(0, 20, len(x)) * (seed + 1)
+    fit = stats.linregress(x, y)
+    np.testing.assert_allclose(ols(x, y), (fit.slope, fit.intercept, fit.rvalue**2), rtol=1e-9)
 
 
 def test_layer_statistics_match_brute_force():
