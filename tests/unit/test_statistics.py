@@ -84,10 +84,12 @@ def test_ols_of_a_line_and_degenerate_cases():
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_ols_is_scipys_linregress(seed):
-    """On V-on-M-like data: M over 7 decades (a decoder's sentence-start token), V noisy and falling with M."""
+@pytest.mark.parametrize("shape", ["outlier", "offset"])
+def test_ols_is_scipys_linregress(seed, shape):
+    """On V-on-M-like data: M over 7 decades (a decoder's sentence-start token), V noisy and falling with M; and
+    M far from 0 beside its spread (10⁸ ± 1), where an uncentred fit loses its digits."""
     rng = np.random.default_rng(seed)
-    x = np.r_[10 ** rng.uniform(0, 3, 300), 4e7]
+    x = np.r_[10 ** rng.uniform(0, 3, 300), 4e7] if shape == "outlier" else 1e8 + rng.uniform(-1, 1, 300)
     y = 50 - 0.01 * x + rng.normal(0, 20, len(x)) * (seed + 1)
     fit = stats.linregress(x, y)
     np.testing.assert_allclose(ols(x, y), (fit.slope, fit.intercept, fit.rvalue**2), rtol=1e-9)

@@ -62,15 +62,20 @@ def frequency_filter(count: np.ndarray, min_log10_n: float, max_log10_n: float) 
 
 
 def ols(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
-    """``(slope, intercept, R²)`` of y on x, as ``scipy.stats.linregress`` gives them (R² = 0 for a constant y);
-    NaNs when fewer than 2 points or x is constant. numpy's ``polyfit`` and ``corrcoef``, not scipy: importing
-    ``scipy.stats`` costs about 1.2 s of CPU, in each of a run's figure jobs."""
+    """``(slope, intercept, R²)`` of y on x; NaNs when fewer than 2 points or x is constant.
+
+    From the centred sums, as ``scipy.stats.linregress`` computes them: with x̃ = x − x̄, ỹ = y − ȳ,
+    slope = Σx̃ỹ / Σx̃², intercept = ȳ − slope·x̄, R² = (Σx̃ỹ)² / (Σx̃² Σỹ²) (0 for a constant y). Not scipy
+    itself: importing ``scipy.stats`` costs about 1.2 s of CPU, in each of a run's figure jobs."""
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if len(x) < 2 or np.ptp(x) == 0:
         return (np.nan, np.nan, np.nan)
-    slope, intercept = np.polyfit(x, y, 1)
-    r2 = 0.0 if np.ptp(y) == 0 else min(float(np.corrcoef(x, y)[0, 1]) ** 2, 1.0)
-    return float(slope), float(intercept), r2
+    x_mean, y_mean = x.mean(), y.mean()
+    x_centred, y_centred = x - x_mean, y - y_mean
+    sxx, sxy, syy = x_centred @ x_centred, x_centred @ y_centred, y_centred @ y_centred
+    slope = sxy / sxx
+    r2 = 0.0 if syy == 0 else min(sxy * sxy / (sxx * syy), 1.0)
+    return float(slope), float(y_mean - slope * x_mean), float(r2)
 
 
 def decomposition(count: np.ndarray, mean: np.ndarray, q: np.ndarray, v: np.ndarray) -> dict:
