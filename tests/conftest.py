@@ -30,10 +30,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # One CPU thread per process, as Snakemake gives each job its rule's `threads` (1 by default): the suite runs
 # processes side by side on the machine's cores (background runs, benchmark steps, workflow jobs), and with
 # torch's default of one thread per core two 100-step trainings side by side on 2 cores took 36 s each against
-# 15 s with one thread each. Processes started by the tests inherit the variables; one set in the environment wins.
+# 15 s with one thread each. Torch here, and the processes the tests start, which inherit the variables (numpy's
+# BLAS here read them when torch imported it); a value set in the environment wins.
 for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(variable, "1")
-torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+if os.environ["OMP_NUM_THREADS"].isdigit():  # not an OpenMP list such as "4,2"
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 TESTS = Path(__file__).resolve().parent
 TIER_MARKERS = {

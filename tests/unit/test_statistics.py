@@ -9,7 +9,7 @@ from ctxvar.errors import StatisticsError
 from ctxvar.extraction.accumulator import CPU_CHUNK_ROWS, EmbeddingSums, GeometryOptions, column_sums
 from ctxvar.extraction.budget import batch_bytes, check_one_layer_fits, device_layers, state_bytes
 from ctxvar.stats.finalize import clamp_variance, finalize
-from ctxvar.stats.layers import frequency_filter, layer_statistics, ols
+from ctxvar.stats.layers import decomposition, frequency_filter, layer_statistics, ols
 
 
 def clusters(seed=0, n_types=40, d=6, offset=0.0):
@@ -58,6 +58,26 @@ def test_types_whose_occurrences_are_identical_have_a_variance_of_exactly_0():
     _, q, m, v = finalize(count, sum_, sum_sq)
     assert (np.abs(q - m) > 0).any()  # rounding left something for V to remove
     assert (v == 0.0).all()
+
+
+def test_nan_variance_stays_nan():
+    assert np.isnan(clamp_variance(np.array([np.nan]), np.array([np.nan]))).all()
+    assert np.isnan(clamp_variance(np.array([np.nan]), np.array([1.0]))).all()
+
+
+def test_the_decomposition_holds_where_every_v_t_is_just_under_the_resolution():
+    """V_t of (1 − 3·10⁻⁷ u)·10⁻⁹ Q_t is 0, V(X) is not: the check allows what the two clamps take."""
+    rng, tried = np.random.default_rng(1), 0
+    for _ in range(600):
+        mean = rng.normal(0, 10, (50, 8))
+        count = rng.integers(2, 100, 50)
+        m = np.einsum("ud,ud->u", mean, mean)
+        q = m / (1 - 1e-9 * (1 - rng.uniform(0, 3e-7)))
+        v = clamp_variance(q - m, q)
+        if (v == 0).all():  # else rounding left some V_t above the resolution
+            tried += 1
+            decomposition(count, mean, q, v)
+    assert tried > 300
 
 
 def test_variance_above_the_resolution_is_kept():

@@ -95,12 +95,18 @@ class AxisScale:
 
 class SymlogDecades(SymmetricalLogLocator):
     """matplotlib's symlog ticks, every k-th decade so that the labels fit the axis as drawn (as ``LogLocator``
-    does with ``numticks="auto"``); matplotlib's own labels every decade up to 15, which overlap on a panel."""
+    does with ``numticks="auto"``), and without ±linthresh when k > 1; matplotlib's own labels every decade up to
+    15, which overlap on a panel."""
 
     def tick_values(self, vmin, vmax):
         if self.axis is not None:
             self.numticks = int(np.clip(self.axis.get_tick_space(), 3, 9))
-        return super().tick_values(vmin, vmax)
+        ticks = super().tick_values(vmin, vmax)
+        decades = np.sort(ticks[ticks > 0])
+        if 0 in ticks and len(decades) > 1 and decades[1] > 1.5 * self._base * decades[0]:
+            # every k-th decade from ±linthresh, which is one decade's width from 0: its label would meet 0's
+            ticks = ticks[~np.isclose(np.abs(ticks), self._linthresh)]
+        return ticks
 
 
 def axis_scale(values) -> AxisScale:
@@ -121,7 +127,7 @@ def axis_scale(values) -> AxisScale:
         return AxisScale()
     if (values > 0).all():
         return AxisScale("log")
-    return AxisScale("symlog", linthresh=float(10 ** np.floor(np.log10(low))))
+    return AxisScale("symlog", linthresh=float(10 ** np.floor(np.log10(low))) or float(low))  # or: subnormal
 
 
 def scale_axes(ax, x, y) -> tuple[AxisScale, AxisScale]:
@@ -319,10 +325,10 @@ def regression_panel(
 ) -> dict:
     """Scatter every point, fit OLS of y on x over ``keep`` and draw the line.
 
-    Both axes get :func:`axis_scale` of their values, and the line is drawn at points evenly spaced on its
-    axis, so it is the straight line y = a + b x even where that axis is logarithmic; on a log or symlog y axis
-    (nonnegative values) only where a + b x ≥ 0. With ``names`` (one per point), the far outliers are named
-    (:func:`name_outliers`).
+    Both axes get :func:`axis_scale` of their values, and the line is drawn at points evenly spaced on the x
+    axis, 200 where either axis is not linear, so it is the line y = a + b x whichever axis is logarithmic; on a
+    log or symlog y axis (nonnegative values) only where a + b x ≥ 0. With ``names`` (one per point), the far
+    outliers are named (:func:`name_outliers`).
     Returns ``{"slope", "intercept", "r2", "n_fit", "x_scale", "y_scale", "named"}`` as fitted (NaN when fewer
     than 2 points) and drawn (``named``: the outliers named, comma-separated); :func:`fit_label` writes it for a
     title, where it never hides points.
@@ -340,7 +346,8 @@ def regression_panel(
     )
     slope, intercept, r2 = ols(x[keep], y[keep])
     if np.isfinite(slope):
-        xs = scale_grid(ax.xaxis, x[keep].min(), x[keep].max(), 2 if x_scale.name == "linear" else 200)
+        straight = x_scale.name == y_scale.name == "linear"  # else the line curves on the axes, or stops at 0
+        xs = scale_grid(ax.xaxis, x[keep].min(), x[keep].max(), 2 if straight else 200)
         ys = intercept + slope * xs
         if y_scale.name != "linear":  # y ≥ 0 here: the line's negative part would stretch the axis down decades
             ys = np.where(ys >= 0, ys, np.nan)

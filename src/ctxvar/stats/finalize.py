@@ -35,8 +35,9 @@ def finalize(
 
 
 def clamp_variance(v: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """V = Q − M with its rounding removed: 0 within ±V_RESOLUTION · |Q|; raise on anything more negative."""
-    resolution = V_RESOLUTION * np.abs(q)
+    """V = Q − M with its rounding removed: 0 within ±V_RESOLUTION · |Q| (finite Q); raise on anything more
+    negative; NaN stays NaN."""
+    resolution = np.where(np.isfinite(q), V_RESOLUTION * np.abs(q), 0.0)
     bad = v < -resolution
     if bad.any():
         worst = int(np.argmin(v / np.maximum(np.abs(q), np.finfo(float).tiny)))
@@ -44,7 +45,7 @@ def clamp_variance(v: np.ndarray, q: np.ndarray) -> np.ndarray:
             f"variance V = Q − M is negative beyond rounding (V={v[worst]:.6g}, Q={q[worst]:.6g}) for {int(bad.sum())} "
             "type(s); the sums are inconsistent: re-run extraction for this model"
         )
-    return np.where(v > resolution, v, 0.0)
+    return np.where(np.abs(v) <= resolution, 0.0, v)  # NaN and ±inf stay what they are
 
 
 def self_similarity(count: np.ndarray, sum_unit: np.ndarray) -> np.ndarray:

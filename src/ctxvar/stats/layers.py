@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ctxvar.errors import StatisticsError
-from ctxvar.stats.finalize import clamp_variance, finalize
+from ctxvar.stats.finalize import V_RESOLUTION, clamp_variance, finalize
 from ctxvar.stats.provenance import SUMS_COLUMN
 from ctxvar.stats.sums import SumsFile
 
@@ -73,6 +73,8 @@ def ols(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
     x_mean, y_mean = x.mean(), y.mean()
     x_centred, y_centred = x - x_mean, y - y_mean
     sxx, sxy, syy = x_centred @ x_centred, x_centred @ y_centred, y_centred @ y_centred
+    if sxx == 0:  # x's spread underflows
+        return (np.nan, np.nan, np.nan)
     slope = sxy / sxx
     r2 = 0.0 if syy == 0 else min(sxy * sxy / (sxx * syy), 1.0)
     return float(slope), float(y_mean - slope * x_mean), float(r2)
@@ -89,7 +91,8 @@ def decomposition(count: np.ndarray, mean: np.ndarray, q: np.ndarray, v: np.ndar
     centred = mean - mu
     v_within = float(p @ v)
     v_between = float(p @ np.einsum("ud,ud->u", centred, centred))
-    if abs(v_all - v_within - v_between) > DECOMPOSITION_TOLERANCE * max(q_all, 1e-300):
+    # V(X) and each V_t are 0 within V_RESOLUTION of their Q: each side may lose up to V_RESOLUTION · Q(X) to that
+    if abs(v_all - v_within - v_between) > (DECOMPOSITION_TOLERANCE + 2 * V_RESOLUTION) * max(q_all, 1e-300):
         raise StatisticsError(
             f"V(X) = {v_all:.12g} but V_W + V_B = {v_within + v_between:.12g}: the decomposition does not hold; "
             "the sums are inconsistent, re-run the merge"
