@@ -35,7 +35,6 @@ SMALL_DEMO_OUTPUTS = [
     "results/demo/tiny-bert/figures/fig05_decomposition.csv",  # plot_model_figure
 ]
 RUN_SECONDS: dict[str, float] = {}  # shipped config → wall-clock seconds of its run, printed after the tests
-RUN_IN_BACKGROUND: set[str] = set()  # the configs of RUN_SECONDS whose run went beside other tests
 
 
 def timed_run(workdir: Path, config: Path) -> subprocess.CompletedProcess:

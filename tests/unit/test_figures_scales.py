@@ -135,9 +135,8 @@ def overlapping_tick_labels(axis) -> list[tuple[str, str]]:
 @pytest.mark.parametrize("power", [1.7, 3.4])  # V over 5 decades, over 10
 def test_v_on_m_with_types_seen_once_keeps_v_readable_on_a_symlog_axis(tmp_path, power):
     """A third of the types seen once (V = 0) and V over 5 or 10 decades: symlog V, linear up to the decade under
-    V's 1st percentile;
-    the fitted line, whose slope is negative, stops at 0 instead of pulling the axis down 10 decades, and no tick
-    labels overlap."""
+    V's 1st percentile; the fitted line, whose slope is negative, stops at 0 instead of pulling the axis down 10
+    decades, and no tick labels overlap."""
     layers = []
     for layer in range(3):
         table = decoder_layer(seed=layer)

@@ -115,8 +115,8 @@ def axis_scale(values) -> AxisScale:
     (a few far outliers, e.g. a decoder's sentence-start token at M ≈ 4·10⁷ beside types at 1–10³) or
     10^:data:`SPREAD_DECADES` × the 1st percentile of the positive values. Then a log axis, or symlog (linear
     below the power of 10 at or under the positive values' 1st percentile, so 0 and the first decade get labels
-    apart) where some values are 0. Values with a negative one stay
-    linear (a slope, a difference: their sign is what the axis shows)."""
+    apart) where some values are 0. Values with a negative one stay linear (a slope, a difference: their sign is
+    what the axis shows)."""
     values = np.asarray(values, dtype=float)
     values = values[np.isfinite(values)]
     positive = values[values > 0]
