@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,11 @@ for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(variable, "1")
 if os.environ["OMP_NUM_THREADS"].isdigit():  # not an OpenMP list such as "4,2"
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+# Compiled modules cached (__pycache__, ignored by git) whatever PYTHONDONTWRITEBYTECODE says: the session starts
+# some 500 Python processes (Snakemake, its jobs, the benchmarks) that import the package, and each compiled it
+# anew without the cache, 0.4 s of CPU each.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 TESTS = Path(__file__).resolve().parent
 TIER_MARKERS = {
@@ -50,13 +56,17 @@ TIER_MARKERS = {
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(items):
-    """Give each test its folder's tier marker; a test file outside the tier folders is an error."""
+    """Give each test its folder's tier marker (a test file outside the tier folders is an error); then run last
+    the files with a test that waits for a run of :data:`BACKGROUND_RUNS`, each file's tests still together and
+    in their order, so that the tests before them go on while those runs take up the idle cores."""
     for item in items:
         folder = Path(item.path).resolve().relative_to(TESTS).parts[0]
         if folder not in TIER_MARKERS:
             raise pytest.UsageError(f"{item.path}: a test file belongs in one of tests/{{{','.join(TIER_MARKERS)}}}/")
         if TIER_MARKERS[folder]:
             item.add_marker(TIER_MARKERS[folder])
+    waits = {item.path for item in items if set(BACKGROUND_RUNS) & set(item.fixturenames)}
+    items[:] = sorted(items, key=lambda item: item.path in waits)  # stable
 
 
 @pytest.fixture(autouse=True)
@@ -68,9 +78,9 @@ def gpu_claim_ends_with_its_test():
     devices.release_gpu()
 
 
-# Started in the background: the runs that the tiers' own processes leave a core for (a cluster's polling, a chain
-# of single jobs, and, with one thread per test process, every in-process test).
-BACKGROUND_RUNS = ("slurm_runs", "started_small_demo", "started_demo")  # in the order they start
+# Started in the background, at workflow_runs.BACKGROUND_NICENESS: the runs that take up the cores the tests leave
+# idle (a cluster's polling, chains of single jobs, and, with one thread per test process, every in-process test).
+BACKGROUND_RUNS = ("slurm_runs", "started_small_demo", "started_demo", "started_quick_start")  # in starting order
 SYNTHETIC = {"n_sentences": 300, "vocab_size": 300, "zipf_exponent": 1.1, "mean_words": 10}
 
 
@@ -163,10 +173,10 @@ def background_runs(request):
 @pytest.fixture(scope="session")
 def started_demo(tmp_path_factory):
     """``(workdir, process)``: config/demo.yaml started, not waited for; stopped at the end if still running."""
-    from workflow_runs import REPO, start_snakemake, stop_snakemake
+    from workflow_runs import BACKGROUND_NICENESS, REPO, start_snakemake, stop_snakemake
 
     workdir = tmp_path_factory.mktemp("demo")
-    process = start_snakemake(workdir, REPO / "config" / "demo.yaml")
+    process = start_snakemake(workdir, REPO / "config" / "demo.yaml", niceness=BACKGROUND_NICENESS)
     yield workdir, process
     stop_snakemake(process)
 
@@ -194,10 +204,10 @@ def demo(demo_run):
 def started_small_demo(tmp_path_factory):
     """``(workdir, process)``: :data:`workflow_runs.SMALL_DEMO` as far as :data:`workflow_runs.SMALL_DEMO_OUTPUTS`,
     started, not waited for."""
-    from workflow_runs import SMALL_DEMO, SMALL_DEMO_OUTPUTS, start_snakemake, stop_snakemake
+    from workflow_runs import BACKGROUND_NICENESS, SMALL_DEMO, SMALL_DEMO_OUTPUTS, start_snakemake, stop_snakemake
 
     workdir = tmp_path_factory.mktemp("small-demo")
-    process = start_snakemake(workdir, SMALL_DEMO, *SMALL_DEMO_OUTPUTS)
+    process = start_snakemake(workdir, SMALL_DEMO, *SMALL_DEMO_OUTPUTS, niceness=BACKGROUND_NICENESS)
     yield workdir, process
     stop_snakemake(process)
 
@@ -211,6 +221,25 @@ def small_demo(started_small_demo):
     run = finished_snakemake(*started_small_demo)
     assert run.returncode == 0, run.stderr[-3000:]
     return started_small_demo[0]
+
+
+@pytest.fixture(scope="session")
+def started_quick_start(tmp_path_factory):
+    """``(workdir, process)``: the README's quick start, ``snakemake --cores 2 --configfile config/minilm.yaml``,
+    started, not waited for; ``None`` without the all-MiniLM-L6-v2 wheel (its tests then skip, saying why)."""
+    from ctxvar.errors import ModelLoadError
+
+    from workflow_runs import BACKGROUND_NICENESS, REPO, quick_start_archive, start_snakemake, stop_snakemake
+
+    try:
+        quick_start_archive()
+    except ModelLoadError:
+        yield None
+        return
+    workdir = tmp_path_factory.mktemp("quick-start")
+    process = start_snakemake(workdir, REPO / "config" / "minilm.yaml", niceness=BACKGROUND_NICENESS)
+    yield workdir, process
+    stop_snakemake(process)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -11,12 +11,9 @@ import pandas as pd
 import pytest
 
 import ctxvar
-from ctxvar.config import models_by_id
-from ctxvar.config_schema import load_config_file
 from ctxvar.errors import ModelLoadError
-from ctxvar.models.archive import archive_path
 
-from workflow_runs import REPO, end_of_run, timed_run
+from workflow_runs import REPO, RUN_SECONDS, end_of_run, finished_snakemake, quick_start_archive, run_seconds
 
 MINILM = "all-MiniLM-L6-v2"
 README = " ".join((REPO / "README.md").read_text().split())  # one line: quoted sentences wrap anywhere
@@ -25,16 +22,17 @@ CONSOLE_LINES = 48  # at most four dozen lines before the closing block: start-u
 
 
 @pytest.fixture(scope="module")
-def quick_start(tmp_path_factory):
-    """``(run folder, finished process)`` of ``snakemake --cores 2 --configfile config/minilm.yaml``."""
-    entry = models_by_id(load_config_file(REPO / "config" / "minilm.yaml"))[MINILM]
+def quick_start(started_quick_start):
+    """``(run folder, finished process)`` of ``snakemake --cores 2 --configfile config/minilm.yaml``, started with
+    the session (``conftest.started_quick_start``); its time is printed under "measured"."""
     try:
-        archive_path(entry)
+        quick_start_archive()
     except ModelLoadError as error:
         pytest.skip(f"{error} (CI installs it with the test extra)")
-    workdir = tmp_path_factory.mktemp("quick-start")
-    run = timed_run(workdir, REPO / "config" / "minilm.yaml")
+    workdir, process = started_quick_start
+    run = finished_snakemake(workdir, process)
     assert run.returncode == 0, run.stderr[-3000:]
+    RUN_SECONDS["config/minilm.yaml, beside other tests"] = run_seconds(workdir, process)
     return workdir / "results" / "minilm", run
 
 
