@@ -73,7 +73,7 @@ def console_files(workdir: Path) -> tuple[Path, Path]:
 
 
 def start_snakemake(workdir: Path, config: dict | Path, *args: str, niceness: int = 0) -> subprocess.Popen:
-    """:func:`snakemake` started in a session of its own and not waited for, its stdout and stderr in
+    """:func:`snakemake` started in a process group of its own and not waited for, its stdout and stderr in
     :func:`console_files`, at ``niceness`` (its jobs too): runs that mostly wait, such as a cluster's, can go side
     by side; :func:`stop_snakemake` ends one with its jobs, :func:`finished_snakemake` waits for one."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -81,20 +81,24 @@ def start_snakemake(workdir: Path, config: dict | Path, *args: str, niceness: in
     command = snakemake_command(workdir, config_file(workdir, config), *args)
     with open(out, "w") as stdout, open(err, "w") as stderr:  # the child keeps its own copies of the files
         process = subprocess.Popen(
-            command,
-            stdout=stdout,
-            stderr=stderr,
-            text=True,
-            start_new_session=True,
-            preexec_fn=(lambda: os.nice(niceness)) if niceness else None,
+            command, stdout=stdout, stderr=stderr, text=True, preexec_fn=lambda: own_process_group(niceness)
         )
     process.started = time.time()  # for run_seconds
     return process
 
 
+def own_process_group(niceness: int) -> None:
+    """In a child before it runs its command: a process group of its own (so that :func:`stop_snakemake` can end
+    it with its jobs) in the parent's session, and ``niceness``. Not a session of its own: Linux's autogroups
+    share the CPU between sessions whatever their niceness, and a run in its own session took as much CPU as all
+    the tests beside it."""
+    os.setpgid(0, 0)
+    os.nice(niceness)
+
+
 def stop_snakemake(process: subprocess.Popen, grace: float = 60) -> None:
     """End a run of :func:`start_snakemake` that is still going: SIGTERM, on which Snakemake cancels its cluster
-    jobs, then after ``grace`` seconds SIGKILL to its whole session."""
+    jobs, then after ``grace`` seconds SIGKILL to its whole process group."""
     if process.poll() is not None:
         return
     os.killpg(process.pid, signal.SIGTERM)
