@@ -57,16 +57,15 @@ TIER_MARKERS = {
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(items):
     """Give each test its folder's tier marker (a test file outside the tier folders is an error); then run last
-    the files with a test that waits for a run of :data:`BACKGROUND_RUNS`, each file's tests still together and
-    in their order, so that the tests before them go on while those runs take up the idle cores."""
+    the tests that wait for a run of :data:`BACKGROUND_RUNS`, in their order, so that every other test goes on
+    while those runs take up the cores it leaves idle."""
     for item in items:
         folder = Path(item.path).resolve().relative_to(TESTS).parts[0]
         if folder not in TIER_MARKERS:
             raise pytest.UsageError(f"{item.path}: a test file belongs in one of tests/{{{','.join(TIER_MARKERS)}}}/")
         if TIER_MARKERS[folder]:
             item.add_marker(TIER_MARKERS[folder])
-    waits = {item.path for item in items if set(BACKGROUND_RUNS) & set(item.fixturenames)}
-    items[:] = sorted(items, key=lambda item: item.path in waits)  # stable
+    items[:] = sorted(items, key=lambda item: bool(set(BACKGROUND_RUNS) & set(item.fixturenames)))  # stable
 
 
 @pytest.fixture(autouse=True)
