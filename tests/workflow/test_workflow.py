@@ -19,6 +19,8 @@ import yaml
 from safetensors.torch import load_file, save_file
 
 import ctxvar
+from ctxvar.config_schema import load_config_file
+from ctxvar.disk import planned_bytes
 from ctxvar.figures.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES, SUMMARY_FIGURES
 from ctxvar.parquet_files import FOOTER_READ_BYTES, read_metadata
 from ctxvar.stats.layers import COLUMNS
@@ -160,6 +162,19 @@ def test_the_readme_quotes_the_demos_corpus_and_job_count(demo_run):
     files = [path for path in (workdir / "results" / "demo").rglob("*") if path.is_file()]
     size = sum(path.stat().st_size for path in files if path.name != "report.html")  # made later, on request
     assert abs(size / 1e6 - int(megabytes)) <= 0.1 * int(megabytes), f"results/demo/ holds {size / 1e6:.0f} MB"
+
+
+def test_the_performance_doc_quotes_the_demos_disk_estimate(tmp_path, demo):
+    """docs/performance.md's estimate for the demo is what the start-up disk check computes from its sampled
+    corpus before any model has run."""
+    corpus = tmp_path / "results" / "demo" / "corpus"
+    corpus.mkdir(parents=True)
+    shutil.copy(demo / "results" / "demo" / "corpus" / "sentences.parquet", corpus)
+    peak, all_at_once = planned_bytes(load_config_file(REPO / "config" / "demo.yaml"), corpus.parent)
+    doc = " ".join((REPO / "docs" / "performance.md").read_text().split())
+    pattern = r"For the demo the estimate is (\d+) MB one model at a time and (\d+) MB all at once"
+    ((one_model, every_model),) = re.findall(pattern, doc)
+    assert (int(one_model), int(every_model)) == (round(peak / 1e6), round(all_at_once / 1e6))
 
 
 def test_every_model_output_records_its_provenance(demo):
