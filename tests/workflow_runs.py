@@ -82,7 +82,12 @@ def start_snakemake(workdir: Path, config: dict | Path, *args: str, niceness: in
     command = snakemake_command(workdir, config_file(workdir, config), *args)
     with open(out, "w") as stdout, open(err, "w") as stderr:  # the child keeps its own copies of the files
         process = subprocess.Popen(
-            command, stdout=stdout, stderr=stderr, text=True, preexec_fn=lambda: own_process_group(niceness)
+            command,
+            stdin=subprocess.DEVNULL,  # a background process group that read the terminal would be stopped
+            stdout=stdout,
+            stderr=stderr,
+            text=True,
+            preexec_fn=lambda: own_process_group(niceness),
         )
     process.started = time.time()  # for run_seconds
     return process
