@@ -38,8 +38,8 @@ for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 if os.environ["OMP_NUM_THREADS"].isdigit():  # not an OpenMP list such as "4,2"
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 # Compiled modules cached (__pycache__, ignored by git) whatever PYTHONDONTWRITEBYTECODE says: the session starts
-# some 500 Python processes (Snakemake, its jobs, the benchmarks) that import the package, and each compiled it
-# anew without the cache, 0.4 s of CPU each.
+# some 500 Python processes (Snakemake, its jobs, the benchmarks) that import the package, and without the cache
+# each compiled its modules anew (0.4 s by `python -X importtime`).
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
