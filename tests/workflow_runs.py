@@ -41,14 +41,17 @@ RUN_SECONDS: dict[str, float] = {}  # shipped config → wall-clock seconds of i
 BACKGROUND_NICENESS = 10
 
 
+MINILM = "all-MiniLM-L6-v2"  # the quick start's trained model (config/minilm.yaml)
+
+
 def quick_start_archive() -> Path:
-    """The archive of the quick start's all-MiniLM-L6-v2 (:class:`ctxvar.errors.ModelLoadError` if its wheel is not
+    """The archive of the quick start's :data:`MINILM` (:class:`ctxvar.errors.ModelLoadError` if its wheel is not
     installed)."""
     from ctxvar.config import models_by_id
     from ctxvar.config_schema import load_config_file
     from ctxvar.models.archive import archive_path
 
-    return archive_path(models_by_id(load_config_file(REPO / "config" / "minilm.yaml"))["all-MiniLM-L6-v2"])
+    return archive_path(models_by_id(load_config_file(REPO / "config" / "minilm.yaml"))[MINILM])
 
 
 def snakemake(

@@ -13,9 +13,8 @@ import pytest
 import ctxvar
 from ctxvar.errors import ModelLoadError
 
-from workflow_runs import REPO, RUN_SECONDS, end_of_run, finished_snakemake, quick_start_archive, run_seconds
+from workflow_runs import MINILM, REPO, RUN_SECONDS, end_of_run, finished_snakemake, quick_start_archive, run_seconds
 
-MINILM = "all-MiniLM-L6-v2"
 README = " ".join((REPO / "README.md").read_text().split())  # one line: quoted sentences wrap anywhere
 FIGURES_DOC = " ".join((REPO / "docs" / "figures.md").read_text().split())
 CONSOLE_LINES = 48  # at most four dozen lines before the closing block: start-up, the job table, progress by tenths

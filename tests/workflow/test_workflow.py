@@ -212,13 +212,17 @@ def assert_io_as_documented(io: dict, shards: int, incremental: bool, merged: li
     assert 0 <= io["bytes_read"] - read_once <= FOOTER_READ_BYTES * io["files_opened"]
 
 
-def test_run_json_gives_the_bytes_the_merges_read_and_wrote(demo):
+def test_run_json_gives_the_bytes_the_merges_read_and_wrote(demo, small_demo):
     runs = sorted((demo / "results" / "demo").glob("*/run.json"))
     assert len(runs) == N_MODELS
     for path in runs:
         io = json.loads(path.read_text())["io"]
         assert_io_as_documented(io, DEMO["shards"], incremental=True, merged=merged_files(path.parent))
         assert io["running_merge_bytes"] > 0  # shards 0..1
+    model = small_demo / "results" / "demo" / "tiny-bert"
+    io = json.loads((model / "run.json").read_text())["io"]
+    assert_io_as_documented(io, SMALL_DEMO["shards"], incremental=True, merged=merged_files(model))
+    assert io["running_merge_bytes"] > io["merged_bytes"]  # shards 0..1 and 0..2: more than once the merged sums
 
 
 def test_run_json_gives_the_bytes_without_incremental_merge_as_the_partials_on_disk(tmp_path):
