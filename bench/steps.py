@@ -23,6 +23,7 @@ from torch.profiler import record_function
 
 from ctxvar.extraction import extract
 from ctxvar.extraction.accumulator import NO_GEOMETRY, GeometryOptions
+from ctxvar.extraction.attention import chosen_attention
 from ctxvar.extraction.extract import extract_shard, prepare_shard
 from ctxvar.extraction.layer_major import find_blocks
 from ctxvar.extraction.passes import forward_options
@@ -90,16 +91,17 @@ def forward(model_dir: str, shard: str, device: str, dtype: str = "float32") -> 
     warm-up batch, with no weight hash running beside it."""
     job = prepare_shard(shard, settings_for(model_dir, device, dtype), hash_weights=False)
     padded = job.padded()
-    warm_up_seconds = warm_up(job.model, padded, job.device)
-    options = forward_options(job.model)
-    synchronise(job.device)
-    start = time.perf_counter()
-    with torch.inference_mode():
-        for batch in padded.to(job.device):  # as extraction moves them: once, then slices
-            job.model(
-                input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=True, **options
-            )
-    synchronise(job.device)
+    with chosen_attention(job.device):  # the kernels the job allows
+        warm_up_seconds = warm_up(job.model, padded, job.device)
+        options = forward_options(job.model)
+        synchronise(job.device)
+        start = time.perf_counter()
+        with torch.inference_mode():
+            for batch in padded.to(job.device):  # as extraction moves them: once, then slices
+                job.model(
+                    input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=True, **options
+                )
+        synchronise(job.device)
     return {
         "seconds": time.perf_counter() - start,
         "warm_up_seconds": warm_up_seconds,

@@ -190,6 +190,7 @@ def test_gpu_benchmark_writes_every_column_the_report_promises(tmp_path):
     assert list((tmp_path / "gpu-work" / "llama-2-7b").glob("model-0000*-of-0000*.safetensors"))
     sys.path.insert(0, str(REPO / "bench"))
     import gpu
+    from forward_variants import VARIANTS
 
     specs = {quick: gpu.model_specs(quick, gpu.MODES["quick" if quick else "gpu"]["shard_size"]) for quick in (0, 1)}
     for name in ("bert-base", "llama-2-7b"):  # a full run builds its own models where a quick run saved these
@@ -217,6 +218,15 @@ def test_gpu_benchmark_writes_every_column_the_report_promises(tmp_path):
     assert (profile[["seconds", "load_seconds", "batches_seconds", "tokens", "batches"]] > 0).all().all()
     assert profile["gpu_busy_fraction"].isna().all()  # no CUDA activity on a CPU
     assert report_has_tables(tmp_path / "profile.md")
+
+    run_bench("forward_variants.py", tmp_path, "--quick")  # on the same models again
+    assert {path: path.stat().st_mtime_ns for path in (tmp_path / "gpu-work").rglob("*.safetensors")} == saved
+    variants = pd.read_csv(tmp_path / "forward_variants.csv")
+    assert list(zip(variants["model"], variants["kernels"], variants["width_multiple"])) == [
+        (model, kernels, width) for model in ("bert-base", "llama-2-7b") for kernels, width in VARIANTS
+    ]
+    assert (variants["padded_tokens"] >= variants["tokens"]).all() and (variants["tokens_per_s"] > 0).all()
+    assert (variants["max_relative_difference"] < 1e-4).all()
 
 
 def test_gpu_benchmark_leaves_what_it_did_not_make(tmp_path):

@@ -164,6 +164,8 @@ def test_metadata_records_provenance(one_shard):
     assert metadata["versions"]["cuda"] == (torch.version.cuda or "none") and "cudnn" in metadata["versions"]
     device = torch.device(TEST_DEVICE)
     assert metadata["devices"] == [torch.cuda.get_device_name(device) if device.type == "cuda" else device_name(device)]
+    cuda_kernels = "flash_attention, efficient_attention, math"
+    assert metadata["attention_kernels"] == [cuda_kernels if device.type == "cuda" else "torch's default"]
     assert metadata["config_hash"] == "test" and metadata["dtype"] == "float32"
 
 

@@ -203,3 +203,14 @@ def test_the_merge_refuses_shards_run_before_and_after_a_file_was_edited_in_plac
     with pytest.raises(StatisticsError, match="p1.parquet differs from .*p0.parquet in weights_sha256") as error:
         merge_partials([tmp_path / f"p{i}.parquet" for i in range(2)], tmp_path / "s.parquet", tmp_path / "t.parquet")
     one_line(error)
+
+
+def test_a_transformers_without_extra_weight_files_hashes_the_same(tmp_path, tiny_models, monkeypatch):
+    """Configs name weight files beyond the checkpoint (``extra_files``) only in newer transformers; on an older
+    one (a GPU workstation's), the hash is taken from the checkpoint alone, the same as here."""
+    from transformers import PretrainedConfig
+
+    model = loading.load_model({"id": "m"}, tiny_models["bert"], "float32", CPU)  # this transformers needs them
+    before = hashing.weights_sha256(hashing.weight_files({"id": "m"}, tiny_models["bert"], model))
+    monkeypatch.delattr(PretrainedConfig, "extra_files")
+    assert hashing.weights_sha256(hashing.weight_files({"id": "m"}, tiny_models["bert"], model)) == before

@@ -21,6 +21,7 @@ import torch
 from ctxvar.config import built_in_run, revision_of
 from ctxvar.extraction import devices
 from ctxvar.extraction.accumulator import GeometryOptions
+from ctxvar.extraction.attention import attention_kernels, chosen_attention
 from ctxvar.extraction.budget import (
     check_one_layer_fits,
     device_layers,
@@ -189,7 +190,7 @@ def extract_shard(
             "with a sample size, words_paths with geometry.ethayarajh"
         )
     job = prepare_shard(shard_path, settings)
-    with released_on_error(job):
+    with released_on_error(job), chosen_attention(job.device):
         return run_and_write(job, settings, out_path, moments_path, sample_path, words_paths, pca_paths)
 
 
@@ -404,6 +405,7 @@ def model_metadata(settings: ExtractionSettings, job: ShardRun) -> dict:
         "weights_sha256": job.weights_hash.result(),
         "model_config_sha256": hashing.model_config_sha256(job.model.config),
         "attn_implementation": getattr(job.model.config, "_attn_implementation", None),
+        "attention_kernels": attention_kernels(job.device),
         "merge_markers": settings.merge_markers,
         "type_marker": job.marker,
         "geometry": {**settings.geometry.record(), "seed": settings.sample_seed},

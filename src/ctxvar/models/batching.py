@@ -46,11 +46,14 @@ class PaddedBatch:
     tokens: np.ndarray  # (N,) int64
 
 
-def pad_batch(encoded: EncodedShard, type_index: np.ndarray, rows: np.ndarray, pad_id: int) -> PaddedBatch:
-    """Gather sentences ``rows`` into a right-padded (B, T) grid, vectorised; ``tokens`` indexes any per-token
-    array of the shard (the word indices of :func:`ctxvar.extraction.word_sums.word_table`, for one)."""
+def pad_batch(
+    encoded: EncodedShard, type_index: np.ndarray, rows: np.ndarray, pad_id: int, width_multiple: int = 1
+) -> PaddedBatch:
+    """Gather sentences ``rows`` into a right-padded (B, T) grid, vectorised, T the longest length rounded up to a
+    multiple of ``width_multiple``; ``tokens`` indexes any per-token array of the shard (the word indices of
+    :func:`ctxvar.extraction.word_sums.word_table`, for one)."""
     starts, lengths = encoded.offsets[rows], encoded.lengths[rows]
-    width = int(lengths.max())
+    width = -(-int(lengths.max()) // width_multiple) * width_multiple
     column = np.arange(width)
     mask = column[None, :] < lengths[:, None]  # (B, T)
     source = (starts[:, None] + column[None, :])[mask]  # flat token positions in the shard
@@ -159,9 +162,12 @@ def to_device(array: np.ndarray, device):
     return tensor.pin_memory().to(device, non_blocking=True)
 
 
-def pad_batches(encoded: EncodedShard, type_index: np.ndarray, batches: list[np.ndarray], pad_id: int) -> ShardBatches:
-    """Every batch of ``batches`` (sentence indices, as :func:`token_budget_batches` gives) padded, flat."""
-    padded = [pad_batch(encoded, type_index, rows, pad_id) for rows in batches]
+def pad_batches(
+    encoded: EncodedShard, type_index: np.ndarray, batches: list[np.ndarray], pad_id: int, width_multiple: int = 1
+) -> ShardBatches:
+    """Every batch of ``batches`` (sentence indices, as :func:`token_budget_batches` gives) padded
+    (:func:`pad_batch`), flat."""
+    padded = [pad_batch(encoded, type_index, rows, pad_id, width_multiple) for rows in batches]
 
     def flat(name: str) -> np.ndarray:
         parts = [getattr(batch, name).reshape(-1) for batch in padded]

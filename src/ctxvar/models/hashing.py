@@ -150,7 +150,8 @@ def checkpoint_paths(entry: dict, source: str, config) -> list[str]:
             f"({REFETCH})"
         )
     paths = shard_files(chosen, what) if chosen.endswith(".safetensors.index.json") else [chosen]
-    return paths + [path for path in map(found, type(config).extra_files) if path and path not in paths]
+    extra = getattr(type(config), "extra_files", ())  # older transformers (5.17 among them) have none
+    return paths + [path for path in map(found, extra) if path and path not in paths]
 
 
 def shard_files(index: str, what: str) -> list[str]:

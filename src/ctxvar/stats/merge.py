@@ -143,15 +143,23 @@ def merged_metadata(files: list[SumsFile]) -> dict:
     for key in ADDITIVE:
         merged[key] = int(sum(f.metadata.get(key, 0) for f in files))
     merged["shards"] = sorted(shard for f in files for shard in shards_of(f.metadata, f.path))
-    merged["devices"] = sorted({name for f in files for name in devices_of(f.metadata)})
+    merged["devices"] = union_of(files, "device_name", "devices")
+    merged["attention_kernels"] = union_of(files, "attention_kernels", "attention_kernels")
     return merged
 
 
-def devices_of(metadata: dict) -> list[str]:
-    """Names of the devices that computed a sums file: a partial's own, or a merged file's list."""
-    if "devices" in metadata:
-        return list(metadata["devices"])
-    return [metadata["device_name"]] if metadata.get("device_name") else []
+def union_of(files: list[SumsFile], own: str, merged: str) -> list[str]:
+    """The distinct values, sorted, of ``own`` in the partials among ``files`` and of the lists ``merged`` in the
+    running totals: the devices that computed the shards (``device_name``, ``devices``), the attention kernels
+    they allowed (``attention_kernels``). A file written before the key was recorded adds none."""
+    values = set()
+    for file in files:
+        listed = file.metadata.get(merged)
+        if isinstance(listed, list):
+            values.update(listed)
+        elif file.metadata.get(own):
+            values.add(file.metadata[own])
+    return sorted(values)
 
 
 def merge_layer(files: list[SumsFile], layer: int, types: np.ndarray) -> LayerSums:

@@ -1,0 +1,159 @@
+"""The bare forward pass under each choice of attention kernels and batch widths (see docs/performance.md).
+
+    python bench/forward_variants.py --device cuda --out D   # the GPU benchmark's models (bench/gpu.py)
+    python bench/forward_variants.py --quick --out D         # tiny shapes on the CPU: checks the script only
+
+Per model and dtype, in a fresh process, the extraction's own batches (the first of them, up to a token cap) run
+through the bare forward pass with all hidden states (as bench/gpu.py's step (a)) once per variant:
+
+- kernels: ``default`` (torch's own choice, cuDNN's attention included where it is preferred) or ``job`` (the
+  kernels a job allows, :data:`ctxvar.extraction.attention.CUDA_KERNELS`);
+- width: each batch padded to its longest sentence (1) or to that rounded up to a multiple of 8 or 64.
+
+The variants run in this order in one process, after one warm-up batch: the ``default`` ones first, so that
+cuDNN's per-shape graphs are built within their timing. The Llama-2-7B-shaped decoder is built at random on the
+device in bf16 (not saved), with gpt2-medium's tokenizer and the smaller corpus. Writes
+``forward_variants.csv`` and ``.md``: per variant tokens, padded tokens, batches, distinct batch shapes, seconds,
+tokens/s, MFU, and max_relative_difference: over the first batch's real tokens, the largest difference of the
+last hidden state from the first variant's, over the largest absolute value there.
+"""
+
+from __future__ import annotations
+
+import time
+
+import gpu
+import pandas as pd
+import steps
+import torch
+from run import in_fresh_process, markdown
+
+from ctxvar.extraction.attention import CUDA_KERNELS, chosen_attention
+from ctxvar.extraction.extract import prepare_shard
+from ctxvar.extraction.passes import forward_options
+from ctxvar.models import loading
+from ctxvar.models.batching import pad_batches
+
+VARIANTS = [("default", 1), ("default", 64), ("job", 1), ("job", 8), ("job", 64)]  # (kernels, width multiple)
+KERNELS = {"default": None, "job": CUDA_KERNELS}
+MODELS = {  # model: dtypes, on the smaller corpus, token cap
+    "gpu": {
+        "bert-base": (("float32", "bfloat16"), False, 600_000),
+        "gpt2-medium": (("bfloat16",), False, 600_000),
+        "llama-2-7b": (("bfloat16",), True, 150_000),
+    },
+    "quick": {"bert-base": (("float32",), False, 5_000), "llama-2-7b": (("bfloat16",), True, 2_000)},
+}
+
+
+def variant_rows(model_dir: str, shard: str, device: str, dtype: str, cap: int, llama: dict | None) -> list[dict]:
+    """Every variant of :data:`VARIANTS` over the job's first batches up to ``cap`` tokens; with ``llama`` (a
+    LlamaConfig's shape), a random bf16 decoder of that shape built on the device runs them instead."""
+    job = prepare_shard(shard, steps.settings_for(model_dir, device, dtype), hash_weights=False)
+    model = job.model if llama is None else random_llama(llama, len(job.tokenizer), job.device)
+    batches, tokens = [], 0
+    for rows in job.batches:
+        if tokens >= cap:
+            break
+        batches.append(rows)
+        tokens += int(job.encoded.lengths[rows].sum())
+    options, pad = forward_options(model), loading.pad_id(job.tokenizer)
+    parameters = sum(p.numel() for name, p in model.named_parameters() if "emb" not in name)
+    peak = gpu.PEAK_FLOPS.get(gpu.gpu_family(gpu.device_name(job.device)), {}).get(dtype, float("nan"))
+    rows, first = [], None
+    with torch.inference_mode():
+        warm = pad_batches(job.encoded, job.type_index, batches[:1], pad).to(job.device)[0]
+        with chosen_attention(job.device, CUDA_KERNELS if job.device.type == "cuda" else None):
+            model(input_ids=warm.input_ids, attention_mask=warm.attention_mask, output_hidden_states=True, **options)
+        for kernels, width in VARIANTS:
+            padded = pad_batches(job.encoded, job.type_index, batches, pad, width)
+            on_device = padded.to(job.device)
+            with chosen_attention(job.device, KERNELS[kernels]):
+                steps.synchronise(job.device)
+                start = time.perf_counter()
+                for batch in on_device:
+                    output = model(
+                        input_ids=batch.input_ids,
+                        attention_mask=batch.attention_mask,
+                        output_hidden_states=True,
+                        **options,
+                    )
+                    del output
+                steps.synchronise(job.device)
+                seconds = time.perf_counter() - start
+                last = model(
+                    input_ids=on_device[0].input_ids,
+                    attention_mask=on_device[0].attention_mask,
+                    output_hidden_states=True,
+                    **options,
+                ).hidden_states[-1]
+            real = last.reshape(-1, last.shape[-1])[on_device[0].positions].double()
+            first = real if first is None else first
+            rows.append(
+                {
+                    "kernels": kernels,
+                    "width_multiple": width,
+                    "tokens": tokens,
+                    "padded_tokens": int(padded.grid[-1]),
+                    "batches": len(padded),
+                    "shapes": len(set(padded.shapes)),
+                    "seconds": seconds,
+                    "tokens_per_s": tokens / seconds,
+                    "mfu": 2 * parameters * tokens / seconds / peak,
+                    "max_relative_difference": float((real - first).abs().max() / first.abs().max()),
+                    **steps.peaks(job.device),
+                }
+            )
+    return rows
+
+
+def random_llama(shape: dict, vocab_size: int, device: torch.device):
+    """A Llama decoder of ``shape``, random normal(0, 0.02) weights as transformers initialises them, built on
+    ``device`` in bf16."""
+    from transformers import LlamaConfig, LlamaModel
+
+    config = LlamaConfig(
+        **{"num_key_value_heads": shape["num_attention_heads"], **shape},
+        vocab_size=vocab_size,
+        max_position_embeddings=4096,
+    )
+    torch.manual_seed(0)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device(device):
+            return LlamaModel(config).eval()
+    finally:
+        torch.set_default_dtype(default)
+
+
+def main(argv=None) -> None:
+    args = gpu.parse(gpu.arguments(__doc__, "corpus and models, as bench/gpu.py's"), argv)
+    mode = "quick" if args.quick else "gpu"
+    work, shard, small = gpu.corpora(args, gpu.MODES[mode])
+    dirs = gpu.build_models(work, args.quick, gpu.MODES[mode]["shard_size"], ["bert-base", "gpt2-medium"])
+    gpu_name = gpu.device_name(args.device)
+    table = []
+    for name, (dtypes, smaller, cap) in MODELS[mode].items():
+        llama = (gpu.QUICK_LLAMA if args.quick else gpu.LLAMA_2_7B) if name == "llama-2-7b" else None
+        model_dir = dirs["gpt2-medium" if llama else name]
+        for dtype in dtypes:
+            rows = in_fresh_process(
+                variant_rows, str(model_dir), str(small if smaller else shard), args.device, dtype, cap, llama
+            )
+            for row in rows:
+                row.update(model=name, dtype=dtype, gpu_name=gpu_name, torch=torch.__version__)
+            table += rows
+            print(pd.DataFrame(rows).to_string(), flush=True)
+            frame = pd.DataFrame(table)
+            args.out.mkdir(parents=True, exist_ok=True)
+            frame.to_csv(args.out / "forward_variants.csv", index=False)
+            (args.out / "forward_variants.md").write_text(
+                f"# The bare forward pass by attention kernels and batch width ({gpu_name}, torch "
+                f"{torch.__version__})\n\n`python bench/forward_variants.py --device {args.device}"
+                f"{' --quick' if args.quick else ''}`; see the script for the variants.\n\n" + markdown(frame) + "\n"
+            )
+
+
+if __name__ == "__main__":
+    main()

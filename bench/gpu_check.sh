@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The GPU machine's checks, most telling first, each under a time limit, so that all of them fit one command of
+# about 8 minutes; reports and a log under $OUT (see ../shared/gpu/README.md for the machine and its .whl).
+#
+#   bash bench/gpu_check.sh            # on the GPU machine: installs .whl, then the checks on cuda
+#   OUT=D bash bench/gpu_check.sh --quick   # tiny shapes on the CPU: checks the script only
+#
+# 1. bench/forward_variants.py: the bare forward pass by attention kernels and batch width;
+# 2. bench/gpu.py for bert-base, gpt2-medium, then the Llama-2-7B shape: forward pass against the job.
+# A step cut short by its limit keeps what it wrote (bench/gpu.py writes its report after each model).
+set -u
+quick=""
+device=cuda
+models="bert-base gpt2-medium llama-2-7b"
+if [ "${1:-}" = "--quick" ]; then
+  quick="--quick" device=cpu models="bert-base llama-2-7b"
+else
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site:$PWD/src:$PWD/tests PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1 || exit 1
+fi
+out=${OUT:?set OUT to the reports folder}
+work=${WORK:-${TMPDIR:-/tmp}/ctxvar-gpu-check-work}
+log=$out/gpu_check.log
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >> "$log" 2>&1
+python3 -c "import torch, transformers; print('torch', torch.__version__, 'cudnn', torch.backends.cudnn.version(), 'transformers', transformers.__version__)" >> "$log" 2>&1
+
+step() {
+  local limit=$1 start=$SECONDS
+  shift
+  echo "== $* (limit ${limit} s)" >> "$log"
+  timeout "$limit" "$@" >> "$log" 2>&1
+  echo "== rc=$? after $((SECONDS - start)) s" >> "$log"
+}
+
+step 150 python3 bench/forward_variants.py --device $device $quick --out "$out" --work "$work"
+# the encoders first: the 7B decoder's build and steps take the longest, and a cut-short run keeps the rows before
+step 200 python3 bench/gpu.py --device $device $quick --models ${models% *} --out "$out" --work "$work"
+step 150 python3 bench/gpu.py --device $device $quick --models ${models##* } --out "$out" --work "$work"
