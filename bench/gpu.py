@@ -31,8 +31,10 @@ The CSV has one row per model, dtype and step: model, dtype, step, tokens, batch
 overhead_b_over_a (seconds per token against (a)), padding_fraction, peak_host_mb (ru_maxrss, MiB),
 peak_gpu_mb (MiB; of the device the step used), gpu_name, torch, quick, and seconds, warm_up_seconds, mfu (the
 forward pass's model FLOPs, 2 × non-embedding parameters × real tokens, over the GPU's dense
-peak for the dtype), load_seconds, read_seconds, weights (loaded whole, streamed from the files, generated) and
-max_device_mb.
+peak for the dtype), load_seconds, read_seconds, weights (loaded whole, streamed from the files, generated),
+max_device_mb, and the parts of a (b) step (steps.timed_loading_and_warm_up): prepare_seconds (the shard read,
+tokenized and batched beside the loading), batches_seconds (the whole-model batch loop) and hash_wait_seconds (the
+wait for the weight hash after the pass); the rest of (b)'s seconds is mostly the writing of the sums.
 """
 
 from __future__ import annotations
@@ -303,6 +305,9 @@ COLUMNS = [
     "read_seconds",
     "weights",
     "max_device_mb",
+    "prepare_seconds",
+    "batches_seconds",
+    "hash_wait_seconds",
 ]
 
 

@@ -152,9 +152,12 @@ def extraction(
 def timed_loading_and_warm_up(timings: dict):
     """Within the block, jobs time their model loading (``timings["load_seconds"]``) and run a warm-up batch
     before their first pass (``timings["warm_up_seconds"]``), as (a) does, on the whole-model and the
-    layer-major path alike; ``timings["batches"]`` lists the pass's batches. Under ``torch.profiler``, the
-    loading is the range ``ctxvar.load`` and each pass's batch loop, after the warm-up, ``ctxvar.batches`` (see
-    bench/profile_job.py)."""
+    layer-major path alike; ``timings["batches"]`` lists the pass's batches. The job's other parts are timed too:
+    ``prepare_seconds``, the shard read, tokenized and batched beside the loading (its loading not counted),
+    ``batches_seconds``, the pass after the warm-up (the whole-model batch loop, or the layer-major layers'
+    computing, each ended by a device synchronisation), and ``hash_wait_seconds``, the wait for the weight hash once
+    the pass is done. Under ``torch.profiler``, the loading is the range ``ctxvar.load`` and each pass's batch loop,
+    after the warm-up, ``ctxvar.batches`` (see bench/profile_job.py)."""
     load, run_batches, load_for_job = models.load_model, extract.run_batches, extract.load_for_job
 
     def timed_load(*args, **kwargs):
@@ -176,8 +179,23 @@ def timed_loading_and_warm_up(timings: dict):
         if "warm_up_seconds" not in timings:
             timings["warm_up_seconds"] = warm_up(model, batches, device)
         timings.setdefault("batches", []).append(len(batches))
+        start = time.perf_counter()
         with record_function("ctxvar.batches"):
             run_batches(model, sums, batches, device, progress, points)
+        synchronise(device)
+        timings["batches_seconds"] = timings.get("batches_seconds", 0.0) + time.perf_counter() - start
+
+    def timed_prepare(*args, **kwargs):
+        start = time.perf_counter()
+        job = prepare(*args, **kwargs)
+        timings["prepare_seconds"] = time.perf_counter() - start - timings.get("load_seconds", 0.0)
+        return job
+
+    def timed_metadata(settings, job):
+        start = time.perf_counter()
+        job.weights_hash.result()
+        timings["hash_wait_seconds"] = time.perf_counter() - start
+        return model_metadata(settings, job)
 
     def warmed_up_layer_major(job, padded, *args, **kwargs):
         if "warm_up_seconds" not in timings:
@@ -185,16 +203,26 @@ def timed_loading_and_warm_up(timings: dict):
                 timings["warm_up_seconds"] = warm_up(job.model, padded, job.device)
         timings.setdefault("batches", []).append(len(padded))
         with record_function("ctxvar.batches"):
-            yield from layer_major_sums(job, padded, *args, **kwargs)
+            layers = layer_major_sums(job, padded, *args, **kwargs)
+            while True:  # each layer's computing timed, not the job's use of it between layers
+                start = time.perf_counter()
+                layer = next(layers, None)
+                synchronise(job.device)
+                timings["batches_seconds"] = timings.get("batches_seconds", 0.0) + time.perf_counter() - start
+                if layer is None:
+                    return
+                yield layer
 
-    layer_major_sums = extract.layer_major_sums
+    layer_major_sums, prepare, model_metadata = extract.layer_major_sums, extract.prepare_shard, extract.model_metadata
     patched = timed_load, warmed_up, warmed_up_layer_major, timed_load_for_job
     models.load_model, extract.run_batches, extract.layer_major_sums, extract.load_for_job = patched
+    extract.prepare_shard, extract.model_metadata = timed_prepare, timed_metadata
     try:
         yield
     finally:
         models.load_model, extract.run_batches = load, run_batches
         extract.layer_major_sums, extract.load_for_job = layer_major_sums, load_for_job
+        extract.prepare_shard, extract.model_metadata = prepare, model_metadata
 
 
 class GeneratedWeights(StreamedWeights):

@@ -182,6 +182,9 @@ def test_gpu_benchmark_writes_every_column_the_report_promises(tmp_path):
     assert set(zip(table["model"], table["dtype"])) == {("bert-base", "float32"), ("llama-2-7b", "bfloat16")}
     jobs = table[table["step"].str.startswith("(b)")]
     assert (jobs["overhead_b_over_a"] > 0).all() and (jobs["tokens"] > 0).all()
+    parts = jobs[["prepare_seconds", "batches_seconds", "hash_wait_seconds"]]
+    assert (parts >= 0).all().all() and (parts.sum(axis=1) <= jobs["seconds"]).all()
+    assert (jobs["batches_seconds"] > 0).all()
     timed = table[table["step"] != "load"]
     assert (timed["warm_up_seconds"] > 0).all() and (timed["batches"] > 0).all()
     for _, rows in table.groupby(["model", "dtype"]):

@@ -96,6 +96,13 @@ def test_one_weight_byte_changes_the_hash_of_a_single_or_sharded_checkpoint(tmp_
     assert len(shards) > 2
     before = files_hash(single)
     assert files_hash(sharded) == before, "the same tensors hash the same however the files are cut"
+    files = hashing.weight_files({"id": "m"}, str(sharded), model)
+    assert {hashing.weights_sha256(files, threads) for threads in (1, 3, 64)} == {before}, "nor by how many threads"
+    reference = hashing.WeightsDigest("m")  # one tensor after another, as the streamed reader feeds them
+    for path in shards:
+        for name, tensor in load_file(path).items():
+            reference.add_tensor(name, tensor, str(path))
+    assert reference.hexdigest() == before
     flip_weight_byte(single / "model.safetensors")
     flip_weight_byte(shards[1])
     assert files_hash(single) != before and files_hash(sharded) != before
