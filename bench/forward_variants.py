@@ -28,7 +28,7 @@ import steps
 import torch
 from run import in_fresh_process, markdown
 
-from ctxvar.extraction.attention import CUDA_KERNELS, chosen_attention
+from ctxvar.extraction.attention import CUDA_KERNELS, chosen_attention, only_attention_kernels
 from ctxvar.extraction.extract import prepare_shard
 from ctxvar.extraction.passes import forward_options
 from ctxvar.models import loading
@@ -63,12 +63,12 @@ def variant_rows(model_dir: str, shard: str, device: str, dtype: str, cap: int, 
     rows, first = [], None
     with torch.inference_mode():
         warm = pad_batches(job.encoded, job.type_index, batches[:1], pad).to(job.device)[0]
-        with chosen_attention(job.device, CUDA_KERNELS if job.device.type == "cuda" else None):
+        with chosen_attention(job.device):
             model(input_ids=warm.input_ids, attention_mask=warm.attention_mask, output_hidden_states=True, **options)
         for kernels, width in VARIANTS:
             padded = pad_batches(job.encoded, job.type_index, batches, pad, width)
             on_device = padded.to(job.device)
-            with chosen_attention(job.device, KERNELS[kernels]):
+            with only_attention_kernels(KERNELS[kernels]):
                 steps.synchronise(job.device)
                 start = time.perf_counter()
                 for batch in on_device:

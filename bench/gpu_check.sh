@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU machine's checks, most telling first, each under a time limit, so that all of them fit one command of
-# about 8 minutes; reports and a log under $OUT (see ../shared/gpu/README.md for the machine and its .whl).
+# about 8 minutes; reports and a log under $OUT. On a machine that lacks some of the project's dependencies and
+# reaches no package index, put their wheels in .whl/ first: the script installs them into /tmp/site.
 #
-#   bash bench/gpu_check.sh            # on the GPU machine: installs .whl, then the checks on cuda
+#   OUT=D bash bench/gpu_check.sh           # the checks on cuda, into D
 #   OUT=D bash bench/gpu_check.sh --quick   # tiny shapes on the CPU: checks the script only
 #
 # 1. bench/forward_variants.py: the bare forward pass by attention kernels and batch width;
@@ -14,7 +15,7 @@ device=cuda
 models="bert-base gpt2-medium llama-2-7b"
 if [ "${1:-}" = "--quick" ]; then
   quick="--quick" device=cpu models="bert-base llama-2-7b"
-else
+elif compgen -G ".whl/*.whl" > /dev/null; then  # the GPU machine's missing wheels, carried along
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=/tmp/site:$PWD/src:$PWD/tests PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1 || exit 1
 fi

@@ -1,4 +1,4 @@
-"""Versions of the software that produced an output, for its metadata."""
+"""Versions of the software that produced an output, and what it ran on, for its metadata."""
 
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ PACKAGES = (
     "pandas",
     "scipy",
 )
+# The attention kernels a partial records when torch chose them itself (every partial written before kernels were
+# recorded, and every CPU job's: ctxvar.extraction.attention)
+TORCH_DEFAULT_ATTENTION = "torch's default"
 
 
 def package_versions() -> dict[str, str]:

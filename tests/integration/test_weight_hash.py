@@ -98,6 +98,8 @@ def test_one_weight_byte_changes_the_hash_of_a_single_or_sharded_checkpoint(tmp_
     assert files_hash(sharded) == before, "the same tensors hash the same however the files are cut"
     files = hashing.weight_files({"id": "m"}, str(sharded), model)
     assert {hashing.weights_sha256(files, threads) for threads in (1, 3, 64)} == {before}, "nor by how many threads"
+    assert hashing.hash_threads(CPU) == 1  # beside a CPU's forward pass, which has the cores
+    assert hashing.hash_threads(torch.device("cuda", 0)) == min(hashing.HASH_THREADS, len(os.sched_getaffinity(0)))
     reference = hashing.WeightsDigest("m")  # one tensor after another, as the streamed reader feeds them
     for path in shards:
         for name, tensor in load_file(path).items():

@@ -3,14 +3,18 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
 
-from ctxvar.extraction.attention import attention_kernels, chosen_attention
+from ctxvar.extraction.attention import attention_kernels, chosen_attention, only_attention_kernels
 from ctxvar.models import loading
 from ctxvar.models.batching import pad_batches
 from ctxvar.models.tokens import encode, type_table
+from ctxvar.stats.merge import union_of
+from ctxvar.versions import TORCH_DEFAULT_ATTENTION
 
 CUDA = torch.device("cuda", 0)  # a device object only: nothing runs on it
 
@@ -40,13 +44,18 @@ def test_a_cpu_job_keeps_torchs_choice():
     assert attention_kernels("cpu") == "torch's default"
 
 
-def test_named_kernels_are_the_only_ones_on_any_device():
+def test_named_kernels_are_the_only_ones_on_any_device_and_none_leaves_torchs_choice():
     query = torch.randn(1, 2, 8, 16)
-    with chosen_attention("cpu", ("EFFICIENT_ATTENTION",)), pytest.raises(RuntimeError):
+    with only_attention_kernels(("EFFICIENT_ATTENTION",)), pytest.raises(RuntimeError):
         torch.nn.functional.scaled_dot_product_attention(query, query, query)  # a CPU has no such kernel
-    with chosen_attention("cpu", ("MATH",)):
+    with only_attention_kernels(("MATH",)):
         math = torch.nn.functional.scaled_dot_product_attention(query, query, query)
     torch.testing.assert_close(math, torch.nn.functional.scaled_dot_product_attention(query, query, query))
+    before = kernel_flags()
+    with only_attention_kernels(None):  # bench/forward_variants.py's "default": cuDNN's kernel stays allowed
+        assert kernel_flags() == before
+    with pytest.raises(ValueError, match="at least one kernel"), only_attention_kernels(()):
+        pass
 
 
 @pytest.mark.parametrize("arch", ["bert", "gpt2"])
@@ -73,3 +82,16 @@ def test_wider_padding_leaves_the_real_tokens_states_within_rounding(tiny_models
             ]
             real = [s.reshape(-1, s.shape[-1])[b.positions] for s, b in zip(states, (narrow_batch, wide_batch))]
             torch.testing.assert_close(real[1], real[0], rtol=1e-5, atol=1e-5 * float(real[0].abs().max()))
+
+
+def test_a_merge_counts_a_partial_written_before_kernels_were_recorded_as_torchs_choice():
+    """Every job before then let torch choose; a running total lists what its shards allowed."""
+    job = attention_kernels(CUDA)
+    old, new = SimpleNamespace(metadata={"device_name": "cpu"}), SimpleNamespace(metadata={"attention_kernels": job})
+    running = SimpleNamespace(metadata={"attention_kernels": [job], "devices": ["NVIDIA H200"]})
+    kernels = ("attention_kernels", "attention_kernels", TORCH_DEFAULT_ATTENTION)
+    assert union_of([new, running], *kernels) == [job]
+    both = sorted([job, TORCH_DEFAULT_ATTENTION])
+    assert union_of([old, new], *kernels) == union_of([running, old], *kernels) == both
+    assert union_of([old, running], "device_name", "devices") == ["NVIDIA H200", "cpu"]
+    assert union_of([new], "device_name", "devices") == []  # a device not recorded is not guessed

@@ -126,7 +126,7 @@ def loaded_shard(shard_path, settings: ExtractionSettings, device: torch.device,
     loading.check_tokenizer_fits(tokenizer, model, settings.model, settings.source)
     if hash_weights:  # from the files just loaded (or, streamed, whose state every read checks), not the tensors
         weight_files = streamed.files if streamed else hashing.weight_files(settings.model, settings.source, model)
-        weights_hash = background.submit(hashing.weights_sha256, weight_files)
+        weights_hash = background.submit(hashing.weights_sha256, weight_files, hashing.hash_threads(device))
     else:
         weights_hash = None
     background.shutdown(wait=False)

@@ -52,6 +52,8 @@ def pad_batch(
     """Gather sentences ``rows`` into a right-padded (B, T) grid, vectorised, T the longest length rounded up to a
     multiple of ``width_multiple``; ``tokens`` indexes any per-token array of the shard (the word indices of
     :func:`ctxvar.extraction.word_sums.word_table`, for one)."""
+    if width_multiple < 1:
+        raise ValueError(f"pad_batch: width_multiple must be a positive integer, not {width_multiple}")
     starts, lengths = encoded.offsets[rows], encoded.lengths[rows]
     width = -(-int(lengths.max()) // width_multiple) * width_multiple
     column = np.arange(width)

@@ -18,6 +18,7 @@ import struct
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -223,42 +224,62 @@ def numbers_in(path: str) -> int:
     return sum(int(torch.Size(shape).numel()) for _, shape, _, _ in tensors.values())
 
 
-def weights_sha256(files: WeightFiles, threads: int = HASH_THREADS) -> str:
+def hash_threads(device) -> int:
+    """Threads for the weight hash of a job on ``device``: one beside a forward pass on the CPU, which has the cores;
+    beside a GPU's, up to :data:`HASH_THREADS` of the cores this process may run on (SLURM's allotment)."""
+    if torch.device(device).type == "cpu":
+        return 1
+    return max(1, min(HASH_THREADS, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
+
+
+def weights_sha256(files: WeightFiles, threads: int = 1) -> str:
     """:class:`WeightsDigest` of every tensor in ``files`` (see :func:`weight_files`), read from the files once, in
-    pieces of ``READ_BYTES`` (from the page cache, where the loading left them), by up to ``threads`` threads, a
-    tensor each at a time (hashlib releases the GIL: a 7B model's 13.5 GB in a second or two on 8 cores, where one
-    thread takes the length of its forward pass). Every tensor of the files counts, those that do not feed the
+    pieces of at most ``READ_BYTES`` (from the page cache, where the loading left them), by up to ``threads``
+    threads, a tensor each at a time (hashlib releases the GIL, so a model's files hash up to ``threads`` times
+    as fast; :func:`hash_threads`). Every tensor of the files counts, those that do not feed the
     hidden states (a pooler, a head) too: a change to any weight the job used changes the hash. A file replaced or
     written to since the model was loaded from it is refused: the hash would name other weights than the model's."""
-    digest = WeightsDigest(files.what)
-    tensors = []  # (path, state, offset, n_bytes, name, dtype, shape), in file order
+    tensors = []
     for path, state in zip(files.paths, files.states, strict=True):
         with open(path, "rb") as handle:
             check_unchanged(files.what, path, state, os.fstat(handle.fileno()))
             start, header = safetensors_header(handle, path)
         for name, (dtype, shape, begin, end) in sorted(header.items(), key=lambda item: item[1][2]):
-            tensors.append((path, state, start + begin, end - begin, name, dtype, shape))
+            tensors.append(StoredTensor(path, state, start + begin, end - begin, name, dtype, shape))
     buffers = threading.local()
+    buffer_bytes = max(1, min(READ_BYTES, max((tensor.n_bytes for tensor in tensors), default=1)))
 
-    def tensor_digest(tensor) -> str:
-        path, state, offset, n_bytes, *_ = tensor
+    def tensor_digest(tensor: StoredTensor) -> str:
         if not hasattr(buffers, "view"):
-            buffers.view = memoryview(bytearray(READ_BYTES))
+            buffers.view = memoryview(bytearray(buffer_bytes))
         sha = hashlib.sha256()
-        with open(path, "rb") as handle:
-            check_unchanged(files.what, path, state, os.fstat(handle.fileno()))
-            handle.seek(offset)
-            for piece in pieces(handle, n_bytes, buffers.view, path):
+        with open(tensor.path, "rb") as handle:
+            check_unchanged(files.what, tensor.path, tensor.state, os.fstat(handle.fileno()))
+            handle.seek(tensor.offset)
+            for piece in pieces(handle, tensor.n_bytes, buffers.view, tensor.path):
                 sha.update(piece)
-            check_unchanged(files.what, path, state, os.fstat(handle.fileno()))
+            check_unchanged(files.what, tensor.path, tensor.state, os.fstat(handle.fileno()))
         return sha.hexdigest()
 
-    largest_first = sorted(range(len(tensors)), key=lambda index: -tensors[index][3])  # the threads end together
+    largest_first = sorted(tensors, key=lambda tensor: -tensor.n_bytes)  # so that the threads end together
     with ThreadPoolExecutor(max_workers=max(1, min(threads, len(tensors)))) as pool:
-        digests = dict(zip(largest_first, pool.map(lambda index: tensor_digest(tensors[index]), largest_first)))
-    for index, (path, _, _, _, name, dtype, shape) in enumerate(tensors):
-        digest.add_digest(name, dtype, shape, digests[index], path)
+        digests = dict(zip(map(id, largest_first), pool.map(tensor_digest, largest_first)))
+    digest = WeightsDigest(files.what)
+    for tensor in tensors:  # in file order: a name held twice with other bytes is named with its files in that order
+        digest.add_digest(tensor.name, tensor.dtype, tensor.shape, digests[id(tensor)], tensor.path)
     return digest.hexdigest()
+
+
+class StoredTensor(NamedTuple):
+    """Where a tensor's bytes are in a safetensors file (``state``: the file's when the model was loaded)."""
+
+    path: str
+    state: tuple[int, ...]
+    offset: int
+    n_bytes: int
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
 
 
 def pieces(handle, n_bytes: int, buffer: memoryview, path: str):

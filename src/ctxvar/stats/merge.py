@@ -34,6 +34,7 @@ from ctxvar.stats.merge_io import io_record, merge_output_bytes
 from ctxvar.stats.sample_file import SampleFile, merge_samples
 from ctxvar.stats.sums import LayerSums, LayerWriter, MomentsFile, SumsFile, moments_schema, moments_table, sums_schema
 from ctxvar.stats.word_files import SentencesFile, WordsFile, add_words, sentences_schema, words_schema
+from ctxvar.versions import TORCH_DEFAULT_ATTENTION
 
 log = logging.getLogger(__name__)
 
@@ -144,14 +145,15 @@ def merged_metadata(files: list[SumsFile]) -> dict:
         merged[key] = int(sum(f.metadata.get(key, 0) for f in files))
     merged["shards"] = sorted(shard for f in files for shard in shards_of(f.metadata, f.path))
     merged["devices"] = union_of(files, "device_name", "devices")
-    merged["attention_kernels"] = union_of(files, "attention_kernels", "attention_kernels")
+    merged["attention_kernels"] = union_of(files, "attention_kernels", "attention_kernels", TORCH_DEFAULT_ATTENTION)
     return merged
 
 
-def union_of(files: list[SumsFile], own: str, merged: str) -> list[str]:
+def union_of(files: list[SumsFile], own: str, merged: str, unrecorded: str | None = None) -> list[str]:
     """The distinct values, sorted, of ``own`` in the partials among ``files`` and of the lists ``merged`` in the
     running totals: the devices that computed the shards (``device_name``, ``devices``), the attention kernels
-    they allowed (``attention_kernels``). A file written before the key was recorded adds none."""
+    they allowed (``attention_kernels``). A file written before the key was recorded adds ``unrecorded`` (what
+    every such file had: torch's own choice of kernels), or nothing when None (its device is not known)."""
     values = set()
     for file in files:
         listed = file.metadata.get(merged)
@@ -159,6 +161,8 @@ def union_of(files: list[SumsFile], own: str, merged: str) -> list[str]:
             values.update(listed)
         elif file.metadata.get(own):
             values.add(file.metadata[own])
+        elif unrecorded is not None:
+            values.add(unrecorded)
     return sorted(values)
 
 
