@@ -14,6 +14,9 @@ Integrity:
 
 A file that fails a check raises :class:`~ctxvar.errors.IntegrityError`, one line
 naming the file and the remedy (delete it and re-run: Snakemake rebuilds it).
+
+Importing this module imports no pandas (:func:`read_csv` does): every job imports it, and one that reads no
+CSV and makes no pyarrow array (which imports pandas), such as building a model, saves 0.6 s of CPU.
 """
 
 from __future__ import annotations
@@ -27,12 +30,14 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-import pandas as pd
 import pyarrow as pa
 
 from ctxvar.errors import IntegrityError, first_line
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CHECKSUM_SUFFIX = ".sha256"
 MANIFEST = "SHA256SUMS"
@@ -112,6 +117,8 @@ def write_csv(frame: pd.DataFrame, path) -> None:
 
 def read_csv(path, **options) -> pd.DataFrame:
     """A CSV written by :func:`write_csv`, verified."""
+    import pandas as pd
+
     return pd.read_csv(io.BytesIO(read_verified(path)), **options)
 
 

@@ -91,6 +91,12 @@ def test_the_configuration_reference_is_generated_from_the_schema():
     assert (root / REFERENCE).read_text() == markdown(yaml.safe_load((root / SCHEMA).read_text()))
 
 
+def test_the_schema_loaded_by_libyaml_is_what_the_pure_python_loader_reads():
+    from ctxvar.config_schema import SCHEMA, SCHEMA_PATH
+
+    assert repr(SCHEMA) == repr(yaml.safe_load(SCHEMA_PATH.read_text()))  # repr: 1 and 1.0, True and 1 differ
+
+
 def test_required_keys_have_no_default_and_the_reference_says_required():
     """A default on a required key would be documented but never used (corpus.source once read "hf")."""
     from pathlib import Path

@@ -15,21 +15,19 @@ file, one row per occurrence in the order the batches ran (empty for the other m
 ``pca/points.parquet`` (the same columns and ``shard``, int32), so that the figures can be drawn again without
 another forward pass. :func:`projected_points` projects them on the components (float64), batch by batch as
 the forward pass grouped them: each point's coordinates x·w₁, x·w₂ and its squared norm ‖x‖².
+
+Importing the module imports no torch, which gathering the points (a job of its own) does not use.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
-import torch
 
 from ctxvar.errors import StatisticsError
-from ctxvar.extraction.settings import ExtractionSettings
-from ctxvar.extraction.shard import fit_to_positions, read_shard
-from ctxvar.extraction.type_points import TypePoints
 from ctxvar.io import atomic_path, read_csv
 from ctxvar.models.batching import ShardBatches
 from ctxvar.models.tokens import encode, type_marker, type_table
@@ -43,6 +41,12 @@ from ctxvar.parquet_files import (
     write_table,
 )
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ctxvar.extraction.settings import ExtractionSettings
+    from ctxvar.extraction.type_points import TypePoints
+
 log = logging.getLogger(__name__)
 
 TYPES_COLUMNS = ["layer", "token", "n", "bin"]
@@ -55,6 +59,8 @@ def points_schema(d: int) -> pa.Schema:
 
 def shard_type_counts(shard_path, tokenizer, max_positions: int | None, settings: ExtractionSettings):
     """``(types, n)``: the shard's type keys (sorted) and their counts, as its extraction job tokenizes it."""
+    from ctxvar.extraction.shard import fit_to_positions, read_shard
+
     texts, _, _ = read_shard(shard_path)
     encoded, _, _ = fit_to_positions(encode(tokenizer, texts), max_positions, settings)
     types, type_index = type_table(tokenizer, encoded.ids, type_marker(tokenizer, settings.merge_markers))
@@ -69,6 +75,8 @@ def read_types(types_path) -> pd.DataFrame:
 def type_points(job, padded: ShardBatches, types_path) -> TypePoints | None:
     """The collector of the types in ``types_path`` for ``job`` (a :class:`ctxvar.extraction.extract.ShardRun`),
     None when none was chosen (a corpus too small for Fig. 1)."""
+    from ctxvar.extraction.type_points import TypePoints
+
     chosen = read_types(types_path)
     if chosen.empty:
         return None
@@ -133,6 +141,9 @@ def merge_points(paths, merged_path) -> None:
 def projected_points(path, components: np.ndarray) -> pd.DataFrame:
     """token, pc1, pc2, sq_norm of every point in the merged points file ``path`` (:func:`merge_points`): x·w₁,
     x·w₂ with ``components`` (2, d) and ‖x‖², in float64, one product per extraction batch of each shard."""
+    import pandas as pd
+    import torch
+
     weights = torch.from_numpy(np.ascontiguousarray(components, dtype=np.float64))
     table = read_table(path)
     rows = torch.from_numpy(vector_rows(table.column("x"), "<f4").astype(np.float64))

@@ -11,7 +11,9 @@ authors' code, which this follows, uses 4·√.)
 The selection reads only n_t, the type keys and the frequency filter, so it is made before extraction
 (:func:`select_pca_types`, from the shards tokenized as the extraction jobs tokenize them), and the extraction
 jobs collect the chosen types' points in their own pass (:mod:`ctxvar.extraction.pca_points`). After the
-merge, :func:`select_pca_tokens` makes it again from tokens.parquet and refuses a different one.
+merge, :func:`select_pca_tokens` makes it again from tokens.parquet and refuses a different one. Only
+:func:`select_pca_types` loads a tokenizer: importing the module imports neither torch nor transformers, which
+the jobs after the merge (choosing again, drawing Fig. 1) do not use.
 
 PCA: 2 components fitted on the selected types' means μ_t (from the merged sums) plus the zero vector.
 After projecting, every point is shifted so that the projected origin is (0, 0);
@@ -22,19 +24,21 @@ on the components W (2 × d), not on the fit.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from ctxvar.errors import ConfigError, InsufficientData, StatisticsError
 from ctxvar.extraction.pca_points import TYPES_COLUMNS, read_types, shard_type_counts
-from ctxvar.extraction.settings import ExtractionSettings
-from ctxvar.models import loading
 from ctxvar.stats.finalize import finalize
 from ctxvar.stats.pca_components import components_table
 from ctxvar.stats.provenance import SUMS_COLUMN
 from ctxvar.stats.sums import SumsFile
 from ctxvar.stats.token_table import TokenStats, filtered
+
+if TYPE_CHECKING:
+    from ctxvar.extraction.settings import ExtractionSettings
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +103,8 @@ def select_pca_types(shard_paths, job: ExtractionSettings, settings: dict, analy
     """types.csv, the selection made before extraction: layer, token, n, bin of the types figures.pca
     ``settings`` chooses from the counts of the model's shards ``shard_paths``, tokenized as the extraction jobs
     with ``job`` tokenize them (their sum is the merged n_t). Empty, with a warning, when no type can be chosen."""
+    from ctxvar.models import loading
+
     tokenizer = loading.load_tokenizer(job.model, job.source)
     config = loading.load_config(job.model, job.source)
     layer = check_layer(settings["layer"], config.num_hidden_layers + 1)
