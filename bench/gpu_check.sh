@@ -6,8 +6,11 @@
 #   OUT=D bash bench/gpu_check.sh           # the checks on cuda, into D
 #   OUT=D bash bench/gpu_check.sh --quick   # tiny shapes on the CPU: checks the script only
 #
-# 1. bench/forward_variants.py: the bare forward pass by attention kernels and batch width;
-# 2. bench/gpu.py for bert-base, gpt2-medium, then the Llama-2-7B shape: forward pass against the job.
+# 1. bench/gpu.py for bert-base and gpt2-medium: the bare forward pass against the job, broken down;
+# 2. bench/forward_variants.py: the bare forward pass by attention kernels (torch's choice, the job's) and width;
+# 3. bench/gpu.py for the Llama-2-7B shape;
+# 4. the extraction and layer-major integration tests on the device (CTXVAR_TEST_DEVICE): layer-major against
+#    whole-model bit for bit, the declared sums against the CPU's brute force.
 # A step cut short by its limit keeps what it wrote (bench/gpu.py writes its report after each model).
 set -u
 quick=""
@@ -34,7 +37,10 @@ step() {
   echo "== rc=$? after $((SECONDS - start)) s" >> "$log"
 }
 
-step 150 python3 bench/forward_variants.py --device $device $quick --out "$out" --work "$work"
-# the encoders first: the 7B decoder's build and steps take the longest, and a cut-short run keeps the rows before
+# shellcheck disable=SC2086
 step 200 python3 bench/gpu.py --device $device $quick --models ${models% *} --out "$out" --work "$work"
+step 120 python3 bench/forward_variants.py --device $device $quick --out "$out" --work "$work"
 step 150 python3 bench/gpu.py --device $device $quick --models ${models##* } --out "$out" --work "$work"
+export CTXVAR_TEST_DEVICE=$device
+step 90 python3 -m pytest -q -x -p no:cacheprovider --basetemp="$work/pytest" \
+  tests/integration/test_extraction.py tests/integration/test_layer_major.py

@@ -260,7 +260,7 @@ def generated_weights(seed: int = 0):
         streamed.load_resident()
         return model, streamed
 
-    extract.load_for_job, hashing.weights_sha256 = generating, lambda files: GENERATED_HASH.format(seed=seed)
+    extract.load_for_job, hashing.weights_sha256 = generating, lambda files, threads=1: GENERATED_HASH.format(seed=seed)
     try:
         yield
     finally:

@@ -44,9 +44,9 @@ def test_the_first_forward_pass_does_not_wait_for_the_weights_hash(tmp_path, mon
     hash_saw = []
     hash_weights = hashing.weights_sha256
 
-    def held_back_hash(files):
+    def held_back_hash(files, threads=1):
         hash_saw.append("a forward pass" if forward_started.wait(HASH_PATIENCE_S) else "no forward pass")
-        return hash_weights(files)
+        return hash_weights(files, threads)
 
     monkeypatch.setattr(hashing, "weights_sha256", held_back_hash)
     hook = torch.nn.modules.module.register_module_forward_pre_hook(lambda *_: forward_started.set())

@@ -4,11 +4,10 @@ A model's attention (transformers' ``sdpa`` implementation) calls ``torch.nn.fun
 which picks one of several kernels per call. On a recent GPU (sm90) with cuDNN ≥ 9, PyTorch prefers cuDNN's
 attention, which builds an execution graph for every new (batch, heads, length, mask) shape and caches it by shape:
 tens of milliseconds per new shape (PyTorch's pull request 191576 measured 42 ms uncached against 0.25 ms cached),
-while the GPU waits. A job's batches, sorted by length, bring a new shape
-nearly every time, so on a GPU its forward passes leave cuDNN's kernel out and use FlashAttention (no padding
-mask), the memory-efficient kernel (a padding mask) or the math kernel, none of which plans per shape. On a CPU the
-choice is torch's own (unchanged). The kernels compute the same attention; their results differ by the forward
-pass's own rounding.
+while the GPU waits. A job's batches, sorted by length, bring a new shape nearly every time, so on a GPU its
+forward passes leave cuDNN's kernel out and use FlashAttention (no padding mask), the memory-efficient kernel (a
+padding mask) or the math kernel, none of which plans per shape. On a CPU the choice is torch's own (unchanged).
+The kernels compute the same attention; their results differ by the forward pass's own rounding.
 """
 
 from __future__ import annotations
