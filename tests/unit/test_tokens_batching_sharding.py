@@ -6,7 +6,7 @@ from transformers import AutoTokenizer
 from ctxvar.corpus.shards import MIN_BATCHES, assign_shards, deal_batches, plan_batches
 from ctxvar.extraction.accumulator import PointSample
 from ctxvar.models.batching import pad_batch, pad_batches, padding_fraction, token_budget_batches
-from ctxvar.models.tokens import encode, type_key, type_table, word_marker
+from ctxvar.models.tokens import encode, rust_encoder, type_key, type_table, word_marker
 
 
 @pytest.mark.parametrize(
@@ -42,6 +42,29 @@ def test_encode_is_bos_tokenize_eos(tiny_models, corpus_texts, arch, bos, eos):
     for i, text in enumerate(texts):
         expected = tokenizer.convert_tokens_to_ids([bos, *tokenizer.tokenize(text), eos])
         assert encoded.ids[encoded.offsets[i] : encoded.offsets[i + 1]].tolist() == expected
+
+
+@pytest.mark.parametrize("arch", ["bert", "roberta", "gpt2"])
+def test_the_chunks_after_the_first_give_transformers_ids_from_the_rust_tokenizer(tiny_models, corpus_texts, arch):
+    """Texts with the tokenizer's own special tokens written out, stray spaces, other scripts and an empty one,
+    in chunks of 7: the Rust tokenizer alone gives each chunk what transformers' call gives it."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models[arch])
+    specials = " ".join(tokenizer.all_special_tokens)
+    texts = [*corpus_texts[:30], f"a {specials} b", "  two  spaces ", "naïve café 東京 🙂", "", "x" * 300]
+    called = tokenizer(texts, add_special_tokens=False, truncation=False)["input_ids"]
+    fast = rust_encoder(tokenizer, texts[:7], called[:7])
+    assert fast is not None and fast(texts) == called
+    chunked, whole = encode(tokenizer, texts, chunk=7), encode(tokenizer, texts, chunk=len(texts))
+    assert np.array_equal(chunked.ids, whole.ids) and np.array_equal(chunked.offsets, whole.offsets)
+    assert rust_encoder(tokenizer, texts[:7], [ids[::-1] or [0] for ids in called[:7]]) is None  # ids disagree
+
+
+def test_a_tokenizer_that_splits_special_tokens_is_called_with_its_setting(tiny_models):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models["gpt2"], split_special_tokens=True)
+    texts = ["before <|endoftext|> after"] * 3
+    called = tokenizer(texts, add_special_tokens=False, truncation=False)["input_ids"]
+    assert tokenizer.convert_tokens_to_ids("<|endoftext|>") not in called[0]  # split into its characters' tokens
+    assert rust_encoder(tokenizer, texts[:1], called[:1])(texts) == called
 
 
 def test_type_table_merges_ids_with_the_same_key(tiny_models, corpus_texts):

@@ -158,11 +158,19 @@ class EncodedShard:
 
 
 def encode(tokenizer, texts: list[str], chunk: int = 4096) -> EncodedShard:
-    """``[bos] + tokenize(s) + [eos]`` for each text, with no truncation."""
+    """``[bos] + tokenize(s) + [eos]`` for each text, with no truncation: ``tokenizer(texts, add_special_tokens=False,
+    truncation=False)``, in chunks of ``chunk`` texts. The chunks after the first go straight to the Rust tokenizer
+    behind a fast one (:func:`rust_encoder`) where it gives the first chunk's ids exactly (no Python objects per
+    text)."""
     bos, eos = boundary_tokens(tokenizer)
-    content: list[list[int]] = []
-    for start in range(0, len(texts), chunk):
-        content += tokenizer(texts[start : start + chunk], add_special_tokens=False, truncation=False)["input_ids"]
+    first = list(texts[:chunk])
+    content: list[list[int]] = (
+        tokenizer(first, add_special_tokens=False, truncation=False)["input_ids"] if first else []
+    )
+    fast = rust_encoder(tokenizer, first, content) if len(texts) > chunk else None
+    for start in range(chunk, len(texts), chunk):
+        part = texts[start : start + chunk]
+        content += fast(part) if fast else tokenizer(part, add_special_tokens=False, truncation=False)["input_ids"]
     inner = np.fromiter(map(len, content), dtype=np.int64, count=len(content))
     offsets = np.zeros(len(content) + 1, dtype=np.int64)
     np.cumsum(inner + 2, out=offsets[1:])
@@ -172,6 +180,32 @@ def encode(tokenizer, texts: list[str], chunk: int = 4096) -> EncodedShard:
     ids[offsets[:-1]], ids[offsets[1:] - 1] = bos, eos
     ids[is_inner] = np.fromiter(itertools.chain.from_iterable(content), dtype=np.int64, count=int(inner.sum()))
     return EncodedShard(ids=ids, offsets=offsets)
+
+
+def rust_encoder(tokenizer, sample: list[str], expected: list[list[int]]):
+    """A function of texts to their ids, as ``tokenizer(texts, add_special_tokens=False, truncation=False)`` gives
+    them, that calls a copy of the Rust tokenizer behind a fast ``tokenizer`` directly (``encode_batch_fast``,
+    no offsets, no Python objects per token), with transformers' settings for such a call: no truncation, no
+    padding, special tokens split only where the tokenizer splits them. None where there is no Rust tokenizer, or
+    where the copy does not give ``expected`` for ``sample``: transformers' own call is then used throughout."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or not hasattr(backend, "encode_batch_fast"):
+        return None
+    rust = type(backend).from_str(backend.to_str())
+    rust.no_truncation()
+    rust.no_padding()
+    rust.encode_special_tokens = bool(getattr(tokenizer, "split_special_tokens", False))
+
+    def ids(texts: list[str]) -> list[list[int]]:
+        return [encoding.ids for encoding in rust.encode_batch_fast(list(texts), add_special_tokens=False)]
+
+    if ids(sample) != expected:
+        log.info(
+            "the Rust tokenizer alone gives other ids than %s's call: every chunk goes through the call",
+            type(tokenizer).__name__,
+        )
+        return None
+    return ids
 
 
 def type_table(tokenizer, ids: np.ndarray, marker: str | None) -> tuple[np.ndarray, np.ndarray]:
