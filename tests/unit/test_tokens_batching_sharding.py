@@ -67,6 +67,29 @@ def test_a_tokenizer_that_splits_special_tokens_is_called_with_its_setting(tiny_
     assert rust_encoder(tokenizer, texts[:1], called[:1])(texts) == called
 
 
+def test_ties_and_custom_parts_of_a_tokenizer_give_the_calls_ids():
+    """Two added tokens that normalize to one text (which one wins is the tokenizer object's own, not a copy's) and
+    a pre-tokenizer in Python (which no copy can serialize)."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocabulary = {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "hello": 3, "world": 4}
+    core = Tokenizer(models.WordLevel(vocabulary, unk_token="[UNK]"))
+    core.normalizer, core.pre_tokenizer = normalizers.Lowercase(), pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, cls_token="[CLS]", sep_token="[SEP]", unk_token="[UNK]")
+    tokenizer.add_tokens(["Hello", "hello"])
+    texts = ["world", "hello", "Hello world"] * 3
+    called = encode(tokenizer, texts, chunk=len(texts)).ids
+    assert all(np.array_equal(encode(tokenizer, texts, chunk=1).ids, called) for _ in range(10))
+
+    class Halves:
+        def pre_tokenize(self, pretok):
+            pretok.split(lambda _, piece: [piece[: len(str(piece)) // 2], piece[len(str(piece)) // 2 :]])
+
+    tokenizer.backend_tokenizer.pre_tokenizer = pre_tokenizers.PreTokenizer.custom(Halves())
+    assert np.array_equal(encode(tokenizer, texts, chunk=1).ids, encode(tokenizer, texts, chunk=len(texts)).ids)
+
+
 def test_type_table_merges_ids_with_the_same_key(tiny_models, corpus_texts):
     tokenizer = AutoTokenizer.from_pretrained(tiny_models["bert"])
     encoded = encode(tokenizer, corpus_texts)

@@ -184,26 +184,25 @@ def encode(tokenizer, texts: list[str], chunk: int = 4096) -> EncodedShard:
 
 def rust_encoder(tokenizer, sample: list[str], expected: list[list[int]]):
     """A function of texts to their ids, as ``tokenizer(texts, add_special_tokens=False, truncation=False)`` gives
-    them, that calls a copy of the Rust tokenizer behind a fast ``tokenizer`` directly (``encode_batch_fast``,
-    no offsets, no Python objects per token), with transformers' settings for such a call: no truncation, no
-    padding, special tokens split only where the tokenizer splits them. None where there is no Rust tokenizer, or
-    where the copy does not give ``expected`` for ``sample``: transformers' own call is then used throughout."""
+    them, that calls the Rust tokenizer behind a fast ``tokenizer`` itself (``encode_batch_fast``: no offsets, no
+    Python objects per token) in the state such a call leaves it in: no truncation, no padding, special tokens
+    split as the tokenizer splits them (a text in another state goes through the call). No copy: a copy of a Rust
+    tokenizer can resolve ties (two added tokens that normalize alike, two strings of one id) otherwise. None where
+    there is no Rust tokenizer, or where it does not give ``expected``, the call's ids, for ``sample``, which the
+    call has just tokenized: a tokenizer class that does more than the Rust tokenizer in its call."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None or not hasattr(backend, "encode_batch_fast"):
         return None
-    rust = type(backend).from_str(backend.to_str())
-    rust.no_truncation()
-    rust.no_padding()
-    rust.encode_special_tokens = bool(getattr(tokenizer, "split_special_tokens", False))
+    split = bool(getattr(tokenizer, "split_special_tokens", False))
 
     def ids(texts: list[str]) -> list[list[int]]:
-        return [encoding.ids for encoding in rust.encode_batch_fast(list(texts), add_special_tokens=False)]
+        as_called = backend.truncation is None and backend.padding is None
+        if not as_called or bool(getattr(backend, "encode_special_tokens", False)) != split:
+            return tokenizer(list(texts), add_special_tokens=False, truncation=False)["input_ids"]
+        return [encoding.ids for encoding in backend.encode_batch_fast(list(texts), add_special_tokens=False)]
 
     if ids(sample) != expected:
-        log.info(
-            "the Rust tokenizer alone gives other ids than %s's call: every chunk goes through the call",
-            type(tokenizer).__name__,
-        )
+        log.info("the Rust tokenizer alone gives other ids than %s's call: it is not used", type(tokenizer).__name__)
         return None
     return ids
 
