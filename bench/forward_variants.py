@@ -20,8 +20,6 @@ last hidden state from the first variant's, over the largest absolute value ther
 
 from __future__ import annotations
 
-import time
-
 import gpu
 import pandas as pd
 import steps
@@ -50,7 +48,7 @@ def variant_rows(model_dir: str, shard: str, device: str, dtype: str, cap: int, 
     """Every variant of :data:`VARIANTS` over the job's first batches up to ``cap`` tokens; with ``llama`` (a
     LlamaConfig's shape), a random bf16 decoder of that shape built on the device runs them instead."""
     job = prepare_shard(shard, steps.settings_for(model_dir, device, dtype), hash_weights=False)
-    model = job.model if llama is None else random_llama(llama, len(job.tokenizer), job.device)
+    model = job.model if llama is None else gpu.random_llama(gpu.llama_config(llama, len(job.tokenizer)), job.device)
     batches, tokens = [], 0
     for rows in job.batches:
         if tokens >= cap:
@@ -61,70 +59,37 @@ def variant_rows(model_dir: str, shard: str, device: str, dtype: str, cap: int, 
     parameters = sum(p.numel() for name, p in model.named_parameters() if "emb" not in name)
     peak = gpu.PEAK_FLOPS.get(gpu.gpu_family(gpu.device_name(job.device)), {}).get(dtype, float("nan"))
     rows, first = [], None
-    with torch.inference_mode():
-        warm = pad_batches(job.encoded, job.type_index, batches[:1], pad).to(job.device)[0]
-        with chosen_attention(job.device):
-            model(input_ids=warm.input_ids, attention_mask=warm.attention_mask, output_hidden_states=True, **options)
-        for kernels, width in VARIANTS:
-            padded = pad_batches(job.encoded, job.type_index, batches, pad, width)
-            on_device = padded.to(job.device)
-            with only_attention_kernels(KERNELS[kernels]):
-                steps.synchronise(job.device)
-                start = time.perf_counter()
-                for batch in on_device:
-                    output = model(
-                        input_ids=batch.input_ids,
-                        attention_mask=batch.attention_mask,
-                        output_hidden_states=True,
-                        **options,
-                    )
-                    del output
-                steps.synchronise(job.device)
-                seconds = time.perf_counter() - start
-                last = model(
-                    input_ids=on_device[0].input_ids,
-                    attention_mask=on_device[0].attention_mask,
-                    output_hidden_states=True,
-                    **options,
-                ).hidden_states[-1]
-            real = last.reshape(-1, last.shape[-1])[on_device[0].positions].double()
-            first = real if first is None else first
-            rows.append(
-                {
-                    "kernels": kernels,
-                    "width_multiple": width,
-                    "tokens": tokens,
-                    "padded_tokens": int(padded.grid[-1]),
-                    "batches": len(padded),
-                    "shapes": len(set(padded.shapes)),
-                    "seconds": seconds,
-                    "tokens_per_s": tokens / seconds,
-                    "mfu": 2 * parameters * tokens / seconds / peak,
-                    "max_relative_difference": float((real - first).abs().max() / first.abs().max()),
-                    **steps.peaks(job.device),
-                }
-            )
+    with chosen_attention(job.device):
+        steps.warm_up(model, pad_batches(job.encoded, job.type_index, batches[:1], pad), job.device)
+    for kernels, width in VARIANTS:
+        padded = pad_batches(job.encoded, job.type_index, batches, pad, width)
+        on_device = padded.to(job.device)
+        with only_attention_kernels(KERNELS[kernels]), torch.inference_mode():
+            seconds = steps.forward_seconds(model, on_device, job.device)
+            last = model(
+                input_ids=on_device[0].input_ids,
+                attention_mask=on_device[0].attention_mask,
+                output_hidden_states=True,
+                **options,
+            ).hidden_states[-1]
+        real = last.reshape(-1, last.shape[-1])[on_device[0].positions].double()
+        first = real if first is None else first
+        rows.append(
+            {
+                "kernels": kernels,
+                "width_multiple": width,
+                "tokens": tokens,
+                "padded_tokens": int(padded.grid[-1]),
+                "batches": len(padded),
+                "shapes": len(set(padded.shapes)),
+                "seconds": seconds,
+                "tokens_per_s": tokens / seconds,
+                "mfu": 2 * parameters * tokens / seconds / peak,
+                "max_relative_difference": float((real - first).abs().max() / first.abs().max()),
+                **steps.peaks(job.device),
+            }
+        )
     return rows
-
-
-def random_llama(shape: dict, vocab_size: int, device: torch.device):
-    """A Llama decoder of ``shape``, random normal(0, 0.02) weights as transformers initialises them, built on
-    ``device`` in bf16."""
-    from transformers import LlamaConfig, LlamaModel
-
-    config = LlamaConfig(
-        **{"num_key_value_heads": shape["num_attention_heads"], **shape},
-        vocab_size=vocab_size,
-        max_position_embeddings=4096,
-    )
-    torch.manual_seed(0)
-    default = torch.get_default_dtype()
-    torch.set_default_dtype(torch.bfloat16)
-    try:
-        with torch.device(device):
-            return LlamaModel(config).eval()
-    finally:
-        torch.set_default_dtype(default)
 
 
 def main(argv=None) -> None:

@@ -179,33 +179,48 @@ def build_llama(out: Path, tokenizer_dir: Path, shape: dict, shard_size: str, we
     """A random bf16 decoder of Llama-2's shape, built on the device, saved sharded, with ``tokenizer_dir``'s
     byte-level BPE tokenizer (its vocabulary replaces Llama's 32,000); without ``weights``, its config and
     tokenizer alone (its jobs generate the weights: steps.GeneratedWeights)."""
-    from transformers import AutoTokenizer, LlamaConfig, LlamaModel
+    from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-    config = LlamaConfig(
-        **{"num_key_value_heads": shape["num_attention_heads"], **shape},
-        vocab_size=len(tokenizer),
-        max_position_embeddings=4096,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
+    config = llama_config(
+        shape, len(tokenizer), bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id
     )
     if not weights:
         config.save_pretrained(out)
         tokenizer.save_pretrained(out)
         return out
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    torch.manual_seed(0)
-    default = torch.get_default_dtype()
-    torch.set_default_dtype(torch.bfloat16)  # built in bf16: a 13B model in fp32 would fill an 80 GB card
-    try:
-        with torch.device(device):
-            model = LlamaModel(config)
-    finally:
-        torch.set_default_dtype(default)
+    model = random_llama(config, "cuda" if torch.cuda.is_available() else "cpu")
     model.save_pretrained(out, max_shard_size=shard_size)
     tokenizer.save_pretrained(out)
     del model
     return out
+
+
+def llama_config(shape: dict, vocab_size: int, **options):
+    """The LlamaConfig of ``shape`` (one key-value head per attention head unless it says otherwise)."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        **{"num_key_value_heads": shape["num_attention_heads"], **shape},
+        vocab_size=vocab_size,
+        max_position_embeddings=4096,
+        **options,
+    )
+
+
+def random_llama(config, device):
+    """A Llama decoder of ``config`` with transformers' random initialisation (seed 0), built on ``device`` in
+    bf16: a 13B model built in fp32 would fill an 80 GB card."""
+    from transformers import LlamaModel
+
+    torch.manual_seed(0)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device(device):
+            return LlamaModel(config).eval()
+    finally:
+        torch.set_default_dtype(default)
 
 
 def read_seconds(model_dir: Path) -> float:

@@ -86,6 +86,19 @@ def warm_up(model, batches: ShardBatches, device) -> float:
     return time.perf_counter() - start
 
 
+def forward_seconds(model, on_device: list, device) -> float:
+    """Seconds of the bare forward pass with all hidden states over ``on_device`` (batches already on ``device``),
+    each batch's outputs freed before the next, ended by a device synchronisation."""
+    options = forward_options(model)
+    synchronise(device)
+    start = time.perf_counter()
+    with torch.inference_mode():
+        for batch in on_device:
+            model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=True, **options)
+    synchronise(device)
+    return time.perf_counter() - start
+
+
 def forward(model_dir: str, shard: str, device: str, dtype: str = "float32") -> dict:
     """(a) The limit: the bare forward pass with all hidden states over the extraction's own batches, after a
     warm-up batch, with no weight hash running beside it."""
@@ -93,17 +106,9 @@ def forward(model_dir: str, shard: str, device: str, dtype: str = "float32") -> 
     padded = job.padded()
     with chosen_attention(job.device):  # the kernels the job allows
         warm_up_seconds = warm_up(job.model, padded, job.device)
-        options = forward_options(job.model)
-        synchronise(job.device)
-        start = time.perf_counter()
-        with torch.inference_mode():
-            for batch in padded.to(job.device):  # as extraction moves them: once, then slices
-                job.model(
-                    input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=True, **options
-                )
-        synchronise(job.device)
+        seconds = forward_seconds(job.model, padded.to(job.device), job.device)  # moved as extraction moves them
     return {
-        "seconds": time.perf_counter() - start,
+        "seconds": seconds,
         "warm_up_seconds": warm_up_seconds,
         "tokens": len(job.encoded.ids),
         "padded_tokens": int(padded.grid[-1]),

@@ -14,6 +14,7 @@ import itertools
 import json
 import logging
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -164,13 +165,11 @@ def encode(tokenizer, texts: list[str], chunk: int = 4096) -> EncodedShard:
     text)."""
     bos, eos = boundary_tokens(tokenizer)
     first = list(texts[:chunk])
-    content: list[list[int]] = (
-        tokenizer(first, add_special_tokens=False, truncation=False)["input_ids"] if first else []
-    )
+    content = called_ids(tokenizer, first) if first else []
     fast = rust_encoder(tokenizer, first, content) if len(texts) > chunk else None
+    encode_chunk = fast or partial(called_ids, tokenizer)
     for start in range(chunk, len(texts), chunk):
-        part = texts[start : start + chunk]
-        content += fast(part) if fast else tokenizer(part, add_special_tokens=False, truncation=False)["input_ids"]
+        content += encode_chunk(texts[start : start + chunk])
     inner = np.fromiter(map(len, content), dtype=np.int64, count=len(content))
     offsets = np.zeros(len(content) + 1, dtype=np.int64)
     np.cumsum(inner + 2, out=offsets[1:])
@@ -180,6 +179,11 @@ def encode(tokenizer, texts: list[str], chunk: int = 4096) -> EncodedShard:
     ids[offsets[:-1]], ids[offsets[1:] - 1] = bos, eos
     ids[is_inner] = np.fromiter(itertools.chain.from_iterable(content), dtype=np.int64, count=int(inner.sum()))
     return EncodedShard(ids=ids, offsets=offsets)
+
+
+def called_ids(tokenizer, texts) -> list[list[int]]:
+    """Each text's ids as transformers' call gives them, with no special tokens and no truncation."""
+    return tokenizer(list(texts), add_special_tokens=False, truncation=False)["input_ids"]
 
 
 def rust_encoder(tokenizer, sample: list[str], expected: list[list[int]]):
@@ -198,7 +202,7 @@ def rust_encoder(tokenizer, sample: list[str], expected: list[list[int]]):
     def ids(texts: list[str]) -> list[list[int]]:
         as_called = backend.truncation is None and backend.padding is None
         if not as_called or bool(getattr(backend, "encode_special_tokens", False)) != split:
-            return tokenizer(list(texts), add_special_tokens=False, truncation=False)["input_ids"]
+            return called_ids(tokenizer, texts)
         return [encoding.ids for encoding in backend.encode_batch_fast(list(texts), add_special_tokens=False)]
 
     if ids(sample) != expected:
