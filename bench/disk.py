@@ -7,6 +7,8 @@
 Runs the workflow in a temporary folder with partials deleted once merged (``keep_partials: false``, the
 default), once with ``incremental_merge: true`` (each shard added to a running merge as it finishes) and
 once with ``false`` (one merge per model once all its shards are done), ``--repeats`` times each, in turn.
+What comes before the extraction (the corpus sample, the models, their shards) is the same for every run: it
+is made once, and each run starts from a copy of it, which is already on disk at the peak either way.
 It samples the size of ``results/{run}/`` every 0.2 s (the models the run builds or unpacks excluded: they
 are inputs, not sums), split at the peak into partials, running merges (``partials/*/through/``) and the
 rest. The merged sums are every model's ``sums*.parquet``; the report gives the peak against them (the
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -65,24 +68,51 @@ class PeakSampler(threading.Thread):
                     self.peak = now
 
 
-def measure(config_path: Path, shards: int, incremental: bool, workdir: Path, until: str | None = None) -> dict:
-    """One run of the workflow in ``workdir`` (as far as the jobs of rule ``until`` if given): its peak, the split
-    of the peak, and the merged sums per model."""
+def snakemake(config_path: Path, shards: int, incremental: bool, workdir: Path, *options: str) -> None:
+    """The workflow in ``workdir / "run"`` with ``config_path`` as this benchmark sets it (``run: disk``), its
+    config file in that folder: named by the same relative path, it is the config of a copied run folder too."""
     config = yaml.safe_load(config_path.read_text())
     config.update(run="disk", shards=shards, keep_partials=False, incremental_merge=incremental)
-    (workdir / "disk.yaml").write_text(yaml.safe_dump(config))
-    command = ["snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir / "run"), "--cores", "2"]
-    command += ["--configfile", str(workdir / "disk.yaml")] + (["--until", until] if until else [])
+    run = workdir / "run"
+    run.mkdir(exist_ok=True)
+    (run / "disk.yaml").write_text(yaml.safe_dump(config))
+    command = ["snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(run), "--cores", "2"]
+    finished = subprocess.run(
+        [*command, "--configfile", str(run / "disk.yaml"), *options], capture_output=True, text=True
+    )
+    if finished.returncode != 0:
+        raise RuntimeError(f"the run failed:\n{finished.stderr[-3000:]}")
+
+
+def prepare(config_path: Path, shards: int, folder: Path) -> Path:
+    """The run folder (with Snakemake's records) as far as the shards of the corpus: what every measured run
+    starts from."""
+    snakemake(config_path, shards, True, folder, "--until", "split_corpus")
+    return folder / "run"
+
+
+def measure(
+    config_path: Path,
+    shards: int,
+    incremental: bool,
+    workdir: Path,
+    until: str | None = None,
+    prepared: Path | None = None,
+) -> dict:
+    """One run of the workflow in ``workdir`` (as far as the jobs of rule ``until`` if given), from a copy of the
+    ``prepared`` run folder if given: its peak, the split of the peak, and the merged sums per model."""
+    if prepared:
+        shutil.copytree(prepared, workdir / "run", symlinks=True)
     run_folder = workdir / "run" / "results" / "disk"
     sampler = PeakSampler(run_folder)
     sampler.start()
     start = time.perf_counter()
-    finished = subprocess.run(command, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
-    sampler.stopped.set()
-    sampler.join()
-    if finished.returncode != 0:
-        raise RuntimeError(f"the run failed:\n{finished.stderr[-3000:]}")
+    try:
+        snakemake(config_path, shards, incremental, workdir, *(["--until", until] if until else []))
+    finally:
+        seconds = time.perf_counter() - start
+        sampler.stopped.set()
+        sampler.join()
     rows = []
     for model_folder in sorted(p for p in run_folder.iterdir() if (p / "run.json").exists()):
         provenance = json.loads((model_folder / "run.json").read_text())
@@ -134,7 +164,8 @@ def report(runs: pd.DataFrame, models: pd.DataFrame, args) -> str:
             f"`python bench/disk.py --config {runs['config'].iloc[0]} --shards {args.shards} --repeats "
             f"{args.repeats}{f' --until {args.until}' if args.until else ''}`: {time.strftime('%Y-%m-%d')}; "
             "partials deleted "
-            "once merged, sizes sampled every 0.2 s (built and unpacked models excluded); the merge modes in turn.",
+            "once merged, sizes sampled every 0.2 s (built and unpacked models excluded); the merge modes in turn, "
+            "each from a copy of the same corpus sample, models and shards (`seconds`: the run after them).",
             "",
             summary.reset_index().to_markdown(index=False, floatfmt=".3g"),
             "",
@@ -162,13 +193,15 @@ def main(argv=None) -> None:
     )
     args = parser.parse_args(argv)
     runs, models = [], []
-    for repeat in range(args.repeats):
-        for incremental in (True, False):
-            with tempfile.TemporaryDirectory(prefix="ctxvar-disk-") as tmp:
-                result = measure(args.config.resolve(), args.shards, incremental, Path(tmp), args.until)
-            runs.append({"repeat": repeat, **result["run"]})
-            models += result["models"]
-            print(f"repeat {repeat}, incremental_merge {incremental}: {result['run']['peak_over_merged']:.2f}×")
+    with tempfile.TemporaryDirectory(prefix="ctxvar-disk-inputs-") as inputs:
+        prepared = prepare(args.config.resolve(), args.shards, Path(inputs))
+        for repeat in range(args.repeats):
+            for incremental in (True, False):
+                with tempfile.TemporaryDirectory(prefix="ctxvar-disk-") as tmp:
+                    result = measure(args.config.resolve(), args.shards, incremental, Path(tmp), args.until, prepared)
+                runs.append({"repeat": repeat, **result["run"]})
+                models += result["models"]
+                print(f"repeat {repeat}, incremental_merge {incremental}: {result['run']['peak_over_merged']:.2f}×")
     runs, models = pd.DataFrame(runs), pd.DataFrame(models)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -32,10 +32,14 @@ def brute_force_embeddings(model_dir, texts, window: int | None = None):
 
 
 def brute_force_tokens(keys, X) -> pd.DataFrame:
+    """Per layer and type, from every occurrence's embedding held in memory: n, Q = mean ‖x‖², M = ‖mean x‖²,
+    V = mean ‖x − mean x‖²."""
+    order = np.argsort(keys, kind="stable")  # each type's occurrences side by side, found once for every layer
+    names, starts, counts = np.unique(keys[order], return_index=True, return_counts=True)
     rows = []
     for layer in range(X.shape[0]):
-        for key in np.unique(keys):
-            x = X[layer, keys == key]
+        for key, start, count in zip(names, starts, counts):
+            x = X[layer, order[start : start + count]]
             mu = x.mean(0)
             rows.append((layer, key, len(x), (x**2).sum(1).mean(), (mu**2).sum(), ((x - mu) ** 2).sum(1).mean()))
     return pd.DataFrame(rows, columns=["layer", "token", "n", "Q", "M", "V"])

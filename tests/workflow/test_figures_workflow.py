@@ -22,8 +22,15 @@ from ctxvar.figures.plotting import grid_layers, middle_layer
 
 from workflow_runs import DEMO, end_of_run, snakemake
 
-MODELS = ["tiny-bert", "tiny-roberta", "tiny-gpt2"]  # the random-init models with 5 hidden states
-ALL_MODELS = [*MODELS, "gaussian-null", "trained-gpt2@step0", "trained-gpt2@step100", "trained-gpt2@step400"]
+MODELS = ["tiny-bert", "tiny-roberta", "trained-gpt2@step0"]  # the random-init models with 5 hidden states
+ALL_MODELS = [
+    "tiny-bert",
+    "tiny-roberta",
+    "gaussian-null",
+    "trained-gpt2@step0",
+    "trained-gpt2@step100",
+    "trained-gpt2@step400",
+]
 MIDDLE = 2  # the demo's models have 5 hidden states
 
 

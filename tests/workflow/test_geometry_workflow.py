@@ -8,7 +8,7 @@ import pandas as pd
 from ctxvar.stats.geometry import geometry_columns
 
 CHECKPOINTS = ["trained-gpt2@step0", "trained-gpt2@step100", "trained-gpt2@step400"]
-MODELS = ["tiny-bert", "tiny-roberta", "tiny-gpt2", "gaussian-null", *CHECKPOINTS]
+MODELS = ["tiny-bert", "tiny-roberta", "gaussian-null", *CHECKPOINTS]
 
 
 def test_every_model_has_its_geometry_table(demo):
@@ -28,7 +28,7 @@ def test_every_model_has_its_geometry_table(demo):
 def test_final_norm_flags_only_the_last_layer_of_pre_ln_decoders(demo):
     flags = {m: pd.read_csv(demo / "results" / "demo" / m / "layers.csv")["final_norm"].tolist() for m in MODELS}
     assert not any(flags["tiny-bert"]) and not any(flags["tiny-roberta"])
-    assert flags["tiny-gpt2"] == [False] * 4 + [True] and flags["gaussian-null"] == [False, True]
+    assert flags["trained-gpt2@step0"] == [False] * 4 + [True] and flags["gaussian-null"] == [False, True]
 
 
 def test_checkpoint_sweep_has_distinct_weights_and_its_figure(demo):

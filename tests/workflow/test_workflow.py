@@ -105,13 +105,13 @@ def test_bad_config_stops_before_any_job_with_a_readable_line(tmp_path, change, 
     assert not (tmp_path / "results").exists()
 
 
-N_MODELS = 7  # demo: 3 random-init models, the Gaussian null, 3 checkpoints
+N_MODELS = 6  # demo: 2 random-init encoders, the Gaussian null, 3 checkpoints of a decoder
 PER_MODEL_FIGURES = len(MODEL_FIGURES) + len(GEOMETRY_MODEL_FIGURES)
 SUMMARY_FIGURE_COUNT = len(SUMMARY_FIGURES) + len(GEOMETRY_SUMMARY_FIGURES)
 
 
 def test_demo_writes_every_documented_output(demo):
-    for model in ("tiny-bert", "tiny-roberta", "tiny-gpt2"):
+    for model in ("tiny-bert", "tiny-roberta", "trained-gpt2@step0"):
         tokens = pd.read_parquet(demo / "results" / "demo" / model / "tokens.parquet")
         assert list(tokens.columns) == ["layer", "token", "n", "Q", "M", "V", "self_similarity"]
         assert (tokens["V"] >= 0).all() and (tokens["n"] >= 1).all()
@@ -120,11 +120,11 @@ def test_demo_writes_every_documented_output(demo):
         np.testing.assert_allclose(layers["V"], layers["V_W"] + layers["V_B"], rtol=1e-9)
     summary = pd.read_csv(demo / "results" / "demo" / "summary" / "layers.csv")
     assert (
-        list(summary["model"].unique())[:3] == ["tiny-bert", "tiny-roberta", "tiny-gpt2"]
+        list(summary["model"].unique())[:4] == ["tiny-bert", "tiny-roberta", "gaussian-null", "trained-gpt2@step0"]
         and summary["model"].nunique() == N_MODELS
     )
     models = pd.read_csv(demo / "results" / "demo" / "summary" / "models.csv")
-    assert (models["n_tokens"] > 100_000).all() and list(models["n_layers"]) == [5, 5, 5, 2, 5, 5, 5]
+    assert (models["n_tokens"] > 100_000).all() and list(models["n_layers"]) == [5, 5, 2, 5, 5, 5]
     for name in (
         "sums.moments.parquet",
         "sums.sample.parquet",
@@ -178,7 +178,7 @@ def test_the_performance_doc_quotes_the_demos_disk_estimate(tmp_path, demo):
 
 
 def test_every_model_output_records_its_provenance(demo):
-    for model in ("tiny-bert", "tiny-roberta", "tiny-gpt2"):
+    for model in ("tiny-bert", "tiny-roberta"):
         run = json.loads((demo / "results" / "demo" / model / "run.json").read_text())
         for source in (run, read_metadata(demo / "results" / "demo" / model / "tokens.parquet")):
             assert (
@@ -218,7 +218,6 @@ def test_run_json_gives_the_bytes_the_merges_read_and_wrote(demo, small_demo):
     for path in runs:
         io = json.loads(path.read_text())["io"]
         assert_io_as_documented(io, DEMO["shards"], incremental=True, merged=merged_files(path.parent))
-        assert io["running_merge_bytes"] > 0  # shards 0..1
     model = small_demo / "results" / "demo" / "tiny-bert"
     io = json.loads((model / "run.json").read_text())["io"]
     assert_io_as_documented(io, SMALL_DEMO["shards"], incremental=True, merged=merged_files(model))
@@ -256,11 +255,11 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
     config = copy.deepcopy(DEMO)
     config["models"].append({"id": "tiny-gpt2-wide", "init": "random", "arch": "gpt2", "hidden_size": 96, "seed": 4})
     run = snakemake(demo, config, "-n")
+    assert DEMO["shards"] == 2  # so no running merge (merge_next_shard)
     assert scheduled_jobs(run) == {
         "build_random_model": 1,
         "split_corpus": 1,
         "extract_statistics": DEMO["shards"],
-        "merge_next_shard": DEMO["shards"] - 2,
         "merge_statistics": 1,
         "layer_statistics": 1,
         "geometry_statistics": 1,
@@ -282,13 +281,12 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
             {"analysis": {"min_log10_n": 0.5, "max_log10_n": 5}},  # self-similarity averages over the filtered types
             {
                 "select_pca_types": 1,  # the frequency filter chooses Fig. 1's types, whose points the
-                "extract_statistics": 3,  # extraction of figures.pca.model (tiny-bert) collects
-                "merge_next_shard": 1,
+                "extract_statistics": 2,  # extraction of figures.pca.model (tiny-bert) collects
                 "merge_statistics": 1,
-                "layer_statistics": 7,
-                "geometry_statistics": 7,
+                "layer_statistics": 6,
+                "geometry_statistics": 6,
                 "summarise_models": 1,
-                "plot_model_figure": 42,
+                "plot_model_figure": 36,
                 "plot_summary_figure": 11,
                 "plot_checkpoints": 1,
                 "select_pca_tokens": 1,
@@ -301,14 +299,14 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
         (
             {"shards": 4},
             {
-                "split_corpus": 7,
-                "extract_statistics": 28,
-                "merge_next_shard": 14,
-                "merge_statistics": 7,
-                "layer_statistics": 7,
-                "geometry_statistics": 7,
+                "split_corpus": 6,
+                "extract_statistics": 24,
+                "merge_next_shard": 12,
+                "merge_statistics": 6,
+                "layer_statistics": 6,
+                "geometry_statistics": 6,
                 "summarise_models": 1,
-                "plot_model_figure": 42,
+                "plot_model_figure": 36,
                 "plot_summary_figure": 11,
                 "plot_checkpoints": 1,
                 "select_pca_types": 1,
@@ -319,11 +317,10 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
             },
         ),
         (
-            {"figures": {"pca": {"model": "tiny-gpt2", "seed": 4}}},
-            {  # the points come from the extraction of figures.pca.model: tiny-gpt2's collects them, tiny-bert's not
+            {"figures": {"pca": {"model": "tiny-roberta", "seed": 4}}},
+            {  # the points come from the extraction of figures.pca.model: tiny-roberta's collects them, tiny-bert's not
                 "select_pca_types": 1,
-                "extract_statistics": 6,
-                "merge_next_shard": 2,
+                "extract_statistics": 4,
                 "merge_statistics": 2,
                 "layer_statistics": 2,
                 "geometry_statistics": 2,
@@ -339,9 +336,9 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
         (
             {"geometry": {**DEMO["geometry"], "spectrum_k": 5}},  # an analysis choice: no extraction
             {
-                "geometry_statistics": 7,
+                "geometry_statistics": 6,
                 "summarise_models": 1,
-                "plot_model_figure": 7,
+                "plot_model_figure": 6,
                 "plot_summary_figure": 9,
                 "plot_checkpoints": 1,
                 "all": 1,
@@ -350,13 +347,12 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
         (
             {"geometry": {**DEMO["geometry"], "cosine": False}},  # changes what extraction accumulates
             {
-                "extract_statistics": 21,
-                "merge_next_shard": 7,
-                "merge_statistics": 7,
-                "layer_statistics": 7,
-                "geometry_statistics": 7,
+                "extract_statistics": 12,
+                "merge_statistics": 6,
+                "layer_statistics": 6,
+                "geometry_statistics": 6,
                 "summarise_models": 1,
-                "plot_model_figure": 42,
+                "plot_model_figure": 36,
                 "plot_summary_figure": 10,  # not geo02, the cosine figure
                 "plot_checkpoints": 1,
                 "select_pca_tokens": 1,
@@ -385,9 +381,9 @@ def test_changing_analysis_code_never_reruns_extraction(tmp_path, demo):
     run = snakemake(demo, REPO / "config" / "demo.yaml", *arguments)
     # Fig. 5, the checkpoint figure and the figures drawn from the summary tables (summarise_models writes both)
     assert scheduled_jobs(run) == {
-        "layer_statistics": 7,
+        "layer_statistics": 6,
         "summarise_models": 1,
-        "plot_model_figure": 7,
+        "plot_model_figure": 6,
         "plot_summary_figure": 9,
         "plot_checkpoints": 1,
         "all": 1,
@@ -516,7 +512,7 @@ def test_a_flipped_byte_in_merged_sums_fails_every_reader_naming_the_file(demo_c
 
 
 def test_a_corpus_too_small_for_fig1_still_gives_every_core_output(tmp_path):
-    config = {**copy.deepcopy(DEMO), "models": DEMO["models"][:1], "shards": 2}
+    config = {**copy.deepcopy(DEMO), "models": DEMO["models"][:1], "shards": 1}
     config["corpus"]["synthetic"] = {**config["corpus"]["synthetic"], "n_sentences": 3}
     run = snakemake(tmp_path, config)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -538,7 +534,7 @@ def test_a_corpus_too_small_for_fig1_still_gives_every_core_output(tmp_path):
 def test_a_model_whose_every_sentence_is_too_long_fails_its_merge_and_nothing_after_it(tmp_path):
     """tokens.long_sentences: skip with every sentence longer than the model's positions: one line from the
     model's final merge, and no later step runs on empty sums (geometry_statistics raised LinAlgError)."""
-    config = {**copy.deepcopy(DEMO), "shards": 2, "device": "cpu"}
+    config = {**copy.deepcopy(DEMO), "shards": 1, "device": "cpu"}
     # sentences of ~50 words (at least 6 with near certainty) cannot fit 8 positions with [CLS] and [SEP]
     config["corpus"]["synthetic"] = {**config["corpus"]["synthetic"], "n_sentences": 60, "mean_words": 50}
     config["models"] = [
