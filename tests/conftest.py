@@ -57,15 +57,21 @@ TIER_MARKERS = {
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(items):
     """Give each test its folder's tier marker (a test file outside the tier folders is an error); then run last
-    the tests that wait for a run of :data:`BACKGROUND_RUNS`, in their order, so that every other test goes on
-    while those runs take up the cores it leaves idle."""
+    the tests that wait for a run of :data:`BACKGROUND_RUNS`, so that every other test goes on while those runs
+    take up the cores it leaves idle: first those whose runs end first (:data:`BACKGROUND_ENDS`), so that they go
+    on while the longest run ends, each group in its order."""
     for item in items:
         folder = Path(item.path).resolve().relative_to(TESTS).parts[0]
         if folder not in TIER_MARKERS:
             raise pytest.UsageError(f"{item.path}: a test file belongs in one of tests/{{{','.join(TIER_MARKERS)}}}/")
         if TIER_MARKERS[folder]:
             item.add_marker(TIER_MARKERS[folder])
-    items[:] = sorted(items, key=lambda item: bool(set(BACKGROUND_RUNS) & set(item.fixturenames)))  # stable
+    items[:] = sorted(items, key=lambda item: max(waits(name) for name in ("", *item.fixturenames)))  # stable
+
+
+def waits(fixture: str) -> int:
+    """0 for a fixture that is no run of :data:`BACKGROUND_RUNS`, else 1 + its place in :data:`BACKGROUND_ENDS`."""
+    return BACKGROUND_ENDS.index(fixture) + 1 if fixture in BACKGROUND_ENDS else 0
 
 
 @pytest.fixture(autouse=True)
@@ -80,6 +86,9 @@ def gpu_claim_ends_with_its_test():
 # Started in the background, at workflow_runs.BACKGROUND_NICENESS: the runs that take up the cores the tests leave
 # idle (a cluster's polling, chains of single jobs, and, with one thread per test process, every in-process test).
 BACKGROUND_RUNS = ("slurm_runs", "started_small_demo", "started_demo", "started_quick_start")  # in starting order
+# The same runs in the order they end: the small demo (13 jobs) long before the cluster's and the quick start's,
+# the demo (109 jobs) last.
+BACKGROUND_ENDS = ("started_small_demo", "slurm_runs", "started_quick_start", "started_demo")
 SYNTHETIC = {"n_sentences": 300, "vocab_size": 300, "zipf_exponent": 1.1, "mean_words": 10}
 
 

@@ -37,8 +37,10 @@ SMALL_DEMO_OUTPUTS = [
 ]
 RUN_SECONDS: dict[str, float] = {}  # shipped config → wall-clock seconds of its run, printed after the tests
 # The niceness of the runs that go on beside the tests (conftest.BACKGROUND_RUNS), their jobs included: the
-# tests that do not wait for them keep the cores they ask for, and the runs take up whatever cores are idle.
-BACKGROUND_NICENESS = 10
+# tests that do not wait for them keep the cores they ask for, and the runs take up whatever cores are idle. The
+# most: the longer the runs go on beside the tests, the fewer of the tests' one-process stretches (most of a
+# workflow test is a chain of single jobs) leave a core idle at the end, when no run is left.
+BACKGROUND_NICENESS = 19
 
 
 MINILM = "all-MiniLM-L6-v2"  # the quick start's trained model (config/minilm.yaml)

@@ -165,13 +165,13 @@ def test_gpu_benchmark_writes_every_column_the_report_promises(tmp_path):
     commands stop at 10 minutes: one row per model, dtype and step, sharded models; (a) and (b) warm up first,
     and the load row is (b)'s loading, timed in (b)'s process. bench/profile_job.py then profiles a job of each
     on the models the benchmark built."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import gpu
+    from forward_variants import VARIANTS
+
     shutil.copy(REPO / "bench" / "results" / "gpu.csv", tmp_path)  # another GPU's rows: --models does not mix them
-    refused = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "gpu.py"), "--quick", "--models", "bert-base", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-    )
-    assert refused.returncode != 0 and "holds rows of another GPU, torch version or mode" in refused.stderr
+    with pytest.raises(SystemExit, match="holds rows of another GPU, torch version or mode"):
+        gpu.main(["--quick", "--models", "bert-base", "--out", str(tmp_path)])  # before it builds or runs anything
     (tmp_path / "gpu.csv").unlink()
     run_bench("gpu.py", tmp_path, "--quick", "--models", "bert-base")
     # the bert-base rows stay; the 13B and 70B shapes run layer-major, streamed
@@ -194,16 +194,12 @@ def test_gpu_benchmark_writes_every_column_the_report_promises(tmp_path):
         loads = rows.set_index("step")
         assert loads.loc["load", "seconds"] == loads.loc["(b) extraction", "load_seconds"]
     assert list((tmp_path / "gpu-work" / "llama-2-7b").glob("model-0000*-of-0000*.safetensors"))
-    sys.path.insert(0, str(REPO / "bench"))
-    import gpu
-    from forward_variants import VARIANTS
-
     specs = {quick: gpu.model_specs(quick, gpu.MODES["quick" if quick else "gpu"]["shard_size"]) for quick in (0, 1)}
     for name in ("bert-base", "llama-2-7b"):  # a full run builds its own models where a quick run saved these
         assert gpu.saved(tmp_path / "gpu-work" / name, specs[1][name])
         assert not gpu.saved(tmp_path / "gpu-work" / name, specs[0][name])
     report = (tmp_path / "gpu.md").read_text()
-    assert "| llama-2-7b |" in report and "| bert-base " in report
+    assert "| llama-2-7b " in report and "| bert-base " in report
     assert "The rows of bert-base float32 are from an earlier run of the same GPU, torch and mode." in report
 
     assert streamed.loc[("llama-2-13b", "load"), "weights"] == "streamed from the files"
@@ -233,7 +229,7 @@ def test_gpu_benchmark_writes_every_column_the_report_promises(tmp_path):
     assert (variants["max_relative_difference"] < 1e-4).all()
 
 
-def test_gpu_benchmark_leaves_what_it_did_not_make(tmp_path):
+def test_gpu_benchmark_leaves_what_it_did_not_make(tmp_path, capsys):
     """A folder under --work that the benchmark did not build is not removed, --quick does not write into
     bench/results, and an unreadable gpu.csv is not merged into: each stops the run with one line."""
     sys.path.insert(0, str(REPO / "bench"))
@@ -247,15 +243,12 @@ def test_gpu_benchmark_leaves_what_it_did_not_make(tmp_path):
             pytest.fail("built over a folder of the user's")
     assert (mine / "notes.txt").exists()
 
-    def run(*options):
-        command = [sys.executable, str(REPO / "bench" / "gpu.py"), *options]
-        return subprocess.run(command, capture_output=True, text=True)
-
-    quick = run("--quick")
-    assert quick.returncode == 2 and "--quick: give --out a folder of its own" in quick.stderr
+    with pytest.raises(SystemExit) as quick:
+        gpu.main(["--quick"])
+    assert quick.value.code == 2 and "--quick: give --out a folder of its own" in capsys.readouterr().err
     (tmp_path / "gpu.csv").write_text("")  # a run killed while it wrote it
-    cut_short = run("--quick", "--models", "bert-base", "--out", str(tmp_path))
-    assert cut_short.returncode == 1 and "cannot be read, or holds rows of another GPU" in cut_short.stderr
+    with pytest.raises(SystemExit, match="cannot be read, or holds rows of another GPU"):
+        gpu.main(["--quick", "--models", "bert-base", "--out", str(tmp_path)])
 
 
 def report_has_tables(path) -> bool:

@@ -502,7 +502,7 @@ def demo_with(**changes) -> dict:
         ({"shards": 0}, "shards: 0 is less than the minimum"),
         ({"geometry__sample_size": 1e9}, "sample_size: 1000000000.0 is not a whole number"),
         ({"models__0__hidden_size": 66}, "hidden_size 66 is not a multiple of num_heads 4"),
-        ({"models__4__revisions": ["step0", "step10\n"]}, "revision 'step10\\\\n' is not usable|revisions"),
+        ({"models__3__revisions": ["step0", "step10\n"]}, "revision 'step10\\\\n' is not usable|revisions"),
         ({"run": "my run"}, "run: 'my run' is not usable"),
         ({"device": "gpu"}, "device: 'gpu' is not allowed; use one of auto, cuda, cpu"),
         ({"models__0__init": "archive"}, "init: archive and needs 'archive' \\(the .zip\\) and 'sha256'"),
