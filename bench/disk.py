@@ -8,7 +8,8 @@ Runs the workflow in a temporary folder with partials deleted once merged (``kee
 default), once with ``incremental_merge: true`` (each shard added to a running merge as it finishes) and
 once with ``false`` (one merge per model once all its shards are done), ``--repeats`` times each, in turn.
 What comes before the extraction (the corpus sample, the models, their shards) is the same for every run: it
-is made once, and each run starts from a copy of it, which is already on disk at the peak either way.
+is made once, and each run starts from a copy of it, which is already on disk at the peak either way
+(``seconds`` in disk.csv: the run from that copy; ``prepare_seconds``: the making of it, once).
 It samples the size of ``results/{run}/`` every 0.2 s (the models the run builds or unpacks excluded: they
 are inputs, not sums), split at the peak into partials, running merges (``partials/*/through/``) and the
 rest. The merged sums are every model's ``sums*.parquet``; the report gives the peak against them (the
@@ -68,7 +69,7 @@ class PeakSampler(threading.Thread):
                     self.peak = now
 
 
-def snakemake(config_path: Path, shards: int, incremental: bool, workdir: Path, *options: str) -> None:
+def snakemake(config_path: Path, shards: int, incremental: bool, workdir: Path, what: str, *options: str) -> None:
     """The workflow in ``workdir / "run"`` with ``config_path`` as this benchmark sets it (``run: disk``), its
     config file in that folder: named by the same relative path, it is the config of a copied run folder too."""
     config = yaml.safe_load(config_path.read_text())
@@ -81,14 +82,19 @@ def snakemake(config_path: Path, shards: int, incremental: bool, workdir: Path, 
         [*command, "--configfile", str(run / "disk.yaml"), *options], capture_output=True, text=True
     )
     if finished.returncode != 0:
-        raise RuntimeError(f"the run failed:\n{finished.stderr[-3000:]}")
+        raise RuntimeError(f"{what} failed:\n{finished.stderr[-3000:]}")
 
 
-def prepare(config_path: Path, shards: int, folder: Path) -> Path:
-    """The run folder (with Snakemake's records) as far as the shards of the corpus: what every measured run
-    starts from."""
-    snakemake(config_path, shards, True, folder, "--until", "split_corpus")
-    return folder / "run"
+def prepare(config_path: Path, shards: int, folder: Path) -> tuple[Path, float]:
+    """``(run folder, seconds)``: the run folder (with Snakemake's records) as far as the shards of the corpus,
+    what every measured run starts from (no job before extraction depends on ``incremental_merge``), and the
+    seconds it took to make."""
+    print("preparing the corpus sample, the models and their shards (snakemake --until split_corpus)", flush=True)
+    start = time.perf_counter()
+    snakemake(
+        config_path, shards, True, folder, "preparing the inputs (--until split_corpus)", "--until", "split_corpus"
+    )
+    return folder / "run", time.perf_counter() - start
 
 
 def measure(
@@ -96,19 +102,18 @@ def measure(
     shards: int,
     incremental: bool,
     workdir: Path,
-    until: str | None = None,
-    prepared: Path | None = None,
+    until: str | None,
+    prepared: Path,
 ) -> dict:
     """One run of the workflow in ``workdir`` (as far as the jobs of rule ``until`` if given), from a copy of the
-    ``prepared`` run folder if given: its peak, the split of the peak, and the merged sums per model."""
-    if prepared:
-        shutil.copytree(prepared, workdir / "run", symlinks=True)
+    ``prepared`` run folder: its peak, the split of the peak, and the merged sums per model."""
+    shutil.copytree(prepared, workdir / "run", symlinks=True)
     run_folder = workdir / "run" / "results" / "disk"
     sampler = PeakSampler(run_folder)
     sampler.start()
     start = time.perf_counter()
     try:
-        snakemake(config_path, shards, incremental, workdir, *(["--until", until] if until else []))
+        snakemake(config_path, shards, incremental, workdir, "the run", *(["--until", until] if until else []))
     finally:
         seconds = time.perf_counter() - start
         sampler.stopped.set()
@@ -165,7 +170,8 @@ def report(runs: pd.DataFrame, models: pd.DataFrame, args) -> str:
             f"{args.repeats}{f' --until {args.until}' if args.until else ''}`: {time.strftime('%Y-%m-%d')}; "
             "partials deleted "
             "once merged, sizes sampled every 0.2 s (built and unpacked models excluded); the merge modes in turn, "
-            "each from a copy of the same corpus sample, models and shards (`seconds`: the run after them).",
+            "each from a copy of the same corpus sample, models and shards: `seconds` is the run after them, "
+            "`prepare_seconds` the making of them (once), so a whole run takes their sum.",
             "",
             summary.reset_index().to_markdown(index=False, floatfmt=".3g"),
             "",
@@ -194,12 +200,12 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     runs, models = [], []
     with tempfile.TemporaryDirectory(prefix="ctxvar-disk-inputs-") as inputs:
-        prepared = prepare(args.config.resolve(), args.shards, Path(inputs))
+        prepared, prepare_seconds = prepare(args.config.resolve(), args.shards, Path(inputs))
         for repeat in range(args.repeats):
             for incremental in (True, False):
                 with tempfile.TemporaryDirectory(prefix="ctxvar-disk-") as tmp:
                     result = measure(args.config.resolve(), args.shards, incremental, Path(tmp), args.until, prepared)
-                runs.append({"repeat": repeat, **result["run"]})
+                runs.append({"repeat": repeat, **result["run"], "prepare_seconds": prepare_seconds})
                 models += result["models"]
                 print(f"repeat {repeat}, incremental_merge {incremental}: {result['run']['peak_over_merged']:.2f}×")
     runs, models = pd.DataFrame(runs), pd.DataFrame(models)

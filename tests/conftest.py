@@ -89,6 +89,7 @@ BACKGROUND_RUNS = ("slurm_runs", "started_small_demo", "started_demo", "started_
 # The same runs in the order they end: the small demo (13 jobs) long before the cluster's and the quick start's,
 # the demo (109 jobs) last.
 BACKGROUND_ENDS = ("started_small_demo", "slurm_runs", "started_quick_start", "started_demo")
+assert set(BACKGROUND_ENDS) == set(BACKGROUND_RUNS)
 SYNTHETIC = {"n_sentences": 300, "vocab_size": 300, "zipf_exponent": 1.1, "mean_words": 10}
 
 

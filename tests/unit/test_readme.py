@@ -72,5 +72,8 @@ def test_the_quick_starts_cost_is_what_bench_disk_measured():
     ).groups()
     runs = pd.read_csv(REPO / "bench" / "results" / "disk.csv")
     runs = runs[(runs["config"] == "config/minilm.yaml") & runs["incremental_merge"]]
-    assert len(runs) >= 3 and round(runs["seconds"].median() / 60) == int(minutes)
+    # a whole run: the measured run after the inputs prepared once for all runs, and their preparing (rows written
+    # before bench/disk.py prepared them once timed both in "seconds")
+    whole = runs["seconds"] + runs.get("prepare_seconds", 0)
+    assert len(runs) >= 3 and round(whole.median() / 60) == int(minutes)
     assert abs(runs["final_bytes"].median() / 1e6 - int(megabytes)) <= 0.05 * int(megabytes)

@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -178,11 +179,11 @@ def test_the_performance_doc_quotes_the_demos_disk_estimate(tmp_path, demo):
 
 
 def test_every_model_output_records_its_provenance(demo):
-    for model in ("tiny-bert", "tiny-roberta"):
+    for model, revision in (("tiny-bert", "main"), ("tiny-roberta", "main"), ("trained-gpt2@step0", "step0")):
         run = json.loads((demo / "results" / "demo" / model / "run.json").read_text())
         for source in (run, read_metadata(demo / "results" / "demo" / model / "tokens.parquet")):
             assert (
-                source["revision"] == "main"
+                source["revision"] == revision
                 and len(source["weights_sha256"]) == 64
                 and len(source["config_hash"]) == 16
             )
@@ -239,22 +240,38 @@ def test_run_json_gives_the_bytes_without_incremental_merge_as_the_partials_on_d
     assert len(list(folder.glob("*.pca.parquet"))) == SMALL_DEMO["shards"]  # Fig. 1's points, read by no merge
 
 
-def test_rerun_with_the_same_config_does_nothing(demo):
-    run = snakemake(demo, REPO / "config" / "demo.yaml", "-n")
-    assert run.returncode == 0 and "Nothing to be done" in run.stdout + run.stderr
+WIDE_MODEL = {"id": "tiny-gpt2-wide", "init": "random", "arch": "gpt2", "hidden_size": 96, "seed": 4}
 
 
-def test_reordering_config_keys_does_not_rerun(tmp_path, demo):
-    reordered = tmp_path / "reordered.yaml"
+@pytest.fixture(scope="module")
+def demo_dry_runs(demo, tmp_path_factory) -> dict:
+    """Dry runs on the finished demo, two at a time (a dry run takes no lock and writes no result): of
+    config/demo.yaml, of the same config with its keys in another order, with one more model, and with each of
+    :data:`CONFIG_CHANGES`."""
+    reordered = tmp_path_factory.mktemp("reordered") / "reordered.yaml"
     reordered.write_text(yaml.safe_dump(DEMO, sort_keys=True))
-    run = snakemake(demo, reordered, "-n")
+    configs = {
+        "same config": REPO / "config" / "demo.yaml",
+        "reordered": reordered,
+        "one more model": {**copy.deepcopy(DEMO), "models": [*DEMO["models"], WIDE_MODEL]},
+        **{name: {**copy.deepcopy(DEMO), **change} for name, (change, _) in CONFIG_CHANGES.items()},
+    }
+    with ThreadPoolExecutor(2) as pool:
+        return dict(zip(configs, pool.map(lambda config: snakemake(demo, config, "-n"), configs.values())))
+
+
+def test_rerun_with_the_same_config_does_nothing(demo_dry_runs):
+    run = demo_dry_runs["same config"]
     assert run.returncode == 0 and "Nothing to be done" in run.stdout + run.stderr
 
 
-def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
-    config = copy.deepcopy(DEMO)
-    config["models"].append({"id": "tiny-gpt2-wide", "init": "random", "arch": "gpt2", "hidden_size": 96, "seed": 4})
-    run = snakemake(demo, config, "-n")
+def test_reordering_config_keys_does_not_rerun(demo_dry_runs):
+    run = demo_dry_runs["reordered"]
+    assert run.returncode == 0 and "Nothing to be done" in run.stdout + run.stderr
+
+
+def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo_dry_runs):
+    run = demo_dry_runs["one more model"]
     assert DEMO["shards"] == 2  # so no running merge (merge_next_shard)
     assert scheduled_jobs(run) == {
         "build_random_model": 1,
@@ -273,100 +290,99 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo):
     assert set(re.findall(r"wildcards: model=([\w.-]+)", run.stdout)) == {"tiny-gpt2-wide"}
 
 
-@pytest.mark.parametrize(
-    "change, expected",
-    [
-        ({"device": "cpu"}, {}),
-        (
-            {"analysis": {"min_log10_n": 0.5, "max_log10_n": 5}},  # self-similarity averages over the filtered types
-            {
-                "select_pca_types": 1,  # the frequency filter chooses Fig. 1's types, whose points the
-                "extract_statistics": 2,  # extraction of figures.pca.model (tiny-bert) collects
-                "merge_statistics": 1,
-                "layer_statistics": 6,
-                "geometry_statistics": 6,
-                "summarise_models": 1,
-                "plot_model_figure": 36,
-                "plot_summary_figure": 11,
-                "plot_checkpoints": 1,
-                "select_pca_tokens": 1,
-                "merge_pca_points": 1,
-                "plot_pca": 1,
-                "all": 1,
-            },
-        ),
-        ({"models": DEMO["models"][:2]}, {"summarise_models": 1, "plot_summary_figure": 11, "all": 1}),
-        (
-            {"shards": 4},
-            {
-                "split_corpus": 6,
-                "extract_statistics": 24,
-                "merge_next_shard": 12,
-                "merge_statistics": 6,
-                "layer_statistics": 6,
-                "geometry_statistics": 6,
-                "summarise_models": 1,
-                "plot_model_figure": 36,
-                "plot_summary_figure": 11,
-                "plot_checkpoints": 1,
-                "select_pca_types": 1,
-                "select_pca_tokens": 1,
-                "merge_pca_points": 1,
-                "plot_pca": 1,
-                "all": 1,
-            },
-        ),
-        (
-            {"figures": {"pca": {"model": "tiny-roberta", "seed": 4}}},
-            {  # the points come from the extraction of figures.pca.model: tiny-roberta's collects them, tiny-bert's not
-                "select_pca_types": 1,
-                "extract_statistics": 4,
-                "merge_statistics": 2,
-                "layer_statistics": 2,
-                "geometry_statistics": 2,
-                "summarise_models": 1,
-                "plot_model_figure": 2 * PER_MODEL_FIGURES,
-                "plot_summary_figure": 11,
-                "select_pca_tokens": 1,
-                "merge_pca_points": 1,
-                "plot_pca": 1,
-                "all": 1,
-            },
-        ),
-        (
-            {"geometry": {**DEMO["geometry"], "spectrum_k": 5}},  # an analysis choice: no extraction
-            {
-                "geometry_statistics": 6,
-                "summarise_models": 1,
-                "plot_model_figure": 6,
-                "plot_summary_figure": 9,
-                "plot_checkpoints": 1,
-                "all": 1,
-            },
-        ),
-        (
-            {"geometry": {**DEMO["geometry"], "cosine": False}},  # changes what extraction accumulates
-            {
-                "extract_statistics": 12,
-                "merge_statistics": 6,
-                "layer_statistics": 6,
-                "geometry_statistics": 6,
-                "summarise_models": 1,
-                "plot_model_figure": 36,
-                "plot_summary_figure": 10,  # not geo02, the cosine figure
-                "plot_checkpoints": 1,
-                "select_pca_tokens": 1,
-                "merge_pca_points": 1,
-                "plot_pca": 1,
-                "all": 1,
-            },
-        ),
-    ],
-    ids=["device", "analysis", "remove-model", "shards", "pca-model", "spectrum-k", "cosine-off"],
-)
-def test_config_changes_schedule_the_minimum(demo, change, expected):
-    run = snakemake(demo, {**copy.deepcopy(DEMO), **change}, "-n")
-    assert scheduled_jobs(run) == expected
+# A change to the demo's config → the jobs its dry run on the finished demo schedules.
+CONFIG_CHANGES = {
+    "device": ({"device": "cpu"}, {}),
+    "analysis": (
+        {"analysis": {"min_log10_n": 0.5, "max_log10_n": 5}},  # self-similarity averages over the filtered types
+        {
+            "select_pca_types": 1,  # the frequency filter chooses Fig. 1's types, whose points the
+            "extract_statistics": 2,  # extraction of figures.pca.model (tiny-bert) collects
+            "merge_statistics": 1,
+            "layer_statistics": 6,
+            "geometry_statistics": 6,
+            "summarise_models": 1,
+            "plot_model_figure": 36,
+            "plot_summary_figure": 11,
+            "plot_checkpoints": 1,
+            "select_pca_tokens": 1,
+            "merge_pca_points": 1,
+            "plot_pca": 1,
+            "all": 1,
+        },
+    ),
+    "remove-model": ({"models": DEMO["models"][:2]}, {"summarise_models": 1, "plot_summary_figure": 11, "all": 1}),
+    "shards": (
+        {"shards": 4},
+        {
+            "split_corpus": 6,
+            "extract_statistics": 24,
+            "merge_next_shard": 12,
+            "merge_statistics": 6,
+            "layer_statistics": 6,
+            "geometry_statistics": 6,
+            "summarise_models": 1,
+            "plot_model_figure": 36,
+            "plot_summary_figure": 11,
+            "plot_checkpoints": 1,
+            "select_pca_types": 1,
+            "select_pca_tokens": 1,
+            "merge_pca_points": 1,
+            "plot_pca": 1,
+            "all": 1,
+        },
+    ),
+    "pca-model": (
+        {"figures": {"pca": {"model": "tiny-roberta", "seed": 4}}},
+        {  # the points come from the extraction of figures.pca.model: tiny-roberta's collects them, tiny-bert's not
+            "select_pca_types": 1,
+            "extract_statistics": 4,
+            "merge_statistics": 2,
+            "layer_statistics": 2,
+            "geometry_statistics": 2,
+            "summarise_models": 1,
+            "plot_model_figure": 2 * PER_MODEL_FIGURES,
+            "plot_summary_figure": 11,
+            "select_pca_tokens": 1,
+            "merge_pca_points": 1,
+            "plot_pca": 1,
+            "all": 1,
+        },
+    ),
+    "spectrum-k": (
+        {"geometry": {**DEMO["geometry"], "spectrum_k": 5}},  # an analysis choice: no extraction
+        {
+            "geometry_statistics": 6,
+            "summarise_models": 1,
+            "plot_model_figure": 6,
+            "plot_summary_figure": 9,
+            "plot_checkpoints": 1,
+            "all": 1,
+        },
+    ),
+    "cosine-off": (
+        {"geometry": {**DEMO["geometry"], "cosine": False}},  # changes what extraction accumulates
+        {
+            "extract_statistics": 12,
+            "merge_statistics": 6,
+            "layer_statistics": 6,
+            "geometry_statistics": 6,
+            "summarise_models": 1,
+            "plot_model_figure": 36,
+            "plot_summary_figure": 10,  # not geo02, the cosine figure
+            "plot_checkpoints": 1,
+            "select_pca_tokens": 1,
+            "merge_pca_points": 1,
+            "plot_pca": 1,
+            "all": 1,
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("change", CONFIG_CHANGES)
+def test_config_changes_schedule_the_minimum(demo_dry_runs, change):
+    assert scheduled_jobs(demo_dry_runs[change]) == CONFIG_CHANGES[change][1]
 
 
 def test_changing_analysis_code_never_reruns_extraction(tmp_path, demo):
