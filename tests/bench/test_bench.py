@@ -170,8 +170,8 @@ def test_gpu_benchmark_writes_every_column_the_report_promises(tmp_path):
     from forward_variants import VARIANTS
 
     shutil.copy(REPO / "bench" / "results" / "gpu.csv", tmp_path)  # another GPU's rows: --models does not mix them
-    with pytest.raises(SystemExit, match="holds rows of another GPU, torch version or mode"):
-        gpu.main(["--quick", "--models", "bert-base", "--out", str(tmp_path)])  # before it builds or runs anything
+    with pytest.raises(SystemExit, match="holds rows of another GPU, torch version or mode"):  # before it builds
+        gpu.main(["--device", "cpu", "--quick", "--models", "bert-base", "--out", str(tmp_path)])
     (tmp_path / "gpu.csv").unlink()
     run_bench("gpu.py", tmp_path, "--quick", "--models", "bert-base")
     # the bert-base rows stay; the 13B and 70B shapes run layer-major, streamed
@@ -248,7 +248,7 @@ def test_gpu_benchmark_leaves_what_it_did_not_make(tmp_path, capsys):
     assert quick.value.code == 2 and "--quick: give --out a folder of its own" in capsys.readouterr().err
     (tmp_path / "gpu.csv").write_text("")  # a run killed while it wrote it
     with pytest.raises(SystemExit, match="cannot be read, or holds rows of another GPU"):
-        gpu.main(["--quick", "--models", "bert-base", "--out", str(tmp_path)])
+        gpu.main(["--device", "cpu", "--quick", "--models", "bert-base", "--out", str(tmp_path)])
 
 
 def report_has_tables(path) -> bool:
