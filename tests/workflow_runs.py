@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -54,6 +55,22 @@ def quick_start_archive() -> Path:
     from ctxvar.models.archive import archive_path
 
     return archive_path(models_by_id(load_config_file(REPO / "config" / "minilm.yaml"))[MINILM])
+
+
+def small_demo_inputs(small_demo: Path, workdir: Path) -> None:
+    """Into a new ``workdir``: the finished :data:`SMALL_DEMO`'s corpus sample, shards, model and Fig. 1 types,
+    with Snakemake's records of them (mtimes kept), and none of its results nor its record of config files: a run
+    of SMALL_DEMO's inputs there, under any config file, starts at the extractions."""
+    results = small_demo / "results" / "demo"
+
+    def left_out(folder: str, names: list[str]) -> list[str]:
+        if Path(folder) == results:
+            return [name for name in names if name.startswith("config_files.json")]
+        if Path(folder) == results / SMALL_DEMO["models"][0]["id"]:
+            return [name for name in names if name != "pca"]
+        return []
+
+    shutil.copytree(small_demo, workdir, symlinks=True, ignore=left_out)
 
 
 def snakemake(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -14,19 +13,12 @@ import yaml
 
 from ctxvar.models.batching import BATCH_TOKENS
 
+from bench_scripts import run_bench, run_bench_main
 from workflow_runs import REPO, SMALL_DEMO
 
 
-def run_bench(script: str, out, *options: str) -> None:
-    """``python bench/<script> <options> --out <out>``, which must succeed."""
-    run = subprocess.run(
-        [sys.executable, str(REPO / "bench" / script), *options, "--out", str(out)], capture_output=True, text=True
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-
-
 def test_quick_benchmark_reports_every_step(tmp_path):
-    run_bench("run.py", tmp_path, "--quick")
+    run_bench_main("run.py", tmp_path, "--quick")
     results = pd.read_csv(tmp_path / "results.csv")
     extraction = results[results["table"] == "extraction"]
     assert set(extraction["step"]) == {
@@ -52,7 +44,7 @@ def test_quick_benchmark_reports_every_step(tmp_path):
 
 
 def test_quick_kernel_benchmark_compares_approaches_that_agree(tmp_path):
-    run_bench("kernel.py", tmp_path, "--quick")
+    run_bench_main("kernel.py", tmp_path, "--quick")
     runs = pd.read_csv(tmp_path / "kernel.csv")
     assert list(runs["approach"]) == [
         "(i) ctxvar",
@@ -173,9 +165,9 @@ def test_gpu_benchmark_writes_every_column_the_report_promises(tmp_path):
     with pytest.raises(SystemExit, match="holds rows of another GPU, torch version or mode"):  # before it builds
         gpu.main(["--device", "cpu", "--quick", "--models", "bert-base", "--out", str(tmp_path)])
     (tmp_path / "gpu.csv").unlink()
-    run_bench("gpu.py", tmp_path, "--quick", "--models", "bert-base")
+    run_bench_main("gpu.py", tmp_path, "--quick", "--models", "bert-base")
     # the bert-base rows stay; the 13B and 70B shapes run layer-major, streamed
-    run_bench("gpu.py", tmp_path, "--quick", "--models", "llama-2-7b", "llama-2-13b", "llama-2-70b")
+    run_bench_main("gpu.py", tmp_path, "--quick", "--models", "llama-2-7b", "llama-2-13b", "llama-2-70b")
     table = pd.read_csv(tmp_path / "gpu.csv")
     streamed = table[table["model"].isin(["llama-2-13b", "llama-2-70b"])].set_index(["model", "step"])
     table = table[~table["model"].isin(["llama-2-13b", "llama-2-70b"])]
@@ -211,7 +203,7 @@ def test_gpu_benchmark_writes_every_column_the_report_promises(tmp_path):
         assert job["tokens"] > 0 and job["batches"] > 0 and job["tokens_per_s"] > 0
 
     saved = {path: path.stat().st_mtime_ns for path in (tmp_path / "gpu-work").rglob("*.safetensors")}
-    run_bench("profile_job.py", tmp_path, "--quick")  # on the models gpu.py saved: none is built again
+    run_bench_main("profile_job.py", tmp_path, "--quick")  # on the models gpu.py saved: none is built again
     assert {path: path.stat().st_mtime_ns for path in (tmp_path / "gpu-work").rglob("*.safetensors")} == saved
     profile = pd.read_csv(tmp_path / "profile.csv")
     assert list(profile["model"]) == ["bert-base", "llama-2-7b"]
@@ -219,7 +211,7 @@ def test_gpu_benchmark_writes_every_column_the_report_promises(tmp_path):
     assert profile["gpu_busy_fraction"].isna().all()  # no CUDA activity on a CPU
     assert report_has_tables(tmp_path / "profile.md")
 
-    run_bench("forward_variants.py", tmp_path, "--quick")  # on the same models again
+    run_bench_main("forward_variants.py", tmp_path, "--quick")  # on the same models again
     assert {path: path.stat().st_mtime_ns for path in (tmp_path / "gpu-work").rglob("*.safetensors")} == saved
     variants = pd.read_csv(tmp_path / "forward_variants.csv")
     assert list(zip(variants["model"], variants["kernels"], variants["width_multiple"])) == [
@@ -447,7 +439,7 @@ def test_compare_runs_says_ok_only_for_arrays_that_agree(tmp_path):
 def test_quick_extraction_order_benchmark_measures_both_orders(tmp_path):
     """Both orders of every model, with seconds, CPU seconds and peak memory (the script stops when their files
     differ)."""
-    run_bench("extraction_order.py", tmp_path, "--quick")
+    run_bench_main("extraction_order.py", tmp_path, "--quick")
     results = pd.read_csv(tmp_path / "extraction_order.csv")
     assert set(zip(results["model"], results["order"])) == {
         (model, order) for model in ("gpt2", "bert") for order in ("layer_major", "whole_model")

@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pandas as pd
 
-from workflow_runs import REPO
+from bench_scripts import run_bench_main
 
 
 def test_quick_switches_benchmark_measures_every_switch(tmp_path):
-    run = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "switches.py"), "--quick", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
+    run_bench_main("switches.py", tmp_path, "--quick")
     rows = pd.read_csv(tmp_path / "switches.csv").set_index("switch")
     assert list(rows.index) == [
         "core",

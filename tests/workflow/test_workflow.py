@@ -12,6 +12,7 @@ import signal
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -35,6 +36,7 @@ from workflow_runs import (
     SMALL_DEMO_OUTPUTS,
     end_of_run,
     scheduled_jobs,
+    small_demo_inputs,
     snakemake,
     snakemake_command,
 )
@@ -225,15 +227,18 @@ def test_run_json_gives_the_bytes_the_merges_read_and_wrote(demo, small_demo):
     assert io["running_merge_bytes"] > io["merged_bytes"]  # shards 0..1 and 0..2: more than once the merged sums
 
 
-def test_run_json_gives_the_bytes_without_incremental_merge_as_the_partials_on_disk(tmp_path):
+def test_run_json_gives_the_bytes_without_incremental_merge_as_the_partials_on_disk(tmp_path, small_demo):
+    workdir = tmp_path / "run"
+    small_demo_inputs(small_demo, workdir)
     config = {**copy.deepcopy(SMALL_DEMO), "incremental_merge": False, "keep_partials": True}
-    run = snakemake(tmp_path, config, "results/demo/tiny-bert/run.json")
+    run = snakemake(workdir, config, "results/demo/tiny-bert/run.json")
     assert run.returncode == 0, run.stderr[-3000:]
-    io = json.loads((tmp_path / "results" / "demo" / "tiny-bert" / "run.json").read_text())["io"]
+    assert "sample_corpus" not in scheduled_jobs(run), "the small demo's inputs are made again"
+    io = json.loads((workdir / "results" / "demo" / "tiny-bert" / "run.json").read_text())["io"]
     assert_io_as_documented(
-        io, SMALL_DEMO["shards"], incremental=False, merged=merged_files(tmp_path / "results/demo/tiny-bert")
+        io, SMALL_DEMO["shards"], incremental=False, merged=merged_files(workdir / "results/demo/tiny-bert")
     )
-    folder = tmp_path / "results" / "demo" / "partials" / "tiny-bert"
+    folder = workdir / "results" / "demo" / "partials" / "tiny-bert"
     partials = [path for path in folder.glob("*.parquet") if not path.name.endswith(".pca.parquet")]
     assert len(partials) == PARTIAL_FILES * SMALL_DEMO["shards"]
     assert io["partial_bytes"] == sum(p.stat().st_size for p in partials)
@@ -417,7 +422,7 @@ def test_killed_run_resumes_only_unfinished_jobs_with_bit_identical_results(tmp_
     merged sums are those of an uninterrupted run, bit for bit (the tables and figures after them are functions
     of these files, checked on the demo itself)."""
     workdir, config = tmp_path / "killed", tmp_path / "one-model.yaml"
-    workdir.mkdir()
+    small_demo_inputs(small_demo, workdir)  # the corpus sample, shards and model: the extractions are what is killed
     # partials kept, to see which jobs re-run
     config.write_text(yaml.safe_dump({**SMALL_DEMO, "keep_partials": True}))
     targets = [f"results/demo/tiny-bert/{f}" for f in MERGED_SUMS]
@@ -495,36 +500,53 @@ def test_uncached_hub_model_fails_its_job_with_one_line(tmp_path):
     assert "Traceback" not in run.stderr
 
 
-@pytest.fixture
-def demo_copy(tmp_path, demo):
-    """A writable copy of the finished demo (results, logs and Snakemake's metadata, mtimes kept)."""
-    copied = tmp_path / "demo"
-    shutil.copytree(demo, copied, symlinks=True)
-    return copied
+def results_bytes(workdir) -> dict:
+    """Every file of the demo's results under ``workdir`` → its bytes."""
+    return {p.relative_to(workdir): p.read_bytes() for p in (workdir / "results" / "demo").rglob("*") if p.is_file()}
 
 
-def test_a_failing_paper_run_leaves_the_demo_intact(demo_copy):
+@pytest.fixture(scope="module")
+def demo_copy_runs(demo, tmp_path_factory) -> dict:
+    """Two writable copies of the finished demo (results, logs and Snakemake's metadata, mtimes kept), each run
+    once, side by side (each run locks its own copy): on one the paper config on a machine without the Hub, on
+    the other the demo's config after a byte of tiny-bert's merged sums is flipped. Name → (the copy, its
+    results' bytes before the run, the run)."""
+    copies = {name: tmp_path_factory.mktemp("demo-copy") / "demo" for name in ("paper", "flipped byte")}
+    for copied in copies.values():
+        shutil.copytree(demo, copied, symlinks=True)
+    sums = copies["flipped byte"] / "results" / "demo" / "tiny-bert" / "sums.parquet"
+    data = bytearray(sums.read_bytes())
+    data[len(data) // 3] ^= 0x01  # inside the data pages
+    sums.write_bytes(bytes(data))
+    before = {name: results_bytes(copied) for name, copied in copies.items()}
+    commands = {  # config, arguments, environment
+        "paper": (REPO / "config.yaml", (), {"HF_HUB_OFFLINE": "1"}),
+        "flipped byte": (REPO / "config" / "demo.yaml", ("--keep-going",), None),
+    }
+    with ThreadPoolExecutor(2) as pool:
+        runs = {
+            name: pool.submit(snakemake, copies[name], config, *arguments, env=env)
+            for name, (config, arguments, env) in commands.items()
+        }
+        return {name: (copies[name], before[name], run.result()) for name, run in runs.items()}
+
+
+def test_a_failing_paper_run_leaves_the_demo_intact(demo_copy_runs):
     """The README's order on a machine without the Hub: demo, then the paper config, which fails."""
-    before = {p: p.read_bytes() for p in (demo_copy / "results" / "demo").rglob("*") if p.is_file()}
-    paper = snakemake(demo_copy, REPO / "config.yaml", env={"HF_HUB_OFFLINE": "1"})
+    demo_copy, before, paper = demo_copy_runs["paper"]
     offline = r"ctxvar error: (corpus:|model '[\w.-]+' \([\w./-]+\) is not in the HF cache and HF_HUB_OFFLINE is set)"
     assert paper.returncode != 0 and re.search(offline, paper.stderr), paper.stderr[-2000:]
-    assert {p: p.read_bytes() for p in (demo_copy / "results" / "demo").rglob("*") if p.is_file()} == before
+    assert results_bytes(demo_copy) == before
     again = snakemake(demo_copy, REPO / "config" / "demo.yaml", "-n")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 
 
-def test_a_flipped_byte_in_merged_sums_fails_every_reader_naming_the_file(demo_copy):
-    sums = demo_copy / "results" / "demo" / "tiny-bert" / "sums.parquet"
-    data = bytearray(sums.read_bytes())
-    data[len(data) // 3] ^= 0x01  # inside the data pages
-    sums.write_bytes(bytes(data))
-    layers = demo_copy / "results" / "demo" / "tiny-bert" / "layers.csv"
-    before = layers.read_bytes()
-    run = snakemake(demo_copy, REPO / "config" / "demo.yaml", "--keep-going")
+def test_a_flipped_byte_in_merged_sums_fails_every_reader_naming_the_file(demo_copy_runs):
+    demo_copy, before, run = demo_copy_runs["flipped byte"]
     assert run.returncode != 0
     assert "ctxvar error: results/demo/tiny-bert/sums.parquet" in run.stderr and "delete it and re-run" in run.stderr
-    assert layers.read_bytes() == before, "a corrupt input must never become a new table"
+    layers = Path("results") / "demo" / "tiny-bert" / "layers.csv"
+    assert (demo_copy / layers).read_bytes() == before[layers], "a corrupt input must never become a new table"
 
 
 def test_a_corpus_too_small_for_fig1_still_gives_every_core_output(tmp_path):

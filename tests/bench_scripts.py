@@ -1,0 +1,29 @@
+"""Running the benchmark scripts of bench/ from tests."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+from workflow_runs import REPO
+
+
+def run_bench(script: str, out, *options: str) -> None:
+    """``python bench/<script> <options> --out <out>``, which must succeed, as a command: the scripts that run
+    Snakemake (disk.py) or share a standard module's name (io.py), and so each way in, a script on its own."""
+    run = subprocess.run(
+        [sys.executable, str(REPO / "bench" / script), *options, "--out", str(out)], capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+
+
+def run_bench_main(script: str, out, *options: str) -> None:
+    """``bench/<script>``'s ``main([*options, "--out", out])`` in this process, which must succeed: what these
+    tests check is what the script writes, and a command would import torch and transformers' modeling code again,
+    once for the script and once for the server its fresh processes fork from (``run.in_fresh_process``)."""
+    bench = str(REPO / "bench")
+    if bench not in sys.path:  # before the fresh processes' server starts: it unpickles the steps from there
+        sys.path.insert(0, bench)
+    assert not importlib.import_module(Path(script).stem).main([*options, "--out", str(out)])
