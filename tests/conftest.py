@@ -54,6 +54,22 @@ TIER_MARKERS = {
 }  # folder → marker
 
 
+def pytest_configure(config):
+    """``-n`` (pytest-xdist) only for the fast tier: the tiers that read the runs of :data:`BACKGROUND_RUNS` need
+    one process, or each worker would start every run again (and a second SLURM cluster on the same ports)."""
+    if not getattr(config.option, "numprocesses", None) or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    from workflow_runs import one_process_tiers
+
+    expression = config.option.markexpr
+    one_process = one_process_tiers(expression)
+    if one_process:
+        raise pytest.UsageError(
+            f"-m {expression!r} selects the {', '.join(one_process)} tiers, which run in one process (they share "
+            "the demo's, the small demo's, the quick start's and the SLURM runs, each started once): leave out -n"
+        )
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(items):
     """Give each test its folder's tier marker (a test file outside the tier folders is an error); then run last

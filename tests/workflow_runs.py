@@ -44,6 +44,20 @@ RUN_SECONDS: dict[str, float] = {}  # shipped config → wall-clock seconds of i
 BACKGROUND_NICENESS = 19
 
 
+# The tiers whose tests read the runs that conftest.BACKGROUND_RUNS start, once per session: none under -n.
+ONE_PROCESS_TIERS = ("workflow", "slurm", "bench", "real_model")
+
+
+def one_process_tiers(markexpr: str) -> list[str]:
+    """The tiers of :data:`ONE_PROCESS_TIERS` that ``-m markexpr`` selects: all of them for an empty expression."""
+    from _pytest.mark.expression import Expression
+
+    if not markexpr:
+        return list(ONE_PROCESS_TIERS)
+    expression = Expression.compile(markexpr)
+    return [tier for tier in ONE_PROCESS_TIERS if expression.evaluate(lambda name, tier=tier, **_: name == tier)]
+
+
 MINILM = "all-MiniLM-L6-v2"  # the quick start's trained model (config/minilm.yaml)
 
 
