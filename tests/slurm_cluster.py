@@ -27,11 +27,17 @@ def cluster(tmp_path_factory):
         pids = {d: int((state / f"{d}.pid").read_text()) for d in DAEMONS}
         yield state
     finally:
-        subprocess.run(["bash", str(CLUSTER), "stop", str(state)], check=True, timeout=120)
+        stop_cluster(state)
     for daemon, pid in pids.items():
         assert not os.path.exists(f"/proc/{pid}") or "zombie" in open(f"/proc/{pid}/status").read().lower(), (
             f"{daemon} left running"
         )
+
+
+def stop_cluster(state) -> None:
+    """Stop the cluster of :func:`cluster` whose files are in ``state``: its jobs cancelled, its daemons stopped
+    (nothing to do once stopped)."""
+    subprocess.run(["bash", str(CLUSTER), "stop", str(state)], check=True, timeout=120)
 
 
 TARGETS = [

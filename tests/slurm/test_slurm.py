@@ -12,10 +12,18 @@ import subprocess
 
 import pytest
 
-from slurm_cluster import CAN_RUN, NEEDS, TARGETS
+from slurm_cluster import CAN_RUN, NEEDS, TARGETS, stop_cluster
 from workflow_runs import SMALL_DEMO_OUTPUTS, finished_snakemake
 
 pytestmark = pytest.mark.skipif(not CAN_RUN, reason=NEEDS)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster_stops_with_this_tier(cluster):
+    """The cluster stopped once this tier's tests have read its runs, rather than with the session, whose last
+    seconds would wait on its daemons' ends."""
+    yield
+    stop_cluster(cluster)
 
 
 def test_demo_through_slurm_equals_the_local_run(slurm_runs, small_demo):

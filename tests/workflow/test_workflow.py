@@ -12,6 +12,7 @@ import signal
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -248,35 +249,73 @@ def test_run_json_gives_the_bytes_without_incremental_merge_as_the_partials_on_d
 WIDE_MODEL = {"id": "tiny-gpt2-wide", "init": "random", "arch": "gpt2", "hidden_size": 96, "seed": 4}
 
 
+@dataclass
+class RunOnTheDemo:
+    workdir: Path  # the finished demo, or a writable copy of it
+    before: dict  # a copy's results' bytes before its run (results_bytes); empty for a dry run on the demo
+    run: subprocess.CompletedProcess
+
+
 @pytest.fixture(scope="module")
-def demo_dry_runs(demo, tmp_path_factory) -> dict:
-    """Dry runs on the finished demo, two at a time (a dry run takes no lock and writes no result): of
-    config/demo.yaml, of the same config with its keys in another order, with one more model, and with each of
-    :data:`CONFIG_CHANGES`."""
+def runs_on_the_demo(demo, tmp_path_factory) -> dict[str, RunOnTheDemo]:
+    """This module's runs on the finished demo, two at a time, the longest first. On two writable copies of it
+    (results, logs and Snakemake's metadata, mtimes kept; each run locks its own copy): the paper config on a
+    machine without the Hub, and the demo's config after a byte of tiny-bert's merged sums is flipped. On the demo
+    itself, dry runs (a dry run takes no lock and writes no result): of config/demo.yaml, of the same config with
+    its keys in another order, with one more model, with each of :data:`CONFIG_CHANGES`, and of config/demo.yaml
+    through a copy of the workflow before and after an edit of an analysis script."""
+    copies = {name: tmp_path_factory.mktemp("demo-copy") / "demo" for name in ("paper", "flipped byte")}
+    for copied in copies.values():
+        shutil.copytree(demo, copied, symlinks=True)
+    sums = copies["flipped byte"] / "results" / "demo" / "tiny-bert" / "sums.parquet"
+    data = bytearray(sums.read_bytes())
+    data[len(data) // 3] ^= 0x01  # inside the data pages
+    sums.write_bytes(bytes(data))
     reordered = tmp_path_factory.mktemp("reordered") / "reordered.yaml"
     reordered.write_text(yaml.safe_dump(DEMO, sort_keys=True))
-    configs = {
-        "same config": REPO / "config" / "demo.yaml",
-        "reordered": reordered,
-        "one more model": {**copy.deepcopy(DEMO), "models": [*DEMO["models"], WIDE_MODEL]},
-        **{name: {**copy.deepcopy(DEMO), **change} for name, (change, _) in CONFIG_CHANGES.items()},
+    workflows = {name: tmp_path_factory.mktemp("workflow") for name in ("copied workflow", "edited workflow")}
+    for copied in workflows.values():
+        shutil.copytree(REPO / "workflow", copied / "workflow")
+        shutil.copy(REPO / "Snakefile", copied)
+        (copied / "profiles").symlink_to("workflow/profiles")
+    with open(workflows["edited workflow"] / "workflow" / "scripts" / "layer_statistics.py", "a") as script:
+        script.write("# an edit\n")
+    demo_yaml = REPO / "config" / "demo.yaml"
+    runs = {  # name → workdir, config, arguments, environment
+        "paper": (copies["paper"], REPO / "config.yaml", (), {"HF_HUB_OFFLINE": "1"}),
+        "flipped byte": (copies["flipped byte"], demo_yaml, ("--keep-going",), None),
+        "same config": (demo, demo_yaml, ("-n",), None),
+        "reordered": (demo, reordered, ("-n",), None),
+        "one more model": (demo, {**copy.deepcopy(DEMO), "models": [*DEMO["models"], WIDE_MODEL]}, ("-n",), None),
+        **{
+            name: (demo, {**copy.deepcopy(DEMO), **change}, ("-n",), None)
+            for name, (change, _) in CONFIG_CHANGES.items()
+        },
+        **{name: (demo, demo_yaml, ("-s", str(root / "Snakefile"), "-n"), None) for name, root in workflows.items()},
     }
+    before = {name: results_bytes(copied) for name, copied in copies.items()}
     with ThreadPoolExecutor(2) as pool:
-        return dict(zip(configs, pool.map(lambda config: snakemake(demo, config, "-n"), configs.values())))
+        started = {
+            name: pool.submit(snakemake, workdir, config, *arguments, env=env)
+            for name, (workdir, config, arguments, env) in runs.items()
+        }
+        return {
+            name: RunOnTheDemo(runs[name][0], before.get(name, {}), future.result()) for name, future in started.items()
+        }
 
 
-def test_rerun_with_the_same_config_does_nothing(demo_dry_runs):
-    run = demo_dry_runs["same config"]
+def test_rerun_with_the_same_config_does_nothing(runs_on_the_demo):
+    run = runs_on_the_demo["same config"].run
     assert run.returncode == 0 and "Nothing to be done" in run.stdout + run.stderr
 
 
-def test_reordering_config_keys_does_not_rerun(demo_dry_runs):
-    run = demo_dry_runs["reordered"]
+def test_reordering_config_keys_does_not_rerun(runs_on_the_demo):
+    run = runs_on_the_demo["reordered"].run
     assert run.returncode == 0 and "Nothing to be done" in run.stdout + run.stderr
 
 
-def test_adding_a_model_schedules_only_its_jobs_and_the_summary(demo_dry_runs):
-    run = demo_dry_runs["one more model"]
+def test_adding_a_model_schedules_only_its_jobs_and_the_summary(runs_on_the_demo):
+    run = runs_on_the_demo["one more model"].run
     assert DEMO["shards"] == 2  # so no running merge (merge_next_shard)
     assert scheduled_jobs(run) == {
         "build_random_model": 1,
@@ -386,20 +425,13 @@ CONFIG_CHANGES = {
 
 
 @pytest.mark.parametrize("change", CONFIG_CHANGES)
-def test_config_changes_schedule_the_minimum(demo_dry_runs, change):
-    assert scheduled_jobs(demo_dry_runs[change]) == CONFIG_CHANGES[change][1]
+def test_config_changes_schedule_the_minimum(runs_on_the_demo, change):
+    assert scheduled_jobs(runs_on_the_demo[change].run) == CONFIG_CHANGES[change][1]
 
 
-def test_changing_analysis_code_never_reruns_extraction(tmp_path, demo):
-    copy_of_workflow = tmp_path / "workflow-copy"
-    shutil.copytree(REPO / "workflow", copy_of_workflow / "workflow")
-    shutil.copy(REPO / "Snakefile", copy_of_workflow)
-    (copy_of_workflow / "profiles").symlink_to("workflow/profiles")
-    arguments = ["-s", str(copy_of_workflow / "Snakefile"), "-n"]
-    assert "Nothing to be done" in snakemake(demo, REPO / "config" / "demo.yaml", *arguments).stdout
-    with open(copy_of_workflow / "workflow" / "scripts" / "layer_statistics.py", "a") as script:
-        script.write("# an edit\n")
-    run = snakemake(demo, REPO / "config" / "demo.yaml", *arguments)
+def test_changing_analysis_code_never_reruns_extraction(runs_on_the_demo):
+    assert "Nothing to be done" in runs_on_the_demo["copied workflow"].run.stdout  # the copy itself changes nothing
+    run = runs_on_the_demo["edited workflow"].run
     # Fig. 5, the checkpoint figure and the figures drawn from the summary tables (summarise_models writes both)
     assert scheduled_jobs(run) == {
         "layer_statistics": 6,
@@ -505,48 +537,23 @@ def results_bytes(workdir) -> dict:
     return {p.relative_to(workdir): p.read_bytes() for p in (workdir / "results" / "demo").rglob("*") if p.is_file()}
 
 
-@pytest.fixture(scope="module")
-def demo_copy_runs(demo, tmp_path_factory) -> dict:
-    """Two writable copies of the finished demo (results, logs and Snakemake's metadata, mtimes kept), each run
-    once, side by side (each run locks its own copy): on one the paper config on a machine without the Hub, on
-    the other the demo's config after a byte of tiny-bert's merged sums is flipped. Name → (the copy, its
-    results' bytes before the run, the run)."""
-    copies = {name: tmp_path_factory.mktemp("demo-copy") / "demo" for name in ("paper", "flipped byte")}
-    for copied in copies.values():
-        shutil.copytree(demo, copied, symlinks=True)
-    sums = copies["flipped byte"] / "results" / "demo" / "tiny-bert" / "sums.parquet"
-    data = bytearray(sums.read_bytes())
-    data[len(data) // 3] ^= 0x01  # inside the data pages
-    sums.write_bytes(bytes(data))
-    before = {name: results_bytes(copied) for name, copied in copies.items()}
-    commands = {  # config, arguments, environment
-        "paper": (REPO / "config.yaml", (), {"HF_HUB_OFFLINE": "1"}),
-        "flipped byte": (REPO / "config" / "demo.yaml", ("--keep-going",), None),
-    }
-    with ThreadPoolExecutor(2) as pool:
-        runs = {
-            name: pool.submit(snakemake, copies[name], config, *arguments, env=env)
-            for name, (config, arguments, env) in commands.items()
-        }
-        return {name: (copies[name], before[name], run.result()) for name, run in runs.items()}
-
-
-def test_a_failing_paper_run_leaves_the_demo_intact(demo_copy_runs):
+def test_a_failing_paper_run_leaves_the_demo_intact(runs_on_the_demo):
     """The README's order on a machine without the Hub: demo, then the paper config, which fails."""
-    demo_copy, before, paper = demo_copy_runs["paper"]
+    paper = runs_on_the_demo["paper"]
     offline = r"ctxvar error: (corpus:|model '[\w.-]+' \([\w./-]+\) is not in the HF cache and HF_HUB_OFFLINE is set)"
-    assert paper.returncode != 0 and re.search(offline, paper.stderr), paper.stderr[-2000:]
-    assert results_bytes(demo_copy) == before
-    again = snakemake(demo_copy, REPO / "config" / "demo.yaml", "-n")
+    assert paper.run.returncode != 0 and re.search(offline, paper.run.stderr), paper.run.stderr[-2000:]
+    assert results_bytes(paper.workdir) == paper.before
+    again = snakemake(paper.workdir, REPO / "config" / "demo.yaml", "-n")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 
 
-def test_a_flipped_byte_in_merged_sums_fails_every_reader_naming_the_file(demo_copy_runs):
-    demo_copy, before, run = demo_copy_runs["flipped byte"]
-    assert run.returncode != 0
-    assert "ctxvar error: results/demo/tiny-bert/sums.parquet" in run.stderr and "delete it and re-run" in run.stderr
+def test_a_flipped_byte_in_merged_sums_fails_every_reader_naming_the_file(runs_on_the_demo):
+    flipped = runs_on_the_demo["flipped byte"]
+    assert flipped.run.returncode != 0
+    stderr = flipped.run.stderr
+    assert "ctxvar error: results/demo/tiny-bert/sums.parquet" in stderr and "delete it and re-run" in stderr
     layers = Path("results") / "demo" / "tiny-bert" / "layers.csv"
-    assert (demo_copy / layers).read_bytes() == before[layers], "a corrupt input must never become a new table"
+    assert (flipped.workdir / layers).read_bytes() == flipped.before[layers], "a corrupt input became a new table"
 
 
 def test_a_corpus_too_small_for_fig1_still_gives_every_core_output(tmp_path):
