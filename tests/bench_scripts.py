@@ -12,7 +12,8 @@ from workflow_runs import REPO
 
 def run_bench(script: str, out, *options: str) -> None:
     """``python bench/<script> <options> --out <out>``, which must succeed, as a command: the scripts that run
-    Snakemake (disk.py) or share a standard module's name (io.py), and so each way in, a script on its own."""
+    Snakemake (disk.py) or share a standard module's name (io.py), and one whose fresh processes run a function of
+    the script itself, there ``__main__`` (kernel.py), so that each way in is run as a user runs it."""
     run = subprocess.run(
         [sys.executable, str(REPO / "bench" / script), *options, "--out", str(out)], capture_output=True, text=True
     )
@@ -22,7 +23,13 @@ def run_bench(script: str, out, *options: str) -> None:
 def run_bench_main(script: str, out, *options: str) -> None:
     """``bench/<script>``'s ``main([*options, "--out", out])`` in this process, which must succeed: what these
     tests check is what the script writes, and a command would import torch and transformers' modeling code again,
-    once for the script and once for the server its fresh processes fork from (``run.in_fresh_process``)."""
+    once for the script and once for the server its fresh processes fork from (``run.in_fresh_process``). With a
+    GPU, as a command (:func:`run_bench`): the test process opens no CUDA context of its own, which would hold
+    device memory for the rest of the session."""
+    import torch
+
+    if torch.cuda.is_available():
+        return run_bench(script, out, *options)
     bench = str(REPO / "bench")
     if bench not in sys.path:  # before the fresh processes' server starts: it unpickles the steps from there
         sys.path.insert(0, bench)

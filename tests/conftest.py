@@ -57,7 +57,7 @@ TIER_MARKERS = {
 def pytest_configure(config):
     """``-n`` (pytest-xdist) only for the fast tier: the tiers that read the runs of :data:`BACKGROUND_RUNS` need
     one process, or each worker would start every run again (and a second SLURM cluster on the same ports)."""
-    if not getattr(config.option, "numprocesses", None) or os.environ.get("PYTEST_XDIST_WORKER"):
+    if not getattr(config.option, "numprocesses", None) or hasattr(config, "workerinput"):  # not xdist's controller
         return
     from workflow_runs import one_process_tiers
 
@@ -188,6 +188,8 @@ def background_runs(request):
     """Start, with the session's first test, the runs of :data:`BACKGROUND_RUNS` that a selected test reads, so
     they go beside the tiers before the tests that wait for them, on the cores those tiers leave idle."""
     wanted = set().union(*(item.fixturenames for item in request.session.items))
+    if hasattr(request.config, "workerinput") and wanted & set(BACKGROUND_RUNS):  # past pytest_configure's check
+        raise pytest.UsageError(f"{', '.join(sorted(wanted & set(BACKGROUND_RUNS)))}: run in one process, without -n")
     for name in BACKGROUND_RUNS:
         if name in wanted and (name != "slurm_runs" or SLURM_CAN_RUN):
             try:

@@ -44,7 +44,7 @@ def test_quick_benchmark_reports_every_step(tmp_path):
 
 
 def test_quick_kernel_benchmark_compares_approaches_that_agree(tmp_path):
-    run_bench_main("kernel.py", tmp_path, "--quick")
+    run_bench("kernel.py", tmp_path, "--quick")
     runs = pd.read_csv(tmp_path / "kernel.csv")
     assert list(runs["approach"]) == [
         "(i) ctxvar",

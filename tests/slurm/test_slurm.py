@@ -13,16 +13,18 @@ import subprocess
 import pytest
 
 from slurm_cluster import CAN_RUN, NEEDS, TARGETS, stop_cluster
-from workflow_runs import SMALL_DEMO_OUTPUTS, finished_snakemake
+from workflow_runs import SMALL_DEMO_OUTPUTS, finished_snakemake, stop_snakemake
 
 pytestmark = pytest.mark.skipif(not CAN_RUN, reason=NEEDS)
 
 
 @pytest.fixture(scope="module", autouse=True)
-def cluster_stops_with_this_tier(cluster):
-    """The cluster stopped once this tier's tests have read its runs, rather than with the session, whose last
-    seconds would wait on its daemons' ends."""
+def cluster_stops_with_this_tier(cluster, slurm_runs):
+    """The cluster stopped once this tier's tests have read its runs (a run still going, after a failed test, is
+    stopped first), rather than with the session, whose last seconds would wait on its daemons' ends."""
     yield
+    for _, process in slurm_runs.values():
+        stop_snakemake(process)
     stop_cluster(cluster)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import hashlib
 import json
 import os
 import re
@@ -252,7 +253,7 @@ WIDE_MODEL = {"id": "tiny-gpt2-wide", "init": "random", "arch": "gpt2", "hidden_
 @dataclass
 class RunOnTheDemo:
     workdir: Path  # the finished demo, or a writable copy of it
-    before: dict  # a copy's results' bytes before its run (results_bytes); empty for a dry run on the demo
+    before: dict  # a copy's results before its run (results_digests); empty for a dry run on the demo
     run: subprocess.CompletedProcess
 
 
@@ -293,7 +294,7 @@ def runs_on_the_demo(demo, tmp_path_factory) -> dict[str, RunOnTheDemo]:
         },
         **{name: (demo, demo_yaml, ("-s", str(root / "Snakefile"), "-n"), None) for name, root in workflows.items()},
     }
-    before = {name: results_bytes(copied) for name, copied in copies.items()}
+    before = {name: results_digests(copied) for name, copied in copies.items()}
     with ThreadPoolExecutor(2) as pool:
         started = {
             name: pool.submit(snakemake, workdir, config, *arguments, env=env)
@@ -452,7 +453,8 @@ def test_killed_run_resumes_only_unfinished_jobs_with_bit_identical_results(tmp_
     """A model's extractions and merges (the demo's first, on a smaller corpus), killed with SIGKILL once 3 of its 4
     partials are written: the resumed run re-runs only the unfinished extractions, leaves no temporaries, and its
     merged sums are those of an uninterrupted run, bit for bit (the tables and figures after them are functions
-    of these files, checked on the demo itself)."""
+    of these files, checked on the demo itself). It starts from the uninterrupted run's corpus sample, shards and
+    model (the SLURM tier's run makes them anew and compares its files with that run's)."""
     workdir, config = tmp_path / "killed", tmp_path / "one-model.yaml"
     small_demo_inputs(small_demo, workdir)  # the corpus sample, shards and model: the extractions are what is killed
     # partials kept, to see which jobs re-run
@@ -532,9 +534,10 @@ def test_uncached_hub_model_fails_its_job_with_one_line(tmp_path):
     assert "Traceback" not in run.stderr
 
 
-def results_bytes(workdir) -> dict:
-    """Every file of the demo's results under ``workdir`` → its bytes."""
-    return {p.relative_to(workdir): p.read_bytes() for p in (workdir / "results" / "demo").rglob("*") if p.is_file()}
+def results_digests(workdir) -> dict:
+    """Every file of the demo's results under ``workdir`` → the SHA-256 of its bytes."""
+    files = (path for path in (workdir / "results" / "demo").rglob("*") if path.is_file())
+    return {path.relative_to(workdir): hashlib.sha256(path.read_bytes()).hexdigest() for path in files}
 
 
 def test_a_failing_paper_run_leaves_the_demo_intact(runs_on_the_demo):
@@ -542,7 +545,7 @@ def test_a_failing_paper_run_leaves_the_demo_intact(runs_on_the_demo):
     paper = runs_on_the_demo["paper"]
     offline = r"ctxvar error: (corpus:|model '[\w.-]+' \([\w./-]+\) is not in the HF cache and HF_HUB_OFFLINE is set)"
     assert paper.run.returncode != 0 and re.search(offline, paper.run.stderr), paper.run.stderr[-2000:]
-    assert results_bytes(paper.workdir) == paper.before
+    assert results_digests(paper.workdir) == paper.before
     again = snakemake(paper.workdir, REPO / "config" / "demo.yaml", "-n")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 
@@ -553,7 +556,7 @@ def test_a_flipped_byte_in_merged_sums_fails_every_reader_naming_the_file(runs_o
     stderr = flipped.run.stderr
     assert "ctxvar error: results/demo/tiny-bert/sums.parquet" in stderr and "delete it and re-run" in stderr
     layers = Path("results") / "demo" / "tiny-bert" / "layers.csv"
-    assert (flipped.workdir / layers).read_bytes() == flipped.before[layers], "a corrupt input became a new table"
+    assert results_digests(flipped.workdir)[layers] == flipped.before[layers], "a corrupt input became a new table"
 
 
 def test_a_corpus_too_small_for_fig1_still_gives_every_core_output(tmp_path):
