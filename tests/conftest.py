@@ -99,9 +99,8 @@ def gpu_claim_ends_with_its_test():
     devices.release_gpu()
 
 
-# Started in the background, at workflow_runs.BACKGROUND_NICENESS (the demo at DEMO_NICENESS): the runs that take
-# up the cores the tests leave idle (a cluster's polling, chains of single jobs, and, with one thread per test
-# process, every in-process test).
+# Started in the background, at workflow_runs.BACKGROUND_NICENESS: the runs that take up the cores the tests leave
+# idle (a cluster's polling, chains of single jobs, and, with one thread per test process, every in-process test).
 BACKGROUND_RUNS = ("slurm_runs", "started_small_demo", "started_demo", "started_quick_start")  # in starting order
 # The same runs in the order they end: the small demo (13 jobs) long before the cluster's and the quick start's,
 # the demo (109 jobs) last.
@@ -201,10 +200,10 @@ def background_runs(request):
 @pytest.fixture(scope="session")
 def started_demo(tmp_path_factory):
     """``(workdir, process)``: config/demo.yaml started, not waited for; stopped at the end if still running."""
-    from workflow_runs import DEMO_NICENESS, REPO, start_snakemake, stop_snakemake
+    from workflow_runs import BACKGROUND_NICENESS, REPO, start_snakemake, stop_snakemake
 
     workdir = tmp_path_factory.mktemp("demo")
-    process = start_snakemake(workdir, REPO / "config" / "demo.yaml", niceness=DEMO_NICENESS)
+    process = start_snakemake(workdir, REPO / "config" / "demo.yaml", niceness=BACKGROUND_NICENESS)
     yield workdir, process
     stop_snakemake(process)
 

@@ -42,9 +42,6 @@ RUN_SECONDS: dict[str, float] = {}  # shipped config → wall-clock seconds of i
 # most: the longer the runs go on beside the tests, the fewer of the tests' one-process stretches (most of a
 # workflow test is a chain of single jobs) leave a core idle at the end, when no run is left.
 BACKGROUND_NICENESS = 19
-# The demo's, lower: of those runs it is the longest and its tests come last, so it takes the idle cores first
-# (the kernel weighs niceness 15 at 36 against 15 at 19, and 1024 at 0: next to nothing of a core a test uses).
-DEMO_NICENESS = 15
 
 
 # The tiers whose tests read the runs that conftest.BACKGROUND_RUNS start, once per session: none under -n.
