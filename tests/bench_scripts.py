@@ -1,4 +1,6 @@
-"""Running the benchmark scripts of bench/ from tests."""
+"""Running the benchmark scripts of bench/ from tests; importing this module puts bench/ on ``sys.path``, where the
+scripts import each other as top-level modules (as when run from there), for the tests that import them and for
+the server that ``run.in_fresh_process`` forks from, which unpickles their functions."""
 
 from __future__ import annotations
 
@@ -9,13 +11,17 @@ from pathlib import Path
 
 from workflow_runs import REPO
 
+BENCH = REPO / "bench"
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))
+
 
 def run_bench(script: str, out, *options: str) -> None:
     """``python bench/<script> <options> --out <out>``, which must succeed, as a command: the scripts that run
     Snakemake (disk.py) or share a standard module's name (io.py), and one whose fresh processes run a function of
     the script itself, there ``__main__`` (kernel.py), so that each way in is run as a user runs it."""
     run = subprocess.run(
-        [sys.executable, str(REPO / "bench" / script), *options, "--out", str(out)], capture_output=True, text=True
+        [sys.executable, str(BENCH / script), *options, "--out", str(out)], capture_output=True, text=True
     )
     assert run.returncode == 0, run.stderr[-3000:]
 
@@ -30,7 +36,4 @@ def run_bench_main(script: str, out, *options: str) -> None:
 
     if torch.cuda.is_available():
         return run_bench(script, out, *options)
-    bench = str(REPO / "bench")
-    if bench not in sys.path:  # before the fresh processes' server starts: it unpickles the steps from there
-        sys.path.insert(0, bench)
     assert not importlib.import_module(Path(script).stem).main([*options, "--out", str(out)])

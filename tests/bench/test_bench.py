@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import shutil
-import sys
 
 import numpy as np
 import pandas as pd
@@ -85,7 +84,6 @@ def test_disk_benchmark_measures_the_peak_against_the_merged_sums(tmp_path):
 def bench_corpus(request, tmp_path_factory):
     """The GPU benchmark's corpus (bench/run.py, 60,000 sentences) and a tiny model of ``arch`` with a tokenizer
     trained on it, as the benchmark builds its models."""
-    sys.path.insert(0, str(REPO / "bench"))
     from run import MODES, write_corpus
 
     from ctxvar.models.random_init import build_random_model
@@ -157,7 +155,6 @@ def test_gpu_benchmark_writes_every_column_the_report_promises(tmp_path):
     commands stop at 10 minutes: one row per model, dtype and step, sharded models; (a) and (b) warm up first,
     and the load row is (b)'s loading, timed in (b)'s process. bench/profile_job.py then profiles a job of each
     on the models the benchmark built."""
-    sys.path.insert(0, str(REPO / "bench"))
     import gpu
     from forward_variants import VARIANTS
 
@@ -224,7 +221,6 @@ def test_gpu_benchmark_writes_every_column_the_report_promises(tmp_path):
 def test_gpu_benchmark_leaves_what_it_did_not_make(tmp_path, capsys):
     """A folder under --work that the benchmark did not build is not removed, --quick does not write into
     bench/results, and an unreadable gpu.csv is not merged into: each stops the run with one line."""
-    sys.path.insert(0, str(REPO / "bench"))
     import gpu
 
     mine = tmp_path / "work" / "llama-2-7b"
@@ -253,7 +249,6 @@ def test_profile_measures_from_a_cuda_trace():
     order: the GPU's busy share over the batch windows (a kernel launched in one that ends after it counts, the
     loading's kernel not), the batch thread's waits per batch apart from another thread's, and each idle gap put
     down to the innermost op of the batch thread under way at its start."""
-    sys.path.insert(0, str(REPO / "bench"))
     from profile_job import trace_summary
 
     def span(cat, name, ts, dur, tid=1, correlation=None):
@@ -295,7 +290,6 @@ def test_profile_measures_from_a_cuda_trace():
 def test_the_gpu_benchmarks_7b_shard_runs_at_least_30_batches(tmp_path):
     """The 7B decoder's smaller shard (bench/gpu.py), batched as extraction batches it with the default token
     budget and its tokenizer (gpt2-medium's, trained on the corpus): enough batches to measure a rate."""
-    sys.path.insert(0, str(REPO / "bench"))
     from gpu import MODES
     from run import write_corpus
     from transformers import AutoTokenizer
@@ -315,7 +309,6 @@ def test_the_gpu_benchmarks_7b_shard_runs_at_least_30_batches(tmp_path):
 
 def test_the_bare_forward_warms_up_and_runs_without_a_weight_hash_beside_it(tmp_path, monkeypatch, tiny_models):
     """(a) of bench/steps.py: a hash thread beside it would slow the limit that (b) is measured against."""
-    sys.path.insert(0, str(REPO / "bench"))
     import steps
     from run import write_corpus
 

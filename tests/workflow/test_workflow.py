@@ -275,10 +275,10 @@ def runs_on_the_demo(demo, tmp_path_factory) -> dict[str, RunOnTheDemo]:
     reordered = tmp_path_factory.mktemp("reordered") / "reordered.yaml"
     reordered.write_text(yaml.safe_dump(DEMO, sort_keys=True))
     workflows = {name: tmp_path_factory.mktemp("workflow") for name in ("copied workflow", "edited workflow")}
-    for copied in workflows.values():
-        shutil.copytree(REPO / "workflow", copied / "workflow")
-        shutil.copy(REPO / "Snakefile", copied)
-        (copied / "profiles").symlink_to("workflow/profiles")
+    for root in workflows.values():
+        shutil.copytree(REPO / "workflow", root / "workflow")
+        shutil.copy(REPO / "Snakefile", root)
+        (root / "profiles").symlink_to("workflow/profiles")
     with open(workflows["edited workflow"] / "workflow" / "scripts" / "layer_statistics.py", "a") as script:
         script.write("# an edit\n")
     demo_yaml = REPO / "config" / "demo.yaml"
