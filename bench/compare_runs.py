@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ctxvar.errors import first_line
-from ctxvar.parquet_files import LAYOUT_KEY, vector_rows
+from ctxvar.files.parquet import LAYOUT_KEY, vector_rows
 from ctxvar.stats.sample_file import SAMPLE_LAYOUT
 from ctxvar.stats.sums import MOMENTS_LAYOUT
 

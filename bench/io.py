@@ -38,8 +38,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ctxvar.io import atomic_path, use_system_allocator
-from ctxvar.parquet_files import PARQUET_READS, VECTOR_WRITE_OPTIONS, tagged_schema
+from ctxvar.files.atomic import atomic_path, use_system_allocator
+from ctxvar.files.parquet import PARQUET_READS, VECTOR_WRITE_OPTIONS, tagged_schema
 from ctxvar.stats.sums import LayerSums, SumsFile, sums_schema, write_sums
 
 SHAPES = {

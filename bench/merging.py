@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from ctxvar.io import use_system_allocator
+from ctxvar.files.atomic import use_system_allocator
 from ctxvar.stats.layers import layers_table
 from ctxvar.stats.merge import merge_partials
 from ctxvar.stats.sums import LayerSums, write_sums

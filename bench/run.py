@@ -44,8 +44,8 @@ import steps
 import torch
 
 from ctxvar.corpus.sources import synthetic_sentences
+from ctxvar.files.parquet import write_table
 from ctxvar.models.random_init import build_random_model
-from ctxvar.parquet_files import write_table
 from ctxvar.stats.layers import layers_table
 from ctxvar.stats.merge import merge_partials
 

@@ -5,7 +5,7 @@
     python bench/sample_batches.py --batches 1 2 8 --device cuda
 
 For each B it prints: the device bytes of the B · k float32 points of every layer (``state_bytes`` with the
-sample less without) and their bytes in a partial (``ctxvar.disk.sums_bytes``, likewise); the seconds per
+sample less without) and their bytes in a partial (``ctxvar.run.disk.sums_bytes``, likewise); the seconds per
 token that copying the sampled rows adds to ``EmbeddingSums.accumulate`` (synthetic hidden states, one
 token-budget batch at a time, against the same sums without a sample); and the seconds per layer of the
 sample's metrics (``ctxvar.stats.sample_metrics.twonn_metrics``'s per-batch work on Gaussian points: TwoNN,
@@ -20,11 +20,11 @@ import time
 import numpy as np
 import torch
 
-from ctxvar.disk import sums_bytes
 from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions
 from ctxvar.extraction.budget import state_bytes
 from ctxvar.models.batching import BATCH_TOKENS
-from ctxvar.resources import ModelShape
+from ctxvar.run.disk import sums_bytes
+from ctxvar.run.resources import ModelShape
 from ctxvar.stats.sample_metrics import batch_anisotropy, batch_twonn, mean_and_std
 
 TYPES = 1000

@@ -28,7 +28,7 @@ token: allocating the zeroed sums and ``EmbeddingSums.accumulate`` over every ba
   first through /proc/self/clear_refs; on a GPU ``torch.cuda.max_memory_allocated``);
 - partial bytes: the files an extraction job writes for the state, written with its writers (``LayerWriter``
   and the schemas of ``ctxvar.stats.sums``, ``sample_file`` and ``word_files``) in the first round and
-  measured on disk, beside ``ctxvar.disk.sums_bytes``, the free-space check's upper bound;
+  measured on disk, beside ``ctxvar.run.disk.sums_bytes``, the free-space check's upper bound;
 - time per token: seconds per million tokens, and the ratio to core taken within each round (a round runs
   every switch once, each in a fresh process; median and range over the rounds).
 
@@ -54,15 +54,15 @@ import torch
 from kernel import ZIPF_EXPONENT, layer_states, zipf_tokens
 from run import in_fresh_process
 
-from ctxvar.config_schema import SCHEMA
-from ctxvar.disk import sums_bytes
+from ctxvar.config.schema import SCHEMA
 from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions
 from ctxvar.extraction.budget import batch_bytes, state_bytes
 from ctxvar.extraction.position_sample import token_keys
 from ctxvar.extraction.word_sums import word_table
 from ctxvar.models.batching import BATCH_TOKENS, ShardBatches, pad_batches, token_budget_batches
 from ctxvar.models.tokens import EncodedShard
-from ctxvar.resources import ModelShape
+from ctxvar.run.disk import sums_bytes
+from ctxvar.run.resources import ModelShape
 from ctxvar.stats.sample_file import bottom_k, sample_schema, sample_table
 from ctxvar.stats.sums import LayerSums, LayerWriter, moments_schema, moments_table, sums_schema
 from ctxvar.stats.word_files import LayerSentences, LayerWords, sentences_schema, words_schema
@@ -392,7 +392,7 @@ def report(table: pd.DataFrame, order: list[str], shape: dict, rounds: int, args
             "",
             "state MB: `state_bytes`, the device sums of one pass; peak MB: what the process grew by while it "
             "allocated and added them (median over the rounds); partial MB: the partial files written with "
-            "extraction's writers; bound MB: `ctxvar.disk.sums_bytes` (the free-space check's upper bound, with "
+            "extraction's writers; bound MB: `ctxvar.run.disk.sums_bytes` (the free-space check's upper bound, with "
             "the shard's types); s per M tokens: allocating and adding, seconds per million tokens (median); "
             "× core: the ratio to core within each round, median and range.",
             "",

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from ctxvar import byte_digest
-from ctxvar.parquet_files import _CountedFile
+from ctxvar.files import byte_digest
+from ctxvar.files.parquet import _CountedFile
 
 
 def each_byte_flipped(path: Path, bits: int = 0x10) -> Iterator[int]:
@@ -43,8 +43,8 @@ def read_despite_a_flip(path: Path, read, error: type[Exception]) -> list[int]:
 
 
 def reseal(path: Path) -> None:
-    """Write a Parquet file's file digest (ctxvar.byte_digest) anew after its footer was edited, as someone who knows
-    the format would: what is left to find the edit is the check behind it."""
+    """Write a Parquet file's file digest (ctxvar.files.byte_digest) anew after its footer was edited, as someone
+    who knows the format would: what is left to find the edit is the check behind it."""
     data = bytearray(path.read_bytes())
     footer_start = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
     old = pq.ParquetFile(path).metadata.metadata[byte_digest.FILE_DIGEST_KEY]

@@ -18,8 +18,8 @@ from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.extract import extract_shard, prepare_shard, run_and_write
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.figures.pca_selection import select_pca_types
-from ctxvar.io import write_csv
-from ctxvar.parquet_files import write_table
+from ctxvar.files.atomic import write_csv
+from ctxvar.files.parquet import write_table
 from ctxvar.stats.geometry import geometry_table
 from ctxvar.stats.layers import layers_table
 from ctxvar.stats.merge import merge_job, merge_partials, merge_sample_partials

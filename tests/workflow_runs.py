@@ -68,8 +68,8 @@ MINILM = "all-MiniLM-L6-v2"  # the quick start's trained model (config/minilm.ya
 def quick_start_archive() -> Path:
     """The archive of the quick start's :data:`MINILM` (:class:`ctxvar.errors.ModelLoadError` if its wheel is not
     installed)."""
-    from ctxvar.config import models_by_id
-    from ctxvar.config_schema import load_config_file
+    from ctxvar.config.entries import models_by_id
+    from ctxvar.config.schema import load_config_file
     from ctxvar.models.archive import archive_path
 
     return archive_path(models_by_id(load_config_file(REPO / "config" / "minilm.yaml"))[MINILM])
@@ -203,7 +203,7 @@ def scheduled_jobs(dry_run: subprocess.CompletedProcess) -> dict[str, int]:
 
 
 def end_of_run(output: str) -> tuple[dict[str, str], list[str]]:
-    """The run's closing block (ctxvar.run_end) as ``{label: text}``, and the lines Snakemake prints after it."""
+    """The run's closing block (ctxvar.run.end) as ``{label: text}``, and the lines Snakemake prints after it."""
     lines = output.splitlines()
     start = max(i for i, line in enumerate(lines) if line.startswith("==== ctxvar: "))
     end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith("  ")), len(lines))

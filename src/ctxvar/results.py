@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ctxvar.config_hash import CORPUS_HASH
+from ctxvar.config.hashes import CORPUS_HASH
 from ctxvar.errors import CtxvarError, StatisticsError
-from ctxvar.io import read_csv, read_json
-from ctxvar.parquet_files import read_metadata, read_table
+from ctxvar.files.atomic import read_csv, read_json
+from ctxvar.files.parquet import read_metadata, read_table
 from ctxvar.stats.embedding_matrices import MATRIX_COLUMNS
 from ctxvar.stats.provenance import FINISH, SUMS_COLUMN, check_same_sums, table_sums
 from ctxvar.stats.summary import is_stack_of

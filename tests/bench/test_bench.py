@@ -104,7 +104,7 @@ def shard_batches(folder, n_shards: int, n_sentences: int | None = None) -> list
 
     from ctxvar.corpus.shards import split_corpus
     from ctxvar.extraction.shard import chunk_batches, read_shard
-    from ctxvar.parquet_files import write_table
+    from ctxvar.files.parquet import write_table
 
     sentences = folder / f"sentences-{n_sentences}.parquet"
     write_table(pq.read_table(folder / "sentences.parquet").slice(0, n_sentences), sentences)

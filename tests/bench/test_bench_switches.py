@@ -24,7 +24,7 @@ def test_quick_switches_benchmark_measures_every_switch(tmp_path):
     core = rows.loc["core"]
     assert (rows.drop("core")["state_bytes"] > core["state_bytes"]).all()
     assert (rows["peak_bytes"] > 0).all()
-    # the written files: the bound of ctxvar.disk holds, and each switch adds its own file(s)
+    # the written files: the bound of ctxvar.run.disk holds, and each switch adds its own file(s)
     assert (rows["partial_bytes"] <= rows["partial_bytes_bound"]).all()
     assert (rows["partial_bytes"] > 0.9 * rows["partial_bytes_bound"]).all()
     assert rows.loc["core + covariance", "moments_file_bytes"] >= 3 * 64 * 64 * 8  # L · d² float64

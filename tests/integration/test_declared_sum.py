@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ctxvar import disk
 from ctxvar.extraction import accumulator
 from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.budget import state_bytes
-from ctxvar.resources import ModelShape
+from ctxvar.run import disk
+from ctxvar.run.resources import ModelShape
 from ctxvar.stats import declarations
 from ctxvar.stats.declarations import LayerColumn, LayerSum, TokenColumn, TypeSum
 from ctxvar.stats.sums import SumsFile

@@ -24,12 +24,12 @@ from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.shard import chunk_batches, read_shard
 from ctxvar.figures.pca_plots import point_summary
 from ctxvar.figures.pca_selection import select_pca_tokens
-from ctxvar.io import write_csv
+from ctxvar.files.atomic import write_csv
+from ctxvar.files.parquet import read_metadata, read_table, vector_rows, write_table
 from ctxvar.models import hashing
 from ctxvar.models.batching import BATCH_TOKENS
 from ctxvar.models.random_init import build_random_model
 from ctxvar.models.tokens import encode
-from ctxvar.parquet_files import read_metadata, read_table, vector_rows, write_table
 from ctxvar.stats.merge import merge_partials
 from ctxvar.stats.sums import SumsFile
 from ctxvar.versions import device_name

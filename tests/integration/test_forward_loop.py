@@ -15,10 +15,10 @@ from ctxvar.extraction.budget import state_bytes
 from ctxvar.extraction.extract import extract_shard, prepare_shard
 from ctxvar.extraction.passes import run_batches
 from ctxvar.extraction.settings import ExtractionSettings
-from ctxvar.jobs import job_log
+from ctxvar.files.parquet import read_metadata
 from ctxvar.models import hashing
 from ctxvar.models import loading as models
-from ctxvar.parquet_files import read_metadata
+from ctxvar.run.job_log import job_log
 
 from pipeline_runs import TEST_DEVICE, shard_of
 

@@ -15,7 +15,7 @@ import skdim
 
 from ctxvar.errors import StatisticsError
 from ctxvar.extraction.position_sample import token_keys
-from ctxvar.parquet_files import FOOTER_READ_BYTES
+from ctxvar.files.parquet import FOOTER_READ_BYTES
 from ctxvar.stats.merge import merge_job, merge_moments, merge_partials, merge_sample_partials
 from ctxvar.stats.merge_io import run_io
 from ctxvar.stats.sample_file import points

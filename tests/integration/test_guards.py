@@ -23,9 +23,9 @@ from ctxvar.corpus.shards import split_corpus
 from ctxvar.errors import CorpusError, ModelLoadError, StatisticsError
 from ctxvar.extraction.extract import extract_shard
 from ctxvar.extraction.settings import ExtractionSettings
-from ctxvar.io import atomic_path
+from ctxvar.files.atomic import atomic_path
+from ctxvar.files.parquet import parquet_writer, read_metadata, tagged_schema, write_table
 from ctxvar.models.random_init import build_random_model
-from ctxvar.parquet_files import parquet_writer, read_metadata, tagged_schema, write_table
 from ctxvar.stats.layers import layers_table
 from ctxvar.stats.merge import MUST_MATCH, merge_partials
 from ctxvar.stats.sums import SUMS_LAYOUT

@@ -24,21 +24,22 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from ctxvar.config import check_config, model_id, models_by_id
-from ctxvar.config_run import run_name
-from ctxvar.config_schema import check_schema, load_config_file
+from ctxvar.config.checks import check_config
+from ctxvar.config.entries import model_id, models_by_id
+from ctxvar.config.run_name import run_name
+from ctxvar.config.schema import check_schema, load_config_file
 from ctxvar.corpus.sentences import sample_sentences
 from ctxvar.corpus.shards import start_up_warning
-from ctxvar.disk import check_free_space, planned_bytes
 from ctxvar.errors import ConfigError, CorpusError, DiskSpaceError, IntegrityError, ModelLoadError, StatisticsError
 from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.extract import extract_shard
 from ctxvar.extraction.settings import ExtractionSettings
-from ctxvar.io import MANIFEST, read_csv, read_json, verify_manifest, write_csv, write_json
-from ctxvar.jobs import job_log
+from ctxvar.files.atomic import MANIFEST, read_csv, read_json, verify_manifest, write_csv, write_json
+from ctxvar.files.parquet import read_metadata, read_table, write_table
 from ctxvar.models.loading import load_model, load_tokenizer
 from ctxvar.models.tokens import encode, type_table, word_marker
-from ctxvar.parquet_files import read_metadata, read_table, write_table
+from ctxvar.run.disk import check_free_space, planned_bytes
+from ctxvar.run.job_log import job_log
 from ctxvar.stats import sample_file
 from ctxvar.stats.merge import merge_partials
 from ctxvar.stats.sample_file import SAMPLE_LAYOUT, SampleFile
@@ -720,7 +721,7 @@ def archive_entry(tmp_path: Path, tiny_models, members: dict[str, bytes] | None 
     """An init: archive entry for a zip of the tiny BERT (or of ``members``), with its weights' SHA-256."""
     import zipfile
 
-    from ctxvar.io import file_sha256
+    from ctxvar.files.atomic import file_sha256
 
     source = Path(tiny_models["bert"])
     path = tmp_path / "model.zip"

@@ -17,7 +17,7 @@ from ctxvar.extraction.accumulator import NO_GEOMETRY, GeometryOptions
 from ctxvar.extraction.extract import prepare_shard
 from ctxvar.extraction.layer_major import choose_blocks, find_blocks
 from ctxvar.extraction.settings import ExtractionSettings
-from ctxvar.parquet_files import write_table
+from ctxvar.files.parquet import write_table
 
 from pipeline_runs import TEST_DEVICE, both_orders
 

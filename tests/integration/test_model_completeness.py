@@ -18,11 +18,11 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ctxvar.errors import ModelLoadError
-from ctxvar.io import MANIFEST
-from ctxvar.jobs import job_log
+from ctxvar.files.atomic import MANIFEST
 from ctxvar.models import hashing, loading
 from ctxvar.models.completeness import own_tensor_names, structure
 from ctxvar.models.files import directory_fingerprint
+from ctxvar.run.job_log import job_log
 
 from pipeline_runs import TEST_DEVICE, run_pipeline
 

@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 
 from ctxvar.errors import ModelLoadError
 from ctxvar.extraction.extract import extract_shard, prepare_shard, run_and_write
-from ctxvar.io import MANIFEST
+from ctxvar.files.atomic import MANIFEST
 from ctxvar.stats.merge import MUST_MATCH
 
 from pipeline_runs import assert_sums_equal, shard_of, tiny_job_settings

@@ -18,7 +18,7 @@ from safetensors.torch import load_file, save_file
 from ctxvar.errors import ModelLoadError, StatisticsError
 from ctxvar.extraction.extract import extract_shard, prepare_shard
 from ctxvar.extraction.settings import ExtractionSettings
-from ctxvar.io import MANIFEST
+from ctxvar.files.atomic import MANIFEST
 from ctxvar.models import hashing, loading
 from ctxvar.stats.merge import MUST_MATCH, merge_partials
 

@@ -18,12 +18,12 @@ import pandas as pd
 import pytest
 import torch
 
-from ctxvar.config import models_by_id
-from ctxvar.config_schema import load_config_file
+from ctxvar.config.entries import models_by_id
+from ctxvar.config.schema import load_config_file
 from ctxvar.corpus.python_docs import python_docs_sentences
 from ctxvar.errors import ModelLoadError
 from ctxvar.extraction.accumulator import EmbeddingSums
-from ctxvar.io import MANIFEST, verify_manifest
+from ctxvar.files.atomic import MANIFEST, verify_manifest
 from ctxvar.models.archive import archive_path, unpack_model
 from ctxvar.stats.finalize import finalize
 from ctxvar.stats.layers import frequency_filter, ols

@@ -16,7 +16,7 @@ def documented_modules() -> dict[str, str]:
     found = {}
     for row in table.splitlines()[2:]:
         layer, modules = row.split("|")[1].strip().strip("`"), row.split("|")[2]
-        folder = PACKAGE if layer in ("base", "run") else PACKAGE / layer
+        folder = PACKAGE if layer in ("base", "results") else PACKAGE / layer
         for name in re.findall(r"`(\w+)`", modules):
             if (folder / f"{name}.py").exists():
                 found[".".join((folder / name).relative_to(PACKAGE.parent).parts)] = layer

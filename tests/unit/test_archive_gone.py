@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import zipfile
 
-from ctxvar.inputs import model_inputs, record_archive_inputs, with_inputs
+from ctxvar.run.inputs import model_inputs, record_archive_inputs, with_inputs
 
 
 def test_an_archive_gone_after_unpacking_keeps_its_fingerprint(tmp_path):

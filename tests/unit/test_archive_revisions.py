@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ctxvar.config import check_config
-from ctxvar.config_schema import check_schema
+from ctxvar.config.checks import check_config
+from ctxvar.config.schema import check_schema
 from ctxvar.errors import ConfigError
 
 from workflow_runs import DEMO

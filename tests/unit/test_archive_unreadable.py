@@ -8,9 +8,9 @@ import zipfile
 
 import pytest
 
-from ctxvar.disk import packaged_model
 from ctxvar.errors import IntegrityError
 from ctxvar.models.archive import unpack_model
+from ctxvar.run.disk import packaged_model
 
 CONFIG = {"num_hidden_layers": 2, "hidden_size": 8, "vocab_size": 10}
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from ctxvar.config import check_config, models_by_id
-from ctxvar.config_schema import check_schema
+from ctxvar.config.checks import check_config
+from ctxvar.config.entries import models_by_id
+from ctxvar.config.schema import check_schema
 from ctxvar.errors import CtxvarError
 from ctxvar.models.archive import check_archives
 

@@ -1,5 +1,5 @@
-"""Unit tier: the digests of a Parquet file's bytes (ctxvar.byte_digest), which put every byte of a file written
-through ctxvar.parquet_files under a checksum ctxvar checks: the end of the footer, a footer Arrow reads in two
+"""Unit tier: the digests of a Parquet file's bytes (ctxvar.files.byte_digest), which put every byte of a file written
+through ctxvar.files.parquet under a checksum ctxvar checks: the end of the footer, a footer Arrow reads in two
 parts, column chunks Arrow reads in parts, files written before byte digests, and writer options that would leave
 bytes outside the column chunks."""
 
@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import ctxvar.parquet_files
-from ctxvar import byte_digest
+import ctxvar.files.parquet
 from ctxvar.errors import IntegrityError
-from ctxvar.parquet_files import (
+from ctxvar.files import byte_digest
+from ctxvar.files.parquet import (
     BYTES_KEY,
     INTEGRITY_KEY,
     PARQUET_READS,
@@ -29,7 +29,7 @@ from ctxvar.parquet_files import (
     tagged_schema,
     write_table,
 )
-from ctxvar.value_digest import VALUE_DIGEST_KIND, value_digest
+from ctxvar.files.value_digest import VALUE_DIGEST_KIND, value_digest
 
 from byte_flips import read_despite_a_flip, reads_in_halves, reseal
 
@@ -111,14 +111,14 @@ def test_the_first_bytes_which_arrow_never_reads_are_covered(tmp_path):
 
 def test_a_footer_larger_than_arrows_first_read_is_checked_whole(tmp_path, monkeypatch):
     """Arrow reads 64 KiB of a file's end, then the rest of a larger footer: the file digest covers all of it."""
-    monkeypatch.setattr(ctxvar.parquet_files, "ROW_GROUP_ROWS", 1)
+    monkeypatch.setattr(ctxvar.files.parquet, "ROW_GROUP_ROWS", 1)
     path = tmp_path / "t.parquet"
     write_table(table(400), path)
     size = path.stat().st_size
     assert size - footer_start(path) > 64 << 10 and footer_start(path) < size - (64 << 10)
     before = PARQUET_READS.bytes
     assert read_table(path).equals(table(400))
-    assert PARQUET_READS.bytes - before <= size + ctxvar.parquet_files.FOOTER_READ_BYTES + (size - footer_start(path))
+    assert PARQUET_READS.bytes - before <= size + ctxvar.files.parquet.FOOTER_READ_BYTES + (size - footer_start(path))
     data = bytearray(path.read_bytes())
     at = footer_start(path) + 10  # before the last 64 KiB
     data[at] ^= 0x01
@@ -129,7 +129,7 @@ def test_a_footer_larger_than_arrows_first_read_is_checked_whole(tmp_path, monke
 
 def test_every_byte_of_a_file_of_many_row_groups_is_covered(tmp_path, monkeypatch, block):
     """Strings, nulls and lists (two leaf columns' worth of levels), in 3 row groups."""
-    monkeypatch.setattr(ctxvar.parquet_files, "ROW_GROUP_ROWS", 4)
+    monkeypatch.setattr(ctxvar.files.parquet, "ROW_GROUP_ROWS", 4)
     path = tmp_path / "t.parquet"
     write_table(table(10), path)
     assert read_despite_a_flip(path, read_table, IntegrityError) == []
@@ -150,7 +150,7 @@ def changed_chunk_digest(path: Path, group: int, leaf: int) -> None:
 def test_a_chunk_whose_bytes_do_not_match_their_digest_is_refused(tmp_path, monkeypatch, arrow_reads, block):
     """A chunk Arrow reads in one read is digested from that read; one read in parts is read again for its digest,
     the bytes counted."""
-    monkeypatch.setattr(ctxvar.parquet_files, "ROW_GROUP_ROWS", 20)
+    monkeypatch.setattr(ctxvar.files.parquet, "ROW_GROUP_ROWS", 20)
     path = tmp_path / "t.parquet"
     write_table(table(), path)
     if arrow_reads == "chunks in parts":
@@ -258,7 +258,7 @@ def test_a_writer_that_would_leave_bytes_outside_the_chunks_fails_and_leaves_no_
 
 
 def test_reading_a_row_group_asks_for_the_same_columns_of_the_next_ahead(tmp_path, monkeypatch):
-    monkeypatch.setattr(ctxvar.parquet_files, "ROW_GROUP_ROWS", 20)
+    monkeypatch.setattr(ctxvar.files.parquet, "ROW_GROUP_ROWS", 20)
     path = tmp_path / "t.parquet"
     write_table(table(), path)
     advised = []

@@ -1,4 +1,4 @@
-"""Unit tier: ctxvar.parquet_files and ctxvar.byte_digest under a hostile machine and hostile data: a writer that
+"""Unit tier: ctxvar.files.parquet and ctxvar.files.byte_digest under a hostile machine and hostile data: a writer that
 fails to open leaves no thread or descriptor behind; a file system that cannot map the file being written, a short
 write of the footer, a disk error in ctxvar's own reads, a FIFO in a file's place, a process forked after a write,
 an idle open writer, blocks smaller than a page, and a corpus word that spells a footer entry each give a whole
@@ -12,9 +12,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from ctxvar import byte_digest
 from ctxvar.errors import IntegrityError
-from ctxvar.parquet_files import ParquetInput, ParquetOutput, read_table, tagged_schema, write_table
+from ctxvar.files import byte_digest
+from ctxvar.files.parquet import ParquetInput, ParquetOutput, read_table, tagged_schema, write_table
 
 from byte_flips import reads_in_halves
 

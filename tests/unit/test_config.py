@@ -4,9 +4,10 @@ import re
 import pytest
 import yaml
 
-from ctxvar.config import check_config, model_id, models_by_id
-from ctxvar.config_hash import extraction_config_hash
-from ctxvar.config_schema import check_schema
+from ctxvar.config.checks import check_config
+from ctxvar.config.entries import model_id, models_by_id
+from ctxvar.config.hashes import extraction_config_hash
+from ctxvar.config.schema import check_schema
 from ctxvar.errors import ConfigError
 
 DEMO = yaml.safe_load(open("config/demo.yaml"))
@@ -82,17 +83,17 @@ def test_config_hash_tracks_science_not_other_models():
 
 
 def test_the_configuration_reference_is_generated_from_the_schema():
-    """config/README.md is the schema's descriptions and defaults; regenerate with python -m ctxvar.config_reference."""
+    """config/README.md is the schema's descriptions and defaults; regenerate with python -m ctxvar.config.reference."""
     from pathlib import Path
 
-    from ctxvar.config_reference import REFERENCE, SCHEMA, markdown
+    from ctxvar.config.reference import REFERENCE, SCHEMA, markdown
 
     root = Path(__file__).resolve().parents[2]
     assert (root / REFERENCE).read_text() == markdown(yaml.safe_load((root / SCHEMA).read_text()))
 
 
 def test_the_schema_loaded_by_libyaml_is_what_the_pure_python_loader_reads():
-    from ctxvar.config_schema import SCHEMA, SCHEMA_PATH
+    from ctxvar.config.schema import SCHEMA, SCHEMA_PATH
 
     assert repr(SCHEMA) == repr(yaml.safe_load(SCHEMA_PATH.read_text()))  # repr: 1 and 1.0, True and 1 differ
 
@@ -101,7 +102,7 @@ def test_required_keys_have_no_default_and_the_reference_says_required():
     """A default on a required key would be documented but never used (corpus.source once read "hf")."""
     from pathlib import Path
 
-    from ctxvar.config_reference import SCHEMA, markdown
+    from ctxvar.config.reference import SCHEMA, markdown
 
     schema = yaml.safe_load((Path(__file__).resolve().parents[2] / SCHEMA).read_text())
     reference = markdown(schema)

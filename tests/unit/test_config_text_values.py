@@ -8,7 +8,7 @@ import copy
 
 import pytest
 
-from ctxvar.config_schema import check_schema
+from ctxvar.config.schema import check_schema
 from ctxvar.errors import ConfigError
 
 from workflow_runs import DEMO

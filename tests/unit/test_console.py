@@ -1,4 +1,4 @@
-"""A quiet console (ctxvar.console): Snakemake's per-job records leave its console handler, not its log file;
+"""A quiet console (ctxvar.run.console): Snakemake's per-job records leave its console handler, not its log file;
 progress comes by tenths, and errors, warnings and every other record pass. The real-model tier checks the
 quick start's console as a user sees it."""
 
@@ -9,7 +9,7 @@ import logging
 from snakemake.settings.enums import Quietness
 from snakemake_interface_logger_plugins.common import LogEvent
 
-from ctxvar.console import CONSOLE_HANDLER, SNAKEMAKE_LOGGER, JobLinesFilter, quiet_job_lines
+from ctxvar.run.console import CONSOLE_HANDLER, SNAKEMAKE_LOGGER, JobLinesFilter, quiet_job_lines
 
 
 def record(msg, level=logging.INFO, **extra) -> logging.LogRecord:

@@ -18,7 +18,7 @@ import pytest
 from ctxvar.corpus import python_docs, sources
 from ctxvar.corpus.sentences import sample_sentences, text_column, write_sentences
 from ctxvar.errors import CorpusError, DiskSpaceError
-from ctxvar.inputs import corpus_inputs
+from ctxvar.run.inputs import corpus_inputs
 
 BASE = {
     "name": None,
@@ -135,7 +135,7 @@ def test_the_python_documentation_edited_in_place_is_read_past_the_bytecode_cach
         return python_docs.python_docs_sentences()
 
     try:
-        importlib.import_module("pydoc_data.topics")  # as start-up does (ctxvar.inputs), leaving the bytecode
+        importlib.import_module("pydoc_data.topics")  # as start-up does (ctxvar.run.inputs), leaving the bytecode
         assert list((package / "__pycache__").glob("topics.*.pyc"))
         assert sentences_of_a_new_job() == ("The old text says this.",)
         status = os.stat(topics)

@@ -14,15 +14,16 @@ IMPORT = re.compile(r"^\s*(?:from (ctxvar(?:\.\w+)*) import \(?\s*(\w+)|import (
 
 
 def workflow_imports() -> set[str]:
-    """ctxvar modules imported by the Snakefile and the rule files (``from ctxvar import resources``: the module)."""
+    """ctxvar modules imported by the Snakefile and the rule files (``from ctxvar.run import resources``: the
+    module)."""
     files = [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").rglob("*.smk"))]
     found = set()
     for text in (path.read_text() for path in files):
         for package, name, module in IMPORT.findall(text):
             if module:
                 found.add(module)
-            elif package == "ctxvar" and (ROOT / "src" / "ctxvar" / f"{name}.py").exists():
-                found.add(f"ctxvar.{name}")
+            elif (ROOT / "src" / Path(*package.split(".")) / f"{name}.py").exists():
+                found.add(f"{package}.{name}")
             else:
                 found.add(package)
     return found - {"ctxvar"}  # the install check's bare import

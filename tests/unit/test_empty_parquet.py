@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from ctxvar.parquet_files import read_table, write_table
-from ctxvar.value_digest import value_digest
+from ctxvar.files.parquet import read_table, write_table
+from ctxvar.files.value_digest import value_digest
 
 TYPES = [pa.int64(), pa.string(), pa.binary(16), pa.list_(pa.float32()), pa.bool_(), pa.list_(pa.int8(), 3)]
 

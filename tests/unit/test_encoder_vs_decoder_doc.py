@@ -105,7 +105,7 @@ def test_the_intrinsic_dimensions_the_section_quotes(section, geometry):
 
 
 def test_the_run_the_section_describes_is_the_shipped_config(section, geometry):
-    from ctxvar.config_schema import load_config_file
+    from ctxvar.config.schema import load_config_file
 
     config = load_config_file(REPO / "config" / "encoder_vs_decoder.yaml")
     assert [entry["id"] for entry in config["models"]] == [ENCODER, DECODER]

@@ -3,7 +3,7 @@ job's params as text, so a reordered config.yaml must not re-run extraction."""
 
 from __future__ import annotations
 
-from ctxvar.config_hash import extraction_geometry
+from ctxvar.config.hashes import extraction_geometry
 
 GEOMETRY = {  # the schema's defaults, in the schema's order
     "covariance": True,

@@ -9,7 +9,7 @@ import pytest
 from ctxvar.errors import StatisticsError
 from ctxvar.figures.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES, SUMMARY_FIGURES
 from ctxvar.figures.draw import checkpoint_figure
-from ctxvar.io import write_csv
+from ctxvar.files.atomic import write_csv
 from ctxvar.stats.provenance import FINISH
 
 STEPS = {"m@step0": 0, "m@step100": 100}
@@ -61,7 +61,7 @@ def test_the_pca_figures_refuse_a_selection_made_from_other_sums(tmp_path):
 
     from ctxvar.figures.pca_plots import pca_outputs
     from ctxvar.figures.pca_selection import SELECTION_COLUMNS
-    from ctxvar.parquet_files import write_table
+    from ctxvar.files.parquet import write_table
 
     tokens = pa.table({"layer": pa.array([0], pa.int16()), "token": ["x"], "n": [3], "Q": [0.5], "M": [0.1]})
     write_table(tokens.append_column("V", pa.array([0.4])), tmp_path / "tokens.parquet", {"config_hash": "now"})
@@ -87,7 +87,7 @@ def test_a_selection_names_the_sums_of_the_tokens_it_was_selected_from(tmp_path,
     import pyarrow as pa
 
     from ctxvar.figures import pca_selection
-    from ctxvar.parquet_files import write_table
+    from ctxvar.files.parquet import write_table
 
     tokens = pa.table({"layer": pa.array([0], pa.int16()), "token": ["x"], "n": [3], "Q": [0.5], "M": [0.1]})
     write_table(tokens.append_column("V", pa.array([0.4])), tmp_path / "tokens.parquet", {"config_hash": "now"})

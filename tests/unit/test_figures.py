@@ -11,7 +11,6 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
-from ctxvar.disk import ROW_OVERHEAD, pca_points_bytes
 from ctxvar.errors import ConfigError, InsufficientData
 from ctxvar.extraction.type_points import TypePoints
 from ctxvar.figures.cross_model import whole_set_values, within_between
@@ -26,7 +25,8 @@ from ctxvar.figures.pca_selection import (
 )
 from ctxvar.figures.per_model import decomposition_bars
 from ctxvar.figures.plotting import grid_layers, middle_layer, panels, paper_style, place_labels, scale_groups
-from ctxvar.resources import ModelShape
+from ctxvar.run.disk import ROW_OVERHEAD, pca_points_bytes
+from ctxvar.run.resources import ModelShape
 
 ANALYSIS = {"min_log10_n": 1, "max_log10_n": 5}
 
@@ -328,7 +328,7 @@ def test_merged_points_refuse_a_shard_with_no_chosen_types_beside_shards_with_th
 
     from ctxvar.errors import StatisticsError
     from ctxvar.extraction.pca_points import merge_points, points_schema
-    from ctxvar.parquet_files import vector_column, write_table
+    from ctxvar.files.parquet import vector_column, write_table
 
     d = 2
     rows = np.ones((1, d), np.float32)

@@ -25,8 +25,8 @@ from ctxvar.figures.catalogue import (
 from ctxvar.figures.cross_model import BAND_GID, BAND_LABEL
 from ctxvar.figures.draw import draw_function, embedding_projection_figure
 from ctxvar.figures.plotting import AxisScale, axis_scale, scale_grid
-from ctxvar.io import write_csv
-from ctxvar.parquet_files import parquet_writer, tagged_schema, write_table
+from ctxvar.files.atomic import write_csv
+from ctxvar.files.parquet import parquet_writer, tagged_schema, write_table
 from ctxvar.stats.geometry import geometry_columns
 from ctxvar.stats.token_table import TokenStats
 

@@ -5,7 +5,7 @@ sample alone, which a cluster's memory limit enforces."""
 
 from __future__ import annotations
 
-from ctxvar import resources
+from ctxvar.run import resources
 
 BERT_BASE = resources.ModelShape(13, 768, 30_522)
 TOKENS = 1_550_000

@@ -11,17 +11,17 @@ import pytest
 import skdim
 import torch
 
-from ctxvar.config import checkpoint_families, models_by_id
+from ctxvar.config.entries import checkpoint_families, models_by_id
 from ctxvar.errors import ConfigError
 from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions
 from ctxvar.extraction.budget import batch_bytes, state_bytes
 from ctxvar.extraction.position_sample import sequence_windows, splitmix64, token_keys
 from ctxvar.figures.geometry_plots import cv_by_min_count
-from ctxvar.io import write_json
-from ctxvar.jobs import job_log
+from ctxvar.files.atomic import write_json
 from ctxvar.models import loading as models
 from ctxvar.models.gaussian_null import GaussianNullConfig, GaussianNullModel, occurrence_noise
 from ctxvar.models.gaussian_null import splitmix64 as torch_splitmix64
+from ctxvar.run.job_log import job_log
 from ctxvar.stats.finalize import self_similarity
 from ctxvar.stats.geometry import covariance, mean_cosine, rank_metrics, spectrum_metrics
 from ctxvar.stats.sample_file import bottom_k

@@ -11,12 +11,13 @@ import shutil
 import numpy as np
 import pytest
 
-from ctxvar.config import check_config, models_by_id
-from ctxvar.config_schema import load_config_file
+from ctxvar.config.checks import check_config
+from ctxvar.config.entries import models_by_id
+from ctxvar.config.schema import load_config_file
 from ctxvar.errors import ConfigError, IntegrityError, ModelLoadError
-from ctxvar.inputs import model_inputs
-from ctxvar.io import file_sha256
+from ctxvar.files.atomic import file_sha256
 from ctxvar.models.archive import archive_path
+from ctxvar.run.inputs import model_inputs
 
 from workflow_runs import REPO
 
@@ -236,8 +237,8 @@ def test_a_disk_that_fills_during_the_conversion_is_one_line_naming_the_folder_a
     import transformers.modeling_utils
     from safetensors import SafetensorError
 
-    from ctxvar.jobs import job_log
     from ctxvar.models.gguf import convert_gguf
+    from ctxvar.run.job_log import job_log
 
     def full_disk(*args, **kwargs):
         raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
@@ -256,11 +257,11 @@ def test_a_disk_that_fills_during_the_conversion_is_one_line_naming_the_folder_a
 
 
 def test_a_conversion_that_cannot_fit_stops_before_it_converts(tmp_path, tiny_gguf, monkeypatch):
-    from ctxvar import jobs
     from ctxvar.errors import DiskSpaceError
+    from ctxvar.files import space
     from ctxvar.models.gguf import convert_gguf
 
-    monkeypatch.setattr(jobs, "free_bytes", lambda folder: 1000)
+    monkeypatch.setattr(space, "free_bytes", lambda folder: 1000)
     with pytest.raises(
         DiskSpaceError,
         match=r"the float32 model converted from m.gguf in .* need up to .* but its disk has .* \(1000 bytes\)",
@@ -273,7 +274,7 @@ def sampled_corpus(run_folder) -> None:
     """``run_folder``'s corpus sample: 1,000 three-word sentences."""
     import pyarrow as pa
 
-    from ctxvar.parquet_files import write_table
+    from ctxvar.files.parquet import write_table
 
     (run_folder / "corpus").mkdir(parents=True)
     sentences = pa.table({"text": ["a b c"] * 1000, "n_words": pa.array([3] * 1000, pa.int32())})
@@ -288,7 +289,7 @@ def test_the_disk_estimate_counts_a_model_still_to_unpack_or_convert(tmp_path, t
 
     from gguf import GGUFReader
 
-    from ctxvar.disk import planned_bytes
+    from ctxvar.run.disk import planned_bytes
 
     run_folder = tmp_path / "results" / "r"
     sampled_corpus(run_folder)
@@ -361,7 +362,7 @@ def test_the_gguf_weights_are_the_q4_1_blocks_dequantized(smollm):
 def test_the_converted_smollm_loads_through_ctxvar_as_a_whole_byte_level_decoder(smollm):
     import torch
 
-    from ctxvar.io import verify_manifest
+    from ctxvar.files.atomic import verify_manifest
     from ctxvar.models.hashing import weight_files, weights_sha256
     from ctxvar.models.loading import ends_in_final_norm, load, load_with_head
     from ctxvar.models.tokens import boundary_tokens, word_marker

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 from huggingface_hub import HfApi, constants
 
-from ctxvar.inputs import corpus_inputs, model_inputs
 from ctxvar.models import hub
+from ctxvar.run.inputs import corpus_inputs, model_inputs
 
 COMMIT = "c" * 40
 

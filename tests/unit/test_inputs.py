@@ -1,4 +1,4 @@
-"""What identifies the files a run reads from outside its config (ctxvar.inputs): a change re-runs its jobs."""
+"""What identifies the files a run reads from outside its config (ctxvar.run.inputs): a change re-runs its jobs."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import zipfile
 import pytest
 import yaml
 
-from ctxvar.config import check_config, load_revision
-from ctxvar.config_hash import extraction_config_hash
+from ctxvar.config.checks import check_config
+from ctxvar.config.entries import load_revision
+from ctxvar.config.hashes import extraction_config_hash
 from ctxvar.errors import ConfigError
-from ctxvar.inputs import corpus_inputs, local_model_directory, model_inputs, with_inputs
 from ctxvar.models import hub
+from ctxvar.run.inputs import corpus_inputs, local_model_directory, model_inputs, with_inputs
 
 from workflow_runs import REPO
 
@@ -159,7 +160,7 @@ def test_a_misspelt_path_below_a_local_folder_is_refused_at_start_up(tmp_path, m
 
 
 def test_a_second_config_of_the_same_file_name_stops_before_writing_into_the_first_ones_run(tmp_path):
-    from ctxvar.run_origin import check_run_origin, config_identity, record_run_origin
+    from ctxvar.run.origin import check_run_origin, config_identity, record_run_origin
 
     folder = tmp_path / "results" / "study"
     first = config_identity([str(tmp_path / "a" / "study.yaml")], "config.yaml")
@@ -208,7 +209,7 @@ def test_sizes_print_in_the_unit_that_shows_them():
 def test_a_full_disk_in_a_job_is_one_line_not_a_bug(tmp_path, capsys):
     import pyarrow as pa
 
-    from ctxvar.jobs import job_log
+    from ctxvar.run.job_log import job_log
 
     with pytest.raises(SystemExit) as stopped:
         with job_log(tmp_path / "job.log"):
@@ -223,7 +224,7 @@ def test_a_full_disk_in_a_job_is_one_line_not_a_bug(tmp_path, capsys):
 
 def test_a_users_own_folder_with_a_stale_manifest_is_not_advised_away(tmp_path):
     from ctxvar.errors import IntegrityError
-    from ctxvar.io import MANIFEST, file_sha256, verify_manifest
+    from ctxvar.files.atomic import MANIFEST, file_sha256, verify_manifest
 
     folder = tmp_path / "my-bert"
     folder.mkdir()

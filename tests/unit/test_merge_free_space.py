@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ctxvar.errors import DiskSpaceError
-from ctxvar.jobs import job_log
+from ctxvar.run.job_log import job_log
 from ctxvar.stats import sums
 from ctxvar.stats.merge import merge_job
 from ctxvar.stats.merge_io import merge_output_bytes

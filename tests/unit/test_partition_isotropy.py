@@ -20,8 +20,8 @@ from safetensors.torch import load_file
 
 from ctxvar.errors import InsufficientData, StatisticsError
 from ctxvar.figures import embedding_plots
-from ctxvar.io import read_csv
-from ctxvar.parquet_files import read_table
+from ctxvar.files.atomic import read_csv
+from ctxvar.files.parquet import read_table
 from ctxvar.stats.embedding_matrices import MATRIX_COLUMNS, embedding_matrix_statistics
 from ctxvar.stats.geometry import geometry_columns
 from ctxvar.stats.partition_isotropy import (
@@ -381,7 +381,7 @@ def test_checkpoint_figure_draws_isotropy_against_step():
 
 
 def test_the_embedding_job_memory_covers_the_weights_and_the_float64_work():
-    from ctxvar.resources import ModelShape, embedding_matrices_mem_mb
+    from ctxvar.run.resources import ModelShape, embedding_matrices_mem_mb
 
     shape = ModelShape(n_layers=37, d=5120, vocab_size=50_688)  # Pythia-12B
     weights_mb = 4 * (shape.parameters + shape.vocab_size * shape.d) / 2**20

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from ctxvar.errors import StatisticsError
-from ctxvar.io import write_csv, write_json
+from ctxvar.files.atomic import write_csv, write_json
 from ctxvar.stats.provenance import check_same_sums, table_sums
 from ctxvar.stats.summary import summary_tables
 
@@ -42,7 +42,7 @@ def test_a_table_of_an_older_ctxvar_names_no_sums_and_is_refused():
 
 
 def test_the_closing_lines_say_finished_only_when_every_output_is_current(tmp_path):
-    from ctxvar.run_end import outdated_outputs, success_message
+    from ctxvar.run.end import outdated_outputs, success_message
 
     folder = tmp_path / "results" / "study"
     (folder / "m").mkdir(parents=True)

@@ -4,9 +4,9 @@ the resources a user sets."""
 import pyarrow as pa
 import pytest
 
-from ctxvar import resources
 from ctxvar.errors import ConfigError
-from ctxvar.parquet_files import write_table
+from ctxvar.files.parquet import write_table
+from ctxvar.run import resources
 
 
 def test_shard_tokens_from_word_counts(tmp_path):

@@ -14,7 +14,7 @@ import pytest
 from test_results_mixture import finished_run
 
 from ctxvar.errors import IntegrityError
-from ctxvar.io import write_csv
+from ctxvar.files.atomic import write_csv
 from ctxvar.results import Results, load_results
 from ctxvar.stats.embedding_matrices import MATRIX_COLUMNS, matrix_table
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ctxvar.errors import IntegrityError
-from ctxvar.results_layout import check_results_layout, old_sums_files
+from ctxvar.run.layout import check_results_layout, old_sums_files
 
 
 def test_a_folder_with_the_current_names_passes(tmp_path):

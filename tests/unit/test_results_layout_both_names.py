@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ctxvar.errors import IntegrityError
-from ctxvar.results_layout import check_results_layout
+from ctxvar.run.layout import check_results_layout
 
 
 def test_old_names_beside_the_current_ones_are_to_be_deleted_not_renamed(tmp_path):

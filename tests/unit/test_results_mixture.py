@@ -9,12 +9,12 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from ctxvar.config_hash import CORPUS_HASH, corpus_hash
+from ctxvar.config.hashes import CORPUS_HASH, corpus_hash
 from ctxvar.corpus.sentences import write_sentences
 from ctxvar.errors import StatisticsError
-from ctxvar.io import read_json, write_csv, write_json
+from ctxvar.files.atomic import read_json, write_csv, write_json
+from ctxvar.files.parquet import write_table
 from ctxvar.models.files import file_fingerprint
-from ctxvar.parquet_files import write_table
 from ctxvar.results import load_results
 from ctxvar.stats.provenance import FINISH
 from ctxvar.stats.summary import summary_tables

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from test_results_mixture import finished_run
 
-from ctxvar.config_hash import CORPUS_HASH
+from ctxvar.config.hashes import CORPUS_HASH
 from ctxvar.errors import StatisticsError
-from ctxvar.io import read_json, write_json
+from ctxvar.files.atomic import read_json, write_json
 from ctxvar.results import load_results
 from ctxvar.stats.provenance import FINISH
 

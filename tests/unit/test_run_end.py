@@ -1,11 +1,11 @@
-"""The run's last lines (ctxvar.run_end), on files laid out as a run leaves them; the workflow tier checks them on
+"""The run's last lines (ctxvar.run.end), on files laid out as a run leaves them; the workflow tier checks them on
 the demo's and the quick start's own output."""
 
 from __future__ import annotations
 
 import pytest
 
-from ctxvar.run_end import failed_jobs, failure_message, job_error, report_command, success_message
+from ctxvar.run.end import failed_jobs, failure_message, job_error, report_command, success_message
 
 SNAKEMAKE_LOG = """\
 [Tue Nov 24 17:00:35 2026]

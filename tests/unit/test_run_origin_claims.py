@@ -1,4 +1,4 @@
-"""A run folder belongs to the config files that made it (ctxvar.run_origin): a second config that sets the same
+"""A run folder belongs to the config files that made it (ctxvar.run.origin): a second config that sets the same
 run: on purpose stops before its first job with one line (it only got a warning and wrote over the first's
 results), a dry run of it shows its plan with that warning, and the folder's own config file edited in place
 (or named by another path to the same file) stays the folder's own."""
@@ -10,7 +10,7 @@ import os
 import pytest
 
 from ctxvar.errors import ConfigError
-from ctxvar.run_origin import ORIGIN_FILE, check_run_origin, config_identity, record_run_origin, recorded_origin
+from ctxvar.run.origin import ORIGIN_FILE, check_run_origin, config_identity, record_run_origin, recorded_origin
 
 
 def config(path, text: str) -> list[str]:

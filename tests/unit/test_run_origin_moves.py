@@ -1,4 +1,4 @@
-"""A run folder's record of its config files (ctxvar.run_origin) moves with the project folder (it refused the
+"""A run folder's record of its config files (ctxvar.run.origin) moves with the project folder (it refused the
 folder's own config after ``mv proj proj2``, recording absolute paths); an earlier ctxvar's record is kept where
 its files still are and refused with one line once they moved; a second config file that extends the folder's
 study (``--configfile config.yaml studies/extra.yaml`` after ``config.yaml``) is accepted, where it was refused,
@@ -10,10 +10,10 @@ import os
 
 import pytest
 
-from ctxvar.config_run import run_name, run_named_on_purpose
+from ctxvar.config.run_name import run_name, run_named_on_purpose
 from ctxvar.errors import ConfigError
-from ctxvar.io import read_json, write_json
-from ctxvar.run_origin import ORIGIN_FILE, check_run_origin, config_identity, record_run_origin, recorded_origin
+from ctxvar.files.atomic import read_json, write_json
+from ctxvar.run.origin import ORIGIN_FILE, check_run_origin, config_identity, record_run_origin, recorded_origin
 
 
 def project(folder, *files: str):

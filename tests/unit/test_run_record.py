@@ -1,4 +1,4 @@
-"""A run folder's record of its config files (ctxvar.run_origin) that cannot be read stops the start with one
+"""A run folder's record of its config files (ctxvar.run.origin) that cannot be read stops the start with one
 line: read as no record, it let any config with the same run name take the folder over unannounced."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from ctxvar.errors import ConfigError
-from ctxvar.io import write_json
-from ctxvar.run_origin import ORIGIN_FILE, check_run_origin, record_run_origin
+from ctxvar.files.atomic import write_json
+from ctxvar.run.origin import ORIGIN_FILE, check_run_origin, record_run_origin
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "no checksum", "not a list"])

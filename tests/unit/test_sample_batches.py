@@ -16,12 +16,12 @@ import pytest
 import skdim
 import torch
 
-from ctxvar.config_hash import extraction_config_hash, extraction_geometry
-from ctxvar.disk import sums_bytes
+from ctxvar.config.hashes import extraction_config_hash, extraction_geometry
 from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.budget import state_bytes
 from ctxvar.extraction.position_sample import token_keys
-from ctxvar.resources import ModelShape
+from ctxvar.run.disk import sums_bytes
+from ctxvar.run.resources import ModelShape
 from ctxvar.stats.geometry import geometry_columns, geometry_table
 from ctxvar.stats.sample_file import points
 from ctxvar.stats.sample_metrics import PARTITION_COLUMNS, batch_anisotropy, batch_twonn, sample_batches

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from ctxvar.errors import StatisticsError
-from ctxvar.io import write_csv
+from ctxvar.files.atomic import write_csv
 from ctxvar.results import check_summary_current
-from ctxvar.run_end import outdated_outputs
+from ctxvar.run.end import outdated_outputs
 from ctxvar.stats.summary import summary_tables
 
 
@@ -33,7 +33,7 @@ def finished_run(folder):
 
 
 def write_run_json(folder, model) -> str:
-    from ctxvar.io import write_json
+    from ctxvar.files.atomic import write_json
 
     write_json({"model_name": model, "config_hash": "h"}, folder / model / "run.json")
     return str(folder / model / "run.json")

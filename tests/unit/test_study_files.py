@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from ctxvar.config_run import check_study_named
+from ctxvar.config.run_name import check_study_named
 from ctxvar.errors import ConfigError
 
 from workflow_runs import REPO

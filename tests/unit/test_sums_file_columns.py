@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from ctxvar.errors import StatisticsError
-from ctxvar.parquet_files import tagged_schema, vector_column
+from ctxvar.files.parquet import tagged_schema, vector_column
 from ctxvar.stats.merge import merge_partials
 from ctxvar.stats.sums import SUMS_LAYOUT, LayerWriter, SumsFile
 

@@ -20,9 +20,10 @@ from types import SimpleNamespace
 import pytest
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from ctxvar.config_hash import TYPE_KEY_RULE, extraction_config_hash
+from ctxvar.config.hashes import TYPE_KEY_RULE, extraction_config_hash
 from ctxvar.errors import StatisticsError
-from ctxvar.io import write_json
+from ctxvar.files.atomic import write_json
+from ctxvar.files.parquet import read_metadata
 from ctxvar.models.tokens import (
     encode,
     python_tokenizer_marker,
@@ -32,7 +33,6 @@ from ctxvar.models.tokens import (
     type_table,
     word_marker,
 )
-from ctxvar.parquet_files import read_metadata
 from ctxvar.stats.merge import check_same_run
 
 # Markdown headings, hashtags, runs of '#', and the markers' own characters written in the text.
@@ -325,7 +325,7 @@ def test_the_type_key_rule_is_part_of_the_extraction_hash(monkeypatch):
 
     model = DEMO["models"][0]
     before = extraction_config_hash(DEMO, model)
-    monkeypatch.setattr("ctxvar.config_hash.TYPE_KEY_RULE", "another rule")
+    monkeypatch.setattr("ctxvar.config.hashes.TYPE_KEY_RULE", "another rule")
     assert extraction_config_hash(DEMO, model) != before
 
 

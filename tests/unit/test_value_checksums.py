@@ -1,6 +1,6 @@
-"""Unit tier: the value digests of Parquet files written through ctxvar.io (one per column chunk, in the footer,
-checked on every read), which replace Parquet's page CRC-32: round trip, damage to values, to a page header's
-encoding and to the digests, the digest's independence of chunking, and files written with page CRCs only."""
+"""Unit tier: the value digests of Parquet files written through ctxvar.files.parquet (one per column chunk, in the
+footer, checked on every read), which replace Parquet's page CRC-32: round trip, damage to values, to a page
+header's encoding and to the digests, the digest's independence of chunking, and files written with page CRCs only."""
 
 import json
 import shutil
@@ -11,10 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import ctxvar.io
-import ctxvar.parquet_files
+import ctxvar.files.atomic
+import ctxvar.files.parquet
 from ctxvar.errors import IntegrityError
-from ctxvar.parquet_files import (
+from ctxvar.files.parquet import (
     INTEGRITY_KEY,
     VALUE_DIGESTS_KEY,
     VALUES_KEY,
@@ -25,6 +25,7 @@ from ctxvar.parquet_files import (
     tagged_schema,
     write_table,
 )
+from ctxvar.files.value_digest import value_digest
 from ctxvar.stats import sample_file
 from ctxvar.stats.sums import (
     LayerSums,
@@ -36,7 +37,6 @@ from ctxvar.stats.sums import (
     sums_schema,
     write_sums,
 )
-from ctxvar.value_digest import value_digest
 
 from byte_flips import read_despite_a_flip, reseal
 
@@ -146,7 +146,7 @@ def test_sums_round_trip_with_one_digest_per_column_and_layer_and_no_page_crc(su
     footer = pq.ParquetFile(sums_path).metadata
     digests = json.loads(footer.metadata[VALUE_DIGESTS_KEY])
     assert len(digests) == N_LAYERS and all(len(group) == 6 for group in digests)  # layer token n sum_sq sum sum_unit
-    assert digests[1][4] == value_digest(ctxvar.parquet_files.vector_column(layers[1].sum))
+    assert digests[1][4] == value_digest(ctxvar.files.parquet.vector_column(layers[1].sum))
     assert footer.metadata[VALUES_KEY] == b"xxh3_128 1"
     crc = 4  # PageHeader's field 4
     with_crc = sums_path.with_name("crc.parquet")
@@ -192,7 +192,7 @@ def test_every_file_through_ctxvar_io_carries_value_digests(tmp_path):
 
 
 def test_write_table_digests_each_row_group_of_a_long_table(tmp_path, monkeypatch):
-    monkeypatch.setattr(ctxvar.parquet_files, "ROW_GROUP_ROWS", 7)
+    monkeypatch.setattr(ctxvar.files.parquet, "ROW_GROUP_ROWS", 7)
     table = pa.table({"x": np.arange(30, dtype=np.int64), "s": [f"w{i}" for i in range(30)]})
     path = tmp_path / "t.parquet"
     write_table(table, path)
@@ -324,7 +324,7 @@ COLUMNS = {
     "string with nulls": pa.array([None if i % 5 == 0 else "x" * (i % 4) + str(i) for i in range(100)]),
     "large_binary": pa.array([bytes([i]) * (i % 3) for i in range(100)], pa.large_binary()),
     "bool": pa.array([i % 3 == 0 if i % 11 else None for i in range(100)]),
-    "fixed_size_binary": ctxvar.parquet_files.vector_column(np.arange(300, dtype=np.float64).reshape(100, 3)),
+    "fixed_size_binary": ctxvar.files.parquet.vector_column(np.arange(300, dtype=np.float64).reshape(100, 3)),
     "list": pa.array([[float(j) for j in range(i % 4)] if i % 9 else None for i in range(100)], pa.list_(pa.float64())),
     "dictionary": pa.array([f"w{i % 6}" for i in range(100)]).dictionary_encode(),
 }
@@ -361,7 +361,7 @@ def test_the_digest_tells_values_lengths_and_nulls_apart():
 
 def test_a_whole_file_read_and_a_row_group_read_check_the_same_digests(tmp_path, monkeypatch):
     """read() checks each row group's slice of the whole table, whatever chunks Arrow returns."""
-    monkeypatch.setattr(ctxvar.parquet_files, "ROW_GROUP_ROWS", 10)
+    monkeypatch.setattr(ctxvar.files.parquet, "ROW_GROUP_ROWS", 10)
     table = pa.table(COLUMNS)
     path = tmp_path / "t.parquet"
     write_table(table, path)

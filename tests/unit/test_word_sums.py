@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from ctxvar.disk import sums_bytes, words_files_bytes
 from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions
 from ctxvar.extraction.budget import batch_bytes, state_bytes
 from ctxvar.extraction.word_sums import word_table
-from ctxvar.resources import ModelShape
+from ctxvar.run.disk import sums_bytes, words_files_bytes
+from ctxvar.run.resources import ModelShape
 from ctxvar.stats.ethayarajh import ethayarajh_metrics, is_punctuation
 from ctxvar.stats.word_files import LayerSentences, LayerWords, add_words
 

@@ -14,7 +14,7 @@ import pytest
 
 import ctxvar
 from ctxvar.errors import CtxvarError, IntegrityError
-from ctxvar.io import read_csv, write_csv
+from ctxvar.files.atomic import read_csv, write_csv
 
 REPO = Path(__file__).resolve().parents[2]
 

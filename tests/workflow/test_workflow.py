@@ -23,10 +23,10 @@ import yaml
 from safetensors.torch import load_file, save_file
 
 import ctxvar
-from ctxvar.config_schema import load_config_file
-from ctxvar.disk import planned_bytes
+from ctxvar.config.schema import load_config_file
 from ctxvar.figures.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES, SUMMARY_FIGURES
-from ctxvar.parquet_files import FOOTER_READ_BYTES, read_metadata
+from ctxvar.files.parquet import FOOTER_READ_BYTES, read_metadata
+from ctxvar.run.disk import planned_bytes
 from ctxvar.stats.layers import COLUMNS
 
 from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens

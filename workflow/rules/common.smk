@@ -17,19 +17,13 @@ except ModuleNotFoundError as error:  # Snakemake runs in another environment th
         "ctxvar is not installed in the Python that runs Snakemake; install it there: "
         f"{shlex.join(install)} (torch first: README, Install)"
     )
-from ctxvar import resources as estimates
-from ctxvar.resources import check_set_resources
-from ctxvar.config import (
-    built_in_run,
-    check_config,
-    checkpoint_families,
-    model_source as source_of,
-    models_by_id,
-    pca_model,
-)
-from ctxvar.config_hash import TYPE_KEY_RULE, extraction_config_hash, extraction_geometry
-from ctxvar.config_run import check_study_named, run_name, run_named_on_purpose
-from ctxvar.config_schema import check_schema, load_config_file
+from ctxvar.config.checks import check_config
+from ctxvar.config.entries import built_in_run, checkpoint_families, model_source as source_of, models_by_id, pca_model
+from ctxvar.config.hashes import TYPE_KEY_RULE, extraction_config_hash, extraction_geometry
+from ctxvar.config.run_name import check_study_named, run_name, run_named_on_purpose
+from ctxvar.config.schema import check_schema, load_config_file
+from ctxvar.corpus.shards import start_up_warning
+from ctxvar.errors import CtxvarError
 from ctxvar.figures.catalogue import (
     CHECKPOINT_FIGURE,
     EMBEDDING_CHECKPOINT_FIGURE,
@@ -41,14 +35,14 @@ from ctxvar.figures.catalogue import (
     SUMMARY_FIGURES,
     accumulated,
 )
-from ctxvar.disk import check_free_space
 from ctxvar.models.archive import check_archives
-from ctxvar.inputs import corpus_inputs, with_inputs
-from ctxvar.run_origin import check_run_origin, config_identity, record_run_origin
-from ctxvar.errors import CtxvarError
-from ctxvar.results_layout import check_results_layout
 from ctxvar.models.batching import BATCH_TOKENS
-from ctxvar.corpus.shards import start_up_warning
+from ctxvar.run import resources as estimates
+from ctxvar.run.disk import check_free_space
+from ctxvar.run.inputs import corpus_inputs, with_inputs
+from ctxvar.run.layout import check_results_layout
+from ctxvar.run.origin import check_run_origin, config_identity, record_run_origin
+from ctxvar.run.resources import check_set_resources
 from ctxvar.stats.declarations import keeps_moments
 
 
@@ -63,7 +57,7 @@ def set_resources(overwrite_resources):
 try:  # the whole config contract, before any job: one line and exit status 1 for the first violation
     CONFIG_FILES = {path: load_config_file(path) for path in map(str, workflow.configfiles)}  # refuses duplicate keys
     check_study_named(config, [str(path) for path in workflow.overwrite_configfiles], workflow.basedir)
-    check_schema(config)  # the schema ctxvar.config_schema loaded already (workflow/schemas/ links to it)
+    check_schema(config)  # the schema ctxvar.config.schema loaded already (workflow/schemas/ links to it)
     validate(config, "../schemas/config.schema.yaml")  # fills in the schema's defaults
     check_config(config)
     check_set_resources(set_resources(workflow.resource_settings.overwrite_resources))
@@ -72,7 +66,7 @@ try:  # the whole config contract, before any job: one line and exit status 1 fo
     RUN = run_name(config, CLI_CONFIGS, CLI_VALUES)
     RUN_CONFIG = config_identity(list(CONFIG_FILES), "config.yaml")  # the files read: config.yaml without --configfile
     SHARED_RUN = check_run_origin(f"results/{RUN}", RUN_CONFIG, run_named_on_purpose(CLI_CONFIGS, CLI_VALUES))
-    MODELS = with_inputs(models_by_id(config), f"results/{RUN}")  # with what identifies their files (ctxvar.inputs)
+    MODELS = with_inputs(models_by_id(config), f"results/{RUN}")  # with what identifies their files (ctxvar.run.inputs)
     CORPUS = {**config["corpus"], "inputs": corpus_inputs(config["corpus"])}
     check_results_layout(f"results/{RUN}", MODELS)  # refuses merged sums under their older names, stats*.parquet
     check_archives(MODELS, f"results/{RUN}")  # a package or zip to unpack a model from is there

@@ -1,6 +1,6 @@
 # The run's targets (rule all) and its last lines (the Snakefile's onsuccess and onerror).
-from ctxvar.console import quiet_job_lines
-from ctxvar.run_end import failure_message, outdated_outputs, report_command, success_message
+from ctxvar.run.console import quiet_job_lines
+from ctxvar.run.end import failure_message, outdated_outputs, report_command, success_message
 
 
 def final_outputs():
@@ -32,7 +32,7 @@ def final_outputs():
 
 
 def success_lines():
-    """What Snakemake prints last after a run that succeeded: where the results are (ctxvar.run_end)."""
+    """What Snakemake prints last after a run that succeeded: where the results are (ctxvar.run.end)."""
     moved = workflow.overwrite_workdir is not None  # --directory: the user's shell is elsewhere
     command = report_command(
         [str(path) for path in workflow.overwrite_configfiles],

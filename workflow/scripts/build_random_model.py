@@ -1,6 +1,6 @@
-from ctxvar.jobs import job_log
+from ctxvar.files.parquet import read_table
 from ctxvar.models.build import build_local_model
-from ctxvar.parquet_files import read_table
+from ctxvar.run.job_log import job_log
 
 with job_log(snakemake.log[0]):
     texts = read_table(snakemake.input.sentences, columns=["text"]).column("text").to_pylist()

@@ -1,4 +1,4 @@
-from ctxvar.jobs import job_log
+from ctxvar.run.job_log import job_log
 from ctxvar.stats.embedding_matrices import embedding_matrix_statistics
 
 with job_log(snakemake.log[0]):

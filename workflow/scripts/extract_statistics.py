@@ -1,9 +1,9 @@
 from pathlib import Path
 
-from ctxvar.disk import check_free_space
 from ctxvar.extraction.extract import extract_shard
 from ctxvar.extraction.settings import job_settings
-from ctxvar.jobs import job_log
+from ctxvar.run.disk import check_free_space
+from ctxvar.run.job_log import job_log
 
 with job_log(snakemake.log[0]):
     check_free_space(

@@ -1,6 +1,6 @@
-from ctxvar.config_hash import CORPUS_HASH, corpus_hash
-from ctxvar.io import read_json, write_json
-from ctxvar.jobs import job_log
+from ctxvar.config.hashes import CORPUS_HASH, corpus_hash
+from ctxvar.files.atomic import read_json, write_json
+from ctxvar.run.job_log import job_log
 from ctxvar.stats.merge import merge_job
 from ctxvar.stats.merge_io import run_io
 

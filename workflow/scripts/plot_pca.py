@@ -1,5 +1,5 @@
 from ctxvar.figures.pca_plots import pca_outputs
-from ctxvar.jobs import job_log
+from ctxvar.run.job_log import job_log
 
 with job_log(snakemake.log[0]):
     pca_outputs(

@@ -1,6 +1,6 @@
 from ctxvar.figures.draw import summary_figure
 from ctxvar.figures.plotting import save_plot
-from ctxvar.jobs import job_log
+from ctxvar.run.job_log import job_log
 
 with job_log(snakemake.log[0]):
     plot = summary_figure(

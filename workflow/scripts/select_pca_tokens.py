@@ -1,6 +1,6 @@
 from ctxvar.figures.pca_selection import select_pca_tokens
-from ctxvar.io import write_csv
-from ctxvar.jobs import job_log
+from ctxvar.files.atomic import write_csv
+from ctxvar.run.job_log import job_log
 
 with job_log(snakemake.log[0]):
     selection, components = select_pca_tokens(

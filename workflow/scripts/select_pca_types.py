@@ -1,7 +1,7 @@
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.figures.pca_selection import select_pca_types
-from ctxvar.io import write_csv
-from ctxvar.jobs import job_log
+from ctxvar.files.atomic import write_csv
+from ctxvar.run.job_log import job_log
 
 with job_log(snakemake.log[0]):
     tokens = snakemake.params.tokens

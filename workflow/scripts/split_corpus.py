@@ -1,5 +1,5 @@
 from ctxvar.corpus.shards import split_corpus
-from ctxvar.jobs import job_log
+from ctxvar.run.job_log import job_log
 
 with job_log(snakemake.log[0]):
     assert len(snakemake.output.shards) == snakemake.params.n_shards

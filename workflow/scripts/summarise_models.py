@@ -1,5 +1,5 @@
-from ctxvar.io import write_csv
-from ctxvar.jobs import job_log
+from ctxvar.files.atomic import write_csv
+from ctxvar.run.job_log import job_log
 from ctxvar.stats.summary import summary_tables
 
 with job_log(snakemake.log[0]):

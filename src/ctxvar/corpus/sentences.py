@@ -12,12 +12,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ctxvar.config_hash import CORPUS_HASH, corpus_hash
+from ctxvar.config.hashes import CORPUS_HASH, corpus_hash
 from ctxvar.corpus import python_docs
 from ctxvar.corpus.sources import load_source
 from ctxvar.errors import CorpusError
-from ctxvar.io import write_json
-from ctxvar.parquet_files import write_table
+from ctxvar.files.atomic import write_json
+from ctxvar.files.parquet import write_table
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ def write_sentences(corpus: dict, sentences_path, counts_path) -> dict:
     """Sample the corpus once and write the sentences (Parquet) and the step counts (JSON), with the text's
     provenance for the Python-docs source (its Python version decides the text), what identified the corpus's
     files at start-up (``inputs``, which the files read are checked against) and the sample's identity
-    (``corpus_hash``, :func:`ctxvar.config_hash.corpus_hash`). Local files are copied beside the outputs to be
+    (``corpus_hash``, :func:`ctxvar.config.hashes.corpus_hash`). Local files are copied beside the outputs to be
     read, and the copies removed."""
     table, counts = sample_sentences(corpus, os.path.dirname(os.path.abspath(sentences_path)))
     counts = {**counts, CORPUS_HASH: corpus_hash(corpus)}

@@ -9,12 +9,12 @@ import os
 import numpy as np
 import pyarrow as pa
 
-from ctxvar.config import built_in_run
+from ctxvar.config.entries import built_in_run
 from ctxvar.corpus.sources import source_rows_at_most
 from ctxvar.errors import CtxvarError
-from ctxvar.io import verify_manifest
+from ctxvar.files.atomic import verify_manifest
+from ctxvar.files.parquet import ParquetInput, read_table, write_table
 from ctxvar.models.batching import BATCH_TOKENS, padding_fraction, token_budget_batches
-from ctxvar.parquet_files import ParquetInput, read_table, write_table
 
 log = logging.getLogger(__name__)
 

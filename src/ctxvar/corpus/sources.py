@@ -21,10 +21,10 @@ import tempfile
 import numpy as np
 import pyarrow as pa
 
-from ctxvar.config import corpus_paths
+from ctxvar.config.entries import corpus_paths
 from ctxvar.corpus import python_docs
 from ctxvar.errors import CorpusError, first_line
-from ctxvar.jobs import disk_full, full_disk_named, require_free_space
+from ctxvar.files.space import disk_full, full_disk_named, require_free_space
 from ctxvar.models import hub
 from ctxvar.models.files import file_fingerprint
 
@@ -186,7 +186,7 @@ def with_text_column(corpus: dict, dataset, copies: list[str]):
 
 def recorded_fingerprints(corpus: dict) -> list[str | None | bool]:
     """The fingerprint each of the corpus's files had at start-up (``corpus.inputs.files``, see
-    :func:`ctxvar.inputs.corpus_inputs`); False for each where none was taken (the corpus read outside a run)."""
+    :func:`ctxvar.run.inputs.corpus_inputs`); False for each where none was taken (the corpus read outside a run)."""
     paths, recorded = corpus_paths(corpus), (corpus.get("inputs") or {}).get("files")
     if recorded is None:
         return [False] * len(paths)
@@ -395,5 +395,5 @@ def _pseudo_words(rng: np.random.Generator, size: int) -> np.ndarray:
 
 
 def hub_commit(corpus: dict) -> str | None:
-    """The Hub dataset's commit resolved at start-up (``inputs.commit``, see :mod:`ctxvar.inputs`), if any."""
+    """The Hub dataset's commit resolved at start-up (``inputs.commit``, see :mod:`ctxvar.run.inputs`), if any."""
     return (corpus.get("inputs") or {}).get("commit")

@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ctxvar.config_schema import SCHEMA
+from ctxvar.config.schema import SCHEMA
 from ctxvar.extraction.host_copy import to_host
 from ctxvar.extraction.word_sums import WordSums
 from ctxvar.models.batching import to_device
@@ -51,7 +51,8 @@ class GeometryOptions:
 
     @classmethod
     def from_config(cls, geometry: dict) -> "GeometryOptions":
-        """From config ``geometry`` (or :func:`ctxvar.config_hash.extraction_geometry`, which leaves out batches: 1)."""
+        """From config ``geometry`` (or :func:`ctxvar.config.hashes.extraction_geometry`, which leaves out
+        batches: 1)."""
         points = geometry["sample_size"] * geometry.get("batches", 1) if geometry["twonn"] else 0
         own = {field.name for field in fields(cls)}
         switches = frozenset(key for key in declared_switches() if key not in own and geometry.get(key, False))

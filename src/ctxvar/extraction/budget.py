@@ -202,7 +202,7 @@ def state_cap_bytes(settings: ExtractionSettings, job, padded, point_bytes: int 
 
 
 def warn_of_host_layers(settings: ExtractionSettings, job, on_device: int, cap: float) -> None:
-    """A warning (the console's, through :func:`ctxvar.jobs.job_log`) when the cap leaves the sums of some
+    """A warning (the console's, through :func:`ctxvar.run.job_log.job_log`) when the cap leaves the sums of some
     hidden states to host memory on the whole-model path (their hidden states copied to the host batch by batch):
     what it costs and the remedy. ``job``: a :class:`ctxvar.extraction.extract.ShardRun` (its ``device``,
     ``n_layers``, ``types``, ``d`` and ``n_words``)."""

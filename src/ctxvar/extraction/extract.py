@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ctxvar.config import built_in_run, revision_of
+from ctxvar.config.entries import built_in_run, revision_of
 from ctxvar.extraction import devices
 from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.attention import attention_kernels, chosen_attention
@@ -37,7 +37,7 @@ from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.shard import chunk_batches, fit_to_positions, read_shard
 from ctxvar.extraction.streamed_weights import StreamedWeights, load_for_job
 from ctxvar.extraction.word_sums import word_table
-from ctxvar.io import verify_manifest
+from ctxvar.files.atomic import verify_manifest
 from ctxvar.models import hashing, loading
 from ctxvar.models.batching import (
     ShardBatches,

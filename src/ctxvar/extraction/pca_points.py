@@ -28,10 +28,8 @@ import numpy as np
 import pyarrow as pa
 
 from ctxvar.errors import StatisticsError
-from ctxvar.io import atomic_path, read_csv
-from ctxvar.models.batching import ShardBatches
-from ctxvar.models.tokens import encode, type_marker, type_table
-from ctxvar.parquet_files import (
+from ctxvar.files.atomic import atomic_path, read_csv
+from ctxvar.files.parquet import (
     ParquetInput,
     parquet_writer,
     read_table,
@@ -40,6 +38,8 @@ from ctxvar.parquet_files import (
     vector_rows,
     write_table,
 )
+from ctxvar.models.batching import ShardBatches
+from ctxvar.models.tokens import encode, type_marker, type_table
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -9,9 +9,9 @@ import numpy as np
 
 from ctxvar.errors import CorpusError
 from ctxvar.extraction.settings import ExtractionSettings
+from ctxvar.files.parquet import read_table
 from ctxvar.models.batching import token_budget_batches
 from ctxvar.models.tokens import EncodedShard, select, split_long
-from ctxvar.parquet_files import read_table
 
 log = logging.getLogger(__name__)
 

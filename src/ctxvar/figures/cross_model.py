@@ -26,7 +26,7 @@ from ctxvar.figures.plotting import (
     regression_panel,
     scale_groups,
 )
-from ctxvar.parquet_files import read_table
+from ctxvar.files.parquet import read_table
 from ctxvar.stats.token_table import TokenStats, filtered
 
 MARKERS = "osD^v<>ph*"

@@ -22,8 +22,8 @@ from ctxvar.figures.catalogue import (
     FigureSpec,
 )
 from ctxvar.figures.plotting import Plot, plot_or_placeholder
-from ctxvar.io import read_csv
-from ctxvar.parquet_files import read_table
+from ctxvar.files.atomic import read_csv
+from ctxvar.files.parquet import read_table
 from ctxvar.stats.provenance import check_same_sums, table_sums
 from ctxvar.stats.token_table import TokenStats
 

@@ -23,7 +23,7 @@ from ctxvar.figures.plotting import (
     regression_panel,
     save_plot,
 )
-from ctxvar.io import read_csv, write_csv, write_text
+from ctxvar.files.atomic import read_csv, write_csv, write_text
 from ctxvar.stats.pca_components import read_components
 from ctxvar.stats.provenance import SUMS_COLUMN, check_same_sums, table_sums
 from ctxvar.stats.token_table import TokenStats, filtered

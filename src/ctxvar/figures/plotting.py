@@ -29,7 +29,7 @@ from matplotlib.ticker import SymmetricalLogLocator
 from matplotlib.transforms import Bbox
 
 from ctxvar.errors import InsufficientData
-from ctxvar.io import atomic_path, write_csv
+from ctxvar.files.atomic import atomic_path, write_csv
 from ctxvar.stats.layers import ols
 
 log = logging.getLogger(__name__)

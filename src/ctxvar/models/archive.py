@@ -17,8 +17,8 @@ import zipfile
 from pathlib import Path, PurePosixPath
 
 from ctxvar.errors import IntegrityError, ModelLoadError, first_line
-from ctxvar.io import atomic_directory, file_sha256
-from ctxvar.jobs import disk_full, full_disk_named, require_free_space
+from ctxvar.files.atomic import atomic_directory, file_sha256
+from ctxvar.files.space import disk_full, full_disk_named, require_free_space
 
 
 def packaged_key(entry: dict) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ctxvar.config import arch_of, random_spec
+from ctxvar.config.entries import arch_of, random_spec
 from ctxvar.models.gaussian_null import build_gaussian_model
 from ctxvar.models.random_init import build_random_model, save_model, train_tokenizer
 

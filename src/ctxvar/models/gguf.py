@@ -18,8 +18,8 @@ import struct
 from pathlib import Path
 
 from ctxvar.errors import ModelLoadError, first_line
-from ctxvar.io import atomic_directory
-from ctxvar.jobs import full_disk_named, require_free_space
+from ctxvar.files.atomic import atomic_directory
+from ctxvar.files.space import full_disk_named, require_free_space
 from ctxvar.models import completeness
 from ctxvar.models.archive import archive_path, check_sha256
 from ctxvar.models.transformers_log import transformers_into_log

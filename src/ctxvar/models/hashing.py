@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import torch
 
-from ctxvar.config import load_revision
+from ctxvar.config.entries import load_revision
 from ctxvar.errors import ModelLoadError
 from ctxvar.models import hub
 from ctxvar.models.completeness import REFETCH, SHARD_INDEX, SINGLE_FILE

@@ -14,7 +14,7 @@ import re
 
 import torch
 
-from ctxvar.config import load_revision
+from ctxvar.config.entries import load_revision
 from ctxvar.errors import ModelLoadError, first_line
 from ctxvar.models import completeness, hub
 from ctxvar.models.gaussian_null_config import register_config

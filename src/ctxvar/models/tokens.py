@@ -4,7 +4,7 @@ A token type is a token's string less one leading copy of the word-boundary mark
 writes (:func:`word_marker`): WordPiece's continuing-subword prefix (``##ing`` → ``ing``), byte-level
 BPE's space ``Ġ`` (``Ġthe`` → ``the``), SentencePiece's ``▁`` (``▁the`` → ``the``). Other tokenizers'
 markers stay (byte-level BPE's ``###`` is its own type), as the core paper's code strips ``##`` for
-BERT models only and ``Ġ`` for the others. :data:`ctxvar.config_hash.TYPE_KEY_RULE` names this rule in the
+BERT models only and ``Ġ`` for the others. :data:`ctxvar.config.hashes.TYPE_KEY_RULE` names this rule in the
 extraction hash: change it with the rule, so that partials keyed by the old one re-extract.
 """
 

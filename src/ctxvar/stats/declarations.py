@@ -9,7 +9,7 @@ sum adds across shards, so the merge is the same for all of them. The registry :
   (:func:`ctxvar.extraction.budget.state_bytes`, :func:`~ctxvar.extraction.budget.batch_bytes`);
 - the sums files' columns (:func:`ctxvar.stats.sums.sums_schema`, :class:`ctxvar.stats.sums.SumsFile`);
 - the merge (:func:`ctxvar.stats.merge.merge_layer`) and ``tokens.parquet`` (:func:`ctxvar.stats.merge.token_table`);
-- the disk estimate (:func:`ctxvar.disk.sums_bytes`) and the docs' tables (:func:`docs_rows`, tested against
+- the disk estimate (:func:`ctxvar.run.disk.sums_bytes`) and the docs' tables (:func:`docs_rows`, tested against
   ``docs/outputs.md``).
 
 A :class:`LayerSum` is the same for one sum per layer over all its tokens (:data:`LAYER_SUMS`): it is kept in

@@ -34,8 +34,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ctxvar.io import write_csv
-from ctxvar.parquet_files import write_table
+from ctxvar.files.atomic import write_csv
+from ctxvar.files.parquet import write_table
 from ctxvar.stats.partition_isotropy import mean_cosine_of_rows, partition_isotropies, svd_projection
 
 log = logging.getLogger(__name__)

@@ -26,8 +26,8 @@ import numpy as np
 import pyarrow as pa
 
 from ctxvar.errors import StatisticsError
-from ctxvar.jobs import removed_on_failure, require_free_space
-from ctxvar.parquet_files import PARQUET_READS, tagged_schema
+from ctxvar.files.parquet import PARQUET_READS, tagged_schema
+from ctxvar.files.space import removed_on_failure, require_free_space
 from ctxvar.stats.declarations import declared, finalize_columns, token_columns
 from ctxvar.stats.finalize import combine_into
 from ctxvar.stats.merge_io import io_record, merge_output_bytes

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from ctxvar.parquet_files import ParquetInput, read_metadata
+from ctxvar.files.parquet import ParquetInput, read_metadata
 from ctxvar.stats import declarations
 from ctxvar.stats.declarations import token_row_bytes
 
@@ -30,7 +30,7 @@ def io_record(inputs, bytes_read: int, files_opened: int, before: dict | None = 
     """The I/O of a model's merges so far: ``before`` (the record of the merge whose output is among ``inputs``,
     if any) plus this merge's. Each input was written once, by an extraction job (a partial) or by the merge
     before (a running merge, whose metadata lists ``shards``): its size is counted as written. ``bytes_read`` and
-    ``files_opened`` are what this merge read, measured (:data:`ctxvar.parquet_files.PARQUET_READS`)."""
+    ``files_opened`` are what this merge read, measured (:data:`ctxvar.files.parquet.PARQUET_READS`)."""
     record = {**NO_IO, **(before or {})}
     for path in map(str, inputs):
         kind = "running_merge" if "shards" in read_metadata(path) else "partial"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ctxvar.io import read_csv
+from ctxvar.files.atomic import read_csv
 
 
 def components_table(components: np.ndarray) -> pd.DataFrame:

@@ -1,7 +1,7 @@
 """Which sums a table was computed from, and the check that tables read together come from the same sums.
 
 Every sums file carries ``config_hash``: the hash of the extraction settings and of the corpus's and the
-model's inputs (:func:`ctxvar.config_hash.extraction_config_hash`). The per-model tables derived from them
+model's inputs (:func:`ctxvar.config.hashes.extraction_config_hash`). The per-model tables derived from them
 (``layers.csv``, ``geometry.csv``) carry it as a column and ``run.json`` as a key, so that a reader that
 combines them (the summary, :func:`ctxvar.load_results`) can refuse a mixture: files of one model made
 from different sums, as a run stopped half-way (``--until``, a kill, a failed job) leaves them.

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from ctxvar.parquet_files import ParquetInput, tagged_schema, vector_column, vector_rows
+from ctxvar.files.parquet import ParquetInput, tagged_schema, vector_column, vector_rows
 from ctxvar.stats.sums import LayerWriter, read_layer
 
 SAMPLE_LAYOUT = "ctxvar sample 2"

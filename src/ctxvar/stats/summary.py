@@ -7,7 +7,7 @@ import logging
 import pandas as pd
 
 from ctxvar.errors import CtxvarError
-from ctxvar.io import read_csv, read_json
+from ctxvar.files.atomic import read_csv, read_json
 from ctxvar.stats.provenance import SUMS_COLUMN, check_same_sums, table_sums
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ stores a list with a repetition and a definition level per number, which its
 reader decodes one number at a time (a bert-base partial read back 5× slower).
 Pages are plain, uncompressed, without dictionary or statistics; the footer holds
 the value digest of every column of every layer, checked as it is read (see
-:mod:`ctxvar.io`). The footer names the layout: a reader refuses a file of any other
+:mod:`ctxvar.files.parquet`). The footer names the layout: a reader refuses a file of any other
 (an older ctxvar's sums among them) with a line that says to re-run.
 
 Partials (one per model × shard) and the merged files share these layouts, so
@@ -46,8 +46,8 @@ import numpy as np
 import pyarrow as pa
 
 from ctxvar.errors import StatisticsError
-from ctxvar.io import atomic_path
-from ctxvar.parquet_files import (
+from ctxvar.files.atomic import atomic_path
+from ctxvar.files.parquet import (
     VECTOR_WRITE_OPTIONS,
     ParquetInput,
     parquet_writer,
@@ -209,8 +209,8 @@ class LayerSums:
 
 class LayerWriter:
     """Write one table per layer, in layer order, one row group each with its value digests
-    (:class:`ctxvar.parquet_files.ParquetOutput`), atomically, with the options of
-    :data:`ctxvar.parquet_files.VECTOR_WRITE_OPTIONS`.
+    (:class:`ctxvar.files.parquet.ParquetOutput`), atomically, with the options of
+    :data:`ctxvar.files.parquet.VECTOR_WRITE_OPTIONS`.
     ``bytes_written``: the file's size once complete.
 
     >>> with LayerWriter(path, schema) as writer:

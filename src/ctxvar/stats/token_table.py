@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ctxvar.parquet_files import ParquetInput
+from ctxvar.files.parquet import ParquetInput
 from ctxvar.stats.layers import frequency_filter
 
 

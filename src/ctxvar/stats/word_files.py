@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from ctxvar.errors import StatisticsError
-from ctxvar.parquet_files import ParquetInput, tagged_schema, vector_column, vector_rows
+from ctxvar.files.parquet import ParquetInput, tagged_schema, vector_column, vector_rows
 
 WORDS_LAYOUT = "ctxvar words 1"
 SENTENCES_LAYOUT = "ctxvar sentences 1"

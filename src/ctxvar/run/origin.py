@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 
 from ctxvar.errors import ConfigError, CtxvarError
-from ctxvar.io import read_json, write_json
+from ctxvar.files.atomic import read_json, write_json
 
 ORIGIN_FILE = "config_files.json"
 PATHS = "relative to the working directory where below it"  # marks a record that moves with the project

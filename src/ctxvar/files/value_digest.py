@@ -1,4 +1,4 @@
-"""The xxh3-128 digest of an Arrow column's values (:func:`value_digest`), which :mod:`ctxvar.io` stores in
+"""The xxh3-128 digest of an Arrow column's values (:func:`value_digest`), which :mod:`ctxvar.files.parquet` stores in
 every Parquet file's footer and checks on every read: the same whatever the column's chunks, slices or Parquet
 encoding."""
 

@@ -11,14 +11,14 @@ import re
 from pathlib import Path
 
 from ctxvar.errors import CtxvarError
-from ctxvar.io import read_csv, read_json
+from ctxvar.files.atomic import read_csv, read_json
 from ctxvar.stats.provenance import SUMS_COLUMN
 from ctxvar.stats.summary import is_stack_of
 
 BANNER_WIDTH = 78
 SUMMARY_TABLES = ("layers.csv", "geometry.csv", "models.csv")  # results/{run}/summary/, one row per model or layer
 MODEL_FILES = ("tokens.parquet", "layers.csv", "geometry.csv", "figures/")  # results/{run}/{model}/
-ERROR_LINE = re.compile(r"^\S+ \S+ ERROR [\w.]+: (.*)$")  # ctxvar.jobs.job_log's record of the error
+ERROR_LINE = re.compile(r"^\S+ \S+ ERROR [\w.]+: (.*)$")  # ctxvar.run.job_log.job_log's record of the error
 FAILED_RULE = re.compile(r"^Error in rule (\S+):$")
 FAILED_LOG = re.compile(r"^\s+log: (.+?)(?: \(check log file\(s\) for error details\))?$")
 MAX_FAILURES_SHOWN = 3
@@ -145,7 +145,7 @@ def failed_jobs(snakemake_log: str) -> list[tuple[str, str | None]]:
 
 
 def job_error(job_log) -> str:
-    """The one-line error a job's log records (:func:`ctxvar.jobs.job_log`): a ctxvar error as the job printed
+    """The one-line error a job's log records (:func:`ctxvar.run.job_log.job_log`): a ctxvar error as the job printed
     it, a bug's exception, or what is known when the log has none."""
     if job_log is None or not os.path.isfile(job_log):
         return "the job wrote no log (it did not start: see Snakemake's messages above)"

@@ -1,17 +1,14 @@
-"""What every workflow script shares: a job log, one-line errors for the user, and a job's free-space check."""
+"""Free disk space: a job's check before it writes, a full disk named in one line, and outputs removed when a
+job fails half-way."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import logging
 import os
 import shutil
-import sys
-from pathlib import Path
 
 from ctxvar.errors import CtxvarError, DiskSpaceError, first_line, size_text
-from ctxvar.io import use_system_allocator
 
 FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
 FULL_DISK_REMEDY = (
@@ -21,12 +18,17 @@ FULL_DISK_REMEDY = (
 SKIP_DISK_CHECK = "CTXVAR_SKIP_DISK_CHECK"  # =1: no up-front check (the estimates are upper bounds)
 
 
-def free_bytes(folder) -> int:
-    """Free bytes on the disk that holds ``folder``, or its nearest existing parent."""
+def nearest_existing(folder) -> str:
+    """``folder`` as an absolute path if it exists, else its nearest existing parent."""
     existing = os.path.abspath(folder)
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
-    return shutil.disk_usage(existing).free
+    return existing
+
+
+def free_bytes(folder) -> int:
+    """Free bytes on the disk that holds ``folder``, or its nearest existing parent."""
+    return shutil.disk_usage(nearest_existing(folder)).free
 
 
 def require_free_space(folder, needed: int, what: str) -> None:
@@ -108,41 +110,3 @@ def full_disk_named(folder=None, needed: int | None = None, what: str = ""):
         if not disk_full(error):
             raise
         raise full_disk_error(error, folder, needed, what) from error
-
-
-@contextlib.contextmanager
-def job_log(path):
-    """Send logging and stderr (progress bars included) to ``path``; use the system allocator for Arrow.
-
-    Warnings also go to the console's stderr as one line each (what Snakemake shows
-    or, on a cluster, the job's log). A :class:`CtxvarError` goes to the console's
-    stderr as one line, and the job exits with status 1; the job log gets that line
-    with the full traceback, causes included. Any other exception (a bug) is logged
-    with its traceback too, then propagates; a full disk is one line naming the folder and its free space
-    (:func:`disk_full`, :func:`full_disk_error`), not a bug.
-    """
-    console = sys.stderr
-    use_system_allocator()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        sys.stderr = handle
-        logging.basicConfig(
-            stream=handle, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
-        )
-        echo = logging.StreamHandler(console)
-        echo.addFilter(lambda record: record.levelno == logging.WARNING)  # errors get their own line below
-        echo.setFormatter(logging.Formatter("ctxvar warning: %(message)s"))
-        logging.getLogger().addHandler(echo)
-        try:
-            with full_disk_named():
-                yield
-        except CtxvarError as error:
-            logging.exception("%s", error)
-            print(f"ctxvar error: {error} (traceback in {path})", file=console)
-            raise SystemExit(1) from None  # the traceback is in the log; the console gets one line
-        except Exception:
-            logging.exception("unexpected error (a bug: please report it with this log)")
-            raise
-        finally:
-            sys.stderr = console
-            logging.getLogger().removeHandler(echo)

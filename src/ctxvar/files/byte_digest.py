@@ -1,4 +1,4 @@
-"""The digests of a Parquet file's bytes that :mod:`ctxvar.parquet_files` stores in its footer, so that every byte of
+"""The digests of a Parquet file's bytes that :mod:`ctxvar.files.parquet` stores in its footer, so that every byte of
 the file is covered by a checksum ctxvar checks:
 
 - each column chunk's bytes (its pages, their headers included), key :data:`CHUNK_DIGESTS_KEY`: the xxh3-128 of
@@ -47,7 +47,7 @@ def placeholders(row_groups: int, leaves: int) -> dict[bytes, str]:
 
 def leaf_count(kind: pa.DataType) -> int:
     """The number of Parquet leaf columns (column chunks per row group) an Arrow field of type ``kind`` makes, for
-    the types :func:`ctxvar.value_digest.value_digest` digests (no structs or maps)."""
+    the types :func:`ctxvar.files.value_digest.value_digest` digests (no structs or maps)."""
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
         return leaf_count(kind.value_type)
     return 1

@@ -41,7 +41,7 @@ CORPUS_HASH = "corpus_hash"  # the key that names one corpus sample in counts.js
 
 def corpus_hash(corpus: dict) -> str:
     """The identity of one corpus sample: the hash of the ``corpus:`` settings with what identified its files at
-    start-up (``inputs``, :mod:`ctxvar.inputs`), as the sampling job and each model's final merge receive them."""
+    start-up (``inputs``, :mod:`ctxvar.run.inputs`), as the sampling job and each model's final merge receive them."""
     return stable_hash(corpus)
 
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
-from ctxvar.config import gaussian_spec, load_revision, random_spec
+from ctxvar.config.entries import gaussian_spec, load_revision, random_spec
 from ctxvar.errors import ConfigError, CtxvarError
+from ctxvar.files.parquet import read_table
 from ctxvar.models import hub
-from ctxvar.parquet_files import read_table
 
 TOKENS_PER_WORD = 1.4  # subword tokens per space-separated word, BERT/GPT-2 on English prose
 HOST_BASELINE_MB = 1500  # Python, torch and transformers imported

@@ -1,11 +1,11 @@
 """Checksummed Parquet files: writers that store every column's value digests in the footer, and readers that
 verify every byte they read.
 
-Every column chunk's values carry an xxh3-128 digest (:mod:`ctxvar.value_digest`: the
+Every column chunk's values carry an xxh3-128 digest (:mod:`ctxvar.files.value_digest`: the
 decoded values, whatever their pages, encodings or chunks), written by :class:`ParquetOutput`
 into the footer's key-value metadata (:data:`VALUE_DIGESTS_KEY`) when the file is closed, and
 checked for every column of every row group :class:`ParquetInput` reads. Every byte of the file
-is covered as well (:mod:`ctxvar.byte_digest`): each column chunk's bytes, page headers included,
+is covered as well (:mod:`ctxvar.files.byte_digest`): each column chunk's bytes, page headers included,
 have an xxh3-128 digest, checked as Arrow reads them (from the same read, not a second one), and
 the first 4 bytes, the whole footer and the last 8 a SHA-256, checked when the file is opened. A
 changed byte anywhere reads as a mismatch, or as a file Arrow cannot decode. Parquet's own page
@@ -36,10 +36,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ctxvar import byte_digest
 from ctxvar.errors import IntegrityError, first_line
-from ctxvar.io import REMEDY, atomic_path
-from ctxvar.value_digest import VALUE_DIGEST_KIND, value_digest
+from ctxvar.files import byte_digest
+from ctxvar.files.atomic import REMEDY, atomic_path
+from ctxvar.files.value_digest import VALUE_DIGEST_KIND, value_digest
 
 METADATA_KEY = b"ctxvar"
 INTEGRITY_KEY = b"ctxvar.sha256"  # SHA-256 of METADATA_KEY's JSON, the columns' names and types, LAYOUT_KEY,
@@ -148,7 +148,7 @@ os.register_at_fork(after_in_child=_start_digest_thread)
 class ParquetOutput:
     """A Parquet file being written: each :meth:`write_table` is one row group, whose columns' :func:`value_digest`
     are stored in the footer (:data:`VALUE_DIGESTS_KEY`) on :meth:`close`, and then the digests of the file's bytes
-    (:func:`ctxvar.byte_digest.seal`), its whole blocks hashed on another thread as they are written; no page CRC
+    (:func:`ctxvar.files.byte_digest.seal`), its whole blocks hashed on another thread as they are written; no page CRC
     (:data:`PARQUET_WRITE_OPTIONS`). ``schema`` should come from :func:`tagged_schema`; ``options`` go to
     ``pyarrow.parquet.ParquetWriter``."""
 

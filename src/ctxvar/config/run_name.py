@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ctxvar.config import MODEL_ID_PATTERN
+from ctxvar.config.entries import MODEL_ID_PATTERN
 from ctxvar.errors import ConfigError
 
 STUDY_KEYS = ("corpus", "models")  # what a run studies: never defaulted, never inherited

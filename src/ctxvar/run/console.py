@@ -2,7 +2,7 @@
 Snakemake's block per job.
 
 Snakemake's own ``--quiet`` choices cannot say this: ``rules`` also drops the "Error in rule" records from its log
-file (which :mod:`ctxvar.run_end` reads for the closing lines) and the job blocks of a dry run, and ``progress``
+file (which :mod:`ctxvar.run.end` reads for the closing lines) and the job blocks of a dry run, and ``progress``
 drops the job table of a dry run and every progress line. So the Snakefile's ``onstart:`` (real runs only) adds
 :class:`JobLinesFilter` to Snakemake's console handler alone, on a local run: its log file keeps every record, a
 dry run prints what it always printed, a cluster run keeps the block that names each job's cluster job id, and

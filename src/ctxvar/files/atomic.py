@@ -5,7 +5,7 @@ renamed, so a killed job never leaves a file that looks complete.
 
 Integrity:
 
-- **Parquet**: every column's values carry a digest, checked on every read (:mod:`ctxvar.parquet_files`).
+- **Parquet**: every column's values carry a digest, checked on every read (:mod:`ctxvar.files.parquet`).
 - **CSV, JSON, text**: a ``<file>.sha256`` beside the file, in ``sha256sum`` format
   (``sha256sum -c layers.csv.sha256`` checks it by hand), verified by :func:`read_csv`
   and :func:`read_json`.

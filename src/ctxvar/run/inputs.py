@@ -3,7 +3,7 @@
 Each model entry gets ``inputs``: the fingerprint of its local directory (path expanded and resolved) or of
 its whole archive, or the commit its Hub revision names now. The corpus gets the fingerprints of its local
 files, the Python whose documentation it is, or its Hub dataset's commit. Both enter the parameters of the
-jobs that read them and the hash the sums carry (:func:`ctxvar.config_hash.extraction_config_hash`), so a change
+jobs that read them and the hash the sums carry (:func:`ctxvar.config.hashes.extraction_config_hash`), so a change
 re-runs exactly the jobs downstream of it; extraction loads the Hub commit resolved here, so every shard of a
 local run reads the same files even when the Hub's branch moves meanwhile (a cluster job starts Snakemake anew
 and resolves it again; partials of two commits do not merge).
@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 import sys
 
-from ctxvar.config import built_in_run, corpus_paths, revision_of
+from ctxvar.config.entries import built_in_run, corpus_paths, revision_of
 from ctxvar.errors import CtxvarError
-from ctxvar.io import read_json, write_json
+from ctxvar.files.atomic import read_json, write_json
 from ctxvar.models import hub
 from ctxvar.models.archive import archive_path
 from ctxvar.models.files import directory_fingerprint, file_fingerprint

@@ -1,6 +1,6 @@
 """The configuration reference, ``config/README.md``, generated from the JSON schema (its only source).
 
-    python -m ctxvar.config_reference      # rewrite config/README.md after editing the schema
+    python -m ctxvar.config.reference      # rewrite config/README.md after editing the schema
 
 A test fails when the file and the schema drift apart.
 """
@@ -17,7 +17,7 @@ SCHEMA = Path("workflow/schemas/config.schema.yaml")
 REFERENCE = Path("config/README.md")
 HEADER = """# Configuration reference
 
-Generated from `workflow/schemas/config.schema.yaml` by `python -m ctxvar.config_reference`; do not edit by
+Generated from `workflow/schemas/config.schema.yaml` by `python -m ctxvar.config.reference`; do not edit by
 hand. Every key is checked against the schema before any job runs ([validation](../docs/configuration.md)); a
 key marked *required* has no default. `models[]` keys belong to each entry of the `models` list.
 

@@ -1,0 +1,109 @@
+"""The checks of a config that its JSON schema (:mod:`ctxvar.config.schema`) cannot express, each a one-line
+:class:`ConfigError` naming the key and the remedy."""
+
+from __future__ import annotations
+
+import os
+
+from ctxvar.config.entries import (
+    LOCAL_SOURCES,
+    corpus_paths,
+    local_with_revision,
+    missing_model_directory,
+    models_by_id,
+    random_spec,
+)
+from ctxvar.errors import ConfigError
+
+
+def check_config(config: dict) -> None:
+    """Raise :class:`ConfigError` (one line) for what the JSON schema cannot check."""
+    corpus = config["corpus"]
+    if corpus["source"] == "hf" and not corpus.get("name"):
+        raise ConfigError("corpus.name: required when corpus.source is 'hf' (a Hub dataset id, e.g. bookcorpus)")
+    if corpus["source"] in LOCAL_SOURCES:
+        paths = corpus_paths(corpus)
+        if not paths:
+            raise ConfigError(f"corpus.path: required when corpus.source is {corpus['source']!r}")
+        missing = [p for p in paths if not os.path.isfile(p)]
+        if missing:
+            raise ConfigError(
+                f"corpus.path: {'is a directory, not a file' if os.path.isdir(missing[0]) else 'file not found'}: "
+                f"{missing[0]} (paths are relative to the working directory)"
+            )
+    analysis = config["analysis"]
+    if analysis["min_log10_n"] > analysis["max_log10_n"]:
+        raise ConfigError(
+            f"analysis: min_log10_n ({analysis['min_log10_n']}) is above max_log10_n "
+            f"({analysis['max_log10_n']}), so no type would pass the frequency filter; swap them"
+        )
+    for entry in config["models"]:
+        name = entry.get("name")
+        if name is not None and (name != name.strip() or any(ord(c) < 32 for c in name)):
+            raise ConfigError(
+                f"models[]: name {name!r} has leading or trailing spaces or control characters; remove them"
+            )
+        sizes = random_spec(entry)
+        if entry.get("init") == "random" and sizes["hidden_size"] % sizes["num_heads"]:
+            raise ConfigError(
+                f"models[]: entry {entry.get('id')!r}: hidden_size {sizes['hidden_size']} is not a "
+                f"multiple of num_heads {sizes['num_heads']}; attention splits d across the heads"
+            )
+        for init, keys in INIT_ONLY_KEYS.items():
+            if entry.get("init") != init and keys & set(entry):
+                raise ConfigError(
+                    f"models[]: entry {entry.get('id') or entry.get('name')!r} sets "
+                    f"{', '.join(sorted(keys & set(entry)))}, which only init: {init} uses"
+                )
+        if entry.get("init", "pretrained") == "pretrained" and not entry.get("name"):
+            raise ConfigError(f"models[]: entry {entry.get('id')!r} needs 'name' (a Hub id or a local directory)")
+        if entry.get("init", "pretrained") == "pretrained" and missing_model_directory(entry):
+            raise ConfigError(missing_model_directory(entry))
+        if entry.get("init", "pretrained") == "pretrained" and local_with_revision(entry):
+            raise ConfigError(local_with_revision(entry))
+        if entry.get("init") == "archive":
+            check_archive_entry(entry)
+        if entry.get("init") == "random" and not entry.get("arch"):
+            raise ConfigError(
+                f"models[]: entry {entry.get('id')!r} has init: random and needs 'arch' (bert | roberta | gpt2)"
+            )
+    models = models_by_id(config)
+    pca_model = config.get("figures", {}).get("pca", {}).get("model")
+    if pca_model is not None and pca_model not in models:
+        raise ConfigError(
+            f"figures.pca.model: {pca_model!r} is not a model id (ids: {', '.join(models)}); use one of them or null"
+        )
+
+
+INIT_ONLY_KEYS = {
+    "gaussian": {"mean_scale", "noise_scale", "offset", "layer_norm"},
+    "archive": {"package", "archive", "gguf", "sha256"},
+}
+
+
+def check_archive_entry(entry: dict) -> None:
+    """An ``init: archive`` entry names one file, ``archive`` (a zip) or ``gguf``, and ``sha256``; for a GGUF
+    file, ``sha256`` lists the file itself by its name. That file holds one version, so no ``revision(s)``."""
+    files = [key for key in ("archive", "gguf") if key in entry]
+    asked = [key for key in ("revision", "revisions") if entry.get(key)]
+    if asked:
+        raise ConfigError(
+            f"models[]: entry {entry.get('id')!r}: its {files[0] if files else 'archive'} holds one version of the "
+            f"model, so {' and '.join(asked)} cannot choose one; remove {' and '.join(asked)}, or list one archive "
+            "per checkpoint (each with its own id)"
+        )
+    if len(files) > 1:
+        raise ConfigError(
+            f"models[]: entry {entry.get('id')!r} sets both archive and gguf; an init: archive entry reads one file"
+        )
+    if not files or "sha256" not in entry:
+        raise ConfigError(
+            f"models[]: entry {entry.get('id')!r} has init: archive and needs 'archive' (the .zip) and 'sha256' "
+            "(the digest of at least its weights file), or 'gguf' (a GGUF checkpoint) in place of 'archive'"
+        )
+    if files == ["gguf"]:
+        name = os.path.basename(entry["gguf"])
+        if name not in entry["sha256"]:
+            raise ConfigError(
+                f"models[]: entry {entry.get('id')!r}: sha256 must list the GGUF file itself, {name}: <its SHA-256>"
+            )
