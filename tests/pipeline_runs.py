@@ -22,7 +22,7 @@ from ctxvar.files.atomic import write_csv
 from ctxvar.files.parquet import write_table
 from ctxvar.stats.geometry import geometry_table
 from ctxvar.stats.layers import layers_table
-from ctxvar.stats.merge import merge_job, merge_partials, merge_sample_partials
+from ctxvar.stats.merge import merge_job, merge_layer_files, merge_partials
 
 TEST_DEVICE = os.environ.get("CTXVAR_TEST_DEVICE", "cpu")
 
@@ -70,7 +70,7 @@ def run_pipeline(
         partials.append(tmp / f"partial{i}.parquet")
     run = merge_partials(partials, tmp / "stats.parquet", tmp / "tokens.parquet")
     if sample_size:
-        merge_sample_partials(samples, tmp / "sample.parquet", run)
+        merge_layer_files("sample", samples, tmp / "sample.parquet", run)
     return pd.read_parquet(tmp / "tokens.parquet"), layers_table(tmp / "stats.parquet", 1, 5), tmp / "stats.parquet"
 
 

@@ -16,7 +16,7 @@ import skdim
 from ctxvar.errors import StatisticsError
 from ctxvar.extraction.position_sample import token_keys
 from ctxvar.files.parquet import FOOTER_READ_BYTES
-from ctxvar.stats.merge import merge_job, merge_moments, merge_partials, merge_sample_partials
+from ctxvar.stats.merge import merge_job, merge_layer_files, merge_partials
 from ctxvar.stats.merge_io import run_io
 from ctxvar.stats.sample_file import points
 from ctxvar.stats.twonn import distinct_points
@@ -125,8 +125,8 @@ def test_merged_shards_equal_one_shard(one_shard, three_shards):
 def merge_all(inputs: dict, out: dict, tokens=None) -> dict:
     """Merge ``inputs`` {sums, moments, sample: [paths]} into ``out`` {sums, moments, sample: path}, as a job does."""
     run = merge_partials(inputs["sums"], out["sums"], tokens)
-    merge_moments(inputs["moments"], out["moments"], run)
-    merge_sample_partials(inputs["sample"], out["sample"], run)
+    merge_layer_files("moments", inputs["moments"], out["moments"], run)
+    merge_layer_files("sample", inputs["sample"], out["sample"], run)
     return run
 
 
@@ -197,9 +197,11 @@ def test_a_merge_refuses_a_shard_twice_or_files_of_other_shards(three_shards, tm
         merge_partials([tmp_path / "through1.parquet", folder / "sums1.parquet"], tmp_path / "s.parquet")
     run = merge_partials([tmp_path / "through1.parquet", folder / "sums2.parquet"], tmp_path / "s.parquet")
     with pytest.raises(StatisticsError, match=r"files of shards \[0, 1\] given for sums of shards \[0, 1, 2\]"):
-        merge_moments([folder / "moments0.parquet", folder / "moments1.parquet"], tmp_path / "m.parquet", run)
+        two = [folder / "moments0.parquet", folder / "moments1.parquet"]
+        merge_layer_files("moments", two, tmp_path / "m.parquet", run)
     with pytest.raises(StatisticsError, match="both hold shards"):
-        merge_moments([folder / f"moments{i}.parquet" for i in (0, 1, 2, 2)], tmp_path / "m.parquet", run)
+        repeated = [folder / f"moments{i}.parquet" for i in (0, 1, 2, 2)]
+        merge_layer_files("moments", repeated, tmp_path / "m.parquet", run)
 
 
 def test_sample_is_the_bottom_k_positions_with_their_embeddings(one_shard, oracle, tiny_models, corpus_texts, arch):

@@ -74,12 +74,12 @@ def test_a_corpus_path_that_is_a_directory_is_named(tmp_path):
 def test_config_hash_tracks_science_not_other_models():
     config = copy.deepcopy(DEMO)
     models = models_by_id(config)
-    before = extraction_config_hash(config, models["tiny-bert"])
+    before = extraction_config_hash(config, models["tiny-bert"], [])
     config["models"].append({"id": "extra", "init": "random", "arch": "gpt2"})
     config["device"] = "cpu"
-    assert extraction_config_hash(config, models["tiny-bert"]) == before
+    assert extraction_config_hash(config, models["tiny-bert"], []) == before
     config["dtype"] = "bfloat16"
-    assert extraction_config_hash(config, models["tiny-bert"]) != before
+    assert extraction_config_hash(config, models["tiny-bert"], []) != before
 
 
 def test_the_configuration_reference_is_generated_from_the_schema():

@@ -94,10 +94,10 @@ def test_a_hub_revision_resolves_to_the_commit_the_cache_holds(tmp_path, monkeyp
 def test_the_sums_hash_follows_the_model_and_corpus_inputs():
     config = copy.deepcopy(DEMO)
     entry = {"id": "m", "name": "org/model", "inputs": {"commit": "a" * 40}}
-    before = extraction_config_hash(config, entry)
-    assert extraction_config_hash(config, {**entry, "inputs": {"commit": "b" * 40}}) != before
+    before = extraction_config_hash(config, entry, [])
+    assert extraction_config_hash(config, {**entry, "inputs": {"commit": "b" * 40}}, []) != before
     config["corpus"] = {**config["corpus"], "inputs": {"files": ["x"]}}
-    assert extraction_config_hash(config, entry) != before
+    assert extraction_config_hash(config, entry, []) != before
 
 
 @pytest.mark.parametrize("key", ["revision", "revisions"])

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ctxvar.errors import StatisticsError
-from ctxvar.stats.merge import merge_moments, merge_partials
+from ctxvar.stats.merge import merge_layer_files, merge_partials
 from ctxvar.stats.sums import LayerSums, LayerWriter, moments_schema, moments_table, write_sums
 
 D, N_LAYERS = 3, 2
@@ -52,7 +52,7 @@ def test_partials_with_and_without_the_cosine_sums_name_the_older(tmp_path):
 def test_moments_with_and_without_the_outer_products_name_both(tmp_path):
     files = [moments(tmp_path / "0.moments.parquet", 0, True), moments(tmp_path / "1.moments.parquet", 1, False)]
     with pytest.raises(StatisticsError) as caught:
-        merge_moments(files, tmp_path / "merged.moments.parquet", {**METADATA, "shards": [0, 1]})
+        merge_layer_files("moments", files, tmp_path / "merged.moments.parquet", {**METADATA, "shards": [0, 1]})
     message = str(caught.value)
     assert "\n" not in message
     assert f"{files[1]} holds the moments ['sum'], {files[0]} ['sum', 'sum_outer']" in message

@@ -128,7 +128,7 @@ def test_batches_multiply_the_sample_s_memory_disk_and_enter_the_hash_above_one(
     assert sample == 13 * 4 * 4096 * (4 * 768 + 48)
     config = {"corpus": {}, "shards": 1, "dtype": "float32", "tokens": {}}
     hashes = [
-        extraction_config_hash({**config, "geometry": {**geometry, "spectrum_k": 10, "batches": b}}, {"id": "m"})
+        extraction_config_hash({**config, "geometry": {**geometry, "spectrum_k": 10, "batches": b}}, {"id": "m"}, [])
         for b in (1, 4)
     ]
     assert "batches" not in extraction_geometry({"geometry": {**geometry, "batches": 1}})

@@ -324,9 +324,9 @@ def test_the_type_key_rule_is_part_of_the_extraction_hash(monkeypatch):
     from workflow_runs import DEMO
 
     model = DEMO["models"][0]
-    before = extraction_config_hash(DEMO, model)
+    before = extraction_config_hash(DEMO, model, [])
     monkeypatch.setattr("ctxvar.config.hashes.TYPE_KEY_RULE", "another rule")
-    assert extraction_config_hash(DEMO, model) != before
+    assert extraction_config_hash(DEMO, model, []) != before
 
 
 def test_models_table_names_the_marker(tmp_path):

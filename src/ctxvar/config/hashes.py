@@ -45,18 +45,19 @@ def corpus_hash(corpus: dict) -> str:
     return stable_hash(corpus)
 
 
-def extraction_config_hash(config: dict, model: dict) -> str:
-    """Hash of every setting that changes a model's partial sums (not batch size or device), and of the rule
-    that keys token types (:data:`TYPE_KEY_RULE`): partials keyed by another rule
-    re-extract and never merge with these."""
-    return stable_hash(
-        {
-            "corpus": config["corpus"],
-            "shards": config["shards"],
-            "model": model,
-            "dtype": config["dtype"],
-            "tokens": config["tokens"],
-            "type_key_rule": TYPE_KEY_RULE,
-            "geometry": extraction_geometry(config),
-        }
-    )
+def extraction_config_hash(config: dict, model: dict, declared_sums: list) -> str:
+    """Hash of every setting that changes a model's partial sums (not batch size or device), of the rule
+    that keys token types (:data:`TYPE_KEY_RULE`) and of the sums the run keeps beyond the first three
+    (``declared_sums``, :func:`ctxvar.stats.declarations.hashed_sums`): partials made under another setting, rule
+    or set of sums re-extract and never merge with these. A run that keeps only the first three sums has the hash
+    it had before the sums entered it."""
+    settings = {
+        "corpus": config["corpus"],
+        "shards": config["shards"],
+        "model": model,
+        "dtype": config["dtype"],
+        "tokens": config["tokens"],
+        "type_key_rule": TYPE_KEY_RULE,
+        "geometry": extraction_geometry(config),
+    }
+    return stable_hash(settings | ({"declared_sums": declared_sums} if declared_sums else {}))

@@ -155,6 +155,26 @@ def is_on(switch: str | None, geometry) -> bool:
     return bool(getattr(geometry, switch, False)) or switch in getattr(geometry, "switches", ())
 
 
+# The sums of the first sums files, (kind, name, formula, vector): runs that keep no other kept the extraction hash
+# they had before the declared sums entered it. Any other sum a run keeps, or one of these under a new name,
+# formula or shape, enters the hash (:func:`hashed_sums`).
+FIRST_SUMS = (
+    ("type", "sum_sq", "Σ‖x‖²", False),
+    ("type", "sum", "Σx", True),
+    ("type", "sum_unit", "Σ x/‖x‖", True),
+)
+
+
+def hashed_sums(geometry) -> list[list]:
+    """What the extraction hash (:func:`ctxvar.config.hashes.extraction_config_hash`) holds of the declared sums
+    that ``geometry`` keeps, per (layer, type) and per layer: ``[kind, name, formula, vector]`` of each not in
+    :data:`FIRST_SUMS`, in declaration order. A new or changed sum re-extracts the runs that keep it, and only
+    those (a sum behind a switch that is off changes nothing); empty for the first sums alone."""
+    kept = [("type", item) for item in kept_sums(geometry)] + [("layer", item) for item in kept_layer_sums(geometry)]
+    identities = [(kind, item.name, item.formula, item.vector) for kind, item in kept]
+    return [list(identity) for identity in identities if identity not in FIRST_SUMS]
+
+
 def declared_switches() -> tuple[str, ...]:
     """The ``geometry`` keys that keep a declared sum, per (layer, type) or per layer, in declaration order."""
     switches = (item.switch for item in (*TYPE_SUMS, *LAYER_SUMS) if item.switch is not None)

@@ -31,9 +31,9 @@ from ctxvar.files.space import removed_on_failure, require_free_space
 from ctxvar.stats.declarations import declared, finalize_columns, token_columns
 from ctxvar.stats.finalize import combine_into
 from ctxvar.stats.merge_io import io_record, merge_output_bytes
-from ctxvar.stats.sample_file import SampleFile, merge_samples
-from ctxvar.stats.sums import LayerSums, LayerWriter, MomentsFile, SumsFile, moments_schema, moments_table, sums_schema
-from ctxvar.stats.word_files import SentencesFile, WordsFile, add_words, sentences_schema, words_schema
+from ctxvar.stats.sample_file import SampleFile
+from ctxvar.stats.sums import LayerSums, LayerWriter, MomentsFile, SumsFile, sums_schema
+from ctxvar.stats.word_files import SentencesFile, WordsFile
 from ctxvar.versions import TORCH_DEFAULT_ATTENTION
 
 log = logging.getLogger(__name__)
@@ -251,57 +251,26 @@ def in_shard_order(files: list, metadata: dict) -> list:
     return [by_shards[shards] for shards in sorted(by_shards)]
 
 
-def merge_moments(paths, out_path, metadata: dict) -> None:
-    """Add the shards' N, Σx, Σxxᵀ (if kept) and declared per-layer sums per layer, in shard order."""
-    files = in_shard_order([MomentsFile(path) for path in paths], metadata)
+# The per-layer files a merge adds beside the sums, by their key in a merge job's inputs and outputs.
+LAYER_FILES = {"moments": MomentsFile, "sample": SampleFile, "words": WordsFile, "sentences": SentencesFile}
+
+
+def merge_layer_files(kind: str, paths, out_path, metadata: dict) -> None:
+    """Add the ``kind`` files ``paths`` (of :data:`LAYER_FILES`) layer by layer, in shard order, as the kind adds
+    them (:meth:`ctxvar.stats.sums.LayerFile.merged_table`); ``metadata``: the merged sums'."""
+    reader = LAYER_FILES[kind]
+    files = in_shard_order([reader(path) for path in paths], metadata)
     first = files[0]
     for file in files[1:]:
-        if file.sum_names != first.sum_names:
+        if file.held() != first.held():
             raise StatisticsError(
-                f"merge: {file.path} holds the moments {list(file.sum_names)}, {first.path} "
-                f"{list(first.sum_names)}: they were made by different ctxvar versions or settings; delete both and "
-                "re-run"
+                f"merge: {file.path} holds the {kind} {list(file.held())}, {first.path} {list(first.held())}: they "
+                "were made by different ctxvar versions or settings; delete both and re-run"
             )
-    schema = moments_schema(metadata["d"], metadata, first.has_outer, first.layer_sum_names)
+    schema = reader.merged_schema(first, metadata)
     with LayerWriter(out_path, schema) as writer:
         for layer in range(metadata["n_layers"]):
-            n, sum_, outer = 0, 0.0, 0.0 if first.has_outer else None
-            values = dict.fromkeys(first.layer_sum_names, 0.0)
-            for file in files:
-                part = file.layer_sums(layer)
-                n, sum_ = n + part[0], sum_ + part[1]
-                outer = outer + part[2] if outer is not None else None
-                values = {name: total + part[3][name] for name, total in values.items()}
-            writer.write(moments_table(layer, n, sum_, outer, schema, values))
-
-
-def merge_words(paths, out_path, metadata: dict) -> None:
-    """Add the shards' n_w and Σu per (layer, raw token id), in shard order, over the union of their ids."""
-    files = in_shard_order([WordsFile(path) for path in paths], metadata)
-    schema = words_schema(metadata["d"], metadata)
-    with LayerWriter(out_path, schema) as writer:
-        for layer in range(metadata["n_layers"]):
-            writer.write(add_words([file.layer(layer) for file in files]).to_table(schema))
-
-
-def merge_sentences(paths, out_path, metadata: dict) -> None:
-    """Add the shards' sentence sums per layer, in shard order."""
-    files = in_shard_order([SentencesFile(path) for path in paths], metadata)
-    schema = sentences_schema(metadata)
-    with LayerWriter(out_path, schema) as writer:
-        for layer in range(metadata["n_layers"]):
-            parts = [file.layer(layer) for file in files]
-            total = parts[0]
-            for part in parts[1:]:
-                total = total + part
-            writer.write(total.to_table(schema))
-
-
-def merge_sample_partials(paths, out_path, metadata: dict) -> None:
-    """The bottom-m sample over all shards: m = the metadata's geometry.sample_size, the job's B · k points
-    (geometry.batches × geometry.sample_size)."""
-    files = in_shard_order([SampleFile(path) for path in paths], metadata)
-    merge_samples(files, out_path, metadata["n_layers"], metadata["geometry"]["sample_size"], metadata)
+            writer.write(reader.merged_table(layer, [file.part(layer) for file in files], schema, metadata))
 
 
 def merge_job(inputs: dict, outputs: dict, config_hash: str | None = None, before: dict | None = None):
@@ -314,17 +283,12 @@ def merge_job(inputs: dict, outputs: dict, config_hash: str | None = None, befor
     reads, opened = PARQUET_READS.bytes, PARQUET_READS.files
     with removed_on_failure([path for path in outputs.values() if path is not None]):
         run = merge_partials(inputs["partials"], outputs["stats"], outputs.get("tokens"), config_hash)
-        if "moments" in outputs:
-            merge_moments(inputs["moments"], outputs["moments"], run)
-        if "sample" in outputs:
-            merge_sample_partials(inputs["sample"], outputs["sample"], run)
-        if "words" in outputs:
-            merge_words(inputs["words"], outputs["words"], run)
-        if "sentences" in outputs:
-            merge_sentences(inputs["sentences"], outputs["sentences"], run)
+        for kind in LAYER_FILES:
+            if kind in outputs:
+                merge_layer_files(kind, inputs[kind], outputs[kind], run)
     read, files = PARQUET_READS.bytes - reads, PARQUET_READS.files - opened
     read_inputs = [
         *inputs["partials"],
-        *(path for name in ("moments", "sample", "words", "sentences") if name in outputs for path in inputs[name]),
+        *(path for kind in LAYER_FILES if kind in outputs for path in inputs[kind]),
     ]
     return run, io_record(read_inputs, read, files, before)

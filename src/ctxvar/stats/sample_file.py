@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from ctxvar.files.parquet import ParquetInput, tagged_schema, vector_column, vector_rows
-from ctxvar.stats.sums import LayerWriter, read_layer
+from ctxvar.files.parquet import tagged_schema, vector_column, vector_rows
+from ctxvar.stats.sums import LayerFile, read_layer
 
 SAMPLE_LAYOUT = "ctxvar sample 2"
 
@@ -60,18 +60,22 @@ def sample_table(layer: int, where: dict[str, np.ndarray], points: np.ndarray, s
     return pa.table(columns, schema=schema)
 
 
-class SampleFile:
-    """Read access to a sample file, one layer at a time."""
+class SampleFile(LayerFile):
+    """A sample file, one layer (a table of its points) at a time; its merge keeps the bottom k of the union."""
 
-    def __init__(self, path):
-        self.path = str(path)
-        self._file = ParquetInput(self.path, SAMPLE_LAYOUT)
-        self.metadata = self._file.metadata
-        self.schema = self._file.schema
-        self.size = self._file.size
+    LAYOUT = SAMPLE_LAYOUT
+    ROW_GROUP = "sample, layer"
 
-    def layer(self, layer: int) -> pa.Table:
-        return self._file.row_group(layer, what="sample, layer")
+    @classmethod
+    def merged_schema(cls, first: "SampleFile", metadata: dict) -> pa.Schema:
+        return tagged_schema(first.schema.remove_metadata(), metadata, SAMPLE_LAYOUT)
+
+    @classmethod
+    def merged_table(cls, layer: int, parts: list[pa.Table], schema: pa.Schema, metadata: dict) -> pa.Table:
+        """The bottom m of the shards' samples: m = the metadata's geometry.sample_size, the job's B · k points
+        (geometry.batches × geometry.sample_size)."""
+        merged = merge_sample_layer(parts, metadata["geometry"]["sample_size"])
+        return merged.replace_schema_metadata(schema.metadata)
 
 
 def read_sample_layer(path, layer: int) -> pa.Table:
@@ -88,12 +92,3 @@ def merge_sample_layer(tables: list[pa.Table], k: int) -> pa.Table:
     table = pa.concat_tables(tables)
     keys = table.column("key").to_numpy()
     return table.take(pa.array(bottom_k(keys, k)))
-
-
-def merge_samples(samples: list[SampleFile], out_path, n_layers: int, k: int, metadata: dict) -> None:
-    """Write the bottom-k sample of the union of the shards' samples (opened, in shard order), layer by layer."""
-    schema = tagged_schema(samples[0].schema.remove_metadata(), metadata, SAMPLE_LAYOUT)
-    with LayerWriter(out_path, schema) as writer:
-        for layer in range(n_layers):
-            merged = merge_sample_layer([sample.layer(layer) for sample in samples], k)
-            writer.write(merged.replace_schema_metadata(schema.metadata))

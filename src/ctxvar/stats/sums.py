@@ -118,15 +118,69 @@ def read_layer(path, layer: int, what: str, layout: str) -> pa.Table:
     return ParquetInput(path, layout).row_group(layer, what=f"{what}, layer")
 
 
-class MomentsFile:
-    """Read access to a moments file, one layer at a time."""
+class LayerFile:
+    """The reader of every per-layer file kind: sums, moments, the position sample, words and sentences. A kind
+    names its layout (``LAYOUT``), what its errors call a row group (``ROW_GROUP``), the columns it must hold
+    (:meth:`check_columns`) and what one layer's table reads as (:meth:`from_table`); opening checks the file's
+    layout and its value digests as it reads (:class:`ctxvar.files.parquet.ParquetInput`).
+
+    A kind whose files add across shards the same way in every layer also says how (:meth:`combine`, one layer's
+    parts in shard order) and what schema and table the sum is written with (:meth:`merged_schema`,
+    :meth:`to_table`): :func:`ctxvar.stats.merge.merge_layer_files` merges any such kind."""
+
+    LAYOUT: str = ""
+    ROW_GROUP: str = "layer"
 
     def __init__(self, path):
         self.path = str(path)
-        self._file = ParquetInput(self.path, MOMENTS_LAYOUT)
+        self._file = ParquetInput(self.path, self.LAYOUT)
         self.metadata = self._file.metadata
+        self.schema = self._file.schema
         self.size = self._file.size
-        names = self._file.schema.names
+        self.n_layers = self._file.num_row_groups
+        self.check_columns(self.schema.names)
+
+    def check_columns(self, names: list[str]) -> None:
+        """Raise :class:`StatisticsError` unless ``names`` are the columns of this kind (the layout checks them
+        where a kind has nothing more to check)."""
+
+    def table(self, layer: int, columns: list[str] | None = None) -> pa.Table:
+        """Row group ``layer`` (only ``columns``, if given), verified."""
+        return self._file.row_group(layer, columns, what=self.ROW_GROUP)
+
+    def layer(self, layer: int):
+        """What layer ``layer`` reads as (:meth:`from_table`)."""
+        return self.from_table(layer, self.table(layer))
+
+    def from_table(self, layer: int, table: pa.Table):
+        return table
+
+    def held(self) -> tuple[str, ...]:
+        """The columns that files to add together must share."""
+        return tuple(self.schema.names)
+
+    def part(self, layer: int):
+        """Layer ``layer`` as :meth:`merged_table` adds it (:meth:`layer` unless a kind says otherwise)."""
+        return self.layer(layer)
+
+    @classmethod
+    def merged_schema(cls, first: "LayerFile", metadata: dict) -> pa.Schema:
+        """The merged file's schema, from the first part and the merged ``metadata``."""
+        raise NotImplementedError
+
+    @classmethod
+    def merged_table(cls, layer: int, parts: list, schema: pa.Schema, metadata: dict) -> pa.Table:
+        """Layer ``layer`` of the merged file: ``parts`` (:meth:`part` of each file, in shard order) added."""
+        raise NotImplementedError
+
+
+class MomentsFile(LayerFile):
+    """A moments file; :meth:`layer_sums` reads one layer."""
+
+    LAYOUT = MOMENTS_LAYOUT
+    ROW_GROUP = "moments, layer"
+
+    def check_columns(self, names: list[str]) -> None:
         self.has_outer = "sum_outer" in names
         self.layer_sum_names = tuple(names[4 if self.has_outer else 3 :])  # the declared per-layer sums it holds
         self.sum_names = ("sum", *(("sum_outer",) if self.has_outer else ()), *self.layer_sum_names)
@@ -144,7 +198,7 @@ class MomentsFile:
 
     def layer_sums(self, layer: int) -> tuple[int, np.ndarray, np.ndarray | None, dict[str, np.ndarray]]:
         """``(N, Σx, Σxxᵀ or None, the declared per-layer sums by name: (d,) or a float)`` of one layer."""
-        table = self._file.row_group(layer, what="moments, layer")
+        table = self.table(layer)
         sum_ = table.column("sum").to_numpy()
         outer = vector_rows(table.column("sum_outer")) if self.has_outer else None
         if len(table) == 0 or (outer is not None and outer.shape[0] != outer.shape[1]):
@@ -154,6 +208,27 @@ class MomentsFile:
             column = table.column(name).to_numpy()
             values[name] = column if declarations.declared_layer(name).vector else float(column[0])
         return int(table.column("n")[0].as_py()), sum_, outer, values
+
+    def held(self) -> tuple[str, ...]:
+        return self.sum_names
+
+    def part(self, layer: int) -> tuple[int, np.ndarray, np.ndarray | None, dict[str, np.ndarray]]:
+        return self.layer_sums(layer)
+
+    @classmethod
+    def merged_schema(cls, first: "MomentsFile", metadata: dict) -> pa.Schema:
+        return moments_schema(metadata["d"], metadata, first.has_outer, first.layer_sum_names)
+
+    @classmethod
+    def merged_table(cls, layer: int, parts: list, schema: pa.Schema, metadata: dict) -> pa.Table:
+        """N, Σx, Σxxᵀ and the per-layer sums of ``parts`` (:meth:`layer_sums`), added in shard order."""
+        n, sum_, outer = 0, 0.0, 0.0 if parts[0][2] is not None else None
+        values = dict.fromkeys(parts[0][3], 0.0)
+        for part in parts:
+            n, sum_ = n + part[0], sum_ + part[1]
+            outer = outer + part[2] if outer is not None else None
+            values = {name: total + part[3][name] for name, total in values.items()}
+        return moments_table(layer, n, sum_, outer, schema, values)
 
 
 @dataclass
@@ -263,43 +338,45 @@ def write_sums(path, layers: Iterable[LayerSums], d: int, metadata: dict) -> Non
             writer.write(layer.to_table(schema))
 
 
-class SumsFile:
-    """Read access to a sums file, one layer at a time. Every layer must hold the types of layer 0."""
+class SumsFile(LayerFile):
+    """A sums file, one layer at a time. Every layer must hold the types of layer 0."""
+
+    LAYOUT = SUMS_LAYOUT
 
     def __init__(self, path):
-        self.path = str(path)
-        self._file = ParquetInput(self.path, SUMS_LAYOUT)
-        self.metadata = self._file.metadata
-        self.size = self._file.size
-        self.n_layers = self._file.num_row_groups
+        super().__init__(path)
+        self._tokens: pa.ChunkedArray | None = None  # layer 0's, as read
+        self._types: np.ndarray | None = None  # the same as numpy strings, converted once
+
+    def check_columns(self, names: list[str]) -> None:
         if self.metadata.get("n_layers") != self.n_layers:
             raise StatisticsError(
                 f"{self.path}: holds {self.n_layers} layers but its metadata says {self.metadata.get('n_layers')}; "
                 "delete it and re-run"
             )
-        names = self._file.schema.names
         held = set(names[len(KEY_COLUMNS) :])
         self.sum_names = tuple(item.name for item in declarations.TYPE_SUMS if item.name in held)  # declaration order
         always = {item.name for item in declarations.TYPE_SUMS if item.switch is None}
-        width = self._file.schema.field("sum").type if "sum" in held else None
+        width = self.schema.field("sum").type if "sum" in held else None
         self.d = width.byte_width // 8 if isinstance(width, pa.FixedSizeBinaryType) else 0
         expected = sums_schema(self.d, {}, self.sum_names)
         if (
             list(names[: len(KEY_COLUMNS)]) != list(KEY_COLUMNS)
             or held != set(self.sum_names) | always
-            or any(self._file.schema.field(name).type != expected.field(name).type for name in self.sum_names)
+            or any(self.schema.field(name).type != expected.field(name).type for name in self.sum_names)
         ):
             raise StatisticsError(
                 f"{self.path}: holds columns {names}, not a sums file of this ctxvar's declared sums; delete it and "
                 "re-run"
             )
         self.has_unit = "sum_unit" in self.sum_names
-        self._tokens: pa.ChunkedArray | None = None  # layer 0's, as read
-        self._types: np.ndarray | None = None  # the same as numpy strings, converted once
+
+    def held(self) -> tuple[str, ...]:
+        return self.sum_names
 
     def layer(self, layer: int, columns: list[str] | None = None) -> LayerSums:
         """Row group ``layer``; columns not asked for are None."""
-        table = self._file.row_group(layer, columns, what="layer")
+        table = self.table(layer, columns)
         names = set(table.column_names)
         return LayerSums(
             layer=layer,

@@ -28,7 +28,8 @@ import numpy as np
 import pyarrow as pa
 
 from ctxvar.errors import StatisticsError
-from ctxvar.files.parquet import ParquetInput, tagged_schema, vector_column, vector_rows
+from ctxvar.files.parquet import tagged_schema, vector_column, vector_rows
+from ctxvar.stats.sums import LayerFile
 
 WORDS_LAYOUT = "ctxvar words 1"
 SENTENCES_LAYOUT = "ctxvar sentences 1"
@@ -112,16 +113,13 @@ class LayerSentences:
         )
 
 
-class WordsFile:
-    """Read access to a words file, one layer at a time."""
+class WordsFile(LayerFile):
+    """A words file, one layer at a time; its merge adds the shards' words over the union of their ids."""
 
-    def __init__(self, path):
-        self.path = str(path)
-        self._file = ParquetInput(self.path, WORDS_LAYOUT)
-        self.metadata = self._file.metadata
+    LAYOUT = WORDS_LAYOUT
+    ROW_GROUP = "words, layer"
 
-    def layer(self, layer: int) -> LayerWords:
-        table = self._file.row_group(layer, what="words, layer")
+    def from_table(self, layer: int, table: pa.Table) -> LayerWords:
         return LayerWords(
             layer,
             table.column("id").to_numpy(),
@@ -130,17 +128,22 @@ class WordsFile:
             vector_rows(table.column("sum_unit")),
         )
 
+    @classmethod
+    def merged_schema(cls, first: "WordsFile", metadata: dict) -> pa.Schema:
+        return words_schema(metadata["d"], metadata)
 
-class SentencesFile:
-    """Read access to a sentences file, one layer at a time."""
+    @classmethod
+    def merged_table(cls, layer: int, parts: list[LayerWords], schema: pa.Schema, metadata: dict) -> pa.Table:
+        return add_words(parts).to_table(schema)
 
-    def __init__(self, path):
-        self.path = str(path)
-        self._file = ParquetInput(self.path, SENTENCES_LAYOUT)
-        self.metadata = self._file.metadata
 
-    def layer(self, layer: int) -> LayerSentences:
-        table = self._file.row_group(layer, what="sentences, layer")
+class SentencesFile(LayerFile):
+    """A sentences file, one layer at a time; its merge adds the shards' sentence sums."""
+
+    LAYOUT = SENTENCES_LAYOUT
+    ROW_GROUP = "sentences, layer"
+
+    def from_table(self, layer: int, table: pa.Table) -> LayerSentences:
         if len(table) == 0:
             raise StatisticsError(f"{self.path}: layer {layer} holds no rows; delete it and re-run")
         return LayerSentences(
@@ -150,6 +153,17 @@ class SentencesFile:
             float(table.column("sum_mean_unit_sq")[0].as_py()),
             table.column("sum_mean_unit").to_numpy(),
         )
+
+    @classmethod
+    def merged_schema(cls, first: "SentencesFile", metadata: dict) -> pa.Schema:
+        return sentences_schema(metadata)
+
+    @classmethod
+    def merged_table(cls, layer: int, parts: list[LayerSentences], schema: pa.Schema, metadata: dict) -> pa.Table:
+        total = parts[0]
+        for part in parts[1:]:
+            total = total + part
+        return total.to_table(schema)
 
 
 def add_words(parts: list[LayerWords]) -> LayerWords:

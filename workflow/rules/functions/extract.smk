@@ -63,7 +63,7 @@ def extraction_priority(wildcards):
 
 def sums_hash(model):
     """The hash the model's sums carry: the config's extraction settings, the corpus's and the model's inputs."""
-    return extraction_config_hash({**config, "corpus": CORPUS}, MODELS[model])
+    return extraction_config_hash({**config, "corpus": CORPUS}, MODELS[model], hashed_sums(GEOMETRY))
 
 
 def partial_config_hash(wildcards):
