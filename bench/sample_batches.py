@@ -74,7 +74,7 @@ def main(argv=None) -> None:
     if args.quick:
         args.d, args.k, args.tokens = 64, 512, 20_000
     shape = ModelShape(n_layers=args.layers, d=args.d, vocab_size=30_000)
-    geometry = {"covariance": False, "cosine": False, "twonn": True, "sample_size": args.k}
+    geometry = {"covariance": False, "cosine": False, "twonn": True, "ethayarajh": False, "sample_size": args.k}
     bare = accumulate_seconds(args.layers, args.d, args.tokens, 0, args.device)
     print(f"L = {args.layers}, d = {args.d}, k = {args.k}, {args.tokens} tokens on {args.device}")
     print("| B | device MB | partial MB | accumulate s/token (without sample) | metrics s/layer |")
