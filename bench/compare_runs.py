@@ -21,7 +21,6 @@ Page checksums are verified as files are read.
 
 from __future__ import annotations
 
-import argparse
 import fnmatch
 import sys
 from pathlib import Path
@@ -34,6 +33,8 @@ from ctxvar.errors import first_line
 from ctxvar.files.parquet import LAYOUT_KEY, vector_rows
 from ctxvar.stats.sample_file import SAMPLE_LAYOUT
 from ctxvar.stats.sums import MOMENTS_LAYOUT
+
+from harness import arguments
 
 VECTOR_DTYPES = {SAMPLE_LAYOUT: "<f4"}  # the numbers in a layout's fixed_size_binary vectors; "<f8" for the others
 MOMENTS_COLUMNS = {"layer", "n", "sum", "sum_outer"}  # layout 1's and layout 2's moments files
@@ -121,7 +122,7 @@ def parquet_files(folder: Path, patterns: list[str] | None) -> set[Path]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = arguments(__doc__)
     parser.add_argument("first", type=Path)
     parser.add_argument("second", type=Path)
     parser.add_argument("--rtol", type=float, default=0.0, help="largest difference allowed (default 0: bitwise)")

@@ -15,7 +15,6 @@ the other processes than wall seconds). The run stops when the two orders' parti
 
 from __future__ import annotations
 
-import argparse
 import platform
 import sys
 import tempfile
@@ -24,11 +23,13 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
-import steps
-from run import in_fresh_process, write_corpus
 
 from ctxvar.extraction.extract import extract_shard
 from ctxvar.models.random_init import build_random_model
+
+import steps
+from harness import arguments, command, in_fresh_process, value_range, write_results
+from synthetic import corpus_texts, write_corpus
 
 ORDERS = ("layer_major", "whole_model")
 SHAPE = {"hidden_size": 256, "num_layers": 8, "num_heads": 4, "intermediate_size": 1024}
@@ -51,13 +52,16 @@ def job(model_dir: str, shard: str, out: str, device: str, order: str, threads: 
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--device", default="cpu")
+    parser = arguments(
+        __doc__,
+        out="extraction_order.md and extraction_order.csv",
+        quick="d = 64, 2 layers, 120 sentences, one round",
+        device="cpu",
+        devices=None,
+        rounds="rounds of both orders (default 3; --quick 1)",
+    )
     parser.add_argument("--sentences", type=int, default=None)
-    parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args(argv)
     shape = QUICK_SHAPE if args.quick else SHAPE
     sentences = args.sentences or (120 if args.quick else 3000)
@@ -66,7 +70,7 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         shard = write_corpus(folder, sentences)
-        texts = pd.read_parquet(folder / "sentences.parquet")["text"].tolist()
+        texts = corpus_texts(folder)
         for arch in ("gpt2", "bert"):
             model_dir = folder / arch
             entry = {"id": arch, "arch": arch, **shape, "max_positions": 512, "vocab_size": 8000, "seed": 0}
@@ -84,8 +88,6 @@ def main(argv=None) -> None:
                         sys.exit(f"{arch}: the layer-major and whole-model files{suffix} differ")
         kept = len(texts)
     table = pd.DataFrame(rows)
-    args.out.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.out / "extraction_order.csv", index=False)
     summary = table.groupby(["model", "order"]).agg(
         seconds=("seconds", "median"),
         seconds_min=("seconds", "min"),
@@ -98,7 +100,7 @@ def main(argv=None) -> None:
     lines = [
         "# Layer-major against whole-model extraction",
         "",
-        f"`python bench/extraction_order.py {' '.join(argv if argv is not None else sys.argv[1:])}` on "
+        f"`{command(__file__, *(argv if argv is not None else sys.argv[1:]))}` on "
         f"{platform.machine()} ({args.device}, {args.threads} torch thread(s)): {sentences} sentences "
         f"({kept} kept), shape {shape}, default geometry, {rounds} round(s), medians (range). "
         "Both orders gave the same partial files, bit for bit.",
@@ -107,12 +109,13 @@ def main(argv=None) -> None:
         "|---|---|---|---|---|",
     ]
     for (model, order), row in summary.iterrows():
+        seconds = value_range((row.seconds_min, row.seconds_max), ".2f")
+        cpu = value_range((row.cpu_min, row.cpu_max), ".2f")
         lines.append(
-            f"| {model} | {order} | {row.seconds:.2f} ({row.seconds_min:.2f}–{row.seconds_max:.2f}) | "
-            f"{row.cpu_seconds:.2f} ({row.cpu_min:.2f}–{row.cpu_max:.2f}) | {row.peak_rss_mb:.0f} |"
+            f"| {model} | {order} | {row.seconds:.2f} ({seconds}) | {row.cpu_seconds:.2f} ({cpu}) | "
+            f"{row.peak_rss_mb:.0f} |"
         )
-    (args.out / "extraction_order.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(args.out, {"extraction_order.csv": table, "extraction_order.md": "\n".join(lines) + "\n"})
 
 
 if __name__ == "__main__":

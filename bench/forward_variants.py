@@ -1,6 +1,6 @@
 """The bare forward pass under each choice of attention kernels and batch widths (see docs/performance.md).
 
-    python bench/forward_variants.py --device cuda --out D   # the GPU benchmark's models (bench/gpu.py)
+    python bench/forward_variants.py --device cuda --out D   # the GPU benchmark's models (gpu_models.py)
     python bench/forward_variants.py --quick --out D         # tiny shapes on the CPU: checks the script only
 
 Per model and dtype, in a fresh process, the extraction's own batches (the first of them, up to a token cap) run
@@ -20,17 +20,18 @@ last hidden state from the first variant's, over the largest absolute value ther
 
 from __future__ import annotations
 
-import gpu
 import pandas as pd
-import steps
 import torch
-from run import in_fresh_process, markdown
 
 from ctxvar.extraction.attention import CUDA_KERNELS, chosen_attention, only_attention_kernels
 from ctxvar.extraction.extract import prepare_shard
 from ctxvar.extraction.passes import forward_options
 from ctxvar.models import loading
 from ctxvar.models.batching import pad_batches
+
+import gpu_models
+import steps
+from harness import command, in_fresh_process, markdown, parse, write_results
 
 VARIANTS = [("default", 1), ("default", 64), ("job", 1), ("job", 8), ("job", 64)]  # (kernels, width multiple)
 KERNELS = {"default": None, "job": CUDA_KERNELS}
@@ -48,7 +49,10 @@ def variant_rows(model_dir: str, shard: str, device: str, dtype: str, cap: int, 
     """Every variant of :data:`VARIANTS` over the job's first batches up to ``cap`` tokens; with ``llama`` (a
     LlamaConfig's shape), a random bf16 decoder of that shape built on the device runs them instead."""
     job = prepare_shard(shard, steps.settings_for(model_dir, device, dtype), hash_weights=False)
-    model = job.model if llama is None else gpu.random_llama(gpu.llama_config(llama, len(job.tokenizer)), job.device)
+    if llama is None:
+        model = job.model
+    else:
+        model = gpu_models.random_llama(gpu_models.llama_config(llama, len(job.tokenizer)), job.device)
     batches, tokens = [], 0
     for rows in job.batches:
         if tokens >= cap:
@@ -57,7 +61,8 @@ def variant_rows(model_dir: str, shard: str, device: str, dtype: str, cap: int, 
         tokens += int(job.encoded.lengths[rows].sum())
     options, pad = forward_options(model), loading.pad_id(job.tokenizer)
     parameters = sum(p.numel() for name, p in model.named_parameters() if "emb" not in name)
-    peak = gpu.PEAK_FLOPS.get(gpu.gpu_family(gpu.device_name(job.device)), {}).get(dtype, float("nan"))
+    family = gpu_models.gpu_family(gpu_models.device_name(job.device))
+    peak = gpu_models.PEAK_FLOPS.get(family, {}).get(dtype, float("nan"))
     rows, first = [], None
     with chosen_attention(job.device):
         steps.warm_up(model, pad_batches(job.encoded, job.type_index, batches[:1], pad), job.device)
@@ -93,14 +98,17 @@ def variant_rows(model_dir: str, shard: str, device: str, dtype: str, cap: int, 
 
 
 def main(argv=None) -> None:
-    args = gpu.parse(gpu.arguments(__doc__, "corpus and models, as bench/gpu.py's"), argv)
+    parser = gpu_models.gpu_arguments(__doc__, "forward_variants.md and .csv", "corpus and models, as bench/gpu.py's")
+    args = parse(parser, argv, quick_elsewhere=True)
     mode = "quick" if args.quick else "gpu"
-    work, shard, small = gpu.corpora(args, gpu.MODES[mode])
-    dirs = gpu.build_models(work, args.quick, gpu.MODES[mode]["shard_size"], ["bert-base", "gpt2-medium"])
-    gpu_name = gpu.device_name(args.device)
+    work, shard, small = gpu_models.corpora(args, gpu_models.MODES[mode])
+    shard_size = gpu_models.MODES[mode]["shard_size"]
+    dirs = gpu_models.build_models(work, args.quick, shard_size, ["bert-base", "gpt2-medium"])
+    gpu_name = gpu_models.device_name(args.device)
+    options = gpu_models.measured_options(args)
     table = []
     for name, (dtypes, smaller, cap) in MODELS[mode].items():
-        llama = (gpu.QUICK_LLAMA if args.quick else gpu.LLAMA_2_7B) if name == "llama-2-7b" else None
+        llama = (gpu_models.QUICK_LLAMA if args.quick else gpu_models.LLAMA_2_7B) if name == "llama-2-7b" else None
         model_dir = dirs["gpt2-medium" if llama else name]
         for dtype in dtypes:
             rows = in_fresh_process(
@@ -111,13 +119,13 @@ def main(argv=None) -> None:
             table += rows
             print(pd.DataFrame(rows).to_string(), flush=True)
             frame = pd.DataFrame(table)
-            args.out.mkdir(parents=True, exist_ok=True)
-            frame.to_csv(args.out / "forward_variants.csv", index=False)
-            (args.out / "forward_variants.md").write_text(
+            text = (
                 f"# The bare forward pass by attention kernels and batch width ({gpu_name}, torch "
-                f"{torch.__version__})\n\n`python bench/forward_variants.py --device {args.device}"
-                f"{' --quick' if args.quick else ''}`; see the script for the variants.\n\n" + markdown(frame) + "\n"
+                f"{torch.__version__})\n\n`{command(__file__, *options)}`; see the script for the variants.\n\n"
+                + markdown(frame)
+                + "\n"
             )
+            write_results(args.out, {"forward_variants.csv": frame, "forward_variants.md": text}, echo=False)
 
 
 if __name__ == "__main__":

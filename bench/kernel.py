@@ -29,7 +29,6 @@ side; the report gives the median of the rounds and their range. All must agree 
 
 from __future__ import annotations
 
-import argparse
 import functools
 import platform
 import resource
@@ -40,19 +39,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from run import in_fresh_process
-from steps import running_mean_update
 
 from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions
 from ctxvar.models.batching import BATCH_TOKENS
 from ctxvar.stats.finalize import finalize
 
+from harness import arguments, command, in_fresh_process, markdown, write_results
+from steps import running_mean_update
+from synthetic import ZIPF_EXPONENT, layer_states, zipf_tokens
+
 SHAPES = {
     "paper": {"tokens": 200_000, "layers": 13, "d": 768, "vocabulary": 30_000, "rounds": 3},
     "quick": {"tokens": 20_000, "layers": 4, "d": 128, "vocabulary": 5_000, "rounds": 1},  # checks the script
 }
-ZIPF_EXPONENT = 1.1
-MEAN_SENTENCE_TOKENS = 24
 PHASES = ("allocate", "add", "finalize")  # of (i): EmbeddingSums' zeroed sums, the batches' additions, Q/M/V
 APPROACHES = ("(i) ctxvar", "(ii) reference loop", "(iii) pandas groupby", "(i)+g ctxvar with geometry")
 DEFAULT_GEOMETRY = GeometryOptions(covariance=True, cosine=True, sample_size=4096)  # config.schema.yaml defaults
@@ -66,29 +65,6 @@ def hidden_states(tokens: int, layers: int, d: int, vocabulary: int, seed: int =
     for layer, states in enumerate(layer_states(type_index, layers, d, seed)):
         X[layer] = states
     return X, type_index, lengths
-
-
-def zipf_tokens(tokens: int, vocabulary: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """``(type_index, lengths)`` of :func:`hidden_states`: each token's type (0 … U − 1, the types drawn from
-    the Zipf law renumbered in order), and sentence lengths that sum to ``tokens``."""
-    rng = np.random.default_rng(seed)
-    ranks = np.arange(1, vocabulary + 1, dtype=np.float64) ** -ZIPF_EXPONENT
-    drawn = rng.choice(vocabulary, size=tokens, p=ranks / ranks.sum())
-    used, type_index = np.unique(drawn, return_inverse=True)
-    lengths = np.clip(rng.lognormal(np.log(MEAN_SENTENCE_TOKENS), 0.5, tokens // 4).astype(np.int64), 3, 512)
-    lengths = lengths[: np.searchsorted(np.cumsum(lengths), tokens) + 1]
-    lengths[-1] -= lengths.sum() - tokens
-    return type_index, lengths[lengths > 0]
-
-
-def layer_states(type_index: np.ndarray, layers: int, d: int, seed: int = 0):
-    """The layers of :func:`hidden_states`' X, one (tokens, d) float32 tensor at a time: per layer, a mean per
-    type (N(0, 4) entries) plus N(0, 1) noise per token."""
-    generator = torch.Generator().manual_seed(seed)
-    index = torch.from_numpy(type_index)
-    for _ in range(layers):
-        means = torch.randn(int(type_index.max()) + 1, d, generator=generator) * 2
-        yield means[index] + torch.randn(len(type_index), d, generator=generator)
 
 
 def ctxvar_kernel(
@@ -238,15 +214,17 @@ def agreement(out: Path) -> dict[str, dict[str, float]]:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="20,000 tokens, 4 layers, d = 128, 5,000 types, one round")
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument("--rounds", type=int, help="rounds of (i), (ii), (iii) (default 3; --quick 1)")
-    parser.add_argument("--out", default="bench/results", help="folder for kernel.md and kernel.csv")
+    parser = arguments(
+        __doc__,
+        out="kernel.md and kernel.csv",
+        quick="20,000 tokens, 4 layers, d = 128, 5,000 types, one round",
+        device="cpu",
+        rounds="rounds of (i), (ii), (iii) (default 3; --quick 1)",
+    )
     args = parser.parse_args(argv)
     shape = dict(SHAPES["quick" if args.quick else "paper"])
     rounds = args.rounds or shape.pop("rounds")
-    out = Path(args.out)
+    out = args.out
     out.mkdir(parents=True, exist_ok=True)
     runs = []
     for round_ in range(rounds):
@@ -263,9 +241,7 @@ def main(argv=None) -> None:
     ratios[f"{APPROACHES[1]} / (i) once its sums are allocated"] = per_round[APPROACHES[1]] / (
         ours["add_seconds"] + ours["finalize_seconds"]
     )
-    table.to_csv(out / "kernel.csv", index=False)
-    (out / "kernel.md").write_text(report(table, ratios, errors, shape, args))
-    print((out / "kernel.md").read_text())
+    write_results(out, {"kernel.csv": table, "kernel.md": report(table, ratios, errors, shape, args)})
 
 
 def report(table: pd.DataFrame, ratios: pd.DataFrame, errors: dict[str, dict[str, float]], shape: dict, args) -> str:
@@ -285,27 +261,27 @@ def report(table: pd.DataFrame, ratios: pd.DataFrame, errors: dict[str, dict[str
         .median()
     )
     device = args.device + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else "")
-    flags = (" --quick" if args.quick else "") + (" --device cuda" if args.device == "cuda" else "")
+    flags = (["--quick"] if args.quick else []) + (["--device", "cuda"] if args.device == "cuda" else [])
     return "\n".join(
         [
             "# The statistics kernel: hidden states in memory → per-type Q, M, V",
             "",
-            f"`python bench/kernel.py{flags}`: "
+            f"`{command(__file__, *flags)}`: "
             f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {torch.get_num_threads()} torch threads, "
             f"torch {torch.__version__}, device {device}; {shape['tokens']:,} tokens × {shape['layers']} layers × "
             f"d = {shape['d']}, Zipf({ZIPF_EXPONENT}) types over a {shape['vocabulary']:,}-word vocabulary, "
             f"batches of up to {BATCH_TOKENS:,} tokens; {len(ratios)} round(s), each approach in a fresh process.",
             "",
-            summary.reset_index().to_markdown(index=False, floatfmt=".3g"),
+            markdown(summary.reset_index()),
             "",
             "Ratios of seconds within each round (median, min, max over the rounds):",
             "",
-            ratio.reset_index(names="ratio").to_markdown(index=False, floatfmt=".3g"),
+            markdown(ratio.reset_index(names="ratio")),
             "",
             "Where (i)'s seconds go (medians over the rounds): allocating its zeroed float64 sums, adding the "
             "batches, finalizing Q, M, V; the kernel's (system) share of the whole and the pages first touched:",
             "",
-            phases.reset_index().to_markdown(index=False, floatfmt=".3g"),
+            markdown(phases.reset_index()),
             "",
             "Largest |difference| from (i), over Q, per (layer, type): "
             + "; ".join(

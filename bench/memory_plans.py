@@ -17,7 +17,6 @@ million tokens on one H100 where bench/results/gpu.csv measured the model and dt
 
 from __future__ import annotations
 
-import argparse
 import math
 import re
 from pathlib import Path
@@ -30,7 +29,8 @@ from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.layer_major import shape_plan, shape_weights
 from ctxvar.extraction.settings import ExtractionSettings
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from harness import RESULTS, arguments, command, markdown, write_results
+
 CARD_BYTES = 80 * 10**9  # an 80 GB card, counted low: an H100 80GB has 80 GiB
 WIDTH = 512  # the longest row: BookCorpus sentences under 64 words (and BERT's positions)
 MEGA = 10**6
@@ -135,13 +135,13 @@ def measured_seconds(results: Path) -> tuple[dict[tuple[str, str], float], str]:
     command gpu.md names."""
     rows = pd.read_csv(results / "gpu.csv")
     rows = rows[(rows.step == MEASURED_STEP) & rows.gpu_name.str.contains("H100") & ~rows.quick.astype(bool)]
-    (command,) = re.findall(r"^`(python bench/gpu\.py[^`]*)`", (results / "gpu.md").read_text(), re.MULTILINE)
-    return {(row.model, row.dtype): MEGA / row.tokens_per_s for row in rows.itertuples()}, command
+    (measured_by,) = re.findall(r"^`(python bench/gpu\.py[^`]*)`", (results / "gpu.md").read_text(), re.MULTILINE)
+    return {(row.model, row.dtype): MEGA / row.tokens_per_s for row in rows.itertuples()}, measured_by
 
 
 def plan_rows(results: Path = RESULTS) -> tuple[list[dict], str]:
     """One row per model of :func:`shapes`, and the command that measured the H100 times."""
-    seconds, command = measured_seconds(results)
+    seconds, measured_by = measured_seconds(results)
     rows = []
     for name, (config, dtype) in shapes().items():
         settings = settings_for(name, dtype)
@@ -152,7 +152,7 @@ def plan_rows(results: Path = RESULTS) -> tuple[list[dict], str]:
     for row in rows:
         measured = seconds.get((row["model"], row["dtype"]))
         row["h100_s_per_m_tokens"] = round(measured, 1) if measured is not None else "not measured"
-    return rows, command
+    return rows, measured_by
 
 
 def plan_row(name, config, dtype, settings, weights, padded_tokens, n_types, on_disk, largest) -> dict:
@@ -184,25 +184,23 @@ def plan_row(name, config, dtype, settings, weights, padded_tokens, n_types, on_
     }
 
 
-def report(rows: list[dict], command: str) -> str:
+def report(rows: list[dict], measured_by: str) -> str:
     """bench/results/memory_plans.md: the command, the table and what the times were measured by."""
     return (
         "# Memory plans of layer-major jobs (from the models' shapes)\n\n"
-        "`python bench/memory_plans.py`; a card of 80 · 10⁹ bytes, the default geometry and batch_tokens; "
-        f"h100_s_per_m_tokens: step {MEASURED_STEP!r} of `{command}` (bench/results/gpu.md).\n\n"
-        + pd.DataFrame(rows).to_markdown(index=False)
+        f"`{command(__file__)}`; a card of 80 · 10⁹ bytes, the default geometry and batch_tokens; "
+        f"h100_s_per_m_tokens: step {MEASURED_STEP!r} of `{measured_by}` (bench/results/gpu.md).\n\n"
+        + markdown(pd.DataFrame(rows), "g")
         + "\n"
     )
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
-    rows, command = plan_rows()
-    args.out.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_csv(args.out / "memory_plans.csv", index=False)
-    (args.out / "memory_plans.md").write_text(report(rows, command))
+    args = arguments(__doc__, out="memory_plans.md and memory_plans.csv").parse_args(argv)
+    rows, measured_by = plan_rows()
+    write_results(
+        args.out, {"memory_plans.csv": pd.DataFrame(rows), "memory_plans.md": report(rows, measured_by)}, echo=False
+    )
 
 
 if __name__ == "__main__":

@@ -29,14 +29,15 @@ import tempfile
 import time
 from pathlib import Path
 
-import gpu
 import pandas as pd
-import steps
 import torch
-from run import in_fresh_process, markdown
 from torch.profiler import ProfilerActivity, profile
 
 from ctxvar.extraction.extract import extract_shard
+
+import gpu_models
+import steps
+from harness import command, in_fresh_process, markdown, parse, write_results
 
 DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 RUNTIME_CATEGORIES = {"cuda_runtime", "cuda_driver"}
@@ -158,11 +159,11 @@ def idle_by_host_op(idle: list[tuple[float, float]], host_ops: list[dict]) -> di
     return dict(sorted(total.items(), key=lambda item: -item[1]))
 
 
-def report(results: dict[str, dict], gpu_name: str, command: str) -> str:
+def report(results: dict[str, dict], gpu_name: str, made_by: str) -> str:
     lines = [
         f"# Profile of one extraction job per model ({gpu_name}, torch {torch.__version__})",
         "",
-        f"`{command}`; see bench/profile_job.py for what each measure is.",
+        f"`{made_by}`; see bench/profile_job.py for what each measure is.",
         "",
         markdown(summary_table(results)),
     ]
@@ -184,21 +185,21 @@ def summary_table(results: dict[str, dict]) -> pd.DataFrame:
 
 
 def main(argv=None) -> None:
-    args = gpu.parse(gpu.arguments(__doc__, "bench/gpu.py's --work folder"), argv)
-    mode = gpu.MODES["quick" if args.quick else "gpu"]
-    work, shard, small = gpu.corpora(args, mode)
-    dirs = gpu.build_models(work, args.quick, mode["shard_size"], list(JOBS))
-    gpu_name = gpu.device_name(args.device)
+    parser = gpu_models.gpu_arguments(__doc__, "profile.md and profile.csv", "bench/gpu.py's --work folder")
+    args = parse(parser, argv, quick_elsewhere=True)
+    mode = gpu_models.MODES["quick" if args.quick else "gpu"]
+    work, shard, small = gpu_models.corpora(args, mode)
+    dirs = gpu_models.build_models(work, args.quick, mode["shard_size"], list(JOBS))
+    gpu_name = gpu_models.device_name(args.device)
     results = {}
     for name, (dtype, on_small) in JOBS.items():
         out = str(work / f"profile-{name}.parquet")
         corpus = str(small if on_small else shard)
         results[name] = in_fresh_process(profiled_job, str(dirs[name]), corpus, out, args.device, dtype)
         print(summary_table(results).to_string(), flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    summary_table(results).to_csv(args.out / "profile.csv", index=False)
-    command = f"python bench/profile_job.py --device {args.device}{' --quick' if args.quick else ''}"
-    (args.out / "profile.md").write_text(report(results, gpu_name, command))
+    made_by = command(__file__, *gpu_models.measured_options(args))
+    text = report(results, gpu_name, made_by)
+    write_results(args.out, {"profile.csv": summary_table(results), "profile.md": text}, echo=False)
 
 
 if __name__ == "__main__":

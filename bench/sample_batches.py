@@ -14,7 +14,6 @@ the study's variant, anisotropy).
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
@@ -26,6 +25,8 @@ from ctxvar.models.batching import BATCH_TOKENS
 from ctxvar.run.disk import sums_bytes
 from ctxvar.run.resources import ModelShape
 from ctxvar.stats.sample_metrics import batch_anisotropy, batch_twonn, mean_and_std
+
+from harness import arguments
 
 TYPES = 1000
 
@@ -63,19 +64,17 @@ def metrics_seconds(k: int, d: int, batches: int) -> float:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="d = 64, k = 512, 20,000 tokens")
+    parser = arguments(__doc__, quick="d = 64, k = 512, 20,000 tokens", device="cpu")
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--layers", type=int, default=13)
     parser.add_argument("--d", type=int, default=768)
     parser.add_argument("--k", type=int, default=4096)
     parser.add_argument("--tokens", type=int, default=100_000, help="synthetic tokens accumulated")
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = parser.parse_args(argv)
     if args.quick:
         args.d, args.k, args.tokens = 64, 512, 20_000
     shape = ModelShape(n_layers=args.layers, d=args.d, vocab_size=30_000)
-    geometry = {"covariance": False, "cosine": False, "twonn": True, "sample_size": args.k}
+    geometry = {"covariance": False, "cosine": False, "twonn": True, "ethayarajh": False, "sample_size": args.k}
     bare = accumulate_seconds(args.layers, args.d, args.tokens, 0, args.device)
     print(f"L = {args.layers}, d = {args.d}, k = {args.k}, {args.tokens} tokens on {args.device}")
     print("| B | device MB | partial MB | accumulate s/token (without sample) | metrics s/layer |")

@@ -1,4 +1,4 @@
-"""What the benchmark measures on a model, one function per step; each runs in a fresh process (see run.py).
+"""What the benchmarks measure on a model, one function per step; each runs in a fresh process (see harness.py).
 
 Every step returns a dict with ``seconds`` and the process's ``peak_rss_mb`` (and
 ``peak_gpu_mb`` on CUDA, of the device it used). Timed regions end with a device

@@ -16,7 +16,7 @@ type and layer), then all the schema's defaults together:
     + ethayarajh            Σ x/‖x‖ per (layer, raw token id) and the per-layer sentence sums
     defaults                config.schema.yaml's geometry defaults together
 
-Every run starts from the same hidden states, built before the clock (kernel.py's Zipf types and states,
+Every run starts from the same hidden states, built before the clock (synthetic.py's Zipf types and states,
 one layer at a time), laid out as extraction's padded batches: the shard's sentences in token-budget
 batches of BATCH_TOKENS padded tokens (``token_budget_batches``, ``pad_batches``), each batch one
 (rows, width, d) tensor per layer, as a forward pass leaves them. The clock covers what a job adds per
@@ -37,7 +37,6 @@ Every switch must give the core sums bit for bit; the run stops otherwise.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import platform
@@ -51,8 +50,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from kernel import ZIPF_EXPONENT, layer_states, zipf_tokens
-from run import in_fresh_process
 
 from ctxvar.config.schema import SCHEMA
 from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions
@@ -66,6 +63,9 @@ from ctxvar.run.resources import ModelShape
 from ctxvar.stats.sample_file import bottom_k, sample_schema, sample_table
 from ctxvar.stats.sums import LayerSums, LayerWriter, moments_schema, moments_table, sums_schema
 from ctxvar.stats.word_files import LayerSentences, LayerWords, sentences_schema, words_schema
+
+from harness import arguments, command, in_fresh_process, markdown, value_range, write_results
+from synthetic import ZIPF_EXPONENT, layer_states, zipf_tokens
 
 SHAPES = {
     "bert-base": {"tokens": 200_000, "layers": 13, "d": 768, "vocabulary": 30_000, "k": 4096, "rounds": 3},
@@ -96,7 +96,8 @@ def switches(k: int) -> dict[str, dict]:
 
 
 class Shard:
-    """kernel.py's synthetic shard as extraction sees it: sentences, types, padded batches, sampled positions."""
+    """The Zipf shard that kernel.py times too (synthetic.py), as extraction sees it: sentences, types, padded
+    batches, sampled positions."""
 
     def __init__(self, shape: dict, options: GeometryOptions):
         self.shape = shape
@@ -290,12 +291,14 @@ def timed(switch: str, geometry: dict, shape: dict, device: str, write_to: str |
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="6,000 tokens × 3 layers × d = 64, k = 512, one round")
+    parser = arguments(
+        __doc__,
+        out="switches.md and switches.csv",
+        quick="6,000 tokens × 3 layers × d = 64, k = 512, one round",
+        device="cpu",
+        rounds="rounds of every switch (default 3; --quick 1)",
+    )
     parser.add_argument("--tokens", type=int, help="tokens in the shard (default 200,000; --quick 6,000)")
-    parser.add_argument("--rounds", type=int, help="rounds of every switch (default 3; --quick 1)")
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument("--out", default="bench/results", help="folder for switches.md and switches.csv")
     parser.add_argument("--dir", help="folder the partial files are written to and deleted from (default: --out)")
     args = parser.parse_args(argv)
     args.load_at_start = os.getloadavg()
@@ -303,7 +306,7 @@ def main(argv=None) -> None:
     shape["tokens"] = args.tokens or shape["tokens"]
     rounds = args.rounds or shape.pop("rounds")
     shape.pop("rounds", None)
-    out = Path(args.out)
+    out = args.out
     out.mkdir(parents=True, exist_ok=True)
     settings = switches(shape["k"])
     runs = []
@@ -319,9 +322,7 @@ def main(argv=None) -> None:
     seconds = table.pivot(index="round", columns="switch", values="seconds")
     table["ratio_to_core"] = [seconds.loc[r, "core"] for r in table["round"]]
     table["ratio_to_core"] = table["seconds"] / table["ratio_to_core"]
-    table.to_csv(out / "switches.csv", index=False)
-    (out / "switches.md").write_text(report(table, list(settings), shape, rounds, args))
-    print((out / "switches.md").read_text())
+    write_results(out, {"switches.csv": table, "switches.md": report(table, list(settings), shape, rounds, args)})
 
 
 def summary(table: pd.DataFrame, order: list[str]) -> pd.DataFrame:
@@ -345,7 +346,7 @@ def summary(table: pd.DataFrame, order: list[str]) -> pd.DataFrame:
             "bound MB": (first["partial_bytes_bound"] / 1e6).to_numpy(),
             "s per M tokens": grouped["s_per_M"].to_numpy(),
             "× core": grouped["ratio"].to_numpy(),
-            "× core range": [f"{low:.3g}–{high:.3g}" for low, high in zip(grouped["ratio_min"], grouped["ratio_max"])],
+            "× core range": [value_range(pair) for pair in zip(grouped["ratio_min"], grouped["ratio_max"])],
         }
     )
 
@@ -353,9 +354,9 @@ def summary(table: pd.DataFrame, order: list[str]) -> pd.DataFrame:
 def report(table: pd.DataFrame, order: list[str], shape: dict, rounds: int, args) -> str:
     first = table[table["round"] == 0].set_index("switch").loc[order]
     device = args.device + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else "")
-    flags = (" --quick" if args.quick else "") + (f" --tokens {args.tokens}" if args.tokens else "")
-    flags += f" --rounds {args.rounds}" if args.rounds else ""
-    flags += " --device cuda" if args.device == "cuda" else ""
+    flags = (["--quick"] if args.quick else []) + (["--tokens", str(args.tokens)] if args.tokens else [])
+    flags += ["--rounds", str(args.rounds)] if args.rounds else []
+    flags += ["--device", "cuda"] if args.device == "cuda" else []
     start, end = args.load_at_start, os.getloadavg()
     default_tokens = SHAPES["quick" if args.quick else "bert-base"]["tokens"]
     smaller = (
@@ -378,7 +379,7 @@ def report(table: pd.DataFrame, order: list[str], shape: dict, rounds: int, args
         [
             "# The cost of each geometry switch",
             "",
-            f"`python bench/switches.py{flags}`: {time.strftime('%Y-%m-%d')}, {platform.machine()}, "
+            f"`{command(__file__, *flags)}`: {time.strftime('%Y-%m-%d')}, {platform.machine()}, "
             f"{os.cpu_count()} CPUs, {torch.get_num_threads()} torch threads, torch {torch.__version__}, "
             f"device {device}; load average (1 / 5 / 15 min) {start[0]:.1f} / {start[1]:.1f} / {start[2]:.1f} at "
             f"the start, {end[0]:.1f} / {end[1]:.1f} / {end[2]:.1f} at the end; {shape['tokens']:,} tokens"
@@ -388,7 +389,7 @@ def report(table: pd.DataFrame, order: list[str], shape: dict, rounds: int, args
             f"up to {BATCH_TOKENS:,} padded tokens; {rounds} round(s), each switch in a fresh process, the rounds "
             "interleaved. Every switch gave the same core sums, bit for bit.",
             "",
-            summary(table, order).to_markdown(index=False, floatfmt=".4g"),
+            markdown(summary(table, order), ".4g"),
             "",
             "state MB: `state_bytes`, the device sums of one pass; peak MB: what the process grew by while it "
             "allocated and added them (median over the rounds); partial MB: the partial files written with "
@@ -398,12 +399,12 @@ def report(table: pd.DataFrame, order: list[str], shape: dict, rounds: int, args
             "",
             "Partial files, MB (first round):",
             "",
-            files.to_markdown(index=False, floatfmt=".4g"),
+            markdown(files, ".4g"),
             "",
             "Where the seconds go (medians; writing in the first round only) and the largest batch's own buffers "
             "(`batch_bytes`):",
             "",
-            phases.to_markdown(index=False, floatfmt=".3g"),
+            markdown(phases),
             "",
         ]
     )

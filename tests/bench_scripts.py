@@ -1,6 +1,7 @@
 """Running the benchmark scripts of bench/ from tests; importing this module puts bench/ on ``sys.path``, where the
-scripts import each other as top-level modules (as when run from there), for the tests that import them and for
-the server that ``run.in_fresh_process`` forks from, which unpickles their functions."""
+scripts import the shared modules (harness.py, synthetic.py, steps.py, gpu_models.py) as top-level modules (as
+when run from there), for the tests that import them and for the server that ``harness.in_fresh_process`` forks
+from, which unpickles their functions."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ if str(BENCH) not in sys.path:
 
 def run_bench(script: str, out, *options: str) -> None:
     """``python bench/<script> <options> --out <out>``, which must succeed, as a command: the scripts that run
-    Snakemake (disk.py) or share a standard module's name (io.py), and one whose fresh processes run a function of
-    the script itself, there ``__main__`` (kernel.py), so that each way in is run as a user runs it."""
+    Snakemake (peak_disk.py) or set the process's Arrow memory pool, as every job does (sums_io.py), and one whose
+    fresh processes run a function of the script itself, there ``__main__`` (kernel.py), so that each way in is run
+    as a user runs it."""
     run = subprocess.run(
         [sys.executable, str(BENCH / script), *options, "--out", str(out)], capture_output=True, text=True
     )
@@ -29,7 +31,7 @@ def run_bench(script: str, out, *options: str) -> None:
 def run_bench_main(script: str, out, *options: str) -> None:
     """``bench/<script>``'s ``main([*options, "--out", out])`` in this process, which must succeed: what these
     tests check is what the script writes, and a command would import torch and transformers' modeling code again,
-    once for the script and once for the server its fresh processes fork from (``run.in_fresh_process``). With a
+    once for the script and once for the server its fresh processes fork from (``harness.in_fresh_process``). With a
     GPU, as a command (:func:`run_bench`): the test process opens no CUDA context of its own, which would hold
     device memory for the rest of the session."""
     import torch

@@ -17,7 +17,7 @@ from workflow_runs import REPO, SMALL_DEMO
 
 
 def test_quick_benchmark_reports_every_step(tmp_path):
-    run_bench_main("run.py", tmp_path, "--quick")
+    run_bench_main("extraction_and_merge.py", tmp_path, "--quick")
     results = pd.read_csv(tmp_path / "results.csv")
     extraction = results[results["table"] == "extraction"]
     assert set(extraction["step"]) == {
@@ -61,15 +61,15 @@ def test_quick_kernel_benchmark_compares_approaches_that_agree(tmp_path):
     assert "(ii) reference loop / (i) once its sums are allocated" in (tmp_path / "kernel.md").read_text()
 
 
-def test_disk_benchmark_measures_the_peak_against_the_merged_sums(tmp_path):
-    """bench/disk.py on the demo's smallest shape: its first model alone (d = 64) on a sixth of its corpus
+def test_peak_disk_benchmark_measures_the_peak_against_the_merged_sums(tmp_path):
+    """bench/peak_disk.py on the demo's smallest shape: its first model alone (d = 64) on a sixth of its corpus
     (``workflow_runs.SMALL_DEMO``), 3 shards, each run ending with its merged sums (the peak is the partials and
     running merges before them; the tables and figures after them are small and add only time here)."""
     config = tmp_path / "one-model.yaml"
     config.write_text(yaml.safe_dump(SMALL_DEMO))
     options = ("--config", str(config), "--shards", "3", "--repeats", "1", "--until", "merge_statistics")
-    run_bench("disk.py", tmp_path, *options)
-    runs, models = pd.read_csv(tmp_path / "disk.csv"), pd.read_csv(tmp_path / "disk_models.csv")
+    run_bench("peak_disk.py", tmp_path, *options)
+    runs, models = pd.read_csv(tmp_path / "peak_disk.csv"), pd.read_csv(tmp_path / "peak_disk_models.csv")
     assert set(models["model"]) == {SMALL_DEMO["models"][0]["id"]}
     assert list(runs["incremental_merge"]) == [True, False]
     # the partials exist before their merge, so the peak holds more than the merged sums
@@ -77,20 +77,21 @@ def test_disk_benchmark_measures_the_peak_against_the_merged_sums(tmp_path):
     assert runs["merged_bytes"].nunique() == 1  # the same sums either way
     assert runs.loc[1, "running_bytes_at_peak"] == 0  # no running merge without incremental_merge
     assert (models["stats_bytes_per_type_layer"] > 8 * SMALL_DEMO["models"][0]["hidden_size"]).all()  # Σx: d float64
-    assert "--until merge_statistics" in (tmp_path / "disk.md").read_text()
+    assert "--until merge_statistics" in (tmp_path / "peak_disk.md").read_text()
 
 
 @pytest.fixture(scope="module", params=["bert", "gpt2"])
 def bench_corpus(request, tmp_path_factory):
-    """The GPU benchmark's corpus (bench/run.py, 60,000 sentences) and a tiny model of ``arch`` with a tokenizer
-    trained on it, as the benchmark builds its models."""
-    from run import MODES, write_corpus
-
+    """The GPU benchmark's corpus (bench/gpu_models.py, 60,000 sentences) and a tiny model of ``arch`` with a
+    tokenizer trained on it, as the benchmark builds its models."""
     from ctxvar.models.random_init import build_random_model
+
+    from gpu_models import MODES
+    from synthetic import corpus_texts, write_corpus
 
     folder = tmp_path_factory.mktemp(f"bench-{request.param}")
     write_corpus(folder, MODES["gpu"]["sentences"])
-    texts = pd.read_parquet(folder / "sentences.parquet")["text"].tolist()
+    texts = corpus_texts(folder)
     shape = {"hidden_size": 16, "num_layers": 1, "num_heads": 2, "intermediate_size": 32}
     entry = {"id": request.param, "arch": request.param, "vocab_size": 8000, "seed": 0, **shape}
     build_random_model(entry, texts, folder / "model")
@@ -156,6 +157,7 @@ def test_gpu_benchmark_writes_every_column_the_report_promises(tmp_path):
     and the load row is (b)'s loading, timed in (b)'s process. bench/profile_job.py then profiles a job of each
     on the models the benchmark built."""
     import gpu
+    import gpu_models
     from forward_variants import VARIANTS
 
     shutil.copy(REPO / "bench" / "results" / "gpu.csv", tmp_path)  # another GPU's rows: --models does not mix them
@@ -183,10 +185,11 @@ def test_gpu_benchmark_writes_every_column_the_report_promises(tmp_path):
         loads = rows.set_index("step")
         assert loads.loc["load", "seconds"] == loads.loc["(b) extraction", "load_seconds"]
     assert list((tmp_path / "gpu-work" / "llama-2-7b").glob("model-0000*-of-0000*.safetensors"))
-    specs = {quick: gpu.model_specs(quick, gpu.MODES["quick" if quick else "gpu"]["shard_size"]) for quick in (0, 1)}
+    modes = gpu_models.MODES
+    specs = {quick: gpu_models.model_specs(quick, modes["quick" if quick else "gpu"]["shard_size"]) for quick in (0, 1)}
     for name in ("bert-base", "llama-2-7b"):  # a full run builds its own models where a quick run saved these
-        assert gpu.saved(tmp_path / "gpu-work" / name, specs[1][name])
-        assert not gpu.saved(tmp_path / "gpu-work" / name, specs[0][name])
+        assert gpu_models.saved(tmp_path / "gpu-work" / name, specs[1][name])
+        assert not gpu_models.saved(tmp_path / "gpu-work" / name, specs[0][name])
     report = (tmp_path / "gpu.md").read_text()
     assert "| llama-2-7b " in report and "| bert-base " in report
     assert "The rows of bert-base float32 are from an earlier run of the same GPU, torch and mode." in report
@@ -222,12 +225,13 @@ def test_gpu_benchmark_leaves_what_it_did_not_make(tmp_path, capsys):
     """A folder under --work that the benchmark did not build is not removed, --quick does not write into
     bench/results, and an unreadable gpu.csv is not merged into: each stops the run with one line."""
     import gpu
+    import gpu_models
 
     mine = tmp_path / "work" / "llama-2-7b"
     mine.mkdir(parents=True)
     (mine / "notes.txt").write_text("a user's own files")
     with pytest.raises(SystemExit, match="was not built by this benchmark"):
-        with gpu.building(mine, gpu.model_specs(True, "200KB")["llama-2-7b"]):
+        with gpu_models.building(mine, gpu_models.model_specs(True, "200KB")["llama-2-7b"]):
             pytest.fail("built over a folder of the user's")
     assert (mine / "notes.txt").exists()
 
@@ -288,16 +292,17 @@ def test_profile_measures_from_a_cuda_trace():
 
 
 def test_the_gpu_benchmarks_7b_shard_runs_at_least_30_batches(tmp_path):
-    """The 7B decoder's smaller shard (bench/gpu.py), batched as extraction batches it with the default token
+    """The 7B decoder's smaller shard (bench/gpu_models.py), batched as extraction batches it with the default token
     budget and its tokenizer (gpt2-medium's, trained on the corpus): enough batches to measure a rate."""
-    from gpu import MODES
-    from run import write_corpus
     from transformers import AutoTokenizer
 
     from ctxvar.extraction.shard import chunk_batches, read_shard
     from ctxvar.models.batching import BATCH_TOKENS
     from ctxvar.models.random_init import build_random_model
     from ctxvar.models.tokens import encode
+
+    from gpu_models import MODES
+    from synthetic import write_corpus
 
     shard = write_corpus(tmp_path, MODES["gpu"]["small"])
     texts, chunk, _ = read_shard(shard)
@@ -309,10 +314,10 @@ def test_the_gpu_benchmarks_7b_shard_runs_at_least_30_batches(tmp_path):
 
 def test_the_bare_forward_warms_up_and_runs_without_a_weight_hash_beside_it(tmp_path, monkeypatch, tiny_models):
     """(a) of bench/steps.py: a hash thread beside it would slow the limit that (b) is measured against."""
-    import steps
-    from run import write_corpus
-
     from ctxvar.models import hashing
+
+    import steps
+    from synthetic import write_corpus
 
     hashed = []
     monkeypatch.setattr(hashing, "weights_sha256", lambda model: hashed.append(model) or "")
@@ -320,12 +325,12 @@ def test_the_bare_forward_warms_up_and_runs_without_a_weight_hash_beside_it(tmp_
     assert hashed == [] and forward["warm_up_seconds"] > 0 and forward["batches"] >= 1
 
 
-def test_io_benchmark_writes_and_reads_every_shape_in_every_layout(tmp_path):
-    """bench/io.py --quick: each shape written and read back by ctxvar, by its layout with page CRCs, by the layout
+def test_sums_io_benchmark_writes_and_reads_every_shape_in_every_layout(tmp_path):
+    """bench/sums_io.py --quick: each shape written and read back by ctxvar, by its layout with page CRCs, by the layout
     before it and by numpy, the same numbers coming back; ctxvar's reader counts at least the file's bytes; the paper
     projected at the rates."""
-    run_bench("io.py", tmp_path, "--quick", "--dir", str(tmp_path))
-    rows = pd.read_csv(tmp_path / "io.csv")
+    run_bench("sums_io.py", tmp_path, "--quick", "--dir", str(tmp_path))
+    rows = pd.read_csv(tmp_path / "sums_io.csv")
     assert set(zip(rows["shape"], rows["variant"], rows["op"])) == {
         (shape, variant, op)
         for shape in ("bert-base partial", "7B layer group")
@@ -335,20 +340,10 @@ def test_io_benchmark_writes_and_reads_every_shape_in_every_layout(tmp_path):
     assert rows["read_back_equal"].all() and (rows["gb_per_s"] > 0).all()
     counted = rows[(rows["variant"] == "ctxvar") & (rows["op"] == "read")]
     assert (counted["bytes_counted"] >= counted["file_bytes"]).all()
-    projected = pd.read_csv(tmp_path / "io_projection.csv")
+    projected = pd.read_csv(tmp_path / "sums_io_projection.csv")
     assert len(projected) == 6 and (projected["end_to_end_s"] >= projected["forward_s"]).all()
-    assert "The paper on one H100" in (tmp_path / "io.md").read_text()
+    assert "The paper on one H100" in (tmp_path / "sums_io.md").read_text()
     assert not list(tmp_path.glob("ctxvar-io-*")), "the benchmark's files were left behind"
-
-
-def bench_module(name: str):
-    """A script of bench/ as a module (bench/io.py's name would shadow the standard library's io on sys.path)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_compare_runs_finds_layout_1_and_2_of_the_same_sums_equal_and_one_ulp_apart_not(tmp_path):
@@ -358,7 +353,9 @@ def test_compare_runs_finds_layout_1_and_2_of_the_same_sums_equal_and_one_ulp_ap
     from ctxvar.stats.sample_file import sample_schema, sample_table
     from ctxvar.stats.sums import moments_schema, moments_table
 
-    bench_io, compare = bench_module("io"), bench_module("compare_runs")
+    import compare_runs as compare
+    import sums_io as bench_io
+
     sums, d, n_layers = bench_io.layer_arrays(40, 6), 6, 3
     first, second = tmp_path / "layout1" / "m", tmp_path / "layout2" / "m"
     first.mkdir(parents=True), second.mkdir(parents=True)
@@ -405,7 +402,8 @@ def test_compare_runs_says_ok_only_for_arrays_that_agree(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    compare = bench_module("compare_runs")
+    import compare_runs as compare
+
     assert compare.difference(np.array([np.inf, 4.0]), np.array([np.inf, 5.0])) == 0.25
     assert compare.difference(np.array([np.inf, 1.0]), np.array([-np.inf, 1.0])) == np.inf
     assert compare.difference(np.array([-0.0]), np.array([0.0])) > 0

@@ -43,7 +43,7 @@ def test_the_extraction_orders_are_quoted_from_their_results_file():
 
 
 def test_the_streamed_weights_are_quoted_from_their_results_file():
-    assert_quoted("streamed_weights", "## Weights streamed from the files", 4)  # streamed and whole
+    assert_quoted("weight_streaming", "## Weights streamed from the files", 4)  # streamed and whole
 
 
 def test_the_memory_plans_are_quoted_from_their_results_file():

@@ -1,10 +1,11 @@
 """Sums files on disk: writing and verified reading of a partial, in ctxvar's layout with its value digests, in the
 same layout with Parquet's page CRC-32 instead, in the layout before it and as raw numpy, on the same arrays, the
-same file system and in the same run; then the paper run on one H100 at those rates. Writes io.md and io.csv.
+same file system and in the same run; then the paper run on one H100 at those rates. Writes sums_io.md,
+sums_io.csv and sums_io_projection.csv.
 
-    python bench/io.py                 # a bert-base-sized partial and a 7B layer group, 3 rounds: ≈ 15 min
-    python bench/io.py --quick         # small shapes, one round (the bench test tier runs it)
-    python bench/io.py --dir /scratch  # the file system to measure (default: the system's temporary folder)
+    python bench/sums_io.py                 # a bert-base-sized partial and a 7B layer group, 3 rounds: ≈ 15 min
+    python bench/sums_io.py --quick         # small shapes, one round (the bench test tier runs it)
+    python bench/sums_io.py --dir /scratch  # the file system to measure (default: the system's temporary folder)
 
 Each shape is one sums file with Σx and Σ x/‖x‖ (the default geometry): U types × L layers × d, every layer
 holding the same arrays (built once: only the files change). Types seen once (a Zipf law gives about a third)
@@ -27,7 +28,6 @@ sums' numbers (n, Σ‖x‖², Σx, Σ x/‖x‖: U · L · (2d + 2) · 8 bytes)
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
@@ -41,6 +41,8 @@ import pyarrow.parquet as pq
 from ctxvar.files.atomic import atomic_path, use_system_allocator
 from ctxvar.files.parquet import PARQUET_READS, VECTOR_WRITE_OPTIONS, tagged_schema
 from ctxvar.stats.sums import LayerSums, SumsFile, sums_schema, write_sums
+
+from harness import arguments, command, markdown, value_range, write_results
 
 SHAPES = {
     "bert-base partial": {"types": 20_000, "layers": 13, "d": 768},  # one of the paper's 8 shards, default geometry
@@ -316,11 +318,11 @@ def summary(rows: pd.DataFrame) -> pd.DataFrame:
                 "op": op,
                 "variant": variant,
                 "GB/s (median)": group["gb_per_s"].median(),
-                "GB/s range": f"{group['gb_per_s'].min():.3g}–{group['gb_per_s'].max():.3g}",
+                "GB/s range": value_range(group["gb_per_s"]),
                 "× layout 1 (median)": np.median(to_layout1),
-                "× layout 1 range": f"{min(to_layout1):.3g}–{max(to_layout1):.3g}",
+                "× layout 1 range": value_range(to_layout1),
                 "× page CRC (median)": np.median(to_crc),
-                "× page CRC range": f"{min(to_crc):.3g}–{max(to_crc):.3g}",
+                "× page CRC range": value_range(to_crc),
                 "× numpy (median)": np.median(to_numpy),
                 "file MB": group["file_bytes"].median() / 1e6,
             }
@@ -338,35 +340,37 @@ def report(rows: pd.DataFrame, projected: pd.DataFrame, shapes: dict, args) -> s
         [
             "# Sums files on disk: write and verified read",
             "",
-            f"`python bench/io.py{' --quick' if args.quick else ''}`: {time.strftime('%Y-%m-%d')}, {args.rounds} "
+            f"`{command(__file__, *(['--quick'] if args.quick else []))}`: {time.strftime('%Y-%m-%d')}, {args.rounds} "
             f"round(s), files in {args.dir or tempfile.gettempdir()}. {described}; Σx and Σ x/‖x‖ in every layer. "
             "GB/s of the sums' numbers, U · L · (2d + 2) · 8 bytes; ratios within a round.",
             "",
-            summary(rows).to_markdown(index=False, floatfmt=".3g"),
+            markdown(summary(rows)),
             "",
             f"Every array read back equal, bit for bit: {bool(rows['read_back_equal'].dropna().all())}. ctxvar's "
             f"reader counted at most {extra:,.0f} bytes more than the file's size (the footer, read again on "
             "opening).",
             "",
-            "The paper on one H100 at the bert-base partial's median rates (`project_paper` in bench/io.py: "
+            "The paper on one H100 at the bert-base partial's median rates (`project_paper` in bench/sums_io.py: "
             "forward passes at the H100's measured rates, I/O on the CPU at these):",
             "",
-            projected.to_markdown(index=False, floatfmt=".3g"),
+            markdown(projected),
             "",
             "Every round:",
             "",
-            rows.to_markdown(index=False, floatfmt=".3g"),
+            markdown(rows),
             "",
         ]
     )
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small shapes, one round")
-    parser.add_argument("--rounds", type=int, default=None, help="rounds (default 3, 1 with --quick)")
+    parser = arguments(
+        __doc__,
+        out="sums_io.md and the CSVs",
+        quick="small shapes, one round",
+        rounds="rounds (default 3, 1 with --quick)",
+    )
     parser.add_argument("--dir", default=None, help="where the files go (default: the temporary folder)")
-    parser.add_argument("--out", default="bench/results", help="folder for io.md and io.csv")
     args = parser.parse_args(argv)
     args.rounds = args.rounds or (1 if args.quick else 3)
     use_system_allocator()  # as every job does
@@ -383,12 +387,10 @@ def main(argv=None) -> None:
             del sums
     rows = pd.DataFrame(rows)
     projected = projections(rows)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    rows.to_csv(out / "io.csv", index=False)
-    projected.to_csv(out / "io_projection.csv", index=False)
-    (out / "io.md").write_text(report(rows, projected, shapes, args))
-    print((out / "io.md").read_text())
+    write_results(
+        args.out,
+        {"sums_io.csv": rows, "sums_io_projection.csv": projected, "sums_io.md": report(rows, projected, shapes, args)},
+    )
 
 
 if __name__ == "__main__":

@@ -1,21 +1,20 @@
 """A Llama-shaped model three times the device budget, its weights streamed from its files, against the same
 model loaded whole: peak resident memory against the memory plan, time, and that the sums are the same bits.
 
-    python bench/streamed_weights.py                 # 22 blocks at d = 1024: 1.1 GB of float32 weights
-    python bench/streamed_weights.py --quick         # 4 blocks at d = 256
+    python bench/weight_streaming.py                 # 22 blocks at d = 1024: 1.1 GB of float32 weights
+    python bench/weight_streaming.py --quick         # 4 blocks at d = 256
 
 Builds a random-init ``LlamaForCausalLM`` (saved in 500 MB safetensors shards, keys under ``model.``) with the
 tokenizer of a small GPT-2 built beside it, and runs ``tests/streamed_peak.py`` on one synthetic shard twice,
 each in a fresh process on the CPU: with ``max_device_mb`` a third of the weights (streamed) and with no budget
 (loaded whole). Each gives the peak growth of resident memory over the job (loading and hashing included) after
 a warm-up job on the small model, and the memory plan the job logged (on a CPU the device is the host, so the
-plan bounds resident memory). The run stops when the two jobs' sums differ. Writes ``streamed_weights.csv``
-and ``streamed_weights.md`` under ``--out`` (default bench/results).
+plan bounds resident memory). The run stops when the two jobs' sums differ. Writes ``weight_streaming.csv``
+and ``weight_streaming.md`` under ``--out`` (default bench/results).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -26,9 +25,11 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
-from run import write_corpus
 
 from ctxvar.models.random_init import build_random_model
+
+from harness import arguments, command, write_results
+from synthetic import corpus_texts, write_corpus
 
 SHAPE = {"hidden_size": 1024, "num_hidden_layers": 22, "num_attention_heads": 16, "intermediate_size": 2816}
 QUICK_SHAPE = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 688}
@@ -74,10 +75,10 @@ def peak(shard: Path, model_dir: Path, out: Path, budget_mb: int, warm_up: Path)
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
+    parser = arguments(
+        __doc__, out="weight_streaming.md and weight_streaming.csv", quick="4 blocks at d = 256, 20 sentences"
+    )
     parser.add_argument("--sentences", type=int, default=None)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args(argv)
     shape = QUICK_SHAPE if args.quick else SHAPE
     sentences = args.sentences or (20 if args.quick else 40)
@@ -85,7 +86,7 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         shard = write_corpus(folder, sentences)
-        texts = pd.read_parquet(folder / "sentences.parquet")["text"].tolist()
+        texts = corpus_texts(folder)
         small = folder / "small"
         entry = {"id": "small", "arch": "gpt2", "hidden_size": 32, "num_layers": 2, "num_heads": 2}
         build_random_model({**entry, "intermediate_size": 64, "max_positions": 512, "vocab_size": 2000}, texts, small)
@@ -101,12 +102,10 @@ def main(argv=None) -> None:
         if not pq.read_table(outs["streamed"]).equals(pq.read_table(outs["whole"])):
             sys.exit("the streamed and whole-model sums differ")
     table = pd.DataFrame(rows)
-    args.out.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.out / "streamed_weights.csv", index=False)
     lines = [
         "# Weights streamed from the files against the model loaded whole",
         "",
-        f"`{' '.join(['python bench/streamed_weights.py', *(argv if argv is not None else sys.argv[1:])])}` on "
+        f"`{command(__file__, *(argv if argv is not None else sys.argv[1:]))}` on "
         f"{platform.machine()} (cpu): a Llama of shape {shape}, float32, {weights / MB:.0f} MB of weight files, "
         f"{sentences} sentences. Both jobs gave the same sums, bit for bit.",
         "",
@@ -119,8 +118,7 @@ def main(argv=None) -> None:
             f"{row.resident_weights_bytes / MB:.0f} | {row.plan_bytes / MB:.0f} | {row.peak_bytes / MB:.0f} | "
             f"{row.seconds:.1f} |"
         )
-    (args.out / "streamed_weights.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(args.out, {"weight_streaming.csv": table, "weight_streaming.md": "\n".join(lines) + "\n"})
 
 
 if __name__ == "__main__":

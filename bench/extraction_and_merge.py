@@ -1,9 +1,9 @@
 """Benchmark of the extraction and the merge; writes report.md and results.csv.
 
-    python bench/run.py --quick            # bert-base (the model of --large) in a tiny shape: checks the script
-    python bench/run.py                    # CPU: 3 rounds on ≈ 30 k tokens, bert-base-scale merge (≈ 25 min)
-    python bench/run.py --large            # CPU: bert-base on a 200 k-token shard, (a) and (b) only (≈ 15 min)
-    python bench/run.py --device cuda      # GPU: bert-base, gpt2-medium and a 1.2B-parameter GPT-2
+    python bench/extraction_and_merge.py --quick    # bert-base (--large's model) in a tiny shape: checks the script
+    python bench/extraction_and_merge.py            # CPU: 3 rounds on ≈ 30 k tokens, bert-base-scale merge (≈ 25 min)
+    python bench/extraction_and_merge.py --large    # CPU: bert-base on a 200 k-token shard, (a) and (b) (≈ 15 min)
+    python bench/extraction_and_merge.py --device cuda  # GPU: bert-base, gpt2-medium and a 1.2B-parameter GPT-2
 
 On one machine, over the same token-budget batches of a synthetic Zipf corpus,
 with random-weight models of real sizes (same cost as trained ones):
@@ -25,10 +25,7 @@ side; the report gives the median over the rounds (3 outside --quick and --large
 
 from __future__ import annotations
 
-import argparse
-import concurrent.futures
 import json
-import multiprocessing
 import platform
 import subprocess
 import sys
@@ -36,18 +33,18 @@ import tempfile
 import time
 from pathlib import Path
 
-import merging
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import steps
 import torch
 
-from ctxvar.corpus.sources import synthetic_sentences
-from ctxvar.files.parquet import write_table
 from ctxvar.models.random_init import build_random_model
 from ctxvar.stats.layers import layers_table
 from ctxvar.stats.merge import merge_partials
+
+import merging
+import steps
+from harness import arguments, command, in_fresh_process, markdown, write_results
+from synthetic import corpus_texts, write_corpus
 
 ARCHS = {  # random-weight models with the published shapes
     "bert-base": {"arch": "bert", "hidden_size": 768, "num_layers": 12, "num_heads": 12, "intermediate_size": 3072},
@@ -100,41 +97,6 @@ RATIOS = {  # ratio column: (numerator step, denominator step), of seconds per t
     },
     "speedup_c_over_b": {"(c) reference loop": "(b) extraction"},
 }
-CORPUS = {"vocab_size": 20000, "zipf_exponent": 1.1, "mean_words": 14}
-
-
-def in_fresh_process(function, *args, **kwargs) -> dict:
-    """``function(*args, **kwargs)`` in a process of its own, which no earlier step's memory, device state or
-    caches reach. It is forked from a server that imported, once, the torch, transformers and ctxvar modules this
-    process has imported (Python's ``forkserver``, which never touches CUDA): each step skips the seconds of
-    importing them again. Its peak RSS (``ru_maxrss``) counts the pages it touches: the libraries' pages that it
-    does not touch, which a process importing them itself would count, are not in it. Its environment is this
-    process's at the first call, when the server starts."""
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(preloaded_modules())  # read when the server starts: at the first call
-    with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        return pool.submit(function, *args, **kwargs).result()
-
-
-def preloaded_modules() -> list[str]:
-    """The modules :func:`in_fresh_process`'s server imports: torch, transformers' modeling code, and ctxvar's
-    modules, each where this process has imported it."""
-    heavy = [name for name in ("torch", "transformers.modeling_utils") if name in sys.modules]
-    return heavy + sorted(name for name in sys.modules if name == "ctxvar" or name.startswith("ctxvar."))
-
-
-def write_corpus(folder: Path, n_sentences: int, seed: int = 0) -> Path:
-    """One shard of synthetic sentences (sentence_id, text, n_words, chunk) for every model of the benchmark."""
-    texts = synthetic_sentences({"n_sentences": n_sentences, **CORPUS}, seed)
-    texts = [t for t in texts if len(t.split(" ")) < 64]
-    table = pa.table({"sentence_id": np.arange(len(texts)), "text": texts})
-    write_table(table, folder / "sentences.parquet")
-    # One chunk: extraction cuts its length-sorted batches over the whole shard, as from a one-shard plan (which
-    # also caps a batch at ⌈n/64⌉ sentences: 938 of 60,000, so the batches of the shortest ones differ a little).
-    words = pa.array([len(text.split(" ")) for text in texts], pa.int32())
-    chunk = pa.array(np.zeros(len(texts), dtype=np.int64))
-    write_table(table.append_column("n_words", words).append_column("chunk", chunk), folder / "shard.parquet")
-    return folder / "shard.parquet"
 
 
 def extraction_rows(
@@ -143,7 +105,7 @@ def extraction_rows(
     """Per round, each of the ``wanted`` steps in a fresh process, in turn, with the round's ratios; ``shape``
     (hidden size, layers, heads, intermediate size) replaces the architecture's published one."""
     model_dir = folder / name
-    texts = pd.read_parquet(folder / "sentences.parquet")["text"].tolist()
+    texts = corpus_texts(folder)
     build_random_model({"id": name, **ARCHS[name], **(shape or {}), "vocab_size": 8000, "seed": 0}, texts, model_dir)
     model_dir, shard = str(model_dir), str(folder / "shard.parquet")
     partial = {stem: str(folder / f"{name}-{stem}.parquet") for stem in ("fp32", "geometry", "bf16", "reference")}
@@ -275,19 +237,16 @@ def merge_rows(folder: Path, vocabulary: int, types: int, n_layers: int, d: int,
     return rows
 
 
-def run_json(command: list[str]) -> dict:
-    return json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
-
-
-def markdown(frame: pd.DataFrame) -> str:
-    return frame.to_markdown(index=False, floatfmt=".3g") if not frame.empty else "(none)"
+def run_json(argv: list[str]) -> dict:
+    return json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
 
 
 def report(
     extraction: pd.DataFrame, precision: pd.DataFrame, merging: pd.DataFrame, device: str, mode: str, seconds: float
 ) -> str:
     cpu = platform.processor() or platform.machine()
-    flags = {"quick": " --quick", "large": " --large"}.get(mode, "") + (" --device cuda" if device == "cuda" else "")
+    flags = {"quick": ["--quick"], "large": ["--large"]}.get(mode, [])
+    flags += ["--device", "cuda"] if device == "cuda" else []
     reference = (
         extraction.dropna(subset=["Q_max_diff_over_Q_reference"])
         if "Q_max_diff_over_Q_reference" in extraction
@@ -296,7 +255,7 @@ def report(
     lines = [
         "# ctxvar benchmark",
         "",
-        f"`python bench/run.py{flags}`: "
+        f"`{command(__file__, *flags)}`: "
         f"{time.strftime('%Y-%m-%d')}, {cpu}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, "
         f"device {device}{' (' + torch.cuda.get_device_name() + ')' if device == 'cuda' else ''}; ran {seconds:.0f} s.",
         "",
@@ -336,17 +295,18 @@ def report(
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument(
-        "--quick", action="store_true", help="tiny shapes, small corpus and merge, one round: checks the script"
+    parser = arguments(
+        __doc__,
+        out="report.md and results.csv",
+        quick="tiny shapes, small corpus and merge, one round: checks the script",
+        device="cpu",
+        rounds="rounds of every step (default: the mode's)",
     )
-    size.add_argument("--large", action="store_true", help="bert-base on a ≥ 200 k-token shard: (a), (b), (b)+geometry")
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--large", action="store_true", help="bert-base on a ≥ 200 k-token shard: (a), (b), (b)+g")
     parser.add_argument("--models", nargs="+", choices=list(ARCHS), help="architectures to run (default: the mode's)")
-    parser.add_argument("--rounds", type=int, help="rounds of every step (default: the mode's)")
-    parser.add_argument("--out", default="bench/results", help="folder for report.md and results.csv")
     args = parser.parse_args(argv)
+    if args.quick and args.large:
+        parser.error("argument --large: not allowed with argument --quick")
     mode = "quick" if args.quick else "large" if args.large else "gpu" if args.device == "cuda" else "cpu"
     spec, start = MODES[mode], time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -363,14 +323,10 @@ def main(argv=None) -> None:
             merge_folder.mkdir()
             merging = merge_rows(merge_folder, *spec["merge"])
     frames = [pd.DataFrame(rows) for rows in (extraction, precision, merging)]
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    report_name = "report-large" if mode == "large" else "report"
-    (out / f"{report_name}.md").write_text(report(*frames, args.device, mode, time.perf_counter() - start))
-    pd.concat([f.assign(table=name) for f, name in zip(frames, ["extraction", "precision", "merge"])]).to_csv(
-        out / ("results-large.csv" if mode == "large" else "results.csv"), index=False
-    )
-    print((out / f"{report_name}.md").read_text())
+    every_run = pd.concat([f.assign(table=name) for f, name in zip(frames, ["extraction", "precision", "merge"])])
+    suffix = "-large" if mode == "large" else ""
+    text = report(*frames, args.device, mode, time.perf_counter() - start)
+    write_results(args.out, {f"report{suffix}.md": text, f"results{suffix}.csv": every_run})
 
 
 if __name__ == "__main__":

@@ -1,15 +1,16 @@
-"""Peak disk of a whole run against its merged sums, measured: writes disk.md, disk.csv and disk_models.csv.
+"""Peak disk of a whole run against its merged sums, measured: writes peak_disk.md, peak_disk.csv and
+peak_disk_models.csv.
 
-    python bench/disk.py                       # config/minilm.yaml, 8 shards, both merge modes × 3: ≈ 15 min
-    python bench/disk.py --shards 4 --config config/demo.yaml --repeats 1
-    python bench/disk.py --until merge_statistics  # the runs end with the merged sums: no tables or figures
+    python bench/peak_disk.py                       # config/minilm.yaml, 8 shards, both merge modes × 3: ≈ 15 min
+    python bench/peak_disk.py --shards 4 --config config/demo.yaml --repeats 1
+    python bench/peak_disk.py --until merge_statistics  # the runs end with the merged sums: no tables or figures
 
 Runs the workflow in a temporary folder with partials deleted once merged (``keep_partials: false``, the
 default), once with ``incremental_merge: true`` (each shard added to a running merge as it finishes) and
 once with ``false`` (one merge per model once all its shards are done), ``--repeats`` times each, in turn.
 What comes before the extraction (the corpus sample, the models, their shards) is the same for every run: it
 is made once, and each run starts from a copy of it, which is already on disk at the peak either way
-(``seconds`` in disk.csv: the run from that copy; ``prepare_seconds``: the making of it, once).
+(``seconds`` in peak_disk.csv: the run from that copy; ``prepare_seconds``: the making of it, once).
 It samples the size of ``results/{run}/`` every 0.2 s (the models the run builds or unpacks excluded: they
 are inputs, not sums), split at the peak into partials, running merges (``partials/*/through/``) and the
 rest. The merged sums are every model's ``sums*.parquet``; the report gives the peak against them (the
@@ -19,7 +20,6 @@ from each ``run.json``. Which jobs Snakemake starts first decides the peak, henc
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -32,6 +32,8 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
+
+from harness import arguments, command, markdown, write_results
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -77,10 +79,8 @@ def snakemake(config_path: Path, shards: int, incremental: bool, workdir: Path, 
     run = workdir / "run"
     run.mkdir(exist_ok=True)
     (run / "disk.yaml").write_text(yaml.safe_dump(config))
-    command = ["snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(run), "--cores", "2"]
-    finished = subprocess.run(
-        [*command, "--configfile", str(run / "disk.yaml"), *options], capture_output=True, text=True
-    )
+    call = ["snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(run), "--cores", "2"]
+    finished = subprocess.run([*call, "--configfile", str(run / "disk.yaml"), *options], capture_output=True, text=True)
     if finished.returncode != 0:
         raise RuntimeError(f"{what} failed:\n{finished.stderr[-3000:]}")
 
@@ -153,6 +153,8 @@ def measure(
 
 
 def report(runs: pd.DataFrame, models: pd.DataFrame, args) -> str:
+    options = ["--config", runs["config"].iloc[0], "--shards", str(args.shards), "--repeats", str(args.repeats)]
+    options += ["--until", args.until] if args.until else []
     summary = runs.groupby("incremental_merge", sort=False).agg(
         runs=("peak_bytes", "size"),
         median_peak_over_merged=("peak_over_merged", "median"),
@@ -166,20 +168,19 @@ def report(runs: pd.DataFrame, models: pd.DataFrame, args) -> str:
         [
             "# Peak disk of a run against its merged sums",
             "",
-            f"`python bench/disk.py --config {runs['config'].iloc[0]} --shards {args.shards} --repeats "
-            f"{args.repeats}{f' --until {args.until}' if args.until else ''}`: {time.strftime('%Y-%m-%d')}; "
+            f"`{command(__file__, *options)}`: {time.strftime('%Y-%m-%d')}; "
             "partials deleted "
             "once merged, sizes sampled every 0.2 s (built and unpacked models excluded); the merge modes in turn, "
             "each from a copy of the same corpus sample, models and shards: `seconds` is the run after them, "
             "`prepare_seconds` the making of them (once), so a whole run takes their sum.",
             "",
-            summary.reset_index().to_markdown(index=False, floatfmt=".3g"),
+            markdown(summary.reset_index()),
             "",
             "Every run, with the split of its peak (partials, running merges, the rest):",
             "",
-            runs.drop(columns=["config"]).to_markdown(index=False, floatfmt=".3g"),
+            markdown(runs.drop(columns=["config"])),
             "",
-            models.drop_duplicates("model").to_markdown(index=False, floatfmt=".4g"),
+            markdown(models.drop_duplicates("model"), ".4g"),
             "",
             "Merged sums: each model's sums.parquet (Σx, Σ‖x‖², n and, with geometry.cosine, Σ x/‖x‖ per type and "
             "layer), sums.moments.parquet (Σxxᵀ) and sums.sample.parquet (the TwoNN points).",
@@ -189,11 +190,10 @@ def report(runs: pd.DataFrame, models: pd.DataFrame, args) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = arguments(__doc__, out="peak_disk.md and the CSVs")
     parser.add_argument("--config", default=str(REPO / "config" / "minilm.yaml"), type=Path)
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3, help="runs of each merge mode (default 3)")
-    parser.add_argument("--out", default="bench/results", help="folder for disk.md and the CSVs")
     parser.add_argument(
         "--until", help="end each run with this rule's jobs (snakemake --until), e.g. merge_statistics: the merged sums"
     )
@@ -209,12 +209,14 @@ def main(argv=None) -> None:
                 models += result["models"]
                 print(f"repeat {repeat}, incremental_merge {incremental}: {result['run']['peak_over_merged']:.2f}×")
     runs, models = pd.DataFrame(runs), pd.DataFrame(models)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    runs.to_csv(out / "disk.csv", index=False)
-    models.drop_duplicates("model").to_csv(out / "disk_models.csv", index=False)
-    (out / "disk.md").write_text(report(runs, models, args))
-    print((out / "disk.md").read_text())
+    write_results(
+        args.out,
+        {
+            "peak_disk.csv": runs,
+            "peak_disk_models.csv": models.drop_duplicates("model"),
+            "peak_disk.md": report(runs, models, args),
+        },
+    )
 
 
 if __name__ == "__main__":
