@@ -20,6 +20,7 @@ from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.figures.pca_selection import select_pca_types
 from ctxvar.files.atomic import write_csv
 from ctxvar.files.parquet import write_table
+from ctxvar.stats.declarations import sums_files
 from ctxvar.stats.geometry import geometry_table
 from ctxvar.stats.layers import layers_table
 from ctxvar.stats.merge import merge_job, merge_layer_files, merge_partials
@@ -64,9 +65,9 @@ def run_pipeline(
             progress=False,
             config_hash="test",
         )
-        samples.append(tmp / f"sample{i}.parquet" if sample_size else None)
         pca_paths = (tmp / "types.csv", tmp / f"points{i}.parquet") if pca_points else None
-        extract_shard(shard, tmp / f"partial{i}.parquet", settings, sample_path=samples[-1], pca_paths=pca_paths)
+        extract_shard(shard, tmp / f"partial{i}.parquet", settings, pca_paths=pca_paths)
+        samples.append(tmp / f"partial{i}.sample.parquet")
         partials.append(tmp / f"partial{i}.parquet")
     run = merge_partials(partials, tmp / "stats.parquet", tmp / "tokens.parquet")
     if sample_size:
@@ -80,16 +81,7 @@ def run_geometry_pipeline(tmp, model_dir, texts, n_shards: int, options: Geometr
     write_table(pa.table({"sentence_id": np.arange(len(texts)), "text": texts}), tmp / "sentences.parquet")
     shards = [tmp / f"shard{i}.parquet" for i in range(n_shards)]
     split_corpus(tmp / "sentences.parquet", shards, {"id": "tiny"}, str(model_dir), batch_tokens=512)
-    kinds = [
-        name
-        for name, wanted in (
-            ("moments", options.moments),
-            ("sample", options.sample_size),
-            ("words", options.ethayarajh),
-            ("sentences", options.ethayarajh),
-        )
-        if wanted
-    ]
+    kinds = list(sums_files("", options))
     inputs = {name: [] for name in ("partials", *kinds)}
     for i, shard in enumerate(shards):
         settings = ExtractionSettings(
@@ -102,11 +94,10 @@ def run_geometry_pipeline(tmp, model_dir, texts, n_shards: int, options: Geometr
             config_hash="test",
             geometry=options,
         )
-        paths = {name: tmp / f"{'sums' if name == 'partials' else name}{i}.parquet" for name in inputs}
-        words = (paths["words"], paths["sentences"]) if options.ethayarajh else None
-        extract_shard(shard, paths["partials"], settings, paths.get("moments"), paths.get("sample"), words)
-        for name in inputs:
-            inputs[name].append(paths[name])
+        files = {kind: tmp / f"{kind}{i}.parquet" for kind in kinds}
+        extract_shard(shard, tmp / f"sums{i}.parquet", settings, files)
+        for kind, path in {"partials": tmp / f"sums{i}.parquet", **files}.items():
+            inputs[kind].append(path)
     outputs = {name: tmp / f"{name}.parquet" for name in ("stats", "tokens", *kinds)}
     merge_job(inputs, outputs)
     return outputs
@@ -166,24 +157,14 @@ def both_orders(folder, shard, model_dir, dtype, options: GeometryOptions) -> tu
     job = prepare_shard(shard, settings)
     files = []
     for order in ("layer_major", "whole_model"):
-        paths = {
-            kind: folder / f"{order}-{shard.stem}-{kind}.parquet"
-            for kind in ("sums", "moments", "sample", "words", "sentences")
-        }
-        wanted = {
-            "sums": True,
-            "moments": options.moments,
-            "sample": options.sample_size,
-            "words": options.ethayarajh,
-            "sentences": options.ethayarajh,
-        }
+        prefix = folder / f"{order}-{shard.stem}"
+        paths = {"sums": f"{prefix}.parquet", **sums_files(prefix, options)}
         run_and_write(
             dataclasses.replace(job),  # each run frees its copy's model when done
             dataclasses.replace(settings, extraction_order=order),
-            paths["sums"],
-            paths["moments"] if options.moments else None,
-            paths["sample"] if options.sample_size else None,
-            (paths["words"], paths["sentences"]) if options.ethayarajh else None,
+            paths.pop("sums"),
+            paths,
         )
-        files.append({kind: pq.read_table(path) for kind, path in paths.items() if wanted[kind]})
+        paths["sums"] = f"{prefix}.parquet"
+        files.append({kind: pq.read_table(path) for kind, path in paths.items()})
     return files[0], files[1]

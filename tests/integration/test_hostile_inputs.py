@@ -236,7 +236,7 @@ def geometry_partial(tmp_path_factory, tiny_models, corpus_texts):
         geometry=GeometryOptions(covariance=True, cosine=True, sample_size=64),
     )
     paths = {"sums": tmp / "0.parquet", "moments": tmp / "0.moments.parquet", "sample": tmp / "0.sample.parquet"}
-    extract_shard(shard_of(tmp, corpus_texts[:60]), paths["sums"], settings, paths["moments"], paths["sample"])
+    extract_shard(shard_of(tmp, corpus_texts[:60]), paths["sums"], settings)
     return paths
 
 

@@ -103,7 +103,7 @@ def test_a_weight_file_changed_after_the_job_began_is_refused_when_a_block_is_re
     with open(changed, "ab") as handle:
         handle.write(b" ")
     with pytest.raises(ModelLoadError, match=f"{changed} was replaced or written to after the job loaded the model"):
-        run_and_write(job_run, settings, tmp_path / "sums.parquet", None, None, None)
+        run_and_write(job_run, settings, tmp_path / "sums.parquet", {})
 
 
 def copy_model(source: str, target: Path) -> Path:

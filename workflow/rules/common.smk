@@ -43,7 +43,7 @@ from ctxvar.run.inputs import corpus_inputs, with_inputs
 from ctxvar.run.layout import check_results_layout
 from ctxvar.run.origin import check_run_origin, config_identity, record_run_origin
 from ctxvar.run.resources import check_set_resources
-from ctxvar.stats.declarations import hashed_sums, keeps_moments
+from ctxvar.stats.declarations import hashed_sums, sums_files
 
 
 def set_resources(overwrite_resources):

@@ -2,7 +2,7 @@ rule merge_next_shard:  # with incremental_merge: the sums of shards 0..{shard},
     input:
         unpack(merge_inputs),
     output:
-        **{name: temp(path) for name, path in geometry_files(results("partials/{model}/through/{shard}")).items()},
+        **{name: temp(path) for name, path in sums_files(results("partials/{model}/through/{shard}"), GEOMETRY).items()},
         stats=temp(results("partials/{model}/through/{shard}.parquet")),
         io=temp(results("partials/{model}/through/{shard}.io.json")),  # bytes read and written so far
         io_checksum=temp(results("partials/{model}/through/{shard}.io.json.sha256")),
@@ -23,7 +23,7 @@ rule merge_statistics:
     input:
         unpack(merge_inputs),
     output:
-        **geometry_files(results("{model}/sums")),
+        **sums_files(results("{model}/sums"), GEOMETRY),
         stats=results("{model}/sums.parquet"),
         tokens=results("{model}/tokens.parquet"),
         run=results("{model}/run.json"),

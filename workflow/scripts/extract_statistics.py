@@ -4,6 +4,7 @@ from ctxvar.extraction.extract import extract_shard
 from ctxvar.extraction.settings import job_settings
 from ctxvar.run.disk import check_free_space
 from ctxvar.run.job_log import job_log
+from ctxvar.stats.declarations import sums_files
 
 with job_log(snakemake.log[0]):
     check_free_space(
@@ -14,8 +15,6 @@ with job_log(snakemake.log[0]):
         snakemake.input.shard,
         snakemake.output.partial,
         settings,
-        snakemake.output.get("moments"),
-        snakemake.output.get("sample"),
-        (snakemake.output.words, snakemake.output.sentences) if "words" in snakemake.output.keys() else None,
+        {kind: snakemake.output[kind] for kind in sums_files("", settings.geometry)},
         (snakemake.input.get("pca_types"), snakemake.output.pca_points),
     )

@@ -45,7 +45,7 @@ from ctxvar.models.batching import (
     padding_fraction,
 )
 from ctxvar.models.tokens import EncodedShard, encode, type_marker, type_table
-from ctxvar.stats.declarations import kept_layer_sums, kept_sums
+from ctxvar.stats.declarations import kept_layer_sums, kept_sums, sums_files
 from ctxvar.stats.sample_file import bottom_k, sample_schema, sample_table
 from ctxvar.stats.sums import LayerWriter, moments_schema, moments_table, sums_schema
 from ctxvar.stats.word_files import sentences_schema, words_schema
@@ -160,43 +160,30 @@ def loaded_shard(shard_path, settings: ExtractionSettings, device: torch.device,
     )
 
 
-def extract_shard(
-    shard_path,
-    out_path,
-    settings: ExtractionSettings,
-    moments_path=None,
-    sample_path=None,
-    words_paths=None,
-    pca_paths=None,
-) -> dict:
+def extract_shard(shard_path, out_path, settings: ExtractionSettings, files=None, pca_paths=None) -> dict:
     """Run the model over the shard and write its sums (see :mod:`ctxvar.stats.sums`,
     :mod:`ctxvar.extraction.position_sample` and :mod:`ctxvar.stats.word_files`).
 
-    ``out_path``: n, Σx, Σ‖x‖² (and Σ x/‖x‖ with geometry.cosine) per (layer, type);
-    ``moments_path``: N, Σx, Σxxᵀ (geometry.covariance) and the declared sums per layer; ``sample_path``:
-    the shard's bottom-k sampled points (geometry.twonn); ``words_paths``: the
-    ``(words, sentences)`` files (geometry.ethayarajh); ``pca_paths``: ``(types.csv or None, points file)``,
-    Fig. 1's points of the types chosen before extraction (:mod:`ctxvar.extraction.pca_points`; none without
-    types.csv). Returns the metadata.
+    ``out_path``: n and the declared sums per (layer, type); ``files``: by kind, the other files the geometry
+    keeps (:func:`ctxvar.stats.declarations.sums_files`: ``moments``, N, Σx, Σxxᵀ with geometry.covariance and
+    the declared sums per layer; ``sample``, the shard's bottom-k sampled points; ``words`` and ``sentences``,
+    geometry.ethayarajh), exactly those kinds; None: beside ``out_path``, named as ``sums_files`` names them.
+    ``pca_paths``: ``(types.csv or None, points file)``, Fig. 1's points of the types chosen before extraction
+    (:mod:`ctxvar.extraction.pca_points`; none without types.csv). Returns the metadata.
     """
-    options = settings.geometry
-    if (
-        (moments_path is not None) != options.moments
-        or (sample_path is not None) != bool(options.sample_size)
-        or (words_paths is not None) != options.ethayarajh
-    ):
+    expected = sums_files(str(out_path).removesuffix(".parquet"), settings.geometry)
+    files = expected if files is None else {kind: path for kind, path in files.items() if path is not None}
+    if set(files) != set(expected):
         raise ValueError(
-            "extract_shard: give moments_path exactly with geometry.covariance or a per-layer sum, sample_path "
-            "with a sample size, words_paths with geometry.ethayarajh"
+            f"extract_shard: the geometry keeps the files {sorted(expected)}, not {sorted(files)} "
+            "(ctxvar.stats.declarations.sums_files)"
         )
     job = prepare_shard(shard_path, settings)
     with released_on_error(job), chosen_attention(job.device):
-        return run_and_write(job, settings, out_path, moments_path, sample_path, words_paths, pca_paths)
+        return run_and_write(job, settings, out_path, files, pca_paths)
 
 
-def run_and_write(
-    job: ShardRun, settings: ExtractionSettings, out_path, moments_path, sample_path, words_paths, pca_paths=None
-):
+def run_and_write(job: ShardRun, settings: ExtractionSettings, out_path, files: dict, pca_paths=None):
     """:func:`extract_shard` once the shard is prepared: the layers' sums (:func:`planned_sums`), each layer
     written while the next computes (layer-major) or all once the pass is done (whole-model), and Fig. 1's points
     (``pca_paths``: its types.csv or None, and the points file); the device is released before the last is
@@ -232,23 +219,27 @@ def run_and_write(
         "device": str(job.device),
         "device_name": device_name(job.device),
     }
-    with ExitStack() as files:
-        sums_file = files.enter_context(LayerWriter(out_path, sums_schema(d, metadata, sum_names(options))))
+    with ExitStack() as opened:
+        sums_file = opened.enter_context(LayerWriter(out_path, sums_schema(d, metadata, sum_names(options))))
         layer_sum_names = [item.name for item in kept_layer_sums(options)]
         moments_file = (
-            files.enter_context(
-                LayerWriter(moments_path, moments_schema(d, metadata, options.covariance, layer_sum_names))
+            opened.enter_context(
+                LayerWriter(files["moments"], moments_schema(d, metadata, options.covariance, layer_sum_names))
             )
-            if moments_path
+            if "moments" in files
             else None
         )
-        sample_file = files.enter_context(LayerWriter(sample_path, sample_schema(d, metadata))) if sample_path else None
+        sample_file = (
+            opened.enter_context(LayerWriter(files["sample"], sample_schema(d, metadata)))
+            if "sample" in files
+            else None
+        )
         words_files = (
             (
-                files.enter_context(LayerWriter(words_paths[0], words_schema(d, metadata))),
-                files.enter_context(LayerWriter(words_paths[1], sentences_schema(metadata))),
+                opened.enter_context(LayerWriter(files["words"], words_schema(d, metadata))),
+                opened.enter_context(LayerWriter(files["sentences"], sentences_schema(metadata))),
             )
-            if words_paths
+            if "words" in files
             else None
         )
 
@@ -269,7 +260,7 @@ def run_and_write(
                         file.write(part.to_table(file.schema))
 
         # entered last, so left first: its last write ends before the files close
-        writer = files.enter_context(ThreadPoolExecutor(max_workers=1, thread_name_prefix="write"))
+        writer = opened.enter_context(ThreadPoolExecutor(max_workers=1, thread_name_prefix="write"))
         written = None
         for index, layers in enumerate(parts):
             if index == n_parts - 1:

@@ -201,6 +201,19 @@ def keeps_moments(geometry) -> bool:
     return is_on("covariance", geometry) or bool(kept_layer_sums(geometry))
 
 
+def sums_files(prefix, geometry) -> dict[str, str]:
+    """The files beside the sums file ``{prefix}.parquet`` that ``geometry`` (a config's mapping, or
+    :class:`ctxvar.extraction.accumulator.GeometryOptions`) keeps, by kind, as an extraction job writes them and a
+    merge adds them: ``moments`` (:func:`keeps_moments`), ``words`` and ``sentences`` (geometry.ethayarajh), ``sample``
+    (geometry.twonn, or a sample size above 0)."""
+    kinds = [
+        *(["moments"] if keeps_moments(geometry) else []),
+        *(["words", "sentences"] if is_on("ethayarajh", geometry) else []),
+        *(["sample"] if is_on("twonn", geometry) or getattr(geometry, "sample_size", 0) else []),
+    ]
+    return {kind: f"{prefix}.{kind}.parquet" for kind in kinds}
+
+
 def layer_columns() -> tuple[LayerColumn, ...]:
     """Every declared per-layer sum's ``geometry.csv`` columns (NaN where the sum is not kept)."""
     return tuple(column for item in LAYER_SUMS for column in item.columns)

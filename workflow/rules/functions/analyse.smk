@@ -2,4 +2,7 @@
 
 
 def geometry_inputs(wildcards):
-    return {"sums": results(f"{wildcards.model}/sums.parquet"), **geometry_files(results(f"{wildcards.model}/sums"))}
+    return {
+        "sums": results(f"{wildcards.model}/sums.parquet"),
+        **sums_files(results(f"{wildcards.model}/sums"), GEOMETRY),
+    }

@@ -6,19 +6,11 @@ def partial_prefix(model, shard):
     return results(f"partials/{model}/{shard}")
 
 
-def geometry_files(prefix):
-    """The extra sums files of ``prefix`` (a partial or a merged model) that config geometry asks for."""
-    files = {"moments": f"{prefix}.moments.parquet"} if keeps_moments(GEOMETRY) else {}
-    if GEOMETRY["ethayarajh"]:
-        files = {**files, "words": f"{prefix}.words.parquet", "sentences": f"{prefix}.sentences.parquet"}
-    return {**files, "sample": f"{prefix}.sample.parquet"} if GEOMETRY["twonn"] else files
-
-
 def partial_outputs():
     """An extraction job's files, the sums, the geometry sums config asks for and Fig. 1's points (empty but for
     figures.pca.model); deleted once merged and drawn (temp) unless ``keep_partials``."""
     prefix = partial_prefix("{model}", "{shard}")
-    files = {"partial": f"{prefix}.parquet", **geometry_files(prefix), "pca_points": f"{prefix}.pca.parquet"}
+    files = {"partial": f"{prefix}.parquet", **sums_files(prefix, GEOMETRY), "pca_points": f"{prefix}.pca.parquet"}
     return {name: path if config["keep_partials"] else temp(path) for name, path in files.items()}
 
 

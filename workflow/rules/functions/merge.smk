@@ -22,8 +22,8 @@ def merge_inputs(wildcards):
     else:
         prefixes = [partial_prefix(wildcards.model, shard) for shard in range(last + 1)]
     files = {"partials": [f"{prefix}.parquet" for prefix in prefixes]}
-    for name in geometry_files(""):
-        files[name] = [geometry_files(prefix)[name] for prefix in prefixes]
+    for name in sums_files("", GEOMETRY):
+        files[name] = [sums_files(prefix, GEOMETRY)[name] for prefix in prefixes]
     record = f"{sums_through(wildcards.model, last - 1)}.io.json"  # the I/O record of the step before, if any
     files["io"] = [record, f"{record}.sha256"] if config["incremental_merge"] and last > 1 else []
     return files
