@@ -12,8 +12,8 @@ import yaml
 
 from ctxvar.models.batching import BATCH_TOKENS
 
-from bench_scripts import run_bench, run_bench_main
-from workflow_runs import REPO, SMALL_DEMO
+from support.bench_scripts import run_bench, run_bench_main
+from support.workflow_runs import REPO, SMALL_DEMO
 
 
 def test_quick_benchmark_reports_every_step(tmp_path):

@@ -20,7 +20,7 @@ from ctxvar.stats import declarations
 from ctxvar.stats.declarations import LayerColumn, LayerSum, TokenColumn, TypeSum
 from ctxvar.stats.sums import SumsFile
 
-from pipeline_runs import TEST_DEVICE
+from support.pipeline_runs import TEST_DEVICE
 
 # Against the brute-force oracle, which runs on the CPU: there the pipeline agrees to 1e-9; a GPU's fp32 kernels
 # agree with the CPU's to the suite's 1e-6 of Q, and ‖x‖⁴ = Q² doubles a relative error.
@@ -43,7 +43,7 @@ def with_fourth_power(monkeypatch):
 
 
 def run(tmp_path, tiny_models, texts, n_shards):
-    from pipeline_runs import run_geometry_pipeline
+    from support.pipeline_runs import run_geometry_pipeline
 
     folder = tmp_path / f"shards{n_shards}"
     folder.mkdir()
@@ -53,7 +53,7 @@ def run(tmp_path, tiny_models, texts, n_shards):
 def test_a_declared_sum_goes_through_extraction_merge_and_finalize(
     with_fourth_power, tmp_path, tiny_models, corpus_texts
 ):
-    from oracle import brute_force_embeddings
+    from support.oracle import brute_force_embeddings
 
     texts = corpus_texts[:60]
     one, three = run(tmp_path, tiny_models, texts, 1), run(tmp_path, tiny_models, texts, 3)
@@ -138,7 +138,7 @@ def test_declared_layer_sums_go_through_extraction_merge_and_finalize(
     from ctxvar.stats.geometry import geometry_table
     from ctxvar.stats.sums import MomentsFile
 
-    from oracle import brute_force_embeddings
+    from support.oracle import brute_force_embeddings
 
     texts = corpus_texts[:60]
     tables = {}

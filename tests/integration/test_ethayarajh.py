@@ -15,8 +15,8 @@ from ctxvar.stats.ethayarajh import ETHAYARAJH_COLUMNS
 from ctxvar.stats.geometry import geometry_table
 from ctxvar.stats.word_files import SentencesFile, WordsFile
 
-from ethayarajh_reference import anisotropy_baseline, intra_sentence_similarity, self_similarity
-from pipeline_runs import run_geometry_pipeline
+from support.ethayarajh_reference import anisotropy_baseline, intra_sentence_similarity, self_similarity
+from support.pipeline_runs import run_geometry_pipeline
 
 RTOL = 1e-6
 COSINE = {"bert": True, "gpt2": False}  # both ways of making the unit rows: with Σ x/‖x‖ per type, and without

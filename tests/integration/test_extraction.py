@@ -34,9 +34,9 @@ from ctxvar.stats.merge import merge_partials
 from ctxvar.stats.sums import SumsFile
 from ctxvar.versions import device_name
 
-from oracle import assert_tokens_match, brute_force_tokens
-from pipeline_runs import PCA, PCA_ANALYSIS, TEST_DEVICE, assert_sums_equal, run_pipeline
-from workflow_runs import DEMO
+from support.oracle import assert_tokens_match, brute_force_tokens
+from support.pipeline_runs import PCA, PCA_ANALYSIS, TEST_DEVICE, assert_sums_equal, run_pipeline
+from support.workflow_runs import DEMO
 
 
 @pytest.fixture(scope="module", params=["bert", "roberta", "gpt2"])

@@ -20,7 +20,7 @@ from ctxvar.models import hashing
 from ctxvar.models import loading as models
 from ctxvar.run.job_log import job_log
 
-from pipeline_runs import TEST_DEVICE, shard_of
+from support.pipeline_runs import TEST_DEVICE, shard_of
 
 HASH_PATIENCE_S = 30  # how long the held-back hash waits for a forward pass before it gives up: a deadlock's bound
 

@@ -21,10 +21,10 @@ from ctxvar.stats.merge_io import run_io
 from ctxvar.stats.sample_file import points
 from ctxvar.stats.twonn import distinct_points
 
-from effective_rank_reference import rankme, roy_vetterli_effective_rank
-from pipeline_runs import GEOMETRY_OPTIONS as OPTIONS
-from pipeline_runs import GEOMETRY_SPECTRUM_K as SPECTRUM_K
-from pipeline_runs import run_geometry, sentence_offsets
+from support.effective_rank_reference import rankme, roy_vetterli_effective_rank
+from support.pipeline_runs import GEOMETRY_OPTIONS as OPTIONS
+from support.pipeline_runs import GEOMETRY_SPECTRUM_K as SPECTRUM_K
+from support.pipeline_runs import run_geometry, sentence_offsets
 
 RTOL = 1e-6
 # √λ turns the fp32 Gram product's ~ε₃₂λ₁ rounding of a zero eigenvalue (LayerNorm outputs have one) into

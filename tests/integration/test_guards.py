@@ -30,8 +30,8 @@ from ctxvar.stats.layers import layers_table
 from ctxvar.stats.merge import MUST_MATCH, merge_partials
 from ctxvar.stats.sums import SUMS_LAYOUT
 
-from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
-from pipeline_runs import TEST_DEVICE, shard_of
+from support.oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
+from support.pipeline_runs import TEST_DEVICE, shard_of
 
 
 def extract(model_dir, shard_path, out, entry=None, **options):

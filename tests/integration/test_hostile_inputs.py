@@ -56,8 +56,8 @@ from ctxvar.stats.sums import (
     write_sums,
 )
 
-from byte_flips import each_byte_flipped
-from pipeline_runs import TEST_DEVICE, shard_of
+from support.byte_flips import each_byte_flipped
+from support.pipeline_runs import TEST_DEVICE, shard_of
 from test_guards import extract
 
 REPO = Path(__file__).resolve().parents[2]

@@ -19,7 +19,7 @@ from ctxvar.extraction.layer_major import choose_blocks, find_blocks
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.files.parquet import write_table
 
-from pipeline_runs import TEST_DEVICE, both_orders
+from support.pipeline_runs import TEST_DEVICE, both_orders
 
 EVERY_SWITCH = GeometryOptions(covariance=True, cosine=True, sample_size=40, ethayarajh=True)
 FAMILIES = ["bert", "roberta", "gpt2", "gpt_neox", "opt", "llama", "mistral", "qwen2", "gemma2"]
@@ -110,7 +110,7 @@ def test_a_layout_without_blocks_runs_whole_model_and_the_log_says_why(tmp_path,
     """``auto`` falls back with the reason in the log; ``layer_major`` forced is a one-line error."""
     from ctxvar.extraction.passes import forward_options
 
-    from pipeline_runs import shard_of
+    from support.pipeline_runs import shard_of
 
     settings = ExtractionSettings(
         model={"id": "tiny"}, source=family_models["llama"], device=TEST_DEVICE, progress=False, config_hash="t"
@@ -141,7 +141,7 @@ def test_hidden_states_held_in_host_memory_give_the_same_bits(tmp_path, monkeypa
 
 def fake_gpu_job(family_models, monkeypatch, free_bytes: int, tmp_path, texts):
     """A CPU job that reads as one on a GPU with ``free_bytes`` free of 80 GB (torch.cuda.mem_get_info faked)."""
-    from pipeline_runs import shard_of
+    from support.pipeline_runs import shard_of
 
     settings = ExtractionSettings(
         model={"id": "tiny"}, source=family_models["llama"], device="cpu", progress=False, config_hash="t"

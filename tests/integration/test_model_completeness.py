@@ -24,7 +24,7 @@ from ctxvar.models.completeness import own_tensor_names, structure
 from ctxvar.models.files import directory_fingerprint
 from ctxvar.run.job_log import job_log
 
-from pipeline_runs import TEST_DEVICE, run_pipeline
+from support.pipeline_runs import TEST_DEVICE, run_pipeline
 
 CPU = torch.device("cpu")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")  # what save_pretrained writes for the tiny models

@@ -22,7 +22,8 @@ from ctxvar.extraction.extract import extract_shard, prepare_shard, run_and_writ
 from ctxvar.files.atomic import MANIFEST
 from ctxvar.stats.merge import MUST_MATCH
 
-from pipeline_runs import assert_sums_equal, shard_of, tiny_job_settings
+from support.pipeline_runs import assert_sums_equal, shard_of, tiny_job_settings
+from support.workflow_runs import REPO
 
 STREAMED = "read from the files one at a time"
 TINY_BUDGET_MB = 0.001  # below any tiny model's weights: every job streams them
@@ -239,12 +240,12 @@ ALLOWANCE_BYTES = 24 * 2**20  # the job's host memory off the device plan: token
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
 def test_weights_three_times_the_budget_run_within_the_plan(tmp_path, llama, tiny_models, corpus_texts):
-    """tests/streamed_peak.py in a fresh process: the job's resident memory grows by at most its memory plan
+    """tests/support/streamed_peak.py in a fresh process: the job's resident memory grows by at most its memory plan
     (resident weights: the weights outside the blocks and two blocks; hidden states; one layer's sums;
     transients) plus :data:`ALLOWANCE_BYTES`, less than the weights alone, and its sums are the whole model's."""
     model_dir = llama_checkpoint(tiny_models, tmp_path / "llama", "100MB", **PEAK_SIZES, num_hidden_layers=PEAK_LAYERS)
     shard = shard_of(tmp_path, corpus_texts[:5])
-    script = Path(__file__).resolve().parents[1] / "streamed_peak.py"
+    script = REPO / "tests" / "support" / "streamed_peak.py"
     environment = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
     run = subprocess.run(
         [

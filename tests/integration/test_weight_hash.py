@@ -22,7 +22,7 @@ from ctxvar.files.atomic import MANIFEST
 from ctxvar.models import hashing, loading
 from ctxvar.stats.merge import MUST_MATCH, merge_partials
 
-from pipeline_runs import TEST_DEVICE, shard_of
+from support.pipeline_runs import TEST_DEVICE, shard_of
 
 CPU = torch.device("cpu")
 

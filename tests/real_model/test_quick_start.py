@@ -13,7 +13,15 @@ import pytest
 import ctxvar
 from ctxvar.errors import ModelLoadError
 
-from workflow_runs import MINILM, REPO, RUN_SECONDS, end_of_run, finished_snakemake, quick_start_archive, run_seconds
+from support.workflow_runs import (
+    MINILM,
+    REPO,
+    RUN_SECONDS,
+    end_of_run,
+    finished_snakemake,
+    quick_start_archive,
+    run_seconds,
+)
 
 README = " ".join((REPO / "README.md").read_text().split())  # one line: quoted sentences wrap anywhere
 FIGURES_DOC = " ".join((REPO / "docs" / "figures.md").read_text().split())

@@ -12,8 +12,8 @@ import subprocess
 
 import pytest
 
-from slurm_cluster import CAN_RUN, NEEDS, TARGETS, stop_cluster
-from workflow_runs import SMALL_DEMO_OUTPUTS, finished_snakemake, stop_snakemake
+from support.slurm_cluster import CAN_RUN, NEEDS, TARGETS, stop_cluster
+from support.workflow_runs import SMALL_DEMO_OUTPUTS, finished_snakemake, stop_snakemake
 
 pytestmark = pytest.mark.skipif(not CAN_RUN, reason=NEEDS)
 

@@ -10,7 +10,7 @@ from ctxvar.config.checks import check_config
 from ctxvar.config.schema import check_schema
 from ctxvar.errors import ConfigError
 
-from workflow_runs import DEMO
+from support.workflow_runs import DEMO
 
 ARCHIVE = {"id": "zipped", "init": "archive", "archive": "m.zip", "sha256": {"model.safetensors": "0" * 64}}
 GGUF = {"id": "quantized", "init": "archive", "gguf": "m.gguf", "sha256": {"m.gguf": "0" * 64}}

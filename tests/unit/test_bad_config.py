@@ -11,7 +11,7 @@ from ctxvar.config.schema import check_schema
 from ctxvar.errors import CtxvarError
 from ctxvar.models.archive import check_archives
 
-from workflow_runs import DEMO
+from support.workflow_runs import DEMO
 
 NO_SUCH_ARCHIVE = {"archive": "m.zip", "sha256": {"model.safetensors": "0" * 64}}
 

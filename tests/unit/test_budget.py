@@ -4,7 +4,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -24,6 +23,8 @@ from ctxvar.extraction.budget import (
     warn_of_host_layers,
 )
 from ctxvar.extraction.settings import ExtractionSettings
+
+from support.workflow_runs import REPO
 
 GiB = 1 << 30
 # CPU proxies, small enough for the fast tier: a decoder of Llama's proportions (ffn 2.69·d) and GPT-2's, and a
@@ -53,13 +54,13 @@ LLAMA_2_7B = SimpleNamespace(hidden_size=4096, intermediate_size=11008, num_atte
 
 @pytest.fixture(scope="module")
 def loop_peaks() -> dict[str, dict]:
-    """tests/forward_peak.py on every proxy, in one fresh process: 2 batches of 16 rows × 64 tokens each. Every
+    """tests/support/forward_peak.py on every proxy, in one fresh process: 2 batches of 16 rows × 64 tokens each. Every
     term the budget counts, and every copy a leak would add (the KV cache, a batch's outputs kept alive), grows with
     the rows, so a few rows show the same proportions as many; the forward passes are most of the test's time."""
     run = subprocess.run(
         [
             sys.executable,
-            str(Path(__file__).resolve().parents[1] / "forward_peak.py"),
+            str(REPO / "tests" / "support" / "forward_peak.py"),
             json.dumps(list(PROXIES.values())),
             "16",
             "64",

@@ -31,7 +31,7 @@ from ctxvar.files.parquet import (
 )
 from ctxvar.files.value_digest import VALUE_DIGEST_KIND, value_digest
 
-from byte_flips import read_despite_a_flip, reads_in_halves, reseal
+from support.byte_flips import read_despite_a_flip, reads_in_halves, reseal
 
 REMEDY = "delete it and re-run (Snakemake rebuilds it)"
 

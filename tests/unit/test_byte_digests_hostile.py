@@ -16,7 +16,7 @@ from ctxvar.errors import IntegrityError
 from ctxvar.files import byte_digest
 from ctxvar.files.parquet import ParquetInput, ParquetOutput, read_table, tagged_schema, write_table
 
-from byte_flips import reads_in_halves
+from support.byte_flips import reads_in_halves
 
 
 def table(rows: int = 300_000) -> pa.Table:

@@ -11,7 +11,7 @@ import pytest
 from ctxvar.config.schema import check_schema
 from ctxvar.errors import ConfigError
 
-from workflow_runs import DEMO
+from support.workflow_runs import DEMO
 
 
 @pytest.mark.parametrize(

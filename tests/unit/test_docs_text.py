@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from workflow_runs import REPO
+from support.workflow_runs import REPO
 
 CONFLICT = re.compile(rf"^({'<' * 7}|{'>' * 7})( |$)|^{'=' * 7}$", flags=re.M)  # built, so this file holds none
 MAKING = re.compile(

@@ -7,7 +7,7 @@ import pytest
 
 from ctxvar.stats.geometry import rank_metrics
 
-from effective_rank_reference import entropy_rank, rankme, roy_vetterli_effective_rank
+from support.effective_rank_reference import entropy_rank, rankme, roy_vetterli_effective_rank
 
 RTOL = 1e-6
 

@@ -9,7 +9,7 @@ import re
 import pandas as pd
 import pytest
 
-from workflow_runs import REPO
+from support.workflow_runs import REPO
 
 FOLDER = REPO / "docs" / "figures" / "encoder_vs_decoder"
 ENCODER, DECODER = "all-MiniLM-L6-v2", "SmolLM2-135M-Instruct"

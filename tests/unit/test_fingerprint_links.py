@@ -9,7 +9,7 @@ import sys
 
 from ctxvar.models.files import directory_fingerprint
 
-from workflow_runs import REPO
+from support.workflow_runs import REPO
 
 
 def test_links_back_up_the_folder_end_the_walk(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ctxvar.stats.geometry import geometry_columns
 
-from workflow_runs import REPO
+from support.workflow_runs import REPO
 
 
 def test_every_geometry_column_is_in_the_geometry_doc():

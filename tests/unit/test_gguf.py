@@ -19,7 +19,7 @@ from ctxvar.files.atomic import file_sha256
 from ctxvar.models.archive import archive_path
 from ctxvar.run.inputs import model_inputs
 
-from workflow_runs import REPO
+from support.workflow_runs import REPO
 
 SMOLLM = "SmolLM2-135M-Instruct"
 CONFIG = REPO / "config" / "encoder_vs_decoder.yaml"
@@ -408,7 +408,7 @@ def test_the_converted_smollm_runs_layer_major_bit_for_bit(smollm, tmp_path, cor
     """Its layer-major job writes the whole-model job's files, every geometry switch on."""
     from ctxvar.extraction.accumulator import GeometryOptions
 
-    from pipeline_runs import both_orders, shard_of
+    from support.pipeline_runs import both_orders, shard_of
 
     _, folder = smollm
     options = GeometryOptions(covariance=True, cosine=True, sample_size=20, ethayarajh=True)

@@ -21,7 +21,7 @@ from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.models import loading
 from ctxvar.stats import sums
 
-from pipeline_runs import shard_of
+from support.pipeline_runs import shard_of
 
 JOBS = textwrap.dedent("""
     import json, os, sys, time

@@ -16,7 +16,7 @@ from ctxvar.errors import ConfigError
 from ctxvar.models import hub
 from ctxvar.run.inputs import corpus_inputs, local_model_directory, model_inputs, with_inputs
 
-from workflow_runs import REPO
+from support.workflow_runs import REPO
 
 DEMO = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
 

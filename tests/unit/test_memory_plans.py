@@ -12,7 +12,7 @@ from transformers import LlamaConfig, LlamaModel
 from ctxvar.extraction.budget import reserve_bytes
 from ctxvar.extraction.layer_major import ModelWeights, find_blocks, shape_plan, shape_weights
 
-from workflow_runs import REPO
+from support.workflow_runs import REPO
 
 sys.path.insert(0, str(REPO / "bench"))
 import memory_plans  # noqa: E402  (bench/memory_plans.py: the shapes docs/performance.md tabulates)

@@ -22,7 +22,7 @@ from ctxvar.stats.summary import MODEL_COLUMNS
 from ctxvar.stats.sums import KEY_COLUMNS, moments_schema, sums_schema
 from ctxvar.stats.word_files import sentences_schema, words_schema
 
-from documented_outputs import (
+from support.documented_outputs import (
     column_differences,
     documented_columns,
     file_rows,
@@ -31,7 +31,7 @@ from documented_outputs import (
     path_regex,
     sample_path,
 )
-from workflow_runs import REPO
+from support.workflow_runs import REPO
 
 MANUAL = [  # and the shipped configs' comments
     REPO / "README.md",

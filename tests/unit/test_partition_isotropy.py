@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from machina_mercer_reference import machina_mercer_isotropy
 from safetensors.torch import load_file
 
 from ctxvar.errors import InsufficientData, StatisticsError
@@ -34,6 +33,8 @@ from ctxvar.stats.partition_isotropy import (
 )
 from ctxvar.stats.sample_file import points, read_sample_layer
 from ctxvar.stats.sample_metrics import PARTITION_COLUMNS, partition_metrics
+
+from support.machina_mercer_reference import machina_mercer_isotropy
 
 RTOL = 1e-6
 
@@ -296,8 +297,8 @@ def test_partition_metrics_solve_and_multiply_once_per_centring(monkeypatch):
 
 @pytest.mark.integration
 def test_geometry_table_has_the_sample_isotropy_per_layer(tmp_path, tiny_models, corpus_texts):
-    from pipeline_runs import GEOMETRY_SPECTRUM_K as SPECTRUM_K
-    from pipeline_runs import run_geometry
+    from support.pipeline_runs import GEOMETRY_SPECTRUM_K as SPECTRUM_K
+    from support.pipeline_runs import run_geometry
 
     table, sample_path = run_geometry(tmp_path, tiny_models["gpt2"], corpus_texts, 1)
     assert list(table.columns) == geometry_columns(SPECTRUM_K)

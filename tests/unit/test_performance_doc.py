@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from workflow_runs import REPO
+from support.workflow_runs import REPO
 
 PERFORMANCE = (REPO / "docs" / "performance.md").read_text()
 

@@ -27,7 +27,7 @@ from ctxvar.stats.sample_file import points
 from ctxvar.stats.sample_metrics import PARTITION_COLUMNS, batch_anisotropy, batch_twonn, sample_batches
 from ctxvar.stats.twonn import distinct_points
 
-from pipeline_runs import run_geometry_pipeline
+from support.pipeline_runs import run_geometry_pipeline
 
 RTOL = 1e-6
 BATCH = 300  # k, points per batch in the pipeline runs
@@ -193,7 +193,7 @@ def test_batches_do_not_depend_on_the_sharding(runs):
 
 @pytest.mark.integration
 def test_batches_are_blocks_of_the_brute_force_ranking(runs, oracle, tiny_models, corpus_texts, arch):
-    from pipeline_runs import sentence_offsets
+    from support.pipeline_runs import sentence_offsets
 
     keys, X = oracle
     offsets = sentence_offsets(tiny_models[arch], corpus_texts)

@@ -18,7 +18,7 @@ from ctxvar.extraction.accumulator import (
 from ctxvar.extraction.budget import batch_bytes
 from ctxvar.stats.geometry import covariance
 
-from workflow_runs import REPO
+from support.workflow_runs import REPO
 
 ROUND_TO_NEAREST_BOUND = 2e-5  # fp32 accumulation to nearest (a CPU's): the loᵀlo left out, ≲ 1.54e-5, and rounding
 TENSOR_CORE_BOUND = 1e-4  # fp32 accumulation that truncates every addition (the pessimistic tensor-core model)

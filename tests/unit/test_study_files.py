@@ -8,7 +8,7 @@ import yaml
 from ctxvar.config.run_name import check_study_named
 from ctxvar.errors import ConfigError
 
-from workflow_runs import REPO
+from support.workflow_runs import REPO
 
 PAPER = yaml.safe_load((REPO / "config.yaml").read_text())
 STUDY = {  # names what it studies and nothing else

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from workflow_runs import REPO
+from support.workflow_runs import REPO
 
 CHECKS = {
     "ruff check": [sys.executable, "-m", "ruff", "check", "."],

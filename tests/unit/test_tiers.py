@@ -10,7 +10,7 @@ import sys
 import pytest
 import tomllib
 
-from workflow_runs import ONE_PROCESS_TIERS, REPO, one_process_tiers
+from support.workflow_runs import ONE_PROCESS_TIERS, REPO, one_process_tiers
 
 
 def test_the_default_selection_is_the_fast_tier_and_may_run_in_two_processes():

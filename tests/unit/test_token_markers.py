@@ -303,7 +303,7 @@ def test_demo_models_follow_their_own_marker(tiny_models, corpus_texts, arch, ma
 
 @pytest.mark.integration
 def test_extraction_records_the_marker_and_counts_the_authors_types(tmp_path, tiny_models, corpus_texts):
-    from pipeline_runs import run_pipeline
+    from support.pipeline_runs import run_pipeline
 
     texts = corpus_texts[:40] + TEXTS
     tokens = run_pipeline(tmp_path, tiny_models["gpt2"], texts, 1, "tiny-gpt2")[0]
@@ -321,7 +321,7 @@ def test_partials_of_another_marker_do_not_merge(tmp_path):
 
 
 def test_the_type_key_rule_is_part_of_the_extraction_hash(monkeypatch):
-    from workflow_runs import DEMO
+    from support.workflow_runs import DEMO
 
     model = DEMO["models"][0]
     before = extraction_config_hash(DEMO, model)

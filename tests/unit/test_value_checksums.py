@@ -38,7 +38,7 @@ from ctxvar.stats.sums import (
     write_sums,
 )
 
-from byte_flips import read_despite_a_flip, reseal
+from support.byte_flips import read_despite_a_flip, reseal
 
 REMEDY = "delete it and re-run (Snakemake rebuilds it)"
 N_LAYERS, D = 3, 4

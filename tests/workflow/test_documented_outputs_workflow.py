@@ -9,7 +9,7 @@ import json
 import pandas as pd
 import pyarrow.parquet as pq
 
-from documented_outputs import (
+from support.documented_outputs import (
     TABLE_SUFFIXES,
     column_differences,
     documented_columns,
@@ -21,7 +21,7 @@ from documented_outputs import (
     table_columns,
     undocumented_files,
 )
-from workflow_runs import DEMO
+from support.workflow_runs import DEMO
 
 RUN = DEMO["run"]
 # Documented files the demo does not write: partials and running merges are deleted once merged

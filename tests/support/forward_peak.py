@@ -1,6 +1,6 @@
 """Peak memory of the extraction's batch loop on CPU proxy models, in a fresh process; prints JSON.
 
-    python tests/forward_peak.py '[{"model_type": "llama", "hidden_size": 256, ...}, ...]' ROWS WIDTH BATCHES
+    python tests/support/forward_peak.py '[{"model_type": "llama", "hidden_size": 256, ...}, ...]' ROWS WIDTH BATCHES
 
 For each config, runs :func:`ctxvar.extraction.passes.run_batches` over BATCHES batches
 of ROWS × WIDTH tokens with real sums of every layer (allocated before the measurement),

@@ -21,7 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 OUTPUTS = REPO / "docs" / "outputs.md"
 TABLE_SUFFIXES = (".csv", ".parquet")
 PLACEHOLDER = re.compile(r"\{(\w+)\}")

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from workflow_runs import BACKGROUND_NICENESS, REPO, SMALL_DEMO, start_snakemake, stop_snakemake
+from support.workflow_runs import BACKGROUND_NICENESS, REPO, SMALL_DEMO, start_snakemake, stop_snakemake
 
 CAN_RUN = os.geteuid() == 0 and all(shutil.which(d) for d in ("munged", "slurmctld", "slurmd"))
 NEEDS = "the SLURM tier needs root and Debian's slurm-wlm and munge (apt-get install -y slurm-wlm munge)"

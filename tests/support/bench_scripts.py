@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from workflow_runs import REPO
+from support.workflow_runs import REPO
 
 BENCH = REPO / "bench"
 if str(BENCH) not in sys.path:

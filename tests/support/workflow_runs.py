@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEMO = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
 # The demo's first model on a sixth of its corpus, in 4 shards (so the running merges of shards 0..1 and 0..2
 # run): the runs that show how jobs are submitted, killed and resumed, where the data's size changes nothing.

@@ -1,7 +1,8 @@
 """Peak resident memory of an extraction job whose model's weights are streamed from its files, in a fresh
 process; prints JSON.
 
-    MALLOC_MMAP_THRESHOLD_=65536 python tests/streamed_peak.py SHARD MODEL_DIR OUT DTYPE MAX_DEVICE_MB WARM_UP_DIR
+    MALLOC_MMAP_THRESHOLD_=65536 python tests/support/streamed_peak.py \\
+        SHARD MODEL_DIR OUT DTYPE MAX_DEVICE_MB WARM_UP_DIR
 
 Runs :func:`ctxvar.extraction.extract.extract_shard` on a CPU with ``max_device_mb`` as the device budget,
 once with the small model of the same family in WARM_UP_DIR (so that every module the job imports is imported
@@ -24,7 +25,7 @@ import json
 import sys
 import time
 
-from forward_peak import reset_peak, resident_bytes  # tests/, the script's folder
+from forward_peak import reset_peak, resident_bytes  # tests/support, the script's folder
 
 from ctxvar.extraction import extract
 from ctxvar.extraction.settings import ExtractionSettings
