@@ -6,19 +6,18 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from test_results_mixture import finished_run
 
 from ctxvar.errors import IntegrityError
 from ctxvar.files.atomic import write_csv
 from ctxvar.results import Results, load_results
 from ctxvar.stats.embedding_matrices import MATRIX_COLUMNS, matrix_table
 
-REPO = Path(__file__).resolve().parents[2]
+from .test_results import finished_run
+from support.workflow_runs import REPO
 
 
 def matrices(seed: int) -> dict[str, np.ndarray]:

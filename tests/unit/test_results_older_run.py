@@ -4,13 +4,14 @@ refused by load_results with a line that says why the sample reads None, not onl
 from __future__ import annotations
 
 import pytest
-from test_results_mixture import finished_run
 
 from ctxvar.config.hashes import CORPUS_HASH
 from ctxvar.errors import StatisticsError
 from ctxvar.files.atomic import read_json, write_json
 from ctxvar.results import load_results
 from ctxvar.stats.provenance import FINISH
+
+from .test_results import finished_run
 
 
 def test_a_run_of_a_ctxvar_before_the_sample_was_recorded_says_so(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from test_architecture import LAYERS, PACKAGE
+from .test_architecture import LAYERS, PACKAGE
 
 
 def documented_modules() -> dict[str, str]:

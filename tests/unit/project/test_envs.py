@@ -10,7 +10,8 @@ import pytest
 import tomllib
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+from support.workflow_runs import REPO
+
 CONDA_NAME = {
     "torch": "pytorch",
     "yaml": "pyyaml",

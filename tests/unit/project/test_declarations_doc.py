@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ctxvar.stats.declarations import docs_rows, layer_docs_rows
 
-OUTPUTS = Path(__file__).resolve().parents[2] / "docs" / "outputs.md"
+from support.workflow_runs import REPO
+
+OUTPUTS = REPO / "docs" / "outputs.md"
 
 
 def test_outputs_doc_holds_the_declared_rows_in_order():

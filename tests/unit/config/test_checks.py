@@ -10,6 +10,8 @@ from ctxvar.config.hashes import extraction_config_hash
 from ctxvar.config.schema import check_schema
 from ctxvar.errors import ConfigError
 
+from support.workflow_runs import REPO
+
 DEMO = yaml.safe_load(open("config/demo.yaml"))
 
 
@@ -84,12 +86,10 @@ def test_config_hash_tracks_science_not_other_models():
 
 def test_the_configuration_reference_is_generated_from_the_schema():
     """config/README.md is the schema's descriptions and defaults; regenerate with python -m ctxvar.config.reference."""
-    from pathlib import Path
 
     from ctxvar.config.reference import REFERENCE, SCHEMA, markdown
 
-    root = Path(__file__).resolve().parents[2]
-    assert (root / REFERENCE).read_text() == markdown(yaml.safe_load((root / SCHEMA).read_text()))
+    assert (REPO / REFERENCE).read_text() == markdown(yaml.safe_load((REPO / SCHEMA).read_text()))
 
 
 def test_the_schema_loaded_by_libyaml_is_what_the_pure_python_loader_reads():
@@ -100,11 +100,10 @@ def test_the_schema_loaded_by_libyaml_is_what_the_pure_python_loader_reads():
 
 def test_required_keys_have_no_default_and_the_reference_says_required():
     """A default on a required key would be documented but never used (corpus.source once read "hf")."""
-    from pathlib import Path
 
     from ctxvar.config.reference import SCHEMA, markdown
 
-    schema = yaml.safe_load((Path(__file__).resolve().parents[2] / SCHEMA).read_text())
+    schema = yaml.safe_load((REPO / SCHEMA).read_text())
     reference = markdown(schema)
     for key, spec in (("corpus", schema), ("corpus.source", schema["properties"]["corpus"])):
         name = key.rsplit(".", 1)[-1]

@@ -1,12 +1,11 @@
 """The README's install and test commands are exactly what CI runs; it stays short and its links resolve."""
 
 import re
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from support.workflow_runs import REPO
 
 
 def commands_under(heading: str) -> list[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "src" / "ctxvar"
+PACKAGE = Path(__file__).resolve().parents[3] / "src" / "ctxvar"
 DAG_BUILD_IMPORTS = [
     "ctxvar.config.checks",
     "ctxvar.config.entries",
