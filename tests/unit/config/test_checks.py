@@ -1,25 +1,22 @@
+"""The checks Snakemake's start-up runs on a config (ctxvar.config.checks, called from workflow/rules/common.smk),
+in process: bad model entries, paths and values stop the run before any job with one readable line;
+tests/workflow/test_workflow.py runs two of these through Snakemake. An ``init: archive`` entry names one file,
+which holds one version of the model, so ``revision`` or ``revisions`` on it are refused, as on a local model
+directory."""
+
+from __future__ import annotations
+
 import copy
-import re
 
 import pytest
-import yaml
 
 from ctxvar.config.checks import check_config
-from ctxvar.config.entries import model_id, models_by_id
-from ctxvar.config.hashes import extraction_config_hash
+from ctxvar.config.entries import models_by_id
 from ctxvar.config.schema import check_schema
-from ctxvar.errors import ConfigError
+from ctxvar.errors import ConfigError, CtxvarError
+from ctxvar.models.archive import check_archives
 
-from support.workflow_runs import REPO
-
-DEMO = yaml.safe_load(open("config/demo.yaml"))
-
-
-def test_model_id_derived_from_name_and_revision():
-    assert model_id({"name": "EleutherAI/pythia-70m"}) == "EleutherAI--pythia-70m"
-    assert model_id({"name": "EleutherAI/pythia-70m", "revision": "step1000"}) == "EleutherAI--pythia-70m@step1000"
-    assert model_id({"name": "gpt2", "revision": "main"}) == "gpt2"
-    assert model_id({"id": "mine", "name": "gpt2"}) == "mine"
+from support.workflow_runs import DEMO
 
 
 @pytest.mark.parametrize(
@@ -73,72 +70,77 @@ def test_a_corpus_path_that_is_a_directory_is_named(tmp_path):
         check_config(config)
 
 
-def test_config_hash_tracks_science_not_other_models():
-    config = copy.deepcopy(DEMO)
-    models = models_by_id(config)
-    before = extraction_config_hash(config, models["tiny-bert"])
-    config["models"].append({"id": "extra", "init": "random", "arch": "gpt2"})
-    config["device"] = "cpu"
-    assert extraction_config_hash(config, models["tiny-bert"]) == before
-    config["dtype"] = "bfloat16"
-    assert extraction_config_hash(config, models["tiny-bert"]) != before
+NO_SUCH_ARCHIVE = {"archive": "m.zip", "sha256": {"model.safetensors": "0" * 64}}
 
 
-def test_the_configuration_reference_is_generated_from_the_schema():
-    """config/README.md is the schema's descriptions and defaults; regenerate with python -m ctxvar.config.reference."""
-
-    from ctxvar.config.reference import REFERENCE, SCHEMA, markdown
-
-    assert (REPO / REFERENCE).read_text() == markdown(yaml.safe_load((REPO / SCHEMA).read_text()))
-
-
-def test_the_schema_loaded_by_libyaml_is_what_the_pure_python_loader_reads():
-    from ctxvar.config.schema import SCHEMA, SCHEMA_PATH
-
-    assert repr(SCHEMA) == repr(yaml.safe_load(SCHEMA_PATH.read_text()))  # repr: 1 and 1.0, True and 1 differ
+def start_up_checks(config: dict, run_folder) -> None:
+    """What the workflow checks before any job, in its order: schema, ctxvar's own checks, the model entries."""
+    check_schema(config)
+    check_config(config)
+    check_archives(models_by_id(config), run_folder)
 
 
-def test_required_keys_have_no_default_and_the_reference_says_required():
-    """A default on a required key would be documented but never used (corpus.source once read "hf")."""
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"corpus": {**DEMO["corpus"], "fraction": 0}}, "corpus.fraction: 0 is less than or equal to the minimum of 0"),
+        ({"shards": 0}, "shards: 0 is less than the minimum of 1"),
+        ({"dtype": "fp8"}, "dtype: 'fp8' is not allowed; use one of float32, bfloat16, float16"),
+        ({"shards": "eight"}, "ctxvar error: shards: 'eight' is not a whole number"),
+        ({"shards": 2.0}, "ctxvar error: shards: 2.0 is not a whole number"),
+        (
+            {"shards": 2**63},
+            "ctxvar error: shards: 9223372036854775808 is greater than the maximum of 10000",
+        ),
+        (
+            {"analysis": {"min_log10_n": 4, "max_log10_n": 2}},
+            "ctxvar error: analysis: min_log10_n (4) is above max_log10_n (2)",
+        ),
+        (
+            {"corpus": {**DEMO["corpus"], "source": "csv"}},
+            "corpus.source: 'csv' is not allowed; use one of hf, text, parquet, jsonl",
+        ),
+        (
+            {"corpus": {**DEMO["corpus"], "source": "text", "path": "missing.txt"}},
+            "corpus.path: file not found: missing.txt",
+        ),
+        ({"modles": []}, "Additional properties are not allowed ('modles' was unexpected)"),
+        (
+            {"models": [{"name": "/data/checkpoints/my-bert"}]},  # the README's example path
+            "ctxvar error: models[]: entry 'my-bert': /data/checkpoints/my-bert does not exist",
+        ),
+        (
+            {"models": [{"id": "m", "init": "archive", "package": "ctxvar-no-such-package", **NO_SUCH_ARCHIVE}]},
+            "ctxvar error: models[]: entry 'm': package 'ctxvar-no-such-package' is not installed",
+        ),
+        ({"models": DEMO["models"] + DEMO["models"][:1]}, "duplicate model id 'tiny-bert'"),
+    ],
+)
+def test_bad_config_stops_before_any_job_with_a_readable_line(tmp_path, monkeypatch, change, message):
+    monkeypatch.chdir(tmp_path)  # relative corpus paths resolve where Snakemake runs
+    with pytest.raises(CtxvarError) as error:
+        start_up_checks({**DEMO, **change}, tmp_path / "results" / "demo")
+    assert message.removeprefix("ctxvar error: ") in str(error.value) and "\n" not in str(error.value)
+    assert not (tmp_path / "results").exists()
 
-    from ctxvar.config.reference import SCHEMA, markdown
 
-    schema = yaml.safe_load((REPO / SCHEMA).read_text())
-    reference = markdown(schema)
-    for key, spec in (("corpus", schema), ("corpus.source", schema["properties"]["corpus"])):
-        name = key.rsplit(".", 1)[-1]
-        assert name in spec["required"] and "default" not in spec["properties"][name], key
-        row = next(line for line in reference.splitlines() if line.startswith(f"| `{key}` |"))
-        assert row.split(" | ")[2] == "*required*", row
+ARCHIVE = {"id": "zipped", "init": "archive", "archive": "m.zip", "sha256": {"model.safetensors": "0" * 64}}
+GGUF = {"id": "quantized", "init": "archive", "gguf": "m.gguf", "sha256": {"m.gguf": "0" * 64}}
 
 
-def integer_keys(properties: dict, prefix: str = ""):
-    """Dotted paths of every integer key of the schema (``models[].`` for keys of each models entry)."""
-    for name, spec in properties.items():
-        kinds = spec.get("type") if isinstance(spec.get("type"), list) else [spec.get("type")]
-        if "integer" in kinds:
-            yield f"{prefix}{name}"
-        yield from integer_keys(spec.get("properties", {}), f"{prefix}{name}.")
-        yield from integer_keys(spec.get("items", {}).get("properties", {}), f"{prefix}{name}[].")
+@pytest.mark.parametrize("entry", [ARCHIVE, GGUF])
+@pytest.mark.parametrize("versions", [{"revision": "v1"}, {"revisions": ["step0", "step100"]}])
+def test_a_revision_on_an_archive_is_refused_with_one_line(entry, versions):
+    config = {**DEMO, "models": [{**entry, **versions}]}
+    check_schema(config)
+    with pytest.raises(ConfigError) as error:
+        check_config(config)
+    message = str(error.value)
+    assert f"entry {entry['id']!r}" in message and "holds one version of the model" in message
+    assert f"remove {next(iter(versions))}" in message and "\n" not in message
 
 
-INTEGER_KEYS = list(integer_keys(yaml.safe_load(open("workflow/schemas/config.schema.yaml"))["properties"]))
-
-
-@pytest.mark.parametrize("key", INTEGER_KEYS)
-def test_an_absurd_integer_is_refused_at_start_up_naming_the_maximum(key):
-    """2⁶³ overflows numpy's int64 (chunk_sentences raised OverflowError in split_corpus); every integer key
-    has a maximum that keeps it within numpy and memory."""
-    assert {"shards", "geometry.sample_size", "models[].hidden_size"} <= set(INTEGER_KEYS)
-    config = copy.deepcopy(DEMO)
-    *parents, name = key.replace("[]", ".0").split(".")
-    target = config
-    for parent in parents:
-        target = target[int(parent)] if parent.isdigit() else target.setdefault(parent, {})
-    target[name] = 2**63
-    with pytest.raises(
-        ConfigError,
-        match=f"^{re.escape(key.replace('[]', '.0'))}: 9223372036854775808 is greater than the maximum of [0-9]+$",
-    ) as error:
-        check_schema(config)
-    assert "\n" not in str(error.value)
+def test_an_archive_without_revisions_passes():
+    config = {**DEMO, "models": [ARCHIVE]}
+    check_schema(config)
+    check_config(config)

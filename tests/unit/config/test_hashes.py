@@ -1,9 +1,15 @@
-"""Extraction's geometry params are the same text whatever the order of the config's keys: Snakemake compares a
-job's params as text, so a reordered config.yaml must not re-run extraction."""
+"""The hashes a job's params carry (ctxvar.config.hashes): the config hash follows the science, not the other models
+or the device. Extraction's geometry params are the same text whatever the order of the config's keys: Snakemake
+compares a job's params as text, so a reordered config.yaml must not re-run extraction."""
 
 from __future__ import annotations
 
-from ctxvar.config.hashes import extraction_geometry
+import copy
+
+from ctxvar.config.entries import models_by_id
+from ctxvar.config.hashes import extraction_config_hash, extraction_geometry
+
+from support.workflow_runs import DEMO
 
 GEOMETRY = {  # the schema's defaults, in the schema's order
     "covariance": True,
@@ -41,3 +47,14 @@ def test_a_new_switch_enters_the_params_after_the_others():
         "fourth_power",
         "batches",
     ]
+
+
+def test_config_hash_tracks_science_not_other_models():
+    config = copy.deepcopy(DEMO)
+    models = models_by_id(config)
+    before = extraction_config_hash(config, models["tiny-bert"])
+    config["models"].append({"id": "extra", "init": "random", "arch": "gpt2"})
+    config["device"] = "cpu"
+    assert extraction_config_hash(config, models["tiny-bert"]) == before
+    config["dtype"] = "bfloat16"
+    assert extraction_config_hash(config, models["tiny-bert"]) != before

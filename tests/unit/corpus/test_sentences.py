@@ -1,12 +1,15 @@
+"""Sampling a corpus's sentences (ctxvar.corpus.sentences): the paper's sampling and the hash sampling, local text,
+JSON Lines and Parquet sources through ``datasets`` with the word filter, the Hub's datasets offline or out of
+reach, and the lines dropped (blank, undecodable, control characters, too long), counted, and named when none is
+kept."""
+
 import json
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from ctxvar.corpus.sentences import sample_indices, sample_sentences, write_sentences
-from ctxvar.corpus.shards import split_corpus
-from ctxvar.corpus.sources import synthetic_sentences
+from ctxvar.corpus.sentences import sample_indices, sample_sentences
 from ctxvar.errors import CorpusError
 
 BASE = {
@@ -33,15 +36,6 @@ def test_hash_sampling_is_stable_under_appended_rows_and_near_the_fraction():
     small, large = sample_indices(20_000, 0.1, 3, "hash"), sample_indices(40_000, 0.1, 3, "hash")
     assert np.array_equal(large[large < 20_000], small)
     assert abs(len(large) / 40_000 - 0.1) < 0.01
-
-
-def test_synthetic_corpus_is_deterministic_and_zipfian():
-    spec = {"n_sentences": 2000, "vocab_size": 500, "zipf_exponent": 1.1, "mean_words": 12}
-    texts = synthetic_sentences(spec, 5)
-    assert texts == synthetic_sentences(spec, 5) and texts != synthetic_sentences(spec, 6)
-    counts = np.sort(np.unique(" ".join(texts).split(" "), return_counts=True)[1])[::-1]
-    slope = np.polyfit(np.log(np.arange(1, 51)), np.log(counts[:50]), 1)[0]
-    assert -1.4 < slope < -0.8
 
 
 def test_local_text_file_goes_through_datasets_with_the_word_filter(tmp_path):
@@ -84,31 +78,6 @@ def test_missing_text_column_is_named(tmp_path):
         sample_sentences({**BASE, "source": "jsonl", "path": str(path)})
 
 
-def test_shards_partition_the_sentences_in_whole_planned_batches(tmp_path, tiny_models):
-    from ctxvar.extraction.shard import chunk_batches, read_shard
-    from ctxvar.models.batching import BATCH_TOKENS
-    from ctxvar.models.loading import load_tokenizer
-    from ctxvar.models.tokens import encode
-
-    corpus = {**BASE, "source": "synthetic", "max_words": 63}
-    write_sentences(corpus, tmp_path / "s.parquet", tmp_path / "c.json")
-    paths = [tmp_path / f"{i}.parquet" for i in range(3)]
-    split_corpus(tmp_path / "s.parquet", paths, {"id": "m"}, tiny_models["bert"])
-    ids = [pq.read_table(p).column("sentence_id").to_pylist() for p in paths]
-    chunks = [set(pq.read_table(p).column("chunk").to_pylist()) for p in paths]
-    assert not (chunks[0] & chunks[1]) and not (chunks[1] & chunks[2]) and not (chunks[0] & chunks[2])
-    sampled = pq.read_table(tmp_path / "s.parquet").column("sentence_id").to_pylist()
-    assert sorted(sum(ids, [])) == sorted(sampled)
-    position = {sentence: i for i, sentence in enumerate(sampled)}
-    assert all(ids) and all(np.all(np.diff([position[i] for i in shard]) > 0) for shard in ids), (
-        "every shard gets sentences, in sample order"
-    )
-    tokenizer = load_tokenizer({"id": "m"}, tiny_models["bert"])
-    for path, planned in zip(paths, chunks):  # extraction runs each planned batch as one batch
-        texts, chunk, _ = read_shard(path)
-        assert len(chunk_batches(encode(tokenizer, texts).lengths, chunk, BATCH_TOKENS)) == len(planned)
-
-
 def test_hub_dataset_when_offline_and_uncached_fails_with_one_line(monkeypatch):
     # As if HF_HUB_OFFLINE=1 had been set before the libraries were imported (as in a job).
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -143,48 +112,3 @@ def test_a_corpus_with_no_kept_sentence_stops_at_sampling_with_what_was_dropped(
     path.write_text(content)
     with pytest.raises(CorpusError, match=f"no sentence kept of \\d+ sampled rows \\({dropped}\\)"):
         sample_sentences({**BASE, "source": "text", "path": str(path)})
-
-
-def test_python_docs_prose_drops_headings_code_and_grammar():
-    from ctxvar.corpus.python_docs import prose_paragraphs
-
-    text = (
-        'The "if" statement\n******************\n\n'
-        'The "if" statement is used for\nconditional execution:\n\n'
-        '   if_stmt ::= "if" assignment_expression ":" suite\n\n'
-        "   >>> print(1)\n   1\n\n"
-        "object.__radd__(self, other)\n\n"
-        "   Called to implement the binary operations with *reflected* operands.\n\n"
-        "* A list item is prose as well.\n\n"
-        "str.isalnum()\n"
-    )
-    assert prose_paragraphs(text) == [
-        'The "if" statement is used for conditional execution:',
-        "Called to implement the binary operations with reflected operands.",
-        "A list item is prose as well.",
-    ]
-
-
-def test_python_docs_sentences_split_after_full_stops_but_not_abbreviations():
-    from ctxvar.corpus.python_docs import split_sentences
-
-    paragraph = 'Use a tuple, e.g. (1, 2), here. It works. Ok. 3 items follow! "Quoted" starts one.'
-    assert split_sentences(paragraph) == [
-        "Use a tuple, e.g. (1, 2), here.",
-        "3 items follow!",
-        '"Quoted" starts one.',
-    ]  # "It works." and "Ok." have fewer than three words
-
-
-def test_python_docs_corpus_is_real_english_and_records_its_provenance(tmp_path):
-    from ctxvar.corpus.python_docs import python_docs_sentences
-
-    sentences = python_docs_sentences()
-    assert 2000 < len(sentences) < 10_000 and sentences == python_docs_sentences()
-    words = [w.lower() for s in sentences for w in s.split()]
-    assert {"the", "is", "of", "a"} <= set(words[:2000]) and not any(">>>" in s or "::=" in s for s in sentences)
-    corpus = {"source": "python-docs", "text_column": "text", "fraction": 1.0, "max_words": 63, "seed": 0}
-    counts = write_sentences({**corpus, "sampling": "paper"}, tmp_path / "s.parquet", tmp_path / "c.json")
-    assert counts["rows_in_source"] == len(sentences) and counts["sentences"] > 0.99 * len(sentences)
-    text = json.loads((tmp_path / "c.json").read_text())["text"]
-    assert text["licence"].startswith("PSF License") and len(text["sentences_sha256"]) == 64

@@ -1,6 +1,10 @@
-"""A local corpus edited in place is read as it is now: ``datasets`` keys its cache on a file's path and
-modification time, so an edit that keeps the size and sets the old times back (``os.utime``) must still give the
-sentences a fresh read gives, and the file read must be the file the run's fingerprint names."""
+"""Reading a corpus's source (ctxvar.corpus.sources). A local corpus edited in place is read as it is now:
+``datasets`` keys its cache on a file's path and modification time, so an edit that keeps the size and sets the
+old times back (``os.utime``) must still give the sentences a fresh read gives, and the file read must be the file
+the run's fingerprint names. Files whose names hold glob characters are read as named (``datasets`` takes
+``data_files`` as glob patterns, so ``corpus [v2].txt`` would match ``corpus v.txt`` beside it). A JSON Lines
+corpus whose text column holds a number, list or object on some row names that row. The synthetic corpus is
+deterministic and Zipfian."""
 
 from __future__ import annotations
 
@@ -11,12 +15,14 @@ import os
 import shutil
 import sys
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from ctxvar.corpus import python_docs, sources
 from ctxvar.corpus.sentences import sample_sentences, text_column, write_sentences
+from ctxvar.corpus.sources import synthetic_sentences
 from ctxvar.errors import CorpusError, DiskSpaceError
 from ctxvar.run.inputs import corpus_inputs
 
@@ -245,3 +251,64 @@ def test_a_disk_without_room_for_the_copies_is_named_before_copying(tmp_path, mo
     with pytest.raises(DiskSpaceError, match=f"the corpus's private copies and their table in {outputs} need"):
         sample_sentences({**corpus, "inputs": corpus_inputs(corpus)}, str(outputs))
     assert sources.private_copy_bytes(corpus) >= 2 * os.path.getsize(path)
+
+
+WHOLE = {**BASE, "fraction": 1.0}  # every row of the file
+ODD_NAMES = ["corpus [v2]", "corpus ?", "corpus *"]
+
+
+@pytest.mark.parametrize("source", ["text", "jsonl", "parquet"])
+@pytest.mark.parametrize("stem", ODD_NAMES)
+def test_a_file_name_with_glob_characters_reads_that_file_only(tmp_path, source, stem):
+    named = tmp_path / f"{stem}.{source}"
+    write(named, source, ["the named file", "its second line"])
+    for other in ("corpus v", "corpus 2", "corpus x", "corpus  other"):  # what the name matches as a pattern
+        write(tmp_path / f"{other}.{source}", source, ["a neighbouring file"])
+    table, _ = sample_sentences({**WHOLE, "source": source, "path": str(named)})
+    assert sorted(table.column("text").to_pylist()) == ["its second line", "the named file"]
+
+
+@pytest.mark.parametrize("source", ["text", "jsonl", "parquet"])
+@pytest.mark.parametrize("stem", ODD_NAMES)
+def test_a_sampling_folder_with_glob_characters_reads_the_corpus(tmp_path, source, stem):
+    """The private copies are made beside the sampling's outputs, whose path (the project's folder, the run's
+    name) may hold glob characters too."""
+    named = tmp_path / f"corpus.{source}"
+    write(named, source, ["the named file", "its second line"])
+    folder = tmp_path / stem / "results" / "corpus"
+    table, _ = sample_sentences({**WHOLE, "source": source, "path": str(named)}, str(folder))
+    assert sorted(table.column("text").to_pylist()) == ["its second line", "the named file"]
+
+
+CORPUS = {
+    "source": "jsonl",
+    "name": None,
+    "config_name": None,
+    "split": "train",
+    "text_column": "text",
+    "fraction": 1.0,
+    "max_words": 20,
+    "seed": 0,
+    "sampling": "paper",
+}
+
+
+@pytest.mark.parametrize(
+    "value, kind", [("5", "a number"), ('["x", "y"]', "a list"), ('{"a": 1}', "an object"), ("true", "true or false")]
+)
+def test_the_first_row_that_is_not_text_is_named(tmp_path, value, kind):
+    path = tmp_path / "corpus.jsonl"
+    path.write_text(f'{{"text": "a b"}}\n{{"text": null}}\n{{"text": {value}}}\n{{"text": "c"}}\n')
+    with pytest.raises(CorpusError) as error:
+        sample_sentences({**CORPUS, "path": str(path)})
+    message = str(error.value)
+    assert message.startswith(f"corpus.path: {path} line 3: 'text' is {kind}") and "\n" not in message
+
+
+def test_synthetic_corpus_is_deterministic_and_zipfian():
+    spec = {"n_sentences": 2000, "vocab_size": 500, "zipf_exponent": 1.1, "mean_words": 12}
+    texts = synthetic_sentences(spec, 5)
+    assert texts == synthetic_sentences(spec, 5) and texts != synthetic_sentences(spec, 6)
+    counts = np.sort(np.unique(" ".join(texts).split(" "), return_counts=True)[1])[::-1]
+    slope = np.polyfit(np.log(np.arange(1, 51)), np.log(counts[:50]), 1)[0]
+    assert -1.4 < slope < -0.8

@@ -1,14 +1,23 @@
-"""Figures refuse tables of one model from different sums, as the summary does: the checkpoint figure joins each
-checkpoint's layers.csv and geometry.csv by layer; every other figure draws from one table per model."""
+"""Unit tier: what figures draw from the run's tables (synthetic data): the paper's layers, scale groups and second
+axes, bars that stack to one, labels that do not overlap, the catalogue's draw functions, whole-set values on one
+log axis, and the panels of a switched-off geometry metric left out. Figures refuse tables of one model from
+different sums, as the summary does: the checkpoint figure joins each checkpoint's layers.csv and geometry.csv by
+layer; every other figure draws from one table per model."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.text import Text
 
 from ctxvar.errors import StatisticsError
 from ctxvar.figures.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES, SUMMARY_FIGURES
+from ctxvar.figures.cross_model import whole_set_values, within_between
 from ctxvar.figures.draw import checkpoint_figure
+from ctxvar.figures.per_model import decomposition_bars
+from ctxvar.figures.plotting import grid_layers, middle_layer, panels, paper_style, place_labels, scale_groups
 from ctxvar.files.atomic import write_csv
 from ctxvar.stats.provenance import FINISH
 
@@ -102,3 +111,176 @@ def test_a_selection_names_the_sums_of_the_tokens_it_was_selected_from(tmp_path,
     monkeypatch.setattr(pca_selection, "selection", too_few)
     table, components = pca_selection.select_pca_tokens("stats", tmp_path / "tokens.parquet", {"layer": 0}, {})
     assert table.empty and "config_hash" in table.columns and components.empty
+
+
+def test_middle_and_grid_layers_follow_the_paper():
+    assert middle_layer(13) == 6 and middle_layer(25) == 12 and middle_layer(5) == 2
+    assert grid_layers(13) == [0, 3, 6, 9, 12]
+    assert grid_layers(25) == [0, 6, 12, 18, 24]
+    assert grid_layers(3) == [0, 1, 2]
+
+
+def test_scale_groups_put_only_far_larger_series_on_the_right():
+    assert scale_groups({"bert": 300.0, "roberta": 150.0, "gpt2": 9000.0}) == (["bert", "roberta"], ["gpt2"])
+    assert scale_groups({"a": 1.0, "b": 9.0}) == (["a", "b"], [])
+    assert scale_groups({"a": np.nan, "b": 1.0}) == (["a", "b"], [])
+
+
+def layers_frame(models=("a", "b"), n_layers=5, seed=0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i, model in enumerate(models):
+        for layer in range(n_layers):
+            q = rng.uniform(50, 100) * (1000 if i == 1 else 1)
+            m, v_w = q * rng.uniform(0.1, 0.5), q * rng.uniform(0.1, 0.4)
+            rows.append(
+                {
+                    "model": model,
+                    "layer": layer,
+                    "depth": layer / (n_layers - 1),
+                    "Q": q,
+                    "M": m,
+                    "V": q - m,
+                    "V_W": v_w,
+                    "V_B": q - m - v_w,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_decomposition_bars_stack_to_one():
+    layers = layers_frame(models=("a",)).drop(columns="model")
+    plot = decomposition_bars(layers, "a")
+    bars = plot.figure.axes[0].patches
+    tops = {}
+    for bar in bars:
+        tops[round(bar.get_x() + bar.get_width() / 2)] = max(
+            tops.get(round(bar.get_x() + bar.get_width() / 2), 0), bar.get_y() + bar.get_height()
+        )
+    np.testing.assert_allclose(list(tops.values()), 1.0)
+    np.testing.assert_allclose(plot.data[["M_over_Q", "V_W_over_Q", "V_B_over_Q"]].sum(axis=1), 1.0)
+    assert len(bars) == 3 * len(layers)
+
+
+def test_far_larger_model_goes_on_a_second_axis_but_ratios_do_not():
+    layers = layers_frame()
+    plot = within_between(layers, ["a", "b"])
+    assert set(plot.data.loc[plot.data["model"] == "b", "axis"]) == {"right"}
+    first, twin = plot.figure.axes[0], plot.figure.axes[3]  # V_W panel and its twin
+    assert [line.get_label() for line in first.lines] == ["a"] and [line.get_label() for line in twin.lines] == ["b"]
+    ratio_panel = plot.figure.axes[2]
+    assert sorted(line.get_label() for line in ratio_panel.lines) == ["a", "b"]
+    assert [text.get_text() for text in plot.figure.legends[0].texts] == ["a", "b"]
+
+
+@paper_style
+def crowded_labels():
+    figure, axes = panels(1, 1, size=(3, 3))
+    ax = axes[0, 0]
+    rng = np.random.default_rng(1)
+    xy = rng.normal(scale=0.3, size=(25, 2))
+    ax.scatter(xy[:, 0], xy[:, 1])
+    ax.set(xlim=(-3, 3), ylim=(-3, 3))
+    place_labels(ax, xy[:, 0], xy[:, 1], [f"token{i}" for i in range(25)])
+    return figure, ax
+
+
+def test_placed_labels_do_not_overlap():
+    figure, ax = crowded_labels()
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    figure.draw_without_rendering()
+    boxes = [Text.get_window_extent(t, renderer) for t in ax.texts]  # the text itself, not its leader line
+    assert len(boxes) == 25
+    overlapping = [(i, j) for i in range(25) for j in range(i + 1, 25) if boxes[i].overlaps(boxes[j])]
+    assert not overlapping
+
+
+def test_every_catalogue_entry_names_its_draw_function():
+    from ctxvar.figures.catalogue import (
+        CHECKPOINT_FIGURE,
+        GEOMETRY_MODEL_FIGURES,
+        GEOMETRY_SUMMARY_FIGURES,
+        MODEL_FIGURES,
+        PCA_FIGURES,
+        SUMMARY_FIGURES,
+    )
+    from ctxvar.figures.draw import draw_function
+
+    entries = {**MODEL_FIGURES, **SUMMARY_FIGURES, **PCA_FIGURES, **GEOMETRY_MODEL_FIGURES, **GEOMETRY_SUMMARY_FIGURES}
+    for name, spec in {**entries, "checkpoints": CHECKPOINT_FIGURE}.items():
+        assert callable(draw_function(spec)), name
+
+
+def test_whole_set_values_share_one_log_axis_per_panel():
+    layers = layers_frame()
+    plot = whole_set_values(layers, ["a", "b"])
+    assert len(plot.figure.axes) == 3  # no twin axes
+    for ax in plot.figure.axes:
+        assert ax.get_yscale() == "log" and sorted(line.get_label() for line in ax.lines) == ["a", "b"]
+
+
+def test_whole_set_values_with_no_value_at_all_still_draws():
+    layers = layers_frame()
+    layers[["Q", "M", "V"]] = np.nan  # a corpus too small for the frequency filter
+    plot = whole_set_values(layers, ["a", "b"])
+    plot.figure.savefig(__import__("io").BytesIO(), format="png")
+
+
+def geometry_frame(models=("a", "b"), n_layers=4, seed=0) -> pd.DataFrame:
+    """A stacked geometry table (summary/geometry.csv) of random positive metrics."""
+    from ctxvar.stats.geometry import geometry_columns
+
+    rng = np.random.default_rng(seed)
+    rows = [
+        {
+            **{column: rng.uniform(0.1, 1.0) for column in geometry_columns(3)},
+            "model": model,
+            "layer": layer,
+            "depth": layer / (n_layers - 1),
+            "final_norm": False,
+        }
+        for model in models
+        for layer in range(n_layers)
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_a_switched_off_geometry_metric_asks_for_no_figure_of_it():
+    from ctxvar.figures.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, accumulated
+
+    every = {"covariance": True, "cosine": True, "twonn": True}
+    assert accumulated(GEOMETRY_SUMMARY_FIGURES, every) == GEOMETRY_SUMMARY_FIGURES
+    assert list(accumulated(GEOMETRY_SUMMARY_FIGURES, {**every, "twonn": False})) == ["geo01_isotropy", "geo02_cosine"]
+    assert list(accumulated(GEOMETRY_SUMMARY_FIGURES, {**every, "covariance": False})) == [
+        "geo02_cosine",
+        "geo03_intrinsic_dimension",
+    ]
+    assert list(accumulated(GEOMETRY_MODEL_FIGURES, {**every, "covariance": False})) == ["geo05_cv_by_min_count"]
+
+
+def test_intrinsic_dimension_without_any_twonn_value_is_a_placeholder_not_a_matplotlib_error():
+    """geometry.twonn: false leaves twonn NaN; a log axis of NaN alone raised ValueError in matplotlib."""
+    from ctxvar.figures.geometry_plots import intrinsic_dimension
+    from ctxvar.figures.plotting import plot_or_placeholder
+
+    geometry = geometry_frame()
+    intrinsic_dimension(geometry, ["a", "b"]).figure.savefig(__import__("io").BytesIO(), format="png")
+    geometry[["twonn", "twonn_gaussian"]] = np.nan
+    plot = plot_or_placeholder("geo03_intrinsic_dimension", lambda: intrinsic_dimension(geometry, ["a", "b"]))
+    assert "no layer of any model has a TwoNN dimension" in plot.data["not_drawn"][0]
+
+
+def test_checkpoints_leave_out_the_panel_of_a_switched_off_metric():
+    from ctxvar.figures.geometry_plots import checkpoint_table, checkpoints
+
+    geometry = {model: part.drop(columns="model") for model, part in geometry_frame(("s0", "s1")).groupby("model")}
+    layers = {
+        model: pd.DataFrame({"layer": range(4), "final_norm": False, "cv_Q": 0.5, "M": 1.0, "Q": 2.0})
+        for model in geometry
+    }
+    for frame in geometry.values():
+        frame["twonn"] = np.nan  # geometry.twonn: false
+    plot = checkpoints(checkpoint_table({"s0": 0, "s1": 100}, layers, geometry), "family")
+    labels = [ax.get_ylabel() for ax in plot.figure.axes if ax.get_ylabel() and "layer" not in ax.get_ylabel()]
+    assert labels == ["anisotropy $\\lambda_1/\\mathrm{tr}\\,C$", "C.V. of $Q(X_t)$", "$M(X)/Q(X)$"]
+    assert "twonn" not in plot.data.columns and {"anisotropy", "cv_Q", "M_over_Q"} <= set(plot.data.columns)

@@ -2,7 +2,11 @@
 fails to open leaves no thread or descriptor behind; a file system that cannot map the file being written, a short
 write of the footer, a disk error in ctxvar's own reads, a FIFO in a file's place, a process forked after a write,
 an idle open writer, blocks smaller than a page, and a corpus word that spells a footer entry each give a whole
-checked file or one line, never a hang or a traceback."""
+checked file or one line, never a hang or a traceback. A Parquet file of no rows reads back: a table of no rows can
+hold its columns in no chunks at all (as ``Table.filter`` leaves them), which Parquet reads back as one empty
+chunk, and both have one value digest."""
+
+from __future__ import annotations
 
 import os
 import signal
@@ -15,6 +19,7 @@ import pytest
 from ctxvar.errors import IntegrityError
 from ctxvar.files import byte_digest
 from ctxvar.files.parquet import ParquetInput, ParquetOutput, read_table, tagged_schema, write_table
+from ctxvar.files.value_digest import value_digest
 
 from support.byte_flips import reads_in_halves
 
@@ -196,3 +201,20 @@ def test_a_layer_writer_whose_writer_fails_to_open_leaves_no_temporary_file(tmp_
     with pytest.raises(OSError, match="no space left"):
         writer.__enter__()
     assert list(tmp_path.iterdir()) == []
+
+
+TYPES = [pa.int64(), pa.string(), pa.binary(16), pa.list_(pa.float32()), pa.bool_(), pa.list_(pa.int8(), 3)]
+
+
+@pytest.mark.parametrize("kind", TYPES, ids=str)
+def test_no_chunks_and_one_empty_chunk_have_one_digest(kind):
+    assert value_digest(pa.chunked_array([], type=kind)) == value_digest(pa.chunked_array([pa.nulls(0, kind)]))
+
+
+def test_a_filtered_table_of_no_rows_reads_back(tmp_path):
+    table = pa.table({"sentence_id": pa.array([1, 2], pa.int64()), "text": ["a b", "c"]})
+    empty = table.filter(pa.array(np.zeros(2, dtype=bool)))
+    assert empty.num_rows == 0
+    write_table(empty, tmp_path / "empty.parquet", metadata={"shard": 1})
+    back = read_table(tmp_path / "empty.parquet")
+    assert back.num_rows == 0 and back.schema.names == ["sentence_id", "text"]

@@ -1,4 +1,6 @@
-"""Token types strip the tokenizer's own word-boundary marker, and give the core paper's types.
+"""Token types strip the tokenizer's own word-boundary marker, and give the core paper's types. Encoding
+(:func:`ctxvar.models.tokens.encode`) is the tokenizer's own: ``bos + tokenize + eos``, the Rust tokenizer's ids
+for every chunk after the first, its ``split_special_tokens`` setting; a type table merges the ids of one key.
 
 The reference is the core paper's published rule: Yamagiwa & Shimodaira's code, github.com/ymgw55/Norm-and-Variance
 at commit 63e7b18c7a07564786d01470a48962c32275bfbc, ``src/save_token_stats.py`` (``main``, the loop over each
@@ -17,6 +19,7 @@ import logging
 from collections import Counter
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
@@ -27,6 +30,7 @@ from ctxvar.files.parquet import read_metadata
 from ctxvar.models.tokens import (
     encode,
     python_tokenizer_marker,
+    rust_encoder,
     spec_marker,
     type_key,
     type_marker,
@@ -334,3 +338,96 @@ def test_models_table_names_the_marker(tmp_path):
 
     write_json({"model_name": "m", "type_marker": "Ġ", "weights_sha256": "a"}, tmp_path / "run.json")
     assert models_table({"m": str(tmp_path / "run.json")}).loc[0, "type_marker"] == "Ġ"
+
+
+@pytest.mark.parametrize(
+    "token, marker, merged",
+    [
+        ("##ing", "##", "ing"),
+        ("Ġthe", "Ġ", "the"),
+        ("▁the", "▁", "the"),
+        ("the", "Ġ", "the"),
+        ("##", "##", "##"),
+        ("Ġ", "Ġ", "Ġ"),
+        ("ĠĠ", "Ġ", "ĠĠ"),
+        ("ĠĠthe", "Ġ", "Ġthe"),
+        ("###", "##", "#"),
+        ("###", "Ġ", "###"),
+        ("▁the", "Ġ", "▁the"),
+        ("[CLS]", "##", "[CLS]"),
+    ],
+)
+def test_type_key_strips_one_leading_copy_of_the_marker_given(token, marker, merged):
+    assert type_key(token, marker) == merged
+    assert type_key(token, None) == token
+
+
+@pytest.mark.parametrize(
+    "arch, bos, eos",
+    [("bert", "[CLS]", "[SEP]"), ("roberta", "<s>", "</s>"), ("gpt2", "<|endoftext|>", "<|endoftext|>")],
+)
+def test_encode_is_bos_tokenize_eos(tiny_models, corpus_texts, arch, bos, eos):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models[arch])
+    texts = corpus_texts[:20]
+    encoded = encode(tokenizer, texts, chunk=7)
+    for i, text in enumerate(texts):
+        expected = tokenizer.convert_tokens_to_ids([bos, *tokenizer.tokenize(text), eos])
+        assert encoded.ids[encoded.offsets[i] : encoded.offsets[i + 1]].tolist() == expected
+
+
+@pytest.mark.parametrize("arch", ["bert", "roberta", "gpt2"])
+def test_the_chunks_after_the_first_give_transformers_ids_from_the_rust_tokenizer(tiny_models, corpus_texts, arch):
+    """Texts with the tokenizer's own special tokens written out, stray spaces, other scripts and an empty one,
+    in chunks of 7: the Rust tokenizer alone gives each chunk what transformers' call gives it."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models[arch])
+    specials = " ".join(tokenizer.all_special_tokens)
+    texts = [*corpus_texts[:30], f"a {specials} b", "  two  spaces ", "naïve café 東京 🙂", "", "x" * 300]
+    called = tokenizer(texts, add_special_tokens=False, truncation=False)["input_ids"]
+    fast = rust_encoder(tokenizer, texts[:7], called[:7])
+    assert fast is not None and fast(texts) == called
+    chunked, whole = encode(tokenizer, texts, chunk=7), encode(tokenizer, texts, chunk=len(texts))
+    assert np.array_equal(chunked.ids, whole.ids) and np.array_equal(chunked.offsets, whole.offsets)
+    assert rust_encoder(tokenizer, texts[:7], [ids[::-1] or [0] for ids in called[:7]]) is None  # ids disagree
+
+
+def test_a_tokenizer_that_splits_special_tokens_is_called_with_its_setting(tiny_models):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models["gpt2"], split_special_tokens=True)
+    texts = ["before <|endoftext|> after"] * 3
+    called = tokenizer(texts, add_special_tokens=False, truncation=False)["input_ids"]
+    assert tokenizer.convert_tokens_to_ids("<|endoftext|>") not in called[0]  # split into its characters' tokens
+    assert rust_encoder(tokenizer, texts[:1], called[:1])(texts) == called
+
+
+def test_ties_and_custom_parts_of_a_tokenizer_give_the_calls_ids():
+    """Two added tokens that normalize to one text (which one wins is the tokenizer object's own, not a copy's) and
+    a pre-tokenizer in Python (which no copy can serialize)."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocabulary = {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "hello": 3, "world": 4}
+    core = Tokenizer(models.WordLevel(vocabulary, unk_token="[UNK]"))
+    core.normalizer, core.pre_tokenizer = normalizers.Lowercase(), pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, cls_token="[CLS]", sep_token="[SEP]", unk_token="[UNK]")
+    tokenizer.add_tokens(["Hello", "hello"])
+    texts = ["world", "hello", "Hello world"] * 3
+    called = encode(tokenizer, texts, chunk=len(texts)).ids
+    assert all(np.array_equal(encode(tokenizer, texts, chunk=1).ids, called) for _ in range(10))
+
+    class Halves:
+        def pre_tokenize(self, pretok):
+            pretok.split(lambda _, piece: [piece[: len(str(piece)) // 2], piece[len(str(piece)) // 2 :]])
+
+    tokenizer.backend_tokenizer.pre_tokenizer = pre_tokenizers.PreTokenizer.custom(Halves())
+    assert np.array_equal(encode(tokenizer, texts, chunk=1).ids, encode(tokenizer, texts, chunk=len(texts)).ids)
+
+
+def test_type_table_merges_ids_with_the_same_key(tiny_models, corpus_texts):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models["bert"])
+    encoded = encode(tokenizer, corpus_texts)
+    types, index = type_table(tokenizer, encoded.ids, word_marker(tokenizer))
+    keys = [type_key(t, "##") for t in tokenizer.convert_ids_to_tokens(encoded.ids.tolist())]
+    assert list(types) == sorted(set(keys))
+    assert [types[i] for i in index] == keys
+    assert any(t.startswith("##") for t in tokenizer.convert_ids_to_tokens(encoded.ids.tolist())), (
+        "test needs ## tokens"
+    )

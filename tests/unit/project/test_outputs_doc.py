@@ -1,7 +1,8 @@
 """docs/outputs.md names the files and columns the code writes, and every results path the manual names elsewhere
-(README.md, docs/, config/README.md, the shipped configs' comments) is one docs/outputs.md documents. The workflow
-tier checks the same tables against the demo's files (tests/workflow/test_documented_outputs_workflow.py); these
-need no run."""
+(README.md, docs/, config/README.md, the shipped configs' comments) is one docs/outputs.md documents; it and
+docs/geometry.md list every declared sum and every column it finalizes into, as the declarations give them, and
+docs/geometry.md every geometry.csv column. The workflow tier checks the same tables against the demo's files
+(tests/workflow/test_documented_outputs_workflow.py); these need no run."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from ctxvar.figures.pca_selection import SELECTION_COLUMNS
 from ctxvar.stats import declarations
+from ctxvar.stats.declarations import docs_rows, layer_docs_rows
 from ctxvar.stats.embedding_matrices import MATRIX_COLUMNS
 from ctxvar.stats.geometry import geometry_columns
 from ctxvar.stats.layers import COLUMNS as LAYER_COLUMNS
@@ -122,3 +124,37 @@ def test_each_merged_sums_file_row_names_its_layouts_columns():
         assert (missing, extra) == ([], []), (
             f"{name}: in the file table, not the layout: {missing}; the reverse: {extra}"
         )
+
+
+OUTPUTS = REPO / "docs" / "outputs.md"
+
+
+def test_outputs_doc_holds_the_declared_rows_in_order():
+    lines = OUTPUTS.read_text(encoding="utf-8").splitlines()
+    for rows in docs_rows():
+        start = lines.index(rows[0])
+        assert lines[start : start + len(rows)] == rows
+
+
+def test_geometry_and_outputs_docs_hold_the_declared_layer_rows():
+    """Each declared per-layer sum's row in the moments table of docs/outputs.md, its columns in docs/geometry.md."""
+    sums, columns = layer_docs_rows()
+    outputs = OUTPUTS.read_text(encoding="utf-8").splitlines()
+    geometry = (OUTPUTS.parent / "geometry.md").read_text(encoding="utf-8").splitlines()
+    assert all(row in outputs for row in sums)
+    assert all(row in geometry for row in columns)
+
+
+def test_every_geometry_column_is_in_the_geometry_doc():
+    text = (REPO / "docs" / "geometry.md").read_text()
+    columns = [c for c in geometry_columns(1) if not c.startswith("explained_")]
+    assert "`explained_1` … `explained_k`" in text
+    assert [c for c in columns if f"`{c}`" not in text] == []
+
+
+def test_every_embedding_matrix_column_is_in_the_outputs_doc():
+    from ctxvar.stats.embedding_matrices import MATRIX_COLUMNS
+
+    text = (REPO / "docs" / "outputs.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| `results/{run}/{id}/embedding_matrices.csv`"))
+    assert [c for c in MATRIX_COLUMNS if f"`{c}`" not in row] == []

@@ -1,20 +1,28 @@
-"""What identifies the files a run reads from outside its config (ctxvar.run.inputs): a change re-runs its jobs."""
+"""What identifies the files a run reads from outside its config (ctxvar.run.inputs): a change re-runs its jobs.
+An ``init: archive`` model whose archive is gone after it was unpacked keeps the inputs it was unpacked from (read
+as unknown, they would change the unpack job's params, and Snakemake would delete the unpacked folder and re-run
+the job for the missing archive). A Hub revision resolved while the Hub answered is still known offline: ctxvar
+downloads a model or dataset by the commit its revision named at start-up, which writes no ``refs/<revision>`` into
+the HF cache, and an offline start must not resolve the revision to nothing (every job's params would change, and
+``main``, which the cache cannot serve, would be loaded)."""
 
 from __future__ import annotations
 
 import copy
 import os
 import zipfile
+from types import SimpleNamespace
 
 import pytest
 import yaml
+from huggingface_hub import HfApi, constants
 
 from ctxvar.config.checks import check_config
 from ctxvar.config.entries import load_revision
 from ctxvar.config.hashes import extraction_config_hash
 from ctxvar.errors import ConfigError
 from ctxvar.models import hub
-from ctxvar.run.inputs import corpus_inputs, local_model_directory, model_inputs, with_inputs
+from ctxvar.run.inputs import corpus_inputs, local_model_directory, model_inputs, record_archive_inputs, with_inputs
 
 from support.workflow_runs import REPO
 
@@ -236,3 +244,71 @@ def test_a_users_own_folder_with_a_stale_manifest_is_not_advised_away(tmp_path):
     assert "delete" not in str(error.value)
     with pytest.raises(IntegrityError, match="delete .* and re-run: Snakemake builds it again"):
         verify_manifest(folder)
+
+
+def test_an_archive_gone_after_unpacking_keeps_its_fingerprint(tmp_path):
+    archive, run_folder = tmp_path / "model.zip", tmp_path / "results" / "run"
+    with zipfile.ZipFile(archive, "w") as handle:
+        handle.writestr("config.json", "{}")
+    entry = {"id": "zipped", "init": "archive", "archive": str(archive), "sha256": {"config.json": "0" * 64}}
+    unpacked = with_inputs({"zipped": entry}, str(run_folder))["zipped"]
+    assert unpacked["inputs"]["archive"] is not None
+    (run_folder / "models" / "zipped").mkdir(parents=True)  # what the unpack job makes, then records
+    record_archive_inputs(unpacked, run_folder / "models" / "zipped")
+    archive.unlink()
+    assert with_inputs({"zipped": entry}, str(run_folder))["zipped"] == unpacked
+    assert model_inputs(entry) == {"archive": None}  # no run folder: nothing to go by
+
+
+def test_without_the_unpacked_folder_the_record_is_not_used(tmp_path):
+    archive, run_folder = tmp_path / "model.zip", tmp_path / "results" / "run"
+    entry = {"id": "zipped", "init": "archive", "archive": str(archive), "sha256": {"config.json": "0" * 64}}
+    (run_folder / "models").mkdir(parents=True)
+    record_archive_inputs({**entry, "inputs": {"archive": "f" * 64}}, run_folder / "models" / "zipped")
+    assert model_inputs(entry, str(run_folder)) == {"archive": None}  # the start then names the missing archive
+
+
+COMMIT = "c" * 40
+
+
+@pytest.fixture
+def hub_answers(tmp_path, monkeypatch):
+    """An HF cache in ``tmp_path`` and a Hub that can be reached and names COMMIT for every revision."""
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(hub, "unavailable_reason", lambda: None)
+    monkeypatch.setattr(HfApi, "repo_info", lambda self, repo_id, **options: SimpleNamespace(sha=COMMIT))
+    return tmp_path
+
+
+def go_offline(monkeypatch):
+    monkeypatch.setattr(hub, "unavailable_reason", lambda: "HF_HUB_OFFLINE is set")
+
+
+def test_a_model_revision_resolved_online_is_known_offline(hub_answers, monkeypatch):
+    entry = {"id": "m", "name": "org/model", "revision": "v1"}
+    online = model_inputs(entry)
+    assert online == {"commit": COMMIT}
+    assert (hub_answers / "models--org--model" / "refs" / "v1").read_text() == COMMIT
+    go_offline(monkeypatch)
+    assert model_inputs(entry) == online
+
+
+def test_a_dataset_revision_resolved_online_is_known_offline(hub_answers, monkeypatch):
+    corpus = {"source": "hf", "name": "org/texts", "revision": None}
+    online = corpus_inputs(corpus)
+    go_offline(monkeypatch)
+    assert corpus_inputs(corpus) == online == {"commit": COMMIT}
+
+
+def test_a_cache_that_cannot_be_written_is_left_alone(hub_answers, monkeypatch):
+    (hub_answers / "models--org--model").mkdir()
+    os.chmod(hub_answers / "models--org--model", 0o500)
+    try:
+        assert hub.resolved_commit("org/model") == COMMIT
+    finally:
+        os.chmod(hub_answers / "models--org--model", 0o700)
+
+
+def test_a_commit_writes_no_ref(hub_answers):
+    assert hub.resolved_commit("org/model", "d" * 40) == "d" * 40
+    assert not (hub_answers / "models--org--model").exists()

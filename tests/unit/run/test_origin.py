@@ -1,8 +1,12 @@
-"""A run folder's record of its config files (ctxvar.run.origin) moves with the project folder (it refused the
-folder's own config after ``mv proj proj2``, recording absolute paths); an earlier ctxvar's record is kept where
-its files still are and refused with one line once they moved; a second config file that extends the folder's
-study (``--configfile config.yaml studies/extra.yaml`` after ``config.yaml``) is accepted, where it was refused,
-and every other config with the same run name still stops."""
+"""A run folder belongs to the config files that made it (ctxvar.run.origin). A second config that sets the same
+run: on purpose stops before its first job with one line, a dry run of it shows its plan with that warning, and
+the folder's own config file edited in place (or named by another path to the same file) stays the folder's own.
+The record moves with the project folder (after ``mv proj proj2`` the folder's own config is still its own); an
+earlier ctxvar's record is kept where its files still are and refused with one line once they moved; a second
+config file that extends the folder's study (``--configfile config.yaml studies/extra.yaml`` after
+``config.yaml``) is accepted, and every other config with the same run name still stops. A record that cannot be
+read stops the start with one line: read as no record, it would let any config with the same run name take the
+folder over unannounced."""
 
 from __future__ import annotations
 
@@ -128,3 +132,76 @@ def test_a_later_config_file_writes_into_an_earlier_ones_run_only_when_it_names_
         assert (run_name({**paper, **extra}, files, {}), run_named_on_purpose(files, {})) == (name, on_purpose)
     files = {"config.yaml": paper, "studies/extra.yaml": {}}
     assert (run_name(paper, files, {"run": "paper"}), run_named_on_purpose(files, {"run": "paper"})) == ("paper", True)
+
+
+def config(path, text: str) -> list[str]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return config_identity([str(path)], "config.yaml")
+
+
+def test_a_second_config_setting_the_same_run_stops_before_its_first_job(tmp_path):
+    folder = str(tmp_path / "results" / "X")
+    first = config(tmp_path / "a" / "study.yaml", "run: X\nshards: 2\n")
+    second = config(tmp_path / "b" / "other.yaml", "run: X\nshards: 4\n")
+    assert check_run_origin(folder, first, named_on_purpose=True) is None
+    record_run_origin(folder, first)  # the first real run
+    warning = check_run_origin(folder, second, named_on_purpose=True)  # start-up, dry run or not
+    assert warning.startswith(f"{folder} holds the results of {first[0]}; {second[0]} sets the same run name")
+    assert warning.endswith("a real run stops before its first job")
+    with pytest.raises(ConfigError) as error:
+        record_run_origin(folder, second)  # a real run's start
+    message = str(error.value)
+    assert "\n" not in message and message.startswith(f"{folder} holds the results of {first[0]}; {second[0]}")
+    assert f"set run: to a name of its own in {second[0]}" in message
+    assert f"delete {os.path.join(folder, ORIGIN_FILE)} (its results are then re-made" in message
+    assert recorded_origin(folder) == first
+
+
+def test_the_folders_own_config_edited_in_place_is_still_its_own(tmp_path):
+    folder = str(tmp_path / "results" / "X")
+    path = tmp_path / "a" / "study.yaml"
+    first = config(path, "run: X\nshards: 2\n")
+    record_run_origin(folder, first)
+    edited = config(path, "run: X\nshards: 4\nmodels: []\n")  # the same file, other content
+    link = tmp_path / "link.yaml"
+    link.symlink_to(path)
+    for files in (edited, config_identity([str(link)], "config.yaml")):
+        assert check_run_origin(folder, files, named_on_purpose=True) is None
+        assert check_run_origin(folder, files, named_on_purpose=False) is None
+        record_run_origin(folder, files)
+    assert recorded_origin(folder) == first
+
+
+def test_taking_the_folder_over_as_the_line_says_records_the_new_config(tmp_path):
+    folder = str(tmp_path / "results" / "X")
+    first = config(tmp_path / "a" / "study.yaml", "run: X\n")
+    second = config(tmp_path / "b" / "study.yaml", "run: X\nseed: 1\n")
+    record_run_origin(folder, first)
+    os.remove(os.path.join(folder, ORIGIN_FILE))  # what the line says to do
+    os.remove(os.path.join(folder, f"{ORIGIN_FILE}.sha256"))
+    record_run_origin(folder, second)
+    assert recorded_origin(folder) == second
+    with pytest.raises(ConfigError, match="holds the results of .*b/study.yaml"):
+        record_run_origin(folder, first)
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "no checksum", "not a list"])
+def test_a_damaged_run_record_stops_the_start_rather_than_letting_another_config_take_over(tmp_path, damage):
+    folder, first, second = str(tmp_path / "results" / "study"), ["/a/study.yaml"], ["/b/study.yaml"]
+    record_run_origin(folder, first)
+    record = tmp_path / "results" / "study" / ORIGIN_FILE
+    if damage == "flip":
+        record.write_bytes(record.read_bytes().replace(b"/a/", b"/b/"))
+    elif damage == "truncate":
+        record.write_bytes(record.read_bytes()[:5])
+    elif damage == "no checksum":
+        (tmp_path / "results" / "study" / f"{ORIGIN_FILE}.sha256").unlink()
+    else:
+        write_json({"config_files": "/a/study.yaml"}, record)
+    for files, on_purpose in ((second, False), (second, True), (first, False)):
+        with pytest.raises(ConfigError, match=f"{ORIGIN_FILE}: the record .* cannot be read .*; delete it"):
+            check_run_origin(folder, files, named_on_purpose=on_purpose)
+    with pytest.raises(ConfigError):
+        record_run_origin(folder, second)  # never overwritten with another config's files
+    assert "/b/study.yaml" not in record.read_text() or damage == "flip"
