@@ -136,6 +136,20 @@ def shard_of(tmp_path, texts, name="shard.parquet"):
     return tmp_path / name
 
 
+def extract(model_dir, shard_path, out, entry=None, **options) -> dict:
+    """One extraction job of ``model_dir`` on ``shard_path`` into ``out``, on the test device, with ``options`` (model
+    id ``m`` unless ``entry``); its metadata."""
+    settings = ExtractionSettings(
+        model=entry or {"id": "m"},
+        source=str(model_dir),
+        device=TEST_DEVICE,
+        progress=False,
+        config_hash="h",
+        **options,
+    )
+    return extract_shard(shard_path, out, settings)
+
+
 def sentence_offsets(model_dir, texts) -> np.ndarray:
     from transformers import AutoTokenizer
 

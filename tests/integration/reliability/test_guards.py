@@ -21,8 +21,6 @@ from transformers import AutoTokenizer
 
 from ctxvar.corpus.shards import split_corpus
 from ctxvar.errors import CorpusError, ModelLoadError, StatisticsError
-from ctxvar.extraction.extract import extract_shard
-from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.files.atomic import atomic_path
 from ctxvar.files.parquet import parquet_writer, read_metadata, tagged_schema, write_table
 from ctxvar.models.random_init import build_random_model
@@ -31,19 +29,7 @@ from ctxvar.stats.merge import MUST_MATCH, merge_partials
 from ctxvar.stats.sums import SUMS_LAYOUT
 
 from support.oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
-from support.pipeline_runs import TEST_DEVICE, shard_of
-
-
-def extract(model_dir, shard_path, out, entry=None, **options):
-    settings = ExtractionSettings(
-        model=entry or {"id": "m"},
-        source=str(model_dir),
-        device=TEST_DEVICE,
-        progress=False,
-        config_hash="h",
-        **options,
-    )
-    return extract_shard(shard_path, out, settings)
+from support.pipeline_runs import extract, shard_of
 
 
 @pytest.fixture(scope="module")

@@ -57,10 +57,9 @@ from ctxvar.stats.sums import (
 )
 
 from support.byte_flips import each_byte_flipped
-from support.pipeline_runs import TEST_DEVICE, shard_of
-from test_guards import extract
+from support.pipeline_runs import TEST_DEVICE, extract, shard_of
+from support.workflow_runs import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 DEMO = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
 
