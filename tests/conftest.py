@@ -6,8 +6,9 @@ Every test lives in one tier's folder, and the folder gives its marker (``-m wor
 ``integration``, ``workflow``, ``real_model``, ``slurm``, ``bench``. The fast tier, ``python -m pytest``, is the
 unit and integration folders. A file in ``unit`` may still mark single tests ``integration`` itself.
 
-The models' LayerNorm γ and β are randomised (see ctxvar.random_models), so Q
-varies across types and a wrong statistic cannot pass by accident.
+The models' LayerNorm γ and β are randomised (:func:`support.tiny_models.random_model`, which builds them as
+ctxvar.models.random_init does for ``init: random``), so Q varies across types and a wrong statistic cannot pass by
+accident.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ import torch
 
 from ctxvar.corpus.sources import synthetic_sentences
 from ctxvar.extraction import devices
-from ctxvar.models.random_init import build_random_model
 
 from support.slurm_cluster import CAN_RUN as SLURM_CAN_RUN
 from support.slurm_cluster import cluster, slurm_runs  # noqa: F401  (session fixtures, started by background_runs)
+from support.tiny_models import random_model
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # One CPU thread per process, as Snakemake gives each job its rule's `threads` (1 by default): the suite runs
@@ -135,28 +136,11 @@ def corpus_texts() -> list[str]:
     return synthetic_sentences(SYNTHETIC, seed=7)
 
 
-def _tiny_model(tmp_path_factory, texts, arch: str, seed: int) -> str:
-    out = tmp_path_factory.mktemp("models") / arch
-    entry = {
-        "id": f"tiny-{arch}",
-        "arch": arch,
-        "vocab_size": 300,
-        "hidden_size": 32,
-        "num_layers": 3,
-        "num_heads": 2,
-        "intermediate_size": 64,
-        "max_positions": 512,
-        "seed": seed,
-    }
-    build_random_model(entry, texts, out)
-    return str(out)
-
-
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory, corpus_texts) -> dict[str, str]:
-    """Directories of saved tiny models, by architecture."""
+    """Directories of saved tiny models, by architecture, each of :data:`support.tiny_models.RANDOM_SIZES`."""
     return {
-        arch: _tiny_model(tmp_path_factory, corpus_texts, arch, seed)
+        arch: random_model(tmp_path_factory.mktemp("models") / arch, arch, corpus_texts, seed)
         for seed, arch in enumerate(["bert", "roberta", "gpt2"])
     }
 

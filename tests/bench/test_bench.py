@@ -13,7 +13,11 @@ import yaml
 from ctxvar.models.batching import BATCH_TOKENS
 
 from support.bench_scripts import run_bench, run_bench_main
+from support.tiny_models import random_model
 from support.workflow_runs import REPO, SMALL_DEMO
+
+# The sizes of the GPU benchmark's tiny models.
+BENCH_SHAPE = {"hidden_size": 16, "num_layers": 1, "num_heads": 2, "intermediate_size": 32}
 
 
 def test_quick_benchmark_reports_every_step(tmp_path):
@@ -86,14 +90,10 @@ def bench_corpus(request, tmp_path_factory):
     trained on it, as the benchmark builds its models."""
     from run import MODES, write_corpus
 
-    from ctxvar.models.random_init import build_random_model
-
     folder = tmp_path_factory.mktemp(f"bench-{request.param}")
     write_corpus(folder, MODES["gpu"]["sentences"])
     texts = pd.read_parquet(folder / "sentences.parquet")["text"].tolist()
-    shape = {"hidden_size": 16, "num_layers": 1, "num_heads": 2, "intermediate_size": 32}
-    entry = {"id": request.param, "arch": request.param, "vocab_size": 8000, "seed": 0, **shape}
-    build_random_model(entry, texts, folder / "model")
+    random_model(folder / "model", request.param, texts, seed=0, vocab_size=8000, **BENCH_SHAPE)
     return folder
 
 
@@ -296,13 +296,11 @@ def test_the_gpu_benchmarks_7b_shard_runs_at_least_30_batches(tmp_path):
 
     from ctxvar.extraction.shard import chunk_batches, read_shard
     from ctxvar.models.batching import BATCH_TOKENS
-    from ctxvar.models.random_init import build_random_model
     from ctxvar.models.tokens import encode
 
     shard = write_corpus(tmp_path, MODES["gpu"]["small"])
     texts, chunk, _ = read_shard(shard)
-    shape = {"hidden_size": 16, "num_layers": 1, "num_heads": 2, "intermediate_size": 32}
-    build_random_model({"id": "gpt2", "arch": "gpt2", "vocab_size": 8000, "seed": 0, **shape}, texts, tmp_path / "t")
+    random_model(tmp_path / "t", "gpt2", texts, seed=0, vocab_size=8000, **BENCH_SHAPE)
     lengths = encode(AutoTokenizer.from_pretrained(tmp_path / "t"), texts).lengths
     assert len(chunk_batches(lengths, chunk, BATCH_TOKENS)) >= 30
 

@@ -28,7 +28,6 @@ from ctxvar.files.atomic import write_csv
 from ctxvar.files.parquet import read_metadata, read_table, vector_rows, write_table
 from ctxvar.models import hashing
 from ctxvar.models.batching import BATCH_TOKENS
-from ctxvar.models.random_init import build_random_model
 from ctxvar.models.tokens import encode
 from ctxvar.stats.merge import merge_partials
 from ctxvar.stats.sums import SumsFile
@@ -36,6 +35,7 @@ from ctxvar.versions import device_name
 
 from support.oracle import assert_tokens_match, brute_force_tokens
 from support.pipeline_runs import PCA, PCA_ANALYSIS, TEST_DEVICE, assert_sums_equal, run_pipeline
+from support.tiny_models import random_model
 from support.workflow_runs import DEMO
 
 
@@ -100,8 +100,7 @@ def demo_sized(tmp_path_factory):
     """The demo's corpus (6,000 generated sentences) and a tiny BERT with a tokenizer trained on it."""
     texts = [t for t in synthetic_sentences(DEMO["corpus"]["synthetic"], DEMO["corpus"]["seed"]) if len(t.split()) < 64]
     model_dir = tmp_path_factory.mktemp("demo-sized") / "bert"
-    shape = {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64, "max_positions": 512}
-    build_random_model({"id": "demo-bert", "arch": "bert", "vocab_size": 2000, "seed": 1, **shape}, texts, model_dir)
+    random_model(model_dir, "bert", texts, seed=1, vocab_size=2000, num_layers=2)
     return texts, model_dir
 
 

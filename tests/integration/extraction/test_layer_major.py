@@ -20,60 +20,20 @@ from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.files.parquet import write_table
 
 from support.pipeline_runs import TEST_DEVICE, both_orders
+from support.tiny_models import DECODERS, tiny_model
 
 EVERY_SWITCH = GeometryOptions(covariance=True, cosine=True, sample_size=40, ethayarajh=True)
 FAMILIES = ["bert", "roberta", "gpt2", "gpt_neox", "opt", "llama", "mistral", "qwen2", "gemma2"]
-SIZES = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64)
-
-
-def decoder_config(family: str, tokenizer):
-    """A tiny config of ``family`` for ``tokenizer``'s vocabulary (sliding windows shorter than the sentences)."""
-    from transformers import Gemma2Config, GPTNeoXConfig, LlamaConfig, MistralConfig, OPTConfig, Qwen2Config
-
-    ids = dict(vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
-    if family == "opt":
-        return OPTConfig(
-            hidden_size=32, num_hidden_layers=3, num_attention_heads=4, ffn_dim=64, word_embed_proj_dim=32, **ids
-        )
-    if family == "gpt_neox":
-        return GPTNeoXConfig(**SIZES, **ids)
-    grouped = dict(**SIZES, num_key_value_heads=2, **ids)
-    return {
-        "llama": lambda: LlamaConfig(**grouped),
-        "mistral": lambda: MistralConfig(**grouped, sliding_window=6),
-        "qwen2": lambda: Qwen2Config(**grouped, use_sliding_window=True, sliding_window=6, max_window_layers=1),
-        "gemma2": lambda: Gemma2Config(**grouped, head_dim=8, sliding_window=6),
-    }[family]()
-
-
-def randomise_norms(model: torch.nn.Module, seed: int) -> None:
-    """Every norm's weight ~ U(0.5, 1.5) and bias ~ N(0, 0.1²): random-init norms are the identity."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for module in model.modules():
-            if "Norm" in type(module).__name__:
-                for name, parameter in module.named_parameters(recurse=False):
-                    values = torch.rand if name == "weight" else torch.randn
-                    scale, shift = (1.0, 0.5) if name == "weight" else (0.1, 0.0)
-                    parameter.copy_(shift + scale * values(parameter.shape, generator=generator))
 
 
 @pytest.fixture(scope="module")
 def family_models(tmp_path_factory, tiny_models):
-    """Directories of tiny random-init models by family: the session's BERT, RoBERTa and GPT-2, and decoders with
-    the GPT-2 model's tokenizer."""
-    from transformers import AutoModel, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(tiny_models["gpt2"])
+    """Directories of tiny random-init models by family: the session's BERT, RoBERTa and GPT-2, and decoders of
+    :data:`support.tiny_models.DECODERS` with the GPT-2 model's tokenizer and randomised norms."""
     folders = {family: tiny_models[family] for family in ("bert", "roberta", "gpt2")}
     for seed, family in enumerate(FAMILIES[3:]):
-        torch.manual_seed(seed)
-        model = AutoModel.from_config(decoder_config(family, tokenizer))
-        randomise_norms(model, seed)
         folder = tmp_path_factory.mktemp("families") / family
-        model.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-        folders[family] = str(folder)
+        folders[family] = tiny_model(folder, family, tiny_models["gpt2"], seed, norms_seed=seed, **DECODERS[family])
     return folders
 
 

@@ -23,6 +23,7 @@ from ctxvar.files.atomic import MANIFEST
 from ctxvar.stats.merge import MUST_MATCH
 
 from support.pipeline_runs import assert_sums_equal, shard_of, tiny_job_settings
+from support.tiny_models import DECODERS, tiny_model
 from support.workflow_runs import REPO
 
 STREAMED = "read from the files one at a time"
@@ -30,21 +31,12 @@ TINY_BUDGET_MB = 0.001  # below any tiny model's weights: every job streams them
 
 
 def llama_checkpoint(tiny_models, folder: Path, shard_size: str, **sizes) -> Path:
-    """A random-init Llama saved as ``LlamaForCausalLM`` (keys under ``model.``, with a head) in safetensors
-    files of at most ``shard_size``, with the tiny GPT-2's tokenizer."""
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    tokenizer = AutoTokenizer.from_pretrained(tiny_models["gpt2"])
-    shape = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2)
-    config = LlamaConfig(
-        **{**shape, "intermediate_size": 64, **sizes},
-        vocab_size=len(tokenizer),
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
+    """A random-init Llama of the tests' decoder sizes (:data:`support.tiny_models.DECODERS`), ``sizes`` replacing
+    them, saved as ``LlamaForCausalLM`` (keys under ``model.``, with a head) in safetensors files of at most
+    ``shard_size``, with the tiny GPT-2's tokenizer."""
+    tiny_model(
+        folder, "llama", tiny_models["gpt2"], 3, head=True, shard_size=shard_size, **{**DECODERS["llama"], **sizes}
     )
-    torch.manual_seed(3)
-    LlamaForCausalLM(config).save_pretrained(folder, max_shard_size=shard_size)
-    tokenizer.save_pretrained(folder)
     return folder
 
 

@@ -23,32 +23,21 @@ from ctxvar.corpus.shards import split_corpus
 from ctxvar.errors import CorpusError, ModelLoadError, StatisticsError
 from ctxvar.files.atomic import atomic_path
 from ctxvar.files.parquet import parquet_writer, read_metadata, tagged_schema, write_table
-from ctxvar.models.random_init import build_random_model
 from ctxvar.stats.layers import layers_table
 from ctxvar.stats.merge import MUST_MATCH, merge_partials
 from ctxvar.stats.sums import SUMS_LAYOUT
 
 from support.oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
 from support.pipeline_runs import extract, shard_of
+from support.tiny_models import random_model
 
 
 @pytest.fixture(scope="module")
 def short_model(tmp_path_factory, corpus_texts):
+    """A BERT of 24 positions, shorter than some of the corpus's sentences."""
     out = tmp_path_factory.mktemp("short") / "bert"
-    build_random_model(
-        {
-            "arch": "bert",
-            "vocab_size": 300,
-            "hidden_size": 16,
-            "num_layers": 2,
-            "num_heads": 2,
-            "intermediate_size": 32,
-            "max_positions": 24,
-            "seed": 5,
-        },
-        corpus_texts,
-        out,
-    )
+    sizes = dict(hidden_size=16, num_layers=2, intermediate_size=32, max_positions=24)
+    random_model(out, "bert", corpus_texts, seed=5, **sizes)
     return out
 
 

@@ -11,19 +11,9 @@ from safetensors.torch import load_file, save_file
 from ctxvar.errors import ModelLoadError
 from ctxvar.stats.embedding_matrices import embedding_matrix_statistics
 
+from support.tiny_models import untied_gpt2
+
 pytestmark = pytest.mark.integration
-
-
-def untied_causal_lm(directory, tokenizer_dir) -> str:
-    """A tiny GPT-2 with its own output matrix (``tie_word_embeddings`` false), saved with its head."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config
-
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-    config = GPT2Config(vocab_size=len(tokenizer), n_embd=16, n_layer=1, n_head=2, tie_word_embeddings=False)
-    torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(config).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return str(directory)
 
 
 def rewrite_weights(source: str, change) -> None:
@@ -42,7 +32,7 @@ def refusal(source: str, tmp_path) -> str:
 
 
 def test_an_output_matrix_of_another_row_count_is_refused_with_its_shapes(tiny_models, tmp_path):
-    source = untied_causal_lm(tmp_path / "model", tiny_models["gpt2"])
+    source = untied_gpt2(tmp_path / "model", tiny_models["gpt2"])
     rows = load_file(f"{source}/model.safetensors")["lm_head.weight"].shape[0]
 
     def more_rows(tensors):
@@ -55,7 +45,7 @@ def test_an_output_matrix_of_another_row_count_is_refused_with_its_shapes(tiny_m
 
 
 def test_an_output_matrix_missing_from_files_that_name_a_head_is_refused(tiny_models, tmp_path):
-    source = untied_causal_lm(tmp_path / "model", tiny_models["gpt2"])
+    source = untied_gpt2(tmp_path / "model", tiny_models["gpt2"])
     rows = load_file(f"{source}/model.safetensors")["lm_head.weight"].shape[0]
     rewrite_weights(source, lambda tensors: tensors.pop("lm_head.weight"))
     message = refusal(source, tmp_path)

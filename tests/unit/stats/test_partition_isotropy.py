@@ -35,6 +35,7 @@ from ctxvar.stats.sample_file import points, read_sample_layer
 from ctxvar.stats.sample_metrics import PARTITION_COLUMNS, partition_metrics
 
 from support.machina_mercer_reference import machina_mercer_isotropy
+from support.tiny_models import untied_gpt2
 
 RTOL = 1e-6
 
@@ -200,20 +201,6 @@ def check_table(table: pd.DataFrame, expected: list[dict]) -> None:
             assert row[key] == pytest.approx(value, rel=RTOL) if isinstance(value, float) else row[key] == value
 
 
-def untied_gpt2(directory, tokenizer_dir, with_head: bool) -> str:
-    """A tiny GPT-2 whose output matrix is its own (tie_word_embeddings false), saved with its LM head, or
-    as the base model alone (the head's matrix then not in the files)."""
-    from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer, GPT2Config
-
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-    config = GPT2Config(vocab_size=len(tokenizer), n_embd=16, n_layer=1, n_head=2, tie_word_embeddings=False)
-    torch.manual_seed(0)
-    model = (AutoModelForCausalLM if with_head else AutoModel).from_config(config)
-    model.save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return str(directory)
-
-
 def tied_with_head(directory, base_dir) -> str:
     """The tiny base model of ``base_dir`` saved again with its language-modelling head (GPT-2's causal LM,
     BERT's masked LM), whose output matrix is its input matrix (tie_word_embeddings, transformers' default)."""
@@ -244,7 +231,7 @@ def test_a_tied_model_has_one_matrix_measured_as_the_study_does(tiny_models, tmp
 
 @pytest.mark.integration
 def test_an_untied_model_has_its_input_and_output_matrices(tiny_models, tmp_path):
-    source = untied_gpt2(tmp_path / "untied", tiny_models["gpt2"], with_head=True)
+    source = untied_gpt2(tmp_path / "untied", tiny_models["gpt2"], head=True)
     csv, projection = tmp_path / "m.csv", tmp_path / "p.parquet"
     embedding_matrix_statistics({"id": "untied"}, source, "float32", csv, projection)
     weights = load_file(f"{source}/model.safetensors")
@@ -261,7 +248,7 @@ def test_a_model_saved_without_its_head_has_its_input_matrix_alone(tiny_models, 
     """A base model's files (BertModel, GPT2Model: a sentence encoder's) hold no output matrix, even where the
     config ties one to the input matrix: the input matrix alone is measured, not a matrix transformers builds."""
     if saved == "untied gpt2":
-        source = untied_gpt2(tmp_path / "base", tiny_models["gpt2"], with_head=False)
+        source = untied_gpt2(tmp_path / "base", tiny_models["gpt2"], head=False)
     else:
         source = tiny_models[saved]
     embedding_matrix_statistics({"id": "base"}, source, "float32", tmp_path / "m.csv", tmp_path / "p.parquet")
