@@ -164,8 +164,8 @@ def test_the_quick_start_prints_a_few_dozen_lines_before_its_closing_block(quick
 
 
 def test_the_quick_starts_size_is_what_the_readme_quotes(quick_start):
-    """The README quotes bench/disk.py's size of this config's results (tests/unit/test_readme.py); the quick start
-    as the README runs it (2 shards) ends within 10 % of it, the unpacked model aside."""
+    """The README quotes bench/disk.py's size of this config's results (tests/unit/project/test_readme.py); the
+    quick start as the README runs it (2 shards) ends within 10 % of it, the unpacked model aside."""
     folder = quick_start[0]
     (megabytes,) = quoted(r"about \d+ minutes and (\d+) MB beside the unpacked model on 2 cores")
     files = [path for path in folder.rglob("*") if path.is_file() and "models" not in path.relative_to(folder).parts]

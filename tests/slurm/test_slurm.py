@@ -2,7 +2,7 @@
 
 It runs the demo's first model on a smaller corpus (``workflow_runs.SMALL_DEMO``): what is checked is how the
 jobs are submitted, which the data's size does not change; the local run it must equal is shared with the
-workflow tier's killed-and-resumed run. The cluster and the runs are session fixtures of tests/slurm_cluster.py.
+workflow tier's killed-and-resumed run. The cluster and the runs are session fixtures of tests/support/slurm_cluster.py.
 """
 
 from __future__ import annotations

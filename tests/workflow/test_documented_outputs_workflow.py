@@ -1,6 +1,6 @@
 """The demo writes what docs/outputs.md says a run writes: every documented file (for each model it is documented
 for), no file the docs do not name, and in each table the documented columns, no more (the sums files: with the
-layout table's Parquet types). The docs' tables are read as tests/documented_outputs.py describes."""
+layout table's Parquet types). The docs' tables are read as tests/support/documented_outputs.py describes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Integration tier: Ethayarajh's measures (geometry.ethayarajh) on tiny models against a reference written from
-his published code (tests/ethayarajh_reference.py), every embedding in memory, and 1 shard against 3."""
+his published code (tests/support/ethayarajh_reference.py), every embedding in memory, and 1 shard against 3."""
 
 from __future__ import annotations
 

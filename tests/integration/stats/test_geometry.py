@@ -29,7 +29,7 @@ from support.pipeline_runs import run_geometry, sentence_offsets
 RTOL = 1e-6
 # √λ turns the fp32 Gram product's ~ε₃₂λ₁ rounding of a zero eigenvalue (LayerNorm outputs have one) into
 # ~√(ε₃₂λ₁): the singular-value ranks match to about 10⁻⁵ (see stats.geometry.rank_metrics); their formulas
-# are checked to 10⁻⁶ on float64 moments in test_effective_rank.py.
+# are checked to 10⁻⁶ on float64 moments in tests/unit/stats/test_geometry_spectrum.py.
 SINGULAR_VALUE_RANKS = ("effective_rank", "rankme")
 SINGULAR_VALUE_RTOL = 1e-4
 

@@ -1,5 +1,5 @@
 """docs/architecture.md's table of layers lists every module of the package, each in the layer
-tests/unit/test_architecture.py puts it in."""
+tests/unit/project/test_architecture.py puts it in."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The modules that building the DAG imports are the ones the workflow's rule files import, and
 docs/architecture.md names them all: a module added to a rule file's imports cannot stay out of the torch check
-(tests/unit/test_architecture.py) or the docs."""
+(tests/unit/project/test_architecture.py) or the docs."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ and the figures drawn from them.
 
 Reference: Machina & Mercer (2024), github.com/anemily-machina/isotropy_transformers at commit
 baf98c29bd62c0d6601690dbb7e95d66ca1985c6, src/partition_function.py, ``compute_IW`` and ``calc_isotropy``
-(tests/machina_mercer_reference.py): the eigenvectors of WᵀW from ``torch.linalg.eigh`` (columns), one sign
+(tests/support/machina_mercer_reference.py): the eigenvectors of WᵀW from ``torch.linalg.eigh`` (columns), one sign
 each, Z(c) = Σ_rows exp(W c) per eigenvector, I(W) = min Z / max Z; centred = W minus its mean row; the weights
 as the model holds them. The both-sign value is the same in torch over ±c (float64, exp without log space).
 """
