@@ -43,4 +43,4 @@ step 120 python3 bench/forward_variants.py --device $device $quick --out "$out" 
 step 150 python3 bench/gpu.py --device $device $quick --models ${models##* } --out "$out" --work "$work"
 export CTXVAR_TEST_DEVICE=$device
 step 90 python3 -m pytest -q -x -p no:cacheprovider --basetemp="$work/pytest" \
-  tests/integration/test_extraction.py tests/integration/test_layer_major.py
+  tests/integration/extraction/test_extract.py tests/integration/extraction/test_layer_major.py

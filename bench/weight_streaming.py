@@ -5,7 +5,7 @@ model loaded whole: peak resident memory against the memory plan, time, and that
     python bench/weight_streaming.py --quick         # 4 blocks at d = 256
 
 Builds a random-init ``LlamaForCausalLM`` (saved in 500 MB safetensors shards, keys under ``model.``) with the
-tokenizer of a small GPT-2 built beside it, and runs ``tests/streamed_peak.py`` on one synthetic shard twice,
+tokenizer of a small GPT-2 built beside it, and runs ``tests/support/streamed_peak.py`` on one synthetic shard twice,
 each in a fresh process on the CPU: with ``max_device_mb`` a third of the weights (streamed) and with no budget
 (loaded whole). Each gives the peak growth of resident memory over the job (loading and hashing included) after
 a warm-up job on the small model, and the memory plan the job logged (on a CPU the device is the host, so the
@@ -33,7 +33,7 @@ from synthetic import corpus_texts, write_corpus
 
 SHAPE = {"hidden_size": 1024, "num_hidden_layers": 22, "num_attention_heads": 16, "intermediate_size": 2816}
 QUICK_SHAPE = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 688}
-PEAK_SCRIPT = Path(__file__).resolve().parents[1] / "tests" / "streamed_peak.py"
+PEAK_SCRIPT = Path(__file__).resolve().parents[1] / "tests" / "support" / "streamed_peak.py"
 MB = 1e6
 
 
@@ -53,7 +53,7 @@ def llama(folder: Path, tokenizer_dir: Path, shape: dict) -> Path:
 
 
 def peak(shard: Path, model_dir: Path, out: Path, budget_mb: int, warm_up: Path) -> dict:
-    """tests/streamed_peak.py in a fresh process."""
+    """tests/support/streamed_peak.py in a fresh process."""
     run = subprocess.run(
         [
             sys.executable,
@@ -70,7 +70,7 @@ def peak(shard: Path, model_dir: Path, out: Path, budget_mb: int, warm_up: Path)
         env={**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"},
     )
     if run.returncode:
-        sys.exit(f"tests/streamed_peak.py failed:\n{run.stderr[-3000:]}")
+        sys.exit(f"tests/support/streamed_peak.py failed:\n{run.stderr[-3000:]}")
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 

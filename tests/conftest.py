@@ -6,8 +6,9 @@ Every test lives in one tier's folder, and the folder gives its marker (``-m wor
 ``integration``, ``workflow``, ``real_model``, ``slurm``, ``bench``. The fast tier, ``python -m pytest``, is the
 unit and integration folders. A file in ``unit`` may still mark single tests ``integration`` itself.
 
-The models' LayerNorm γ and β are randomised (see ctxvar.random_models), so Q
-varies across types and a wrong statistic cannot pass by accident.
+The models' LayerNorm γ and β are randomised (:func:`support.tiny_models.random_model`, which builds them as
+ctxvar.models.random_init does for ``init: random``), so Q varies across types and a wrong statistic cannot pass by
+accident.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ import torch
 
 from ctxvar.corpus.sources import synthetic_sentences
 from ctxvar.extraction import devices
-from ctxvar.models.random_init import build_random_model
 
-from slurm_cluster import CAN_RUN as SLURM_CAN_RUN
-from slurm_cluster import cluster, slurm_runs  # noqa: F401  (session fixtures, started by background_runs)
+from support.slurm_cluster import CAN_RUN as SLURM_CAN_RUN
+from support.slurm_cluster import cluster, slurm_runs  # noqa: F401  (session fixtures, started by background_runs)
+from support.tiny_models import random_model
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # One CPU thread per process, as Snakemake gives each job its rule's `threads` (1 by default): the suite runs
@@ -59,7 +60,7 @@ def pytest_configure(config):
     one process, or each worker would start every run again (and a second SLURM cluster on the same ports)."""
     if not getattr(config.option, "numprocesses", None) or hasattr(config, "workerinput"):  # not xdist's controller
         return
-    from workflow_runs import one_process_tiers
+    from support.workflow_runs import one_process_tiers
 
     expression = config.option.markexpr
     one_process = one_process_tiers(expression)
@@ -135,28 +136,11 @@ def corpus_texts() -> list[str]:
     return synthetic_sentences(SYNTHETIC, seed=7)
 
 
-def _tiny_model(tmp_path_factory, texts, arch: str, seed: int) -> str:
-    out = tmp_path_factory.mktemp("models") / arch
-    entry = {
-        "id": f"tiny-{arch}",
-        "arch": arch,
-        "vocab_size": 300,
-        "hidden_size": 32,
-        "num_layers": 3,
-        "num_heads": 2,
-        "intermediate_size": 64,
-        "max_positions": 512,
-        "seed": seed,
-    }
-    build_random_model(entry, texts, out)
-    return str(out)
-
-
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory, corpus_texts) -> dict[str, str]:
-    """Directories of saved tiny models, by architecture."""
+    """Directories of saved tiny models, by architecture, each of :data:`support.tiny_models.RANDOM_SIZES`."""
     return {
-        arch: _tiny_model(tmp_path_factory, corpus_texts, arch, seed)
+        arch: random_model(tmp_path_factory.mktemp("models") / arch, arch, corpus_texts, seed)
         for seed, arch in enumerate(["bert", "roberta", "gpt2"])
     }
 
@@ -164,7 +148,7 @@ def tiny_models(tmp_path_factory, corpus_texts) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def oracles(tiny_models, corpus_texts):
     """``arch → (keys, X)`` of :func:`oracle.brute_force_embeddings`, each computed once per session."""
-    from oracle import brute_force_embeddings
+    from support.oracle import brute_force_embeddings
 
     cache = {}
 
@@ -200,7 +184,7 @@ def background_runs(request):
 @pytest.fixture(scope="session")
 def started_demo(tmp_path_factory):
     """``(workdir, process)``: config/demo.yaml started, not waited for; stopped at the end if still running."""
-    from workflow_runs import BACKGROUND_NICENESS, REPO, start_snakemake, stop_snakemake
+    from support.workflow_runs import BACKGROUND_NICENESS, REPO, start_snakemake, stop_snakemake
 
     workdir = tmp_path_factory.mktemp("demo")
     process = start_snakemake(workdir, REPO / "config" / "demo.yaml", niceness=BACKGROUND_NICENESS)
@@ -212,7 +196,7 @@ def started_demo(tmp_path_factory):
 def demo_run(started_demo):
     """``(workdir, finished process)`` of a local run of config/demo.yaml (read-only), its output kept; its time
     is printed under "measured"."""
-    from workflow_runs import RUN_SECONDS, finished_snakemake, run_seconds
+    from support.workflow_runs import RUN_SECONDS, finished_snakemake, run_seconds
 
     workdir, process = started_demo
     run = finished_snakemake(workdir, process)
@@ -231,7 +215,13 @@ def demo(demo_run):
 def started_small_demo(tmp_path_factory):
     """``(workdir, process)``: :data:`workflow_runs.SMALL_DEMO` as far as :data:`workflow_runs.SMALL_DEMO_OUTPUTS`,
     started, not waited for."""
-    from workflow_runs import BACKGROUND_NICENESS, SMALL_DEMO, SMALL_DEMO_OUTPUTS, start_snakemake, stop_snakemake
+    from support.workflow_runs import (
+        BACKGROUND_NICENESS,
+        SMALL_DEMO,
+        SMALL_DEMO_OUTPUTS,
+        start_snakemake,
+        stop_snakemake,
+    )
 
     workdir = tmp_path_factory.mktemp("small-demo")
     process = start_snakemake(workdir, SMALL_DEMO, *SMALL_DEMO_OUTPUTS, niceness=BACKGROUND_NICENESS)
@@ -243,7 +233,7 @@ def started_small_demo(tmp_path_factory):
 def small_demo(started_small_demo):
     """The finished run of :func:`started_small_demo` (read-only): what the SLURM run and the killed-and-resumed
     run must equal, byte for byte."""
-    from workflow_runs import finished_snakemake
+    from support.workflow_runs import finished_snakemake
 
     run = finished_snakemake(*started_small_demo)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -256,7 +246,7 @@ def started_quick_start(tmp_path_factory):
     started, not waited for; ``None`` without the all-MiniLM-L6-v2 wheel (its tests then skip, saying why)."""
     from ctxvar.errors import ModelLoadError
 
-    from workflow_runs import BACKGROUND_NICENESS, REPO, quick_start_archive, start_snakemake, stop_snakemake
+    from support.workflow_runs import BACKGROUND_NICENESS, REPO, quick_start_archive, start_snakemake, stop_snakemake
 
     try:
         quick_start_archive()
@@ -272,7 +262,7 @@ def started_quick_start(tmp_path_factory):
 def pytest_terminal_summary(terminalreporter):
     """Print what tests measured with ``record_property`` (the real-model tier's agreement with brute force) and
     how long the runs of shipped configs took (:data:`workflow_runs.RUN_SECONDS`), each on this machine."""
-    from workflow_runs import RUN_SECONDS
+    from support.workflow_runs import RUN_SECONDS
 
     measured = [
         (report.nodeid.split("::")[-1], name, value)

@@ -12,8 +12,12 @@ import yaml
 
 from ctxvar.models.batching import BATCH_TOKENS
 
-from bench_scripts import run_bench, run_bench_main
-from workflow_runs import REPO, SMALL_DEMO
+from support.bench_scripts import run_bench, run_bench_main
+from support.tiny_models import random_model
+from support.workflow_runs import REPO, SMALL_DEMO
+
+# The sizes of the GPU benchmark's tiny models.
+BENCH_SHAPE = {"hidden_size": 16, "num_layers": 1, "num_heads": 2, "intermediate_size": 32}
 
 
 def test_quick_benchmark_reports_every_step(tmp_path):
@@ -84,17 +88,13 @@ def test_peak_disk_benchmark_measures_the_peak_against_the_merged_sums(tmp_path)
 def bench_corpus(request, tmp_path_factory):
     """The GPU benchmark's corpus (bench/gpu_models.py, 60,000 sentences) and a tiny model of ``arch`` with a
     tokenizer trained on it, as the benchmark builds its models."""
-    from ctxvar.models.random_init import build_random_model
-
     from gpu_models import MODES
     from synthetic import corpus_texts, write_corpus
 
     folder = tmp_path_factory.mktemp(f"bench-{request.param}")
     write_corpus(folder, MODES["gpu"]["sentences"])
     texts = corpus_texts(folder)
-    shape = {"hidden_size": 16, "num_layers": 1, "num_heads": 2, "intermediate_size": 32}
-    entry = {"id": request.param, "arch": request.param, "vocab_size": 8000, "seed": 0, **shape}
-    build_random_model(entry, texts, folder / "model")
+    random_model(folder / "model", request.param, texts, seed=0, vocab_size=8000, **BENCH_SHAPE)
     return folder
 
 
@@ -298,7 +298,6 @@ def test_the_gpu_benchmarks_7b_shard_runs_at_least_30_batches(tmp_path):
 
     from ctxvar.extraction.shard import chunk_batches, read_shard
     from ctxvar.models.batching import BATCH_TOKENS
-    from ctxvar.models.random_init import build_random_model
     from ctxvar.models.tokens import encode
 
     from gpu_models import MODES
@@ -306,8 +305,7 @@ def test_the_gpu_benchmarks_7b_shard_runs_at_least_30_batches(tmp_path):
 
     shard = write_corpus(tmp_path, MODES["gpu"]["small"])
     texts, chunk, _ = read_shard(shard)
-    shape = {"hidden_size": 16, "num_layers": 1, "num_heads": 2, "intermediate_size": 32}
-    build_random_model({"id": "gpt2", "arch": "gpt2", "vocab_size": 8000, "seed": 0, **shape}, texts, tmp_path / "t")
+    random_model(tmp_path / "t", "gpt2", texts, seed=0, vocab_size=8000, **BENCH_SHAPE)
     lengths = encode(AutoTokenizer.from_pretrained(tmp_path / "t"), texts).lengths
     assert len(chunk_batches(lengths, chunk, BATCH_TOKENS)) >= 30
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench_scripts import run_bench_main
+from support.bench_scripts import run_bench_main
 
 
 def test_quick_switches_benchmark_measures_every_switch(tmp_path):

@@ -13,7 +13,15 @@ import pytest
 import ctxvar
 from ctxvar.errors import ModelLoadError
 
-from workflow_runs import MINILM, REPO, RUN_SECONDS, end_of_run, finished_snakemake, quick_start_archive, run_seconds
+from support.workflow_runs import (
+    MINILM,
+    REPO,
+    RUN_SECONDS,
+    end_of_run,
+    finished_snakemake,
+    quick_start_archive,
+    run_seconds,
+)
 
 README = " ".join((REPO / "README.md").read_text().split())  # one line: quoted sentences wrap anywhere
 FIGURES_DOC = " ".join((REPO / "docs" / "figures.md").read_text().split())
@@ -156,8 +164,8 @@ def test_the_quick_start_prints_a_few_dozen_lines_before_its_closing_block(quick
 
 
 def test_the_quick_starts_size_is_what_the_readme_quotes(quick_start):
-    """The README quotes bench/peak_disk.py's size of this config's results (tests/unit/test_readme.py); the quick start
-    as the README runs it (2 shards) ends within 10 % of it, the unpacked model aside."""
+    """The README quotes bench/peak_disk.py's size of this config's results (tests/unit/project/test_readme.py); the
+    quick start as the README runs it (2 shards) ends within 10 % of it, the unpacked model aside."""
     folder = quick_start[0]
     (megabytes,) = quoted(r"about \d+ minutes and (\d+) MB beside the unpacked model on 2 cores")
     files = [path for path in folder.rglob("*") if path.is_file() and "models" not in path.relative_to(folder).parts]

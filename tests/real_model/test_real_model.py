@@ -28,8 +28,8 @@ from ctxvar.models.archive import archive_path, unpack_model
 from ctxvar.stats.finalize import finalize
 from ctxvar.stats.layers import frequency_filter, ols
 
-from oracle import brute_force_embeddings, brute_force_tokens
-from pipeline_runs import TEST_DEVICE, run_pipeline
+from support.oracle import brute_force_embeddings, brute_force_tokens
+from support.pipeline_runs import TEST_DEVICE, run_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 README = " ".join((REPO / "README.md").read_text().split())

@@ -2,7 +2,7 @@
 
 It runs the demo's first model on a smaller corpus (``workflow_runs.SMALL_DEMO``): what is checked is how the
 jobs are submitted, which the data's size does not change; the local run it must equal is shared with the
-workflow tier's killed-and-resumed run. The cluster and the runs are session fixtures of tests/slurm_cluster.py.
+workflow tier's killed-and-resumed run. The cluster and the runs are session fixtures of tests/support/slurm_cluster.py.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import subprocess
 
 import pytest
 
-from slurm_cluster import CAN_RUN, NEEDS, TARGETS, stop_cluster
-from workflow_runs import SMALL_DEMO_OUTPUTS, finished_snakemake, stop_snakemake
+from support.slurm_cluster import CAN_RUN, NEEDS, TARGETS, stop_cluster
+from support.workflow_runs import SMALL_DEMO_OUTPUTS, finished_snakemake, stop_snakemake
 
 pytestmark = pytest.mark.skipif(not CAN_RUN, reason=NEEDS)
 

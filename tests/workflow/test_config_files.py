@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from workflow_runs import REPO, scheduled_jobs
+from support.workflow_runs import REPO, scheduled_jobs
 
 PAPER = yaml.safe_load((REPO / "config.yaml").read_text())
 STUDY = {  # names what it studies and nothing else

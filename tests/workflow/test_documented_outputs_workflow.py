@@ -1,6 +1,6 @@
 """The demo writes what docs/outputs.md says a run writes: every documented file (for each model it is documented
 for), no file the docs do not name, and in each table the documented columns, no more (the sums files: with the
-layout table's Parquet types). The docs' tables are read as tests/documented_outputs.py describes."""
+layout table's Parquet types). The docs' tables are read as tests/support/documented_outputs.py describes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 import pandas as pd
 import pyarrow.parquet as pq
 
-from documented_outputs import (
+from support.documented_outputs import (
     TABLE_SUFFIXES,
     column_differences,
     documented_columns,
@@ -21,7 +21,7 @@ from documented_outputs import (
     table_columns,
     undocumented_files,
 )
-from workflow_runs import DEMO
+from support.workflow_runs import DEMO
 
 RUN = DEMO["run"]
 # Documented files the demo does not write: partials and running merges are deleted once merged

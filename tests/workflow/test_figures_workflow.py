@@ -20,7 +20,7 @@ from ctxvar.figures.catalogue import (
 )
 from ctxvar.figures.plotting import grid_layers, middle_layer
 
-from workflow_runs import DEMO, end_of_run, snakemake
+from support.workflow_runs import DEMO, end_of_run, snakemake
 
 MODELS = ["tiny-bert", "tiny-roberta", "trained-gpt2@step0"]  # the random-init models with 5 hidden states
 ALL_MODELS = [

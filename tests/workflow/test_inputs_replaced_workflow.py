@@ -7,7 +7,7 @@ import os
 
 import yaml
 
-from workflow_runs import scheduled_jobs, snakemake
+from support.workflow_runs import scheduled_jobs, snakemake
 
 
 def test_a_corpus_replaced_by_a_rename_or_a_relinked_path_re_samples(tmp_path):

@@ -7,7 +7,7 @@ import os
 
 import yaml
 
-from workflow_runs import scheduled_jobs, snakemake
+from support.workflow_runs import scheduled_jobs, snakemake
 
 
 def study(folder, corpus) -> str:

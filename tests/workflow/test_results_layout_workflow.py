@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workflow_runs import DEMO, snakemake
+from support.workflow_runs import DEMO, snakemake
 
 
 def test_merged_sums_under_the_older_names_stop_the_start_with_one_line(tmp_path):

@@ -13,7 +13,7 @@ import subprocess
 
 import yaml
 
-from workflow_runs import scheduled_jobs, snakemake, snakemake_command
+from support.workflow_runs import scheduled_jobs, snakemake, snakemake_command
 
 MODEL = {"id": "m", "init": "random", "arch": "bert", "hidden_size": 32, "num_layers": 2}
 

@@ -29,8 +29,8 @@ from ctxvar.files.parquet import FOOTER_READ_BYTES, read_metadata
 from ctxvar.run.disk import planned_bytes
 from ctxvar.stats.layers import COLUMNS
 
-from oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
-from workflow_runs import (
+from support.oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
+from support.workflow_runs import (
     DEMO,
     MERGED_SUMS,
     REPO,

@@ -1,0 +1,155 @@
+"""Integration tier: a layer-major extraction job writes the whole-model job's files bit for bit, for every tested
+family, in float32 and bfloat16, on 1 and 3 shards, with the paper's sums alone and with every geometry switch on."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+
+from ctxvar.corpus.shards import split_corpus
+from ctxvar.errors import ModelLoadError
+from ctxvar.extraction.accumulator import NO_GEOMETRY, GeometryOptions
+from ctxvar.extraction.extract import prepare_shard
+from ctxvar.extraction.layer_major import choose_blocks, find_blocks
+from ctxvar.extraction.settings import ExtractionSettings
+from ctxvar.files.parquet import write_table
+
+from support.pipeline_runs import TEST_DEVICE, both_orders
+from support.tiny_models import DECODERS, tiny_model
+
+EVERY_SWITCH = GeometryOptions(covariance=True, cosine=True, sample_size=40, ethayarajh=True)
+FAMILIES = ["bert", "roberta", "gpt2", "gpt_neox", "opt", "llama", "mistral", "qwen2", "gemma2"]
+
+
+@pytest.fixture(scope="module")
+def family_models(tmp_path_factory, tiny_models):
+    """Directories of tiny random-init models by family: the session's BERT, RoBERTa and GPT-2, and decoders of
+    :data:`support.tiny_models.DECODERS` with the GPT-2 model's tokenizer and randomised norms."""
+    folders = {family: tiny_models[family] for family in ("bert", "roberta", "gpt2")}
+    for seed, family in enumerate(FAMILIES[3:]):
+        folder = tmp_path_factory.mktemp("families") / family
+        folders[family] = tiny_model(folder, family, tiny_models["gpt2"], seed, norms_seed=seed, **DECODERS[family])
+    return folders
+
+
+def shards_of(folder, texts, model_dir: str, n_shards: int):
+    write_table(pa.table({"sentence_id": np.arange(len(texts)), "text": texts}), folder / "sentences.parquet")
+    shards = [folder / f"shard{i}.parquet" for i in range(n_shards)]
+    split_corpus(folder / "sentences.parquet", shards, {"id": "tiny"}, model_dir, batch_tokens=128)
+    return shards
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_layer_major_files_are_the_whole_model_files_bit_for_bit(
+    tmp_path, family_models, corpus_texts, family, dtype, caplog
+):
+    """1 shard with the paper's sums alone, 3 shards with every geometry switch on (covariance, cosine, the
+    position sample, Ethayarajh's word and sentence sums)."""
+    model_dir = family_models[family]
+    runs = [(1, NO_GEOMETRY), (3, EVERY_SWITCH)]
+    for n_shards, options in runs:
+        folder = tmp_path / f"{n_shards}"
+        folder.mkdir()
+        for shard in shards_of(folder, corpus_texts[:30], model_dir, n_shards):
+            with caplog.at_level(logging.INFO, logger="ctxvar.extraction.extract"):
+                layer_major, whole = both_orders(folder, shard, model_dir, dtype, options)
+            assert "memory plan: weights" in caplog.text and "whole-model: one pass; sums of layers" in caplog.text
+            assert layer_major.keys() == whole.keys()
+            for kind, table in whole.items():
+                assert table.num_rows > 0, kind
+                assert layer_major[kind].equals(table), f"{family} {dtype}: {kind} of {shard.name} differs"
+
+
+def test_a_layout_without_blocks_runs_whole_model_and_the_log_says_why(tmp_path, family_models, caplog):
+    """``auto`` falls back with the reason in the log; ``layer_major`` forced is a one-line error."""
+    from ctxvar.extraction.passes import forward_options
+
+    from support.pipeline_runs import shard_of
+
+    settings = ExtractionSettings(
+        model={"id": "tiny"}, source=family_models["llama"], device=TEST_DEVICE, progress=False, config_hash="t"
+    )
+    job = prepare_shard(shard_of(tmp_path, ["a short sentence here", "and another one"]), settings, False)
+    batches = job.padded().to(job.device)
+    assert find_blocks(job.model).name == "layers"
+    assert forward_options(job.model) == {"use_cache": False}
+    job.model.layers = torch.nn.Sequential(*job.model.layers)  # no ModuleList: a layout the driver cannot find
+    with caplog.at_level(logging.INFO, logger="ctxvar.extraction.layer_major"):
+        assert choose_blocks(job.model, batches, "auto", "tiny") is None
+    assert "runs whole-model, not layer-major: LlamaModel has no ModuleList of blocks" in caplog.text
+    with pytest.raises(ModelLoadError, match="cannot run layer-major: LlamaModel has no ModuleList of blocks; set"):
+        choose_blocks(job.model, batches, "layer_major", "tiny")
+
+
+def test_hidden_states_held_in_host_memory_give_the_same_bits(tmp_path, monkeypatch, family_models, corpus_texts):
+    """A plan that puts the shard's hidden states in host memory (moved per batch) changes no bit."""
+    from ctxvar.extraction import extract
+
+    planned = extract.memory_plan
+    monkeypatch.setattr(extract, "memory_plan", lambda *args: dataclasses.replace(planned(*args), states_on_host=True))
+    (shard,) = shards_of(tmp_path, corpus_texts[:20], family_models["qwen2"], 1)
+    layer_major, whole = both_orders(tmp_path, shard, family_models["qwen2"], "float32", EVERY_SWITCH)
+    for kind, table in whole.items():
+        assert layer_major[kind].equals(table), kind
+
+
+def fake_gpu_job(family_models, monkeypatch, free_bytes: int, tmp_path, texts):
+    """A CPU job that reads as one on a GPU with ``free_bytes`` free of 80 GB (torch.cuda.mem_get_info faked)."""
+    from support.pipeline_runs import shard_of
+
+    settings = ExtractionSettings(
+        model={"id": "tiny"}, source=family_models["llama"], device="cpu", progress=False, config_hash="t"
+    )
+    job = prepare_shard(shard_of(tmp_path, texts), settings, False)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (free_bytes, 80 * 10**9))
+    job.device = torch.device("cuda", 0)
+    return job, settings
+
+
+def test_the_memory_plan_names_its_parts_and_a_device_too_small_is_one_line(
+    tmp_path, monkeypatch, family_models, corpus_texts
+):
+    from ctxvar.errors import DeviceMemoryError
+    from ctxvar.extraction.budget import reserve_bytes
+    from ctxvar.extraction.layer_major import memory_plan
+
+    job, settings = fake_gpu_job(family_models, monkeypatch, 10**12, tmp_path, corpus_texts[:20])
+    blocks = find_blocks(job.model)
+    padded = job.padded()
+    plan = memory_plan(settings, job, blocks, padded)
+    block = sum(p.numel() * 4 for p in job.model.layers[0].parameters())
+    assert plan.block_weights == block and plan.weights == sum(p.numel() * 4 for p in job.model.parameters())
+    assert plan.hidden_states == int(padded.grid[-1]) * 32 * 4 and not plan.states_on_host
+    assert plan.describe().startswith(f"weights {plan.weights / 1e9:.3f} GB ({block / 1e9:.3f} GB per block)")
+    room = reserve_bytes(80 * 10**9) + plan.layer_sums + plan.transients
+    job, settings = fake_gpu_job(family_models, monkeypatch, room + plan.hidden_states - 1, tmp_path, corpus_texts[:20])
+    assert memory_plan(settings, job, blocks, padded).states_on_host  # one byte short: the states go to the host
+    job, settings = fake_gpu_job(family_models, monkeypatch, room - 1, tmp_path, corpus_texts[:20])
+    with pytest.raises(DeviceMemoryError) as raised:
+        memory_plan(settings, job, blocks, padded)
+    message = str(raised.value)
+    assert "\n" not in message and "cannot hold one layer's sums" in message
+    assert "use dtype: bfloat16, a lower batch_tokens, more shards" in message
+
+
+def test_stubbed_blocks_get_their_own_forward_back():
+    """A forward set on a block's instance (accelerate's hooks set one) is put back after the recording."""
+    from ctxvar.extraction.layer_major import Blocks, _stubbed
+
+    hooked, plain = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+
+    def wrapper(x):
+        return "hooked"
+
+    hooked.forward = wrapper
+    blocks = Blocks("layers", torch.nn.ModuleList([hooked, plain]))
+    with _stubbed(blocks, lambda index: lambda x: index):
+        assert (hooked(None), plain(None)) == (0, 1)
+    assert hooked.forward is wrapper and "forward" not in plain.__dict__
+    assert plain(torch.ones(2)).shape == (2,)

@@ -1,0 +1,146 @@
+"""The checks Snakemake's start-up runs on a config (ctxvar.config.checks, called from workflow/rules/common.smk),
+in process: bad model entries, paths and values stop the run before any job with one readable line;
+tests/workflow/test_workflow.py runs two of these through Snakemake. An ``init: archive`` entry names one file,
+which holds one version of the model, so ``revision`` or ``revisions`` on it are refused, as on a local model
+directory."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from ctxvar.config.checks import check_config
+from ctxvar.config.entries import models_by_id
+from ctxvar.config.schema import check_schema
+from ctxvar.errors import ConfigError, CtxvarError
+from ctxvar.models.archive import check_archives
+
+from support.workflow_runs import DEMO
+
+
+@pytest.mark.parametrize(
+    "models, message",
+    [
+        ([{"name": "gpt2"}, {"name": "gpt2"}], "duplicate model id 'gpt2'"),
+        ([{"id": "summary", "name": "gpt2"}], "reserved"),
+        ([{"id": "x", "init": "random"}], "needs 'arch'"),
+        ([{"id": "x"}], "needs 'name'"),
+    ],
+)
+def test_bad_model_entries_fail_with_one_line(models, message):
+    config = {**copy.deepcopy(DEMO), "models": models}
+    with pytest.raises(ConfigError, match=message) as error:
+        check_config(config)
+    assert "\n" not in str(error.value)
+
+
+def test_missing_local_corpus_file_is_named():
+    config = copy.deepcopy(DEMO)
+    config["corpus"].update(source="text", path="no/such/file.txt")
+    with pytest.raises(ConfigError, match="file not found: no/such/file.txt"):
+        check_config(config)
+
+
+@pytest.mark.parametrize("name", ["/data/checkpoints/my-bert", "./checkpoints/my-bert", "../my-bert", "~/my-bert"])
+def test_a_model_path_that_does_not_exist_is_named_with_its_entry(tmp_path, monkeypatch, name):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    config = {**copy.deepcopy(DEMO), "models": [{"name": name}]}
+    with pytest.raises(ConfigError) as error:
+        check_config(config)
+    assert str(error.value).startswith(f"models[]: entry 'my-bert': {name} does not exist")
+    assert "\n" not in str(error.value)
+
+
+def test_a_model_path_that_exists_passes_and_a_file_is_not_a_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "my-bert").mkdir()
+    (tmp_path / "weights.bin").write_bytes(b"")
+    for name in (str(tmp_path / "my-bert"), "~/my-bert", "bert-base-uncased", "EleutherAI/pythia-70m"):
+        check_config({**copy.deepcopy(DEMO), "models": [{"name": name}]})
+    with pytest.raises(ConfigError, match="weights.bin is not a directory"):
+        check_config({**copy.deepcopy(DEMO), "models": [{"name": str(tmp_path / "weights.bin")}]})
+
+
+def test_a_corpus_path_that_is_a_directory_is_named(tmp_path):
+    config = copy.deepcopy(DEMO)
+    config["corpus"].update(source="text", path=str(tmp_path))
+    with pytest.raises(ConfigError, match=f"corpus.path: is a directory, not a file: {tmp_path}"):
+        check_config(config)
+
+
+NO_SUCH_ARCHIVE = {"archive": "m.zip", "sha256": {"model.safetensors": "0" * 64}}
+
+
+def start_up_checks(config: dict, run_folder) -> None:
+    """What the workflow checks before any job, in its order: schema, ctxvar's own checks, the model entries."""
+    check_schema(config)
+    check_config(config)
+    check_archives(models_by_id(config), run_folder)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"corpus": {**DEMO["corpus"], "fraction": 0}}, "corpus.fraction: 0 is less than or equal to the minimum of 0"),
+        ({"shards": 0}, "shards: 0 is less than the minimum of 1"),
+        ({"dtype": "fp8"}, "dtype: 'fp8' is not allowed; use one of float32, bfloat16, float16"),
+        ({"shards": "eight"}, "ctxvar error: shards: 'eight' is not a whole number"),
+        ({"shards": 2.0}, "ctxvar error: shards: 2.0 is not a whole number"),
+        (
+            {"shards": 2**63},
+            "ctxvar error: shards: 9223372036854775808 is greater than the maximum of 10000",
+        ),
+        (
+            {"analysis": {"min_log10_n": 4, "max_log10_n": 2}},
+            "ctxvar error: analysis: min_log10_n (4) is above max_log10_n (2)",
+        ),
+        (
+            {"corpus": {**DEMO["corpus"], "source": "csv"}},
+            "corpus.source: 'csv' is not allowed; use one of hf, text, parquet, jsonl",
+        ),
+        (
+            {"corpus": {**DEMO["corpus"], "source": "text", "path": "missing.txt"}},
+            "corpus.path: file not found: missing.txt",
+        ),
+        ({"modles": []}, "Additional properties are not allowed ('modles' was unexpected)"),
+        (
+            {"models": [{"name": "/data/checkpoints/my-bert"}]},  # the README's example path
+            "ctxvar error: models[]: entry 'my-bert': /data/checkpoints/my-bert does not exist",
+        ),
+        (
+            {"models": [{"id": "m", "init": "archive", "package": "ctxvar-no-such-package", **NO_SUCH_ARCHIVE}]},
+            "ctxvar error: models[]: entry 'm': package 'ctxvar-no-such-package' is not installed",
+        ),
+        ({"models": DEMO["models"] + DEMO["models"][:1]}, "duplicate model id 'tiny-bert'"),
+    ],
+)
+def test_bad_config_stops_before_any_job_with_a_readable_line(tmp_path, monkeypatch, change, message):
+    monkeypatch.chdir(tmp_path)  # relative corpus paths resolve where Snakemake runs
+    with pytest.raises(CtxvarError) as error:
+        start_up_checks({**DEMO, **change}, tmp_path / "results" / "demo")
+    assert message.removeprefix("ctxvar error: ") in str(error.value) and "\n" not in str(error.value)
+    assert not (tmp_path / "results").exists()
+
+
+ARCHIVE = {"id": "zipped", "init": "archive", "archive": "m.zip", "sha256": {"model.safetensors": "0" * 64}}
+GGUF = {"id": "quantized", "init": "archive", "gguf": "m.gguf", "sha256": {"m.gguf": "0" * 64}}
+
+
+@pytest.mark.parametrize("entry", [ARCHIVE, GGUF])
+@pytest.mark.parametrize("versions", [{"revision": "v1"}, {"revisions": ["step0", "step100"]}])
+def test_a_revision_on_an_archive_is_refused_with_one_line(entry, versions):
+    config = {**DEMO, "models": [{**entry, **versions}]}
+    check_schema(config)
+    with pytest.raises(ConfigError) as error:
+        check_config(config)
+    message = str(error.value)
+    assert f"entry {entry['id']!r}" in message and "holds one version of the model" in message
+    assert f"remove {next(iter(versions))}" in message and "\n" not in message
+
+
+def test_an_archive_without_revisions_passes():
+    config = {**DEMO, "models": [ARCHIVE]}
+    check_schema(config)
+    check_config(config)

@@ -1,0 +1,60 @@
+"""The hashes a job's params carry (ctxvar.config.hashes): the config hash follows the science, not the other models
+or the device. Extraction's geometry params are the same text whatever the order of the config's keys: Snakemake
+compares a job's params as text, so a reordered config.yaml must not re-run extraction."""
+
+from __future__ import annotations
+
+import copy
+
+from ctxvar.config.entries import models_by_id
+from ctxvar.config.hashes import extraction_config_hash, extraction_geometry
+
+from support.workflow_runs import DEMO
+
+GEOMETRY = {  # the schema's defaults, in the schema's order
+    "covariance": True,
+    "cosine": True,
+    "ethayarajh": False,
+    "twonn": True,
+    "sample_size": 4096,
+    "batches": 1,
+    "spectrum_k": 10,
+    "seed": 0,
+}
+
+
+def test_geometry_params_do_not_follow_the_configs_key_order():
+    reordered = dict(reversed(list(GEOMETRY.items())))
+    assert str(extraction_geometry({"geometry": reordered})) == str(extraction_geometry({"geometry": GEOMETRY}))
+
+
+def test_geometry_params_keep_the_text_of_runs_made_before_new_switches():
+    params = extraction_geometry({"geometry": GEOMETRY})
+    assert str(params) == str(
+        {"covariance": True, "cosine": True, "twonn": True, "sample_size": 4096, "seed": 0, "ethayarajh": False}
+    )
+
+
+def test_a_new_switch_enters_the_params_after_the_others():
+    params = extraction_geometry({"geometry": {**GEOMETRY, "batches": 4, "fourth_power": True}})
+    assert list(params) == [
+        "covariance",
+        "cosine",
+        "twonn",
+        "sample_size",
+        "seed",
+        "ethayarajh",
+        "fourth_power",
+        "batches",
+    ]
+
+
+def test_config_hash_tracks_science_not_other_models():
+    config = copy.deepcopy(DEMO)
+    models = models_by_id(config)
+    before = extraction_config_hash(config, models["tiny-bert"], [])
+    config["models"].append({"id": "extra", "init": "random", "arch": "gpt2"})
+    config["device"] = "cpu"
+    assert extraction_config_hash(config, models["tiny-bert"], []) == before
+    config["dtype"] = "bfloat16"
+    assert extraction_config_hash(config, models["tiny-bert"], []) != before

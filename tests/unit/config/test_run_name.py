@@ -1,0 +1,36 @@
+"""A study's config file without models: or corpus: is refused, naming what it would have inherited."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from ctxvar.config.run_name import check_study_named
+from ctxvar.errors import ConfigError
+
+from support.workflow_runs import REPO
+
+PAPER = yaml.safe_load((REPO / "config.yaml").read_text())
+STUDY = {  # names what it studies and nothing else
+    "corpus": {"source": "synthetic"},
+    "models": [{"id": "tiny", "init": "random", "arch": "bert", "hidden_size": 32, "num_layers": 2}],
+}
+
+
+def test_a_study_without_models_or_corpus_is_refused_naming_what_it_would_have_inherited(tmp_path, monkeypatch):
+    """Outside the project folder (no config.yaml here), the suggested command names the workflow's config.yaml
+    by its absolute path: a bare config.yaml raised FileNotFoundError there."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as error:
+        check_study_named({"run": "x", "corpus": {"source": "synthetic"}}, ["studies/x.yaml"], REPO)
+    message = str(error.value)
+    assert message.startswith("studies/x.yaml has no models: section") and "\n" not in message
+    assert "the paper's six Hub models on BookCorpus" in message
+    assert message.endswith(f"--configfile {REPO / 'config.yaml'} {tmp_path / 'studies' / 'x.yaml'}")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(PAPER))  # a project folder: its own config.yaml
+    with pytest.raises(ConfigError, match=f"--configfile {tmp_path / 'config.yaml'} {tmp_path / 'a.yaml'} "):
+        check_study_named({}, ["a.yaml", "b.yaml"], REPO)
+    with pytest.raises(ConfigError, match="has no corpus: and models: section"):
+        check_study_named({}, ["a.yaml", "b.yaml"], REPO)
+    check_study_named(STUDY, ["studies/x.yaml"], REPO)
+    check_study_named({}, [], REPO)  # config.yaml itself: the schema requires both

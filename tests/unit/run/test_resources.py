@@ -1,0 +1,134 @@
+"""Resource estimates for extraction jobs (from the shard and the model's shape, before the run) and checks of
+the resources a user sets. An extraction job's memory request counts the geometry sums it holds: the sample grows
+with geometry.batches (4 · L · B · k · d bytes), and Σ x/‖x‖ per type (cosine) and per raw token id (ethayarajh)
+each match the core sums."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from ctxvar.errors import ConfigError
+from ctxvar.files.parquet import write_table
+from ctxvar.run import resources
+
+
+def test_shard_tokens_from_word_counts(tmp_path):
+    write_table(pa.table({"text": ["a b c", "d"], "n_words": pa.array([3, 1], pa.int32())}), tmp_path / "s.parquet")
+    assert resources.shard_tokens(tmp_path / "s.parquet") == int(1.4 * 4 + 4)
+
+
+def test_model_shape_from_entry_local_config_or_fallback(tiny_models):
+    random_entry = {"id": "r", "init": "random", "arch": "gpt2", "hidden_size": 96, "num_layers": 6}
+    assert resources.model_shape(random_entry, "results/models/r") == resources.ModelShape(7, 96, 2000)
+    assert resources.model_shape({"id": "t"}, tiny_models["bert"]) == resources.ModelShape(4, 32, 300)
+    assert resources.model_shape({"id": "x"}, "nobody/not-cached-anywhere") == resources.FALLBACK_SHAPE
+
+
+def test_estimates_grow_with_tokens_model_size_and_retries():
+    small, large = resources.ModelShape(13, 768, 30_522), resources.ModelShape(25, 1024, 30_522)
+    for estimate in (
+        resources.extraction_mem_mb,
+        lambda t, s, attempt=1: resources.extraction_runtime_min(t, s, True, 1, attempt),
+    ):
+        values = [estimate(1_000_000, small), estimate(10_000_000, small), estimate(10_000_000, large)]
+        assert values == sorted(values) and len(set(values)) == 3
+        assert (
+            estimate(10_000_000, large, attempt=2) == 2 * estimate(10_000_000, large)
+            or abs(estimate(10_000_000, large, attempt=2) - 2 * estimate(10_000_000, large)) <= 1
+        )
+
+
+def test_bert_base_shard_of_the_paper_fits_a_common_node():
+    bert_base = resources.ModelShape(13, 768, 30_522)
+    tokens = 12_400_000 // 8
+    assert 2_000 < resources.extraction_mem_mb(tokens, bert_base) < 8_000
+    assert resources.extraction_runtime_min(tokens, bert_base, gpu=True) < 60
+    cpu = {
+        threads: resources.extraction_runtime_min(tokens, bert_base, gpu=False, threads=threads) for threads in (1, 8)
+    }
+    assert resources.extraction_runtime_min(tokens, bert_base, gpu=True) < cpu[8] < cpu[1]  # GPUs and threads help
+    assert cpu[1] > 10 * 60  # 1.5 M tokens of bert-base on one CPU thread take hours, not minutes
+
+
+def test_a_shard_not_written_yet_gets_a_default_estimate(tmp_path):
+    assert resources.shard_tokens(tmp_path / "later.parquet") == resources.UNKNOWN_SHARD_TOKENS
+
+
+@pytest.mark.parametrize(
+    "rule, name, value, message",
+    [
+        ("extract_statistics", "max_state_mb", "0.4", "so this would be 0; give whole megabytes"),
+        ("extract_statistics", "max_state_mb", "1.5", "so this would be 2; give whole megabytes"),
+        ("extract_statistics", "max_state_mb", "nan", "give whole megabytes"),
+        ("extract_statistics", "max_device_mb", "0.4", "so this would be 0; give whole megabytes"),
+        ("extract_statistics", "batch_tokens", "0", "give a whole number of padded tokens"),
+        ("extract_statistics", "batch_tokens", "512.5", "so this would be 512; give a whole number of padded tokens"),
+        ("extract_statistics", "batch_tokens", "16k", "not a number; give a whole number of padded tokens"),
+    ],
+)
+def test_a_resource_snakemake_would_round_is_refused_at_start_up(rule, name, value, message):
+    """Snakemake rounds resources to whole numbers: max_state_mb=0.4 became 0, the default (no cap on a CPU),
+    without a word."""
+    with pytest.raises(ConfigError, match=f"^--set-resources {rule}:{name}={value}: .*{message}") as error:
+        resources.check_set_resources({rule: {name: value, "mem_mb": "2.5"}})
+    assert "\n" not in str(error.value)
+    resources.check_set_resources({rule: {name: "2", "mem_mb": "2.5"}})  # whole numbers pass; others' are Snakemake's
+    resources.check_set_resources({rule: {name: 0 if name.startswith("max_") else 4096}})  # as a profile gives them
+    resources.check_set_resources({rule: {name: "min(4000, 2 * input.size_mb)"}})  # expressions, evaluated per job
+
+
+class Named(dict):
+    """A Snakemake job's ``params`` or ``resources``: names as attributes and ``get``."""
+
+    __getattr__ = dict.__getitem__
+
+
+def test_the_device_budget_resource_reaches_the_extraction_settings():
+    """``max_device_mb`` of ``extract_statistics`` (a profile's set-resources) is the job's device budget."""
+    from types import SimpleNamespace
+
+    from ctxvar.extraction.settings import job_settings
+
+    job = SimpleNamespace(
+        params=Named(
+            model={"id": "m"}, source="m", dtype="float32", tokens={"merge_markers": True, "long_sentences": "skip"}
+        ),
+        config={"device": "cpu", "extraction_order": "auto"},
+        resources=Named(batch_tokens=256, max_state_mb=0, max_device_mb=300),
+        threads=1,
+        wildcards=SimpleNamespace(shard="0"),
+    )
+    assert job_settings(job).max_device_mb == 300
+    del job.resources["max_device_mb"]
+    assert job_settings(job).max_device_mb == 0
+
+
+BERT_BASE = resources.ModelShape(13, 768, 30_522)
+TOKENS = 1_550_000
+DEFAULTS = {"covariance": True, "cosine": True, "ethayarajh": False, "twonn": True, "sample_size": 4096, "batches": 1}
+
+
+def test_the_request_covers_the_sample_of_every_batch():
+    heavy = {**DEFAULTS, "batches": 64, "ethayarajh": True}
+    sample = 4 * 13 * 64 * 4096 * 768
+    assert resources.extraction_mem_mb(TOKENS, BERT_BASE, geometry=heavy) * 2**20 > 1.5 * sample
+    assert (
+        resources.geometry_host_bytes(TOKENS, BERT_BASE, heavy)
+        - resources.geometry_host_bytes(TOKENS, BERT_BASE, {**heavy, "batches": 1})
+        == 4 * 13 * 63 * 4096 * 768
+    )
+
+
+def test_each_switch_adds_its_sums_and_the_sample_stops_at_the_tokens():
+    off = {key: False for key in ("covariance", "cosine", "ethayarajh", "twonn")}
+    assert resources.geometry_host_bytes(TOKENS, BERT_BASE, off) == 0
+    per_type = 8 * 30_522 * 13 * 768
+    assert resources.geometry_host_bytes(TOKENS, BERT_BASE, {**off, "cosine": True}) == per_type
+    assert resources.geometry_host_bytes(TOKENS, BERT_BASE, {**off, "ethayarajh": True}) == per_type
+    assert resources.geometry_host_bytes(TOKENS, BERT_BASE, {**off, "covariance": True}) == 8 * 13 * 768**2
+    few = resources.geometry_host_bytes(1000, BERT_BASE, {**DEFAULTS, "cosine": False, "covariance": False})
+    assert few == 4 * 13 * 1000 * 768
+    assert resources.extraction_mem_mb(TOKENS, BERT_BASE) < resources.extraction_mem_mb(
+        TOKENS, BERT_BASE, geometry=DEFAULTS
+    )
