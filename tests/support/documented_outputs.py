@@ -7,7 +7,9 @@ everything in that folder); a name without a ``/`` is in the folder of the path 
 (``.csv``, ``.parquet``) columns are the backticked names outside parentheses in its contents cell (``x{a,b}`` is
 ``xa`` and ``xb``; "`a_1` … `a_k`" is ``a_`` followed by any number), or, where the cell says "columns below" or
 links the columns elsewhere, the paragraph ``docs/outputs.md`` begins with "`{name}` columns" or the
-``| column |`` table of the linked page; a partial's ("as the merged files"), those of the merged file of its kind.
+``| column |`` table of the linked page; a partial's ("as the merged files"), those of the merged file of its kind;
+where it says "then each declared sum the run keeps", the rest of its layout table's columns, and where "the
+columns the table below lists", the first cells of the ``| `{name}` column |`` table.
 """
 
 from __future__ import annotations
@@ -202,6 +204,15 @@ def documented_columns(row: FileRow, rows: list[FileRow], path: str | None = Non
         per_model = [other for other in rows if any(path.endswith("/{id}/" + name) for path in other.paths)]
         assert len(per_model) == 1, f"docs/outputs.md: {len(per_model)} rows of a per-model {name}"
         return [leading, *documented_columns(per_model[0], rows)]
+    if "then each declared sum the run keeps" in row.contents:  # a sums file: its layout table lists them
+        named = named_columns(row.contents)
+        return named + [column for column, _ in layout_rows()[path.rsplit("/", 1)[1]] if column not in named]
+    if "the columns the table below lists" in row.contents:  # tokens.parquet: the declared sums' columns
+        lines = OUTPUTS.read_text(encoding="utf-8").splitlines()
+        name = path.rsplit("/", 1)[1]
+        return named_columns(row.contents) + [
+            cell.strip("`") for cell, _ in table_rows(lines, [f"`{name}` column", "definition"])
+        ]
     link = re.search(r"columns \[below\]\(([\w.]+\.md)\)", row.contents)
     if link:
         return named_columns(linked_columns(link.group(1)))

@@ -150,7 +150,7 @@ def test_merged_sums_over_1_3_and_8_shards_are_bitwise_equal_where_float64_adds_
 
 def test_merge_is_bitwise_independent_of_input_order(tmp_path, four_shards):
     stats = four_shards[2]
-    partials = sorted(stats.parent.glob("partial*.parquet"))
+    partials = sorted(stats.parent.glob("partial?.parquet"))
     merge_partials(partials[::-1], tmp_path / "stats.parquet", tmp_path / "tokens.parquet")
     assert pq.read_table(tmp_path / "tokens.parquet").equals(pq.read_table(stats.parent / "tokens.parquet"))
     assert pq.read_table(tmp_path / "stats.parquet").equals(pq.read_table(stats))
@@ -169,7 +169,7 @@ def test_metadata_records_provenance(one_shard):
 
 
 def test_merge_refuses_partials_of_another_model(tmp_path, tiny_models, corpus_texts, four_shards):
-    partials = sorted(four_shards[2].parent.glob("partial*.parquet"))
+    partials = sorted(four_shards[2].parent.glob("partial?.parquet"))
     shard = four_shards[2].parent / "shard1.parquet"
     other = "gpt2" if "bert" in str(four_shards[2]) else "bert"
     settings = ExtractionSettings(

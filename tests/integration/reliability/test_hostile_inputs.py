@@ -41,6 +41,7 @@ from ctxvar.models.tokens import encode, type_table, word_marker
 from ctxvar.run.disk import check_free_space, planned_bytes
 from ctxvar.run.job_log import job_log
 from ctxvar.stats import sample_file
+from ctxvar.stats.declarations import kept_layer_sums, kept_sums
 from ctxvar.stats.merge import merge_partials
 from ctxvar.stats.sample_file import SAMPLE_LAYOUT, SampleFile
 from ctxvar.stats.sample_file import points as points_of
@@ -57,6 +58,7 @@ from ctxvar.stats.sums import (
 )
 
 from support.byte_flips import each_byte_flipped
+from support.declared_sums import layer_sums_of
 from support.pipeline_runs import TEST_DEVICE, extract, shard_of
 from support.workflow_runs import REPO
 
@@ -286,15 +288,21 @@ def test_sums_moments_and_sample_files_hold_vectors_as_fixed_size_binary_read_ba
         points = [rows.astype(np.float32) for rows in by_layer[::-1]]
     metadata = {"n_layers": 2, "shard": 0}
     types = np.array(["a", "b", "c"], object)
-    layers = [
-        LayerSums.of(i, types, np.arange(1, 4), sum=rows, sum_sq=rows[:, 0], sum_unit=rows[::-1])
-        for i, rows in enumerate(by_layer)
-    ]
+    kept = kept_sums({"cosine": True})  # every sum of the file holds special values; Σx and Σ x/‖x‖ other ones
+
+    def special_sums(rows):
+        return {
+            item.name: np.roll(rows, index, axis=0) if item.vector else rows[:, index]
+            for index, item in enumerate(kept)
+        }
+
+    layers = [LayerSums.of(i, types, np.arange(1, 4), **special_sums(rows)) for i, rows in enumerate(by_layer)]
     write_sums(tmp_path / "s.parquet", layers, 10, metadata)
-    with_moments = moments_schema(10, metadata)
+    per_layer = {item.name: 0.0 if not item.vector else np.zeros(10) for item in kept_layer_sums({})}
+    with_moments = moments_schema(10, metadata, layer_sums=per_layer)
     with LayerWriter(tmp_path / "m.parquet", with_moments) as writer:
         for i, rows in enumerate(by_layer):
-            writer.write(moments_table(i, 7, rows[i], np.resize(rows, (10, 10)), with_moments))
+            writer.write(moments_table(i, 7, rows[i], np.resize(rows, (10, 10)), with_moments, per_layer))
     where = {"key": np.arange(3, dtype=np.uint64), "sentence_id": np.arange(3), "window": np.zeros(3, np.int32)}
     where |= {"position": np.arange(3, dtype=np.int32), "token": types}
     with_sample = sample_file.sample_schema(10, metadata)
@@ -307,11 +315,11 @@ def test_sums_moments_and_sample_files_hold_vectors_as_fixed_size_binary_read_ba
 
     sums = SumsFile(tmp_path / "s.parquet")
     assert sums._file.layout == SUMS_LAYOUT
-    vectors = [sums._file.schema.field(name) for name in ("sum", "sum_unit")]
+    vectors = [sums._file.schema.field(item.name) for item in kept if item.vector]
     assert all(field.type == pa.binary(80) and not field.nullable for field in vectors)
     for i, rows in enumerate(by_layer):
         got = sums.layer(i)
-        assert bits(got.sum) == bits(rows) and bits(got.sum_unit) == bits(rows[::-1])
+        assert all(bits(got.sums[name]) == bits(values) for name, values in special_sums(rows).items())
         n, total, outer = MomentsFile(tmp_path / "m.parquet").layer(i)
         assert n == 7 and bits(total) == bits(rows[i]) and bits(outer) == bits(np.resize(rows, (10, 10)))
         sample = SampleFile(tmp_path / "x.parquet").layer(i)
@@ -825,14 +833,11 @@ def test_processes_that_read_sums_exit_cleanly(tmp_path):
     import subprocess
     import sys
 
-    from ctxvar.stats.sums import LayerSums, write_sums
+    from ctxvar.stats.sums import write_sums
 
     rng = np.random.default_rng(0)
     types, vectors = np.array([f"t{i}" for i in range(3000)], dtype=object), rng.standard_normal((3000, 256))
-    layers = (
-        LayerSums.of(i, types, np.ones(3000, np.int64), sum=vectors, sum_sq=(vectors**2).sum(1), sum_unit=vectors)
-        for i in range(3)
-    )
+    layers = (layer_sums_of(i, types, np.arange(3000), vectors, {"cosine": True}) for i in range(3))
     write_sums(tmp_path / "s.parquet", layers, 256, {"n_layers": 3})
     run = subprocess.run(  # the readers run at once: each exits on its own, and the machine's cores are all busy
         [sys.executable, "-c", FORKED_READERS, str(tmp_path / "s.parquet"), "30"],

@@ -36,10 +36,15 @@ FOURTH_POWER = TypeSum(
 )
 
 
+def without(registry: tuple, name: str) -> tuple:
+    """``registry`` without the declaration named ``name``, which the recipe may have declared for good already."""
+    return tuple(item for item in registry if item.name != name)
+
+
 @pytest.fixture
 def with_fourth_power(monkeypatch):
-    """The registry with Σ‖x‖⁴ declared after the built-in sums (for this test only)."""
-    monkeypatch.setattr(declarations, "TYPE_SUMS", (*declarations.TYPE_SUMS, FOURTH_POWER))
+    """The registry with Σ‖x‖⁴ declared after the other sums (for this test only, unless the recipe declared it)."""
+    monkeypatch.setattr(declarations, "TYPE_SUMS", (*without(declarations.TYPE_SUMS, "sum_fourth"), FOURTH_POWER))
 
 
 def run(tmp_path, tiny_models, texts, n_shards):
@@ -57,11 +62,17 @@ def test_a_declared_sum_goes_through_extraction_merge_and_finalize(
 
     texts = corpus_texts[:60]
     one, three = run(tmp_path, tiny_models, texts, 1), run(tmp_path, tiny_models, texts, 3)
+    kept = declarations.kept_sums({"cosine": True})
+    assert kept[-1] is FOURTH_POWER
     for files in (one, three):
-        stats = SumsFile(files["stats"])
-        assert stats.sum_names == ("sum_sq", "sum", "sum_unit", "sum_fourth")
+        assert SumsFile(files["stats"]).sum_names == tuple(item.name for item in kept)
     tokens = pd.read_parquet(one["tokens"])
-    assert list(tokens.columns) == ["layer", "token", "n", "Q", "M", "V", "self_similarity", "Q4"]
+    assert list(tokens.columns) == [
+        "layer",
+        "token",
+        "n",
+        *(column.name for column in declarations.token_columns(kept)),
+    ]
 
     keys, X = brute_force_embeddings(tiny_models["bert"], texts)
     fourth = (X**2).sum(-1) ** 2  # (layers, occurrences)
@@ -82,6 +93,7 @@ def test_a_declared_sum_is_in_the_budget_the_disk_estimate_and_the_docs(monkeypa
     options, geometry = GeometryOptions(cosine=True), {"cosine": True, "covariance": False, "twonn": False}
     geometry |= {"ethayarajh": False, "sample_size": 0}
     shape = ModelShape(n_layers=4, d=32, vocab_size=500)
+    monkeypatch.setattr(declarations, "TYPE_SUMS", without(declarations.TYPE_SUMS, "sum_fourth"))
     before = state_bytes(4, 100, 32, options), disk.sums_bytes(1000, shape, geometry), disk.token_table_row(geometry)
     sums_rows, column_rows = declarations.docs_rows()
     monkeypatch.setattr(declarations, "TYPE_SUMS", (*declarations.TYPE_SUMS, FOURTH_POWER))
@@ -96,8 +108,11 @@ def test_a_declared_sum_is_in_the_budget_the_disk_estimate_and_the_docs(monkeypa
 
 
 def test_a_switched_sum_is_kept_only_when_its_switch_is_on():
-    assert [item.name for item in declarations.kept_sums(GeometryOptions())] == ["sum_sq", "sum"]
-    assert [item.name for item in declarations.kept_sums({"cosine": True})] == ["sum_sq", "sum", "sum_unit"]
+    always = [item.name for item in declarations.TYPE_SUMS if item.switch is None]
+    assert [item.name for item in declarations.kept_sums(GeometryOptions())] == always
+    cosine = [item.name for item in declarations.TYPE_SUMS if item.switch in (None, "cosine")]
+    assert [item.name for item in declarations.kept_sums({"cosine": True})] == cosine
+    assert "sum_unit" in cosine and "sum_unit" not in always
 
 
 FOURTH_POWER_ALL = LayerSum(
@@ -160,6 +175,7 @@ def test_declared_layer_sums_go_through_extraction_merge_and_finalize(
 def test_declared_layer_sums_are_in_the_budget_the_disk_estimate_and_the_docs(monkeypatch):
     geometry = {"cosine": True, "covariance": False, "twonn": False, "ethayarajh": False, "sample_size": 0}
     options, shape = GeometryOptions(cosine=True), ModelShape(n_layers=4, d=32, vocab_size=500)
+    monkeypatch.setattr(declarations, "LAYER_SUMS", ())  # before: none declared (whatever the recipe declared)
     before = state_bytes(4, 100, 32, options), disk.sums_bytes(1000, shape, geometry)
     assert not options.moments and declarations.layer_docs_rows() == ([], [])
     monkeypatch.setattr(declarations, "LAYER_SUMS", (FOURTH_POWER_ALL, UNIT_ALL))

@@ -11,6 +11,7 @@ from transformers import AutoModel, AutoTokenizer
 
 from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.models.tokens import boundary_tokens, type_key
+from ctxvar.stats.declarations import layer_columns
 from ctxvar.stats.ethayarajh import ETHAYARAJH_COLUMNS
 from ctxvar.stats.geometry import geometry_table
 from ctxvar.stats.word_files import SentencesFile, WordsFile
@@ -133,5 +134,9 @@ def test_three_shards_equal_one(one_shard, three_shards):
 
 def test_columns_are_in_geometry_csv_order(one_shard):
     table, _ = one_shard
-    assert list(table.columns[-len(ETHAYARAJH_COLUMNS) - 1 : -1]) == ETHAYARAJH_COLUMNS
-    assert table.columns[-1] == "config_hash"
+    declared = [column.name for column in layer_columns()]  # the declared per-layer sums' columns come after
+    assert list(table.columns[-len(ETHAYARAJH_COLUMNS) - len(declared) - 1 :]) == [
+        *ETHAYARAJH_COLUMNS,
+        *declared,
+        "config_hash",
+    ]

@@ -47,43 +47,60 @@ def demo_hashes(cosine: bool) -> dict[str, str]:
 
 
 def fourth_power(switch: str | None) -> TypeSum:
-    return TypeSum("sum_fourth", "Σ‖x‖⁴", vector=False, switch=switch, values=lambda chunk: chunk.sq_norm**2)
+    return TypeSum("sum_fourth_test", "Σ‖x‖⁴", vector=False, switch=switch, values=lambda chunk: chunk.sq_norm**2)
+
+
+@pytest.fixture
+def first_sums(monkeypatch):
+    """The registries holding the first three sums alone, as they were before any other was declared."""
+    first = {(kind, name) for kind, name, *_ in declarations.FIRST_SUMS}
+    monkeypatch.setattr(
+        declarations, "TYPE_SUMS", tuple(i for i in declarations.TYPE_SUMS if ("type", i.name) in first)
+    )
+    monkeypatch.setattr(declarations, "LAYER_SUMS", ())
 
 
 @pytest.mark.parametrize("cosine", [False, True])
-def test_a_run_of_the_first_sums_keeps_its_hash(cosine):
+def test_a_run_of_the_first_sums_keeps_its_hash(first_sums, cosine):
     assert hashed_sums({"cosine": cosine}) == []
     assert demo_hashes(cosine) == DEMO_HASHES[cosine]
 
 
-def test_a_new_sum_kept_always_re_extracts_every_model(monkeypatch):
+@pytest.mark.parametrize("cosine", [False, True])
+def test_the_declared_sums_re_extract_a_run_exactly_when_they_add_to_the_first(cosine):
+    unchanged = demo_hashes(cosine) == DEMO_HASHES[cosine]
+    assert unchanged is (hashed_sums({"cosine": cosine}) == [])
+
+
+def test_a_new_sum_kept_always_re_extracts_every_model(first_sums, monkeypatch):
     monkeypatch.setattr(declarations, "TYPE_SUMS", (*declarations.TYPE_SUMS, fourth_power(None)))
-    assert hashed_sums({}) == [["type", "sum_fourth", "Σ‖x‖⁴", False]]
+    assert hashed_sums({}) == [["type", "sum_fourth_test", "Σ‖x‖⁴", False]]
     for cosine in (False, True):
         changed = demo_hashes(cosine)
         assert all(changed[model] != DEMO_HASHES[cosine][model] for model in changed)
 
 
-def test_a_sum_behind_a_switch_re_extracts_only_the_runs_that_turn_it_on(monkeypatch):
+def test_a_sum_behind_a_switch_re_extracts_only_the_runs_that_turn_it_on(first_sums, monkeypatch):
     monkeypatch.setattr(declarations, "TYPE_SUMS", (*declarations.TYPE_SUMS, fourth_power("cosine")))
     assert demo_hashes(False) == DEMO_HASHES[False]
     assert all(demo_hashes(True)[model] != hash_ for model, hash_ in DEMO_HASHES[True].items())
 
 
-def test_a_changed_formula_or_a_per_layer_sum_re_extracts(monkeypatch):
-    renamed = dataclasses.replace(declarations.TYPE_SUMS[0], formula="Σ‖x‖₂²")
+def test_a_changed_formula_or_a_per_layer_sum_re_extracts(first_sums, monkeypatch):
+    first = declarations.TYPE_SUMS
+    renamed = dataclasses.replace(first[0], formula="Σ‖x‖₂²")
     monkeypatch.setattr(declarations, "TYPE_SUMS", (renamed, *declarations.TYPE_SUMS[1:]))
     assert hashed_sums({}) == [["type", "sum_sq", "Σ‖x‖₂²", False]]
     assert demo_hashes(False)["tiny-bert"] != DEMO_HASHES[False]["tiny-bert"]
-    monkeypatch.undo()
+    monkeypatch.setattr(declarations, "TYPE_SUMS", first)
     per_layer = LayerSum(
-        "sum_fourth_all",
+        "sum_fourth_all_test",
         "Σ‖x‖⁴ over the layer's tokens",
         vector=False,
         switch=None,
         values=lambda chunk: chunk.sq_norm**2,
-        columns=(LayerColumn("mean_fourth_power", "mean ‖x‖⁴", lambda c: c["sum_fourth_all"] / c["n"]),),
+        columns=(LayerColumn("mean_fourth_power_test", "mean ‖x‖⁴", lambda c: c["sum_fourth_all_test"] / c["n"]),),
     )
-    monkeypatch.setattr(declarations, "LAYER_SUMS", (*declarations.LAYER_SUMS, per_layer))
-    assert hashed_sums({}) == [["layer", "sum_fourth_all", "Σ‖x‖⁴ over the layer's tokens", False]]
+    monkeypatch.setattr(declarations, "LAYER_SUMS", (per_layer,))
+    assert hashed_sums({}) == [["layer", "sum_fourth_all_test", "Σ‖x‖⁴ over the layer's tokens", False]]
     assert demo_hashes(False)["tiny-bert"] != DEMO_HASHES[False]["tiny-bert"]

@@ -39,11 +39,12 @@ from ctxvar.stats.sums import (
 )
 
 from support.byte_flips import read_despite_a_flip, reseal
+from support.declared_sums import COSINE, random_layers, sum_names
 
 REMEDY = "delete it and re-run (Snakemake rebuilds it)"
 N_LAYERS, D = 3, 4
 METADATA = {"n_layers": N_LAYERS, "shard": 0}
-UNIT_SUMS = ("sum_sq", "sum", "sum_unit")  # the sums of a run with geometry.cosine
+UNIT_SUMS = sum_names(COSINE)  # the sums of a run with geometry.cosine
 
 
 def one_line(error: pytest.ExceptionInfo) -> str:
@@ -53,20 +54,8 @@ def one_line(error: pytest.ExceptionInfo) -> str:
 
 
 def sums_layers(n_types: int = 50, seed: int = 0) -> list[LayerSums]:
-    rng = np.random.default_rng(seed)
-    types = np.array([f"t{i:03d}" for i in range(n_types)], object)
-    count = rng.integers(1, 100, n_types)
-    return [
-        LayerSums.of(
-            layer,
-            types,
-            count,
-            sum=rng.normal(size=(n_types, D)),
-            sum_sq=rng.random(n_types),
-            sum_unit=rng.normal(size=(n_types, D)),
-        )
-        for layer in range(N_LAYERS)
-    ]
+    """Sums of a run with geometry.cosine: every per-type sum it keeps (:data:`UNIT_SUMS`)."""
+    return random_layers(N_LAYERS, n_types, D, COSINE, seed)
 
 
 @pytest.fixture
@@ -145,7 +134,7 @@ def test_sums_round_trip_with_one_digest_per_column_and_layer_and_no_page_crc(su
         assert list(got.types) == list(written.types)
     footer = pq.ParquetFile(sums_path).metadata
     digests = json.loads(footer.metadata[VALUE_DIGESTS_KEY])
-    assert len(digests) == N_LAYERS and all(len(group) == 6 for group in digests)  # layer token n sum_sq sum sum_unit
+    assert len(digests) == N_LAYERS and all(len(group) == 3 + len(UNIT_SUMS) for group in digests)  # layer token n
     assert digests[1][4] == value_digest(ctxvar.files.parquet.vector_column(layers[1].sum))
     assert footer.metadata[VALUES_KEY] == b"xxh3_128 1"
     crc = 4  # PageHeader's field 4

@@ -29,7 +29,9 @@ def test_the_options_keep_what_the_config_keeps(with_new_switches, on):
     assert kept_sums(options) == kept_sums(geometry)
     assert (FOURTH_POWER in kept_sums(options)) is on
     assert kept_layer_sums(options) == kept_layer_sums(geometry)
-    assert options.moments == keeps_moments(geometry) == on
+    assert (LAYER_FOURTH in kept_layer_sums(options)) is on
+    assert options.moments == keeps_moments(geometry)
+    assert keeps_moments(geometry) is (on or bool(kept_layer_sums({**geometry, "layer_fourth": False})))
 
 
 def test_the_shipped_switches_give_the_same_options():

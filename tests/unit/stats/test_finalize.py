@@ -204,7 +204,12 @@ def test_column_sums_over_chunks_are_the_float64_sums():
 
 def test_device_state_is_what_the_memory_model_says():
     sums = EmbeddingSums(range(2, 5), 6, n_types=300, d=16, device=torch.device("cpu"))
-    allocated = sum(t.numel() * t.element_size() for t in (sums.types.count, *sums.types.sums.values()))
+    tensors = (
+        sums.types.count,
+        *sums.types.sums.values(),
+        *(tensor for _, tensor in sums.layer_sums.values()),
+    )  # every sum declared kept
+    allocated = sum(t.numel() * t.element_size() for t in tensors)
     assert allocated == state_bytes(3, 300, 16)
     hidden = [torch.randn(4, 10, 16) for _ in range(6)]
     sums.accumulate(hidden, torch.arange(0, 40, 2), torch.randint(0, 300, (20,)))

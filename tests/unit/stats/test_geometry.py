@@ -195,6 +195,7 @@ def test_geometry_state_is_what_the_memory_model_says():
     tensors = [
         sums.types.count,
         *sums.types.sums.values(),
+        *(tensor for _, tensor in sums.layer_sums.values()),
         sums.moments.outer,
         sums.sample.points,
     ]

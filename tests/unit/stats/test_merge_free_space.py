@@ -14,31 +14,34 @@ import pytest
 from ctxvar.errors import DiskSpaceError
 from ctxvar.run.job_log import job_log
 from ctxvar.stats import sums
+from ctxvar.stats.declarations import kept_layer_sums
 from ctxvar.stats.merge import merge_job
 from ctxvar.stats.merge_io import merge_output_bytes
-from ctxvar.stats.sums import LayerSums, LayerWriter, moments_schema, moments_table, write_sums
+from ctxvar.stats.sums import LayerWriter, moments_schema, moments_table, write_sums
+
+from support.declared_sums import layer_sums_of, layer_values
 
 N_LAYERS, D, SHARDS = 3, 16, 3
 
 
 def partials(folder) -> dict:
-    """Three shards' sums and moments of random vectors over overlapping types."""
+    """Three shards' sums and moments of random vectors over overlapping types, every sum declared kept."""
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
     inputs = {"partials": [], "moments": []}
+    layer_sums = [item.name for item in kept_layer_sums({})]
     for shard in range(SHARDS):
         metadata = {"n_layers": N_LAYERS, "d": D, "shard": shard, "model_id": "m", "n_tokens": 100}
         types = np.array(sorted({f"t{i:03d}" for i in rng.integers(0, 80, 50)}), object)
-        layers = []
-        for layer in range(N_LAYERS):
-            count, mean = rng.integers(1, 9, len(types)), rng.normal(size=(len(types), D))
-            sum_sq = count * ((mean**2).sum(axis=1) + 1.0)  # a spread of 1 around each type's mean
-            layers.append(LayerSums.of(layer, types, count, sum=count[:, None] * mean, sum_sq=sum_sq))
+        labels = np.repeat(np.arange(len(types)), rng.integers(1, 9, len(types)))
+        points = [rng.normal(size=(len(labels), D)) for _ in range(N_LAYERS)]
+        layers = [layer_sums_of(layer, types, labels, points[layer], {}) for layer in range(N_LAYERS)]
         write_sums(folder / f"{shard}.parquet", layers, D, metadata)
-        schema = moments_schema(D, metadata)
+        schema = moments_schema(D, metadata, layer_sums=layer_sums)
         with LayerWriter(folder / f"{shard}.moments.parquet", schema) as writer:
-            for layer in range(N_LAYERS):
-                writer.write(moments_table(layer, 10, rng.normal(size=D), rng.normal(size=(D, D)), schema))
+            for layer, rows in enumerate(points):
+                sum_, outer = rows.sum(axis=0), rows.T @ rows
+                writer.write(moments_table(layer, len(rows), sum_, outer, schema, layer_values(rows, {})))
         inputs["partials"].append(str(folder / f"{shard}.parquet"))
         inputs["moments"].append(str(folder / f"{shard}.moments.parquet"))
     return inputs

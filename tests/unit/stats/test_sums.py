@@ -1,4 +1,4 @@
-"""A sums file's columns: the older ctxvar's layout (layer, token, n, sum_sq, sum[, sum_unit]) reads and merges;
+"""A sums file's columns: the older ctxvar's layout (layer, token, n, then the declared sums) reads and merges;
 the same sums in another column order merge to the same tables; a file lacking a sum every sums file holds, or
 holding a column no declaration names or one of the wrong width, is refused with one line, not a KeyError."""
 
@@ -11,8 +11,11 @@ import pytest
 
 from ctxvar.errors import StatisticsError
 from ctxvar.files.parquet import tagged_schema, vector_column
+from ctxvar.stats.declarations import declared, kept_sums, token_columns
 from ctxvar.stats.merge import merge_partials
 from ctxvar.stats.sums import SUMS_LAYOUT, LayerWriter, SumsFile
+
+from support.declared_sums import COSINE, chunk_of, sum_names
 
 D = 4
 COUNTS = np.array([2, 3])
@@ -27,13 +30,19 @@ METADATA = {
 
 
 def column(name: str, width: int = D):
-    """(field, values) of a consistent sum: every occurrence of type t is the vector of ones / √d."""
-    unit = np.ones((len(COUNTS), width)) / np.sqrt(width) * COUNTS[:, None]
-    if name == "sum_sq":
-        return pa.field(name, pa.float64(), nullable=False), pa.array(COUNTS.astype(np.float64))
-    if name in ("sum", "sum_unit"):
-        return pa.field(name, pa.binary(8 * width), nullable=False), vector_column(unit)
-    return pa.field(name, pa.float64(), nullable=False), pa.array(np.zeros(len(COUNTS)))
+    """(field, values) of a consistent sum, as its declaration adds it: every occurrence of type t is the vector of
+    ones / √d; a name no declaration has, zeros."""
+    try:
+        item = declared(name)
+    except KeyError:
+        return pa.field(name, pa.float64(), nullable=False), pa.array(np.zeros(len(COUNTS)))
+    labels = np.repeat(np.arange(len(COUNTS)), COUNTS)
+    values = np.asarray(item.values(chunk_of(np.ones((len(labels), width)) / np.sqrt(width))), np.float64)
+    total = np.zeros((len(COUNTS), *values.shape[1:]))
+    np.add.at(total, labels, values)
+    if item.vector:
+        return pa.field(name, pa.binary(8 * width), nullable=False), vector_column(total)
+    return pa.field(name, pa.float64(), nullable=False), pa.array(total)
 
 
 def write(path, names, widths=None):
@@ -58,19 +67,20 @@ def merged_tokens(tmp_path, names) -> pd.DataFrame:
     return pd.read_parquet(tmp_path / "tokens.parquet")
 
 
-@pytest.mark.parametrize("names", [("sum_sq", "sum"), ("sum_sq", "sum", "sum_unit")])
-def test_the_older_layout_reads_and_merges(tmp_path, names):
+@pytest.mark.parametrize("geometry", [{}, COSINE], ids=["core", "cosine"])
+def test_the_older_layout_reads_and_merges(tmp_path, geometry):
+    names = sum_names(geometry)
     assert SumsFile(write(tmp_path / "old.parquet", names)).sum_names == names
     tokens = merged_tokens(tmp_path, names)
-    expected = ["layer", "token", "n", "Q", "M", "V"] + (["self_similarity"] if "sum_unit" in names else [])
+    expected = ["layer", "token", "n", *(column.name for column in token_columns(kept_sums(geometry)))]
     assert list(tokens.columns) == expected
     np.testing.assert_allclose(tokens["V"], 0.0, atol=1e-12)
 
 
 def test_the_same_sums_in_another_column_order_merge_to_the_same_tables(tmp_path):
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
-    declared_order = merged_tokens(tmp_path / "a", ("sum_sq", "sum", "sum_unit"))
-    reordered = merged_tokens(tmp_path / "b", ("sum_unit", "sum", "sum_sq"))
+    declared_order = merged_tokens(tmp_path / "a", sum_names(COSINE))
+    reordered = merged_tokens(tmp_path / "b", sum_names(COSINE)[::-1])
     pd.testing.assert_frame_equal(reordered, declared_order)
 
 

@@ -1,0 +1,131 @@
+"""docs/architecture.md's recipe for a new sum, followed in a copy of the project: Σ‖x‖⁴ per (layer, type) and per
+layer declared in ``ctxvar/stats/declarations.py``, the docs' rows generated (``python -m
+ctxvar.stats.declarations_doc``) and one test file of the new sums added, and nothing else edited. There the fast
+tier passes, and a finished run of the old declarations re-extracts every shard of its model."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from support.workflow_runs import REPO, SMALL_DEMO, SMALL_DEMO_OUTPUTS, scheduled_jobs, snakemake
+
+TYPE_SUM = """TypeSum(
+        "sum_fourth",
+        "Σ‖x‖⁴",
+        vector=False,
+        switch=None,
+        values=lambda chunk: chunk.sq_norm**2,
+        columns=(TokenColumn("Q4", "mean ‖x‖⁴ of the type's occurrences", lambda c: c["sum_fourth"] / c["n"]),),
+    )"""
+LAYER_SUM = """LayerSum(
+        "sum_fourth_all",
+        "Σ‖x‖⁴ over the layer's tokens",
+        vector=False,
+        switch=None,
+        values=lambda chunk: chunk.sq_norm**2,
+        columns=(
+            LayerColumn(
+                "mean_fourth_power", "mean ‖x‖⁴ over the layer's tokens", lambda c: c["sum_fourth_all"] / c["n"]
+            ),
+        ),
+    )"""
+# The recipe's one new test file: the new sums against brute force, on 1 and 3 shards.
+NEW_TEST = '''"""Σ‖x‖⁴ per (layer, type) (tokens.parquet's Q4) and per layer (geometry.csv's mean_fourth_power)."""
+
+import numpy as np
+import pandas as pd
+
+from ctxvar.extraction.accumulator import GeometryOptions
+from ctxvar.stats.geometry import geometry_table
+
+from support.oracle import brute_force_embeddings
+from support.pipeline_runs import run_geometry_pipeline
+
+
+def test_the_fourth_powers_are_the_brute_force_ones_on_1_and_3_shards(tmp_path, tiny_models, corpus_texts):
+    texts, model = corpus_texts[:60], tiny_models["bert"]
+    keys, X = brute_force_embeddings(model, texts)
+    fourth = (X**2).sum(-1) ** 2
+    for n_shards in (1, 3):
+        (tmp_path / str(n_shards)).mkdir()
+        files = run_geometry_pipeline(tmp_path / str(n_shards), model, texts, n_shards, GeometryOptions())
+        tokens = pd.read_parquet(files["tokens"])
+        for layer in range(X.shape[0]):
+            rows = tokens[tokens["layer"] == layer].set_index("token")
+            expected = [fourth[layer, keys == key].mean() for key in rows.index]
+            np.testing.assert_allclose(rows["Q4"], expected, rtol=1e-9)
+        table = geometry_table(files["stats"], files["moments"], None, 4, 0, 0.0, 6.0)
+        np.testing.assert_allclose(table["mean_fourth_power"], fourth.mean(1), rtol=1e-9)
+'''
+
+
+def appended(source: str, name: str, item: str) -> str:
+    """``source`` with ``item`` (source text) appended to the tuple assigned to ``name``, as a person would."""
+    node = next(
+        node
+        for node in ast.parse(source).body
+        if isinstance(node, (ast.Assign, ast.AnnAssign))
+        and getattr(getattr(node, "target", None) or node.targets[0], "id", None) == name
+    )
+    items = [ast.get_source_segment(source, element) for element in node.value.elts] + [item]
+    lines = source.splitlines(keepends=True)
+    start = sum(map(len, lines[: node.value.lineno - 1])) + node.value.col_offset
+    end = sum(map(len, lines[: node.value.end_lineno - 1])) + node.value.end_col_offset
+    return source[:start] + "(\n" + "".join(f"    {item},\n" for item in items) + ")" + source[end:]
+
+
+def project_copy(folder: Path) -> Path:
+    """The project's files as git knows them (tracked, and new ones not ignored), in a fresh git checkout."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True, check=True
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        if (REPO / name).is_file():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, folder / name, follow_symlinks=False)
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "the project as it is"]):
+        subprocess.run(
+            ["git", "-c", "user.name=test", "-c", "user.email=test@localhost", *command], cwd=folder, check=True
+        )
+    return folder
+
+
+def follow_the_recipe(project: Path, env: dict) -> None:
+    declarations = project / "src" / "ctxvar" / "stats" / "declarations.py"
+    declarations.write_text(
+        appended(appended(declarations.read_text(), "TYPE_SUMS", TYPE_SUM), "LAYER_SUMS", LAYER_SUM)
+    )
+    subprocess.run([sys.executable, "-m", "ctxvar.stats.declarations_doc"], cwd=project, env=env, check=True)
+    (project / "tests" / "integration" / "stats" / "test_fourth_powers.py").write_text(NEW_TEST)
+
+
+def test_a_new_sum_by_the_recipe_passes_the_fast_tier_and_re_extracts_an_existing_run(tmp_path, request):
+    project = project_copy(tmp_path / "project")
+    env = {**os.environ, "PYTHONPATH": str(project / "src")}
+    follow_the_recipe(project, env)
+    edited = subprocess.run(["git", "status", "--porcelain"], cwd=project, capture_output=True, text=True).stdout
+    assert sorted(line[3:] for line in edited.splitlines()) == [
+        "docs/geometry.md",
+        "docs/outputs.md",
+        "src/ctxvar/stats/declarations.py",
+        "tests/integration/stats/test_fourth_powers.py",
+    ]
+    tier = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'tier'}"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert tier.returncode == 0, tier.stdout[-5000:] + tier.stderr[-2000:]
+
+    workdir = tmp_path / "run"  # the small demo, made with the declarations before the recipe
+    shutil.copytree(request.getfixturevalue("small_demo"), workdir, symlinks=True)
+    assert scheduled_jobs(snakemake(workdir, SMALL_DEMO, *SMALL_DEMO_OUTPUTS, "-n")) == {}
+    after = snakemake(workdir, SMALL_DEMO, *SMALL_DEMO_OUTPUTS, "-n", "-s", str(project / "Snakefile"), env=env)
+    assert scheduled_jobs(after)["extract_statistics"] == SMALL_DEMO["shards"]
