@@ -27,6 +27,7 @@ from ctxvar.config.schema import load_config_file
 from ctxvar.figures.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES, SUMMARY_FIGURES
 from ctxvar.files.parquet import FOOTER_READ_BYTES, read_metadata
 from ctxvar.run.disk import planned_bytes
+from ctxvar.stats.declarations import kept_sums, token_columns
 from ctxvar.stats.layers import COLUMNS
 
 from support.oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
@@ -111,6 +112,7 @@ def test_bad_config_stops_before_any_job_with_a_readable_line(tmp_path, change, 
 
 
 N_MODELS = 6  # demo: 2 random-init encoders, the Gaussian null, 3 checkpoints of a decoder
+DEMO_SUMS = kept_sums(DEMO["geometry"])  # the per-type sums the demo keeps (with geometry.cosine)
 PER_MODEL_FIGURES = len(MODEL_FIGURES) + len(GEOMETRY_MODEL_FIGURES)
 SUMMARY_FIGURE_COUNT = len(SUMMARY_FIGURES) + len(GEOMETRY_SUMMARY_FIGURES)
 
@@ -118,7 +120,7 @@ SUMMARY_FIGURE_COUNT = len(SUMMARY_FIGURES) + len(GEOMETRY_SUMMARY_FIGURES)
 def test_demo_writes_every_documented_output(demo):
     for model in ("tiny-bert", "tiny-roberta", "trained-gpt2@step0"):
         tokens = pd.read_parquet(demo / "results" / "demo" / model / "tokens.parquet")
-        assert list(tokens.columns) == ["layer", "token", "n", "Q", "M", "V", "self_similarity"]
+        assert list(tokens.columns) == ["layer", "token", "n", *(column.name for column in token_columns(DEMO_SUMS))]
         assert (tokens["V"] >= 0).all() and (tokens["n"] >= 1).all()
         layers = pd.read_csv(demo / "results" / "demo" / model / "layers.csv")
         assert list(layers.columns) == COLUMNS and len(layers) == 5
