@@ -1,5 +1,5 @@
-"""docs/architecture.md's recipe for a new sum, followed in a copy of the project: Σ‖x‖⁴ per (layer, type) and per
-layer declared in ``ctxvar/stats/declarations.py``, the docs' rows generated (``python -m
+"""docs/architecture.md's recipe for a new sum, followed in a copy of the project: the page's Σ‖x‖⁴ per (layer,
+type) and per layer declared in ``ctxvar/stats/declarations.py``, the docs' rows generated (``python -m
 ctxvar.stats.declarations_doc``) and one test file of the new sums added, and nothing else edited. There the fast
 tier passes, and a finished run of the old declarations re-extracts every shard of its model."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,26 +15,17 @@ from pathlib import Path
 
 from support.workflow_runs import REPO, SMALL_DEMO, SMALL_DEMO_OUTPUTS, scheduled_jobs, snakemake
 
-TYPE_SUM = """TypeSum(
-        "sum_fourth",
-        "Σ‖x‖⁴",
-        vector=False,
-        switch=None,
-        values=lambda chunk: chunk.sq_norm**2,
-        columns=(TokenColumn("Q4", "mean ‖x‖⁴ of the type's occurrences", lambda c: c["sum_fourth"] / c["n"]),),
-    )"""
-LAYER_SUM = """LayerSum(
-        "sum_fourth_all",
-        "Σ‖x‖⁴ over the layer's tokens",
-        vector=False,
-        switch=None,
-        values=lambda chunk: chunk.sq_norm**2,
-        columns=(
-            LayerColumn(
-                "mean_fourth_power", "mean ‖x‖⁴ over the layer's tokens", lambda c: c["sum_fourth_all"] / c["n"]
-            ),
-        ),
-    )"""
+ARCHITECTURE = REPO / "docs" / "architecture.md"
+
+
+def recipe_declaration(kind: str) -> str:
+    """The declaration of ``kind`` (``TypeSum``, ``LayerSum``) that docs/architecture.md's recipe shows, as an item
+    of a tuple (``ruff format`` then fits its lines to the project's width)."""
+    blocks = re.findall(r"```python\n(.*?)```", ARCHITECTURE.read_text(encoding="utf-8"), flags=re.S)
+    block = next(block for block in blocks if block.startswith(f"{kind}("))
+    return block.strip().replace("\n", "\n    ")
+
+
 # The recipe's one new test file: the new sums against brute force, on 1 and 3 shards.
 NEW_TEST = '''"""Σ‖x‖⁴ per (layer, type) (tokens.parquet's Q4) and per layer (geometry.csv's mean_fourth_power)."""
 
@@ -97,9 +89,9 @@ def project_copy(folder: Path) -> Path:
 
 def follow_the_recipe(project: Path, env: dict) -> None:
     declarations = project / "src" / "ctxvar" / "stats" / "declarations.py"
-    declarations.write_text(
-        appended(appended(declarations.read_text(), "TYPE_SUMS", TYPE_SUM), "LAYER_SUMS", LAYER_SUM)
-    )
+    source = appended(declarations.read_text(), "TYPE_SUMS", recipe_declaration("TypeSum"))
+    declarations.write_text(appended(source, "LAYER_SUMS", recipe_declaration("LayerSum")))
+    subprocess.run([sys.executable, "-m", "ruff", "format", "--quiet", str(declarations)], check=True)
     subprocess.run([sys.executable, "-m", "ctxvar.stats.declarations_doc"], cwd=project, env=env, check=True)
     (project / "tests" / "integration" / "stats" / "test_fourth_powers.py").write_text(NEW_TEST)
 
