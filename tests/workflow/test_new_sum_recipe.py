@@ -13,6 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from ctxvar.stats import declarations
+
 from support.workflow_runs import REPO, SMALL_DEMO, SMALL_DEMO_OUTPUTS, scheduled_jobs, snakemake
 
 ARCHITECTURE = REPO / "docs" / "architecture.md"
@@ -97,6 +101,10 @@ def follow_the_recipe(project: Path, env: dict) -> None:
 
 
 def test_a_new_sum_by_the_recipe_passes_the_fast_tier_and_re_extracts_an_existing_run(tmp_path, request):
+    shown = {ast.parse(recipe_declaration(kind)).body[0].value.args[0].value for kind in ("TypeSum", "LayerSum")}
+    declared = {item.name for item in (*declarations.TYPE_SUMS, *declarations.LAYER_SUMS)}
+    if declared & shown:  # the page's example was adopted: nothing is left to follow until it shows another
+        pytest.skip(f"{sorted(declared & shown)} declared already: show a sum not declared yet in the recipe")
     project = project_copy(tmp_path / "project")
     env = {**os.environ, "PYTHONPATH": str(project / "src")}
     follow_the_recipe(project, env)
