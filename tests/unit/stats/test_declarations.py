@@ -76,3 +76,12 @@ def test_the_workflow_and_the_job_name_the_same_files(with_new_switches, covaria
         if kept
     ]
     assert all(path == f"p.{kind}.parquet" for kind, path in files.items())
+
+
+def test_every_kind_of_file_beside_the_sums_has_a_merge():
+    """sums_files names the kinds and merge_job merges those of LAYER_FILES: a kind in one list only would be
+    written by the job and never merged, or merged from files no job writes."""
+    from ctxvar.stats.merge import LAYER_FILES
+
+    every_switch = {**GEOMETRY, "covariance": True, "twonn": True, "sample_size": 16, "ethayarajh": True}
+    assert set(sums_files("p", every_switch)) == set(LAYER_FILES)
