@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from ctxvar.extraction.extract import extract_shard
 from ctxvar.models.random_init import build_random_model
+from ctxvar.stats.declarations import sums_files
 
 import steps
 from harness import arguments, command, in_fresh_process, value_range, write_results
@@ -46,7 +47,7 @@ def job(model_dir: str, shard: str, out: str, device: str, order: str, threads: 
     settings = steps.settings_for(model_dir, device, geometry=steps.default_geometry())
     settings = dataclasses.replace(settings, extraction_order=order)
     start, cpu_start = time.perf_counter(), time.process_time()
-    extract_shard(shard, out, settings, moments_path=out + ".moments", sample_path=out + ".sample")
+    extract_shard(shard, out, settings)  # the default geometry's moments and sample files beside ``out``
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     return {"seconds": seconds, "cpu_seconds": cpu_seconds, **steps.peaks(device)}
 
@@ -81,11 +82,13 @@ def main(argv=None) -> None:
                 for name in order:
                     row = in_fresh_process(job, str(model_dir), str(shard), outs[name], args.device, name, args.threads)
                     rows.append({"model": arch, "order": name, "round": round_, **row})
-                for suffix in ("", ".moments", ".sample"):
-                    if not pq.read_table(outs["layer_major"] + suffix).equals(
-                        pq.read_table(outs["whole_model"] + suffix)
-                    ):
-                        sys.exit(f"{arch}: the layer-major and whole-model files{suffix} differ")
+                files = {
+                    name: [out, *sums_files(out.removesuffix(".parquet"), steps.default_geometry()).values()]
+                    for name, out in outs.items()
+                }
+                for major, whole in zip(files["layer_major"], files["whole_model"]):
+                    if not pq.read_table(major).equals(pq.read_table(whole)):
+                        sys.exit(f"{arch}: the layer-major and whole-model files {major} and {whole} differ")
         kept = len(texts)
     table = pd.DataFrame(rows)
     summary = table.groupby(["model", "order"]).agg(

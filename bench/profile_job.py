@@ -50,12 +50,11 @@ def profiled_job(model_dir: str, shard: str, out: str, device: str, dtype: str) 
     """One extraction job with the default geometry, profiled; its summary and the two key_averages tables."""
     options = steps.default_geometry()
     settings = steps.settings_for(model_dir, device, dtype, options)
-    paths = {"moments_path": out + ".moments", "sample_path": out + ".sample"}
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.device(device).type == "cuda" else [])
     timings = {}
     with profile(activities=activities) as profiler, steps.timed_loading_and_warm_up(timings):
         start = time.perf_counter()
-        metadata = extract_shard(shard, out, settings, **paths)
+        metadata = extract_shard(shard, out, settings)  # the moments and sample files beside ``out``
         seconds = time.perf_counter() - start
     batches = timings["batches"]
     with tempfile.TemporaryDirectory() as folder:

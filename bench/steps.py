@@ -138,12 +138,11 @@ def extraction(
     less these two is what compares with (a).
     """
     options = default_geometry() if geometry else NO_GEOMETRY
-    paths = {"moments_path": out + ".moments", "sample_path": out + ".sample"} if geometry else {}
     timings = {}
     settings = dataclasses.replace(settings_for(model_dir, device, dtype, options), max_device_mb=max_device_mb)
     start = time.perf_counter()
     with generated_weights() if generated else contextlib.nullcontext(), timed_loading_and_warm_up(timings):
-        metadata = extract_shard(shard, out, settings, **paths)
+        metadata = extract_shard(shard, out, settings)  # the geometry's files beside ``out``, as a job names them
     return {
         "seconds": time.perf_counter() - start,
         **timings,

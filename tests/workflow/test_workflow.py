@@ -96,7 +96,7 @@ def test_extraction_asks_for_a_gpu_only_on_cuda(tmp_path, device, gpus):
 
 @pytest.mark.parametrize(
     "change, message",
-    [  # one of the schema, one of ctxvar's own checks; tests/unit/test_bad_config.py checks every case in process
+    [  # one of the schema, one of ctxvar's own checks; tests/unit/config/test_checks.py checks every case in process
         ({"modles": []}, "Additional properties are not allowed ('modles' was unexpected)"),
         (
             {"models": [{"name": "/data/checkpoints/my-bert"}]},  # the README's example path

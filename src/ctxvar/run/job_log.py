@@ -22,7 +22,7 @@ def job_log(path):
     stderr as one line, and the job exits with status 1; the job log gets that line
     with the full traceback, causes included. Any other exception (a bug) is logged
     with its traceback too, then propagates; a full disk is one line naming the folder and its free space
-    (:func:`disk_full`, :func:`full_disk_error`), not a bug.
+    (:func:`ctxvar.files.space.disk_full`, :func:`~ctxvar.files.space.full_disk_error`), not a bug.
     """
     console = sys.stderr
     use_system_allocator()

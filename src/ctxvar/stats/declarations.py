@@ -209,9 +209,18 @@ def sums_files(prefix, geometry) -> dict[str, str]:
     kinds = [
         *(["moments"] if keeps_moments(geometry) else []),
         *(["words", "sentences"] if is_on("ethayarajh", geometry) else []),
-        *(["sample"] if is_on("twonn", geometry) or getattr(geometry, "sample_size", 0) else []),
+        *(["sample"] if keeps_sample(geometry) else []),
     ]
     return {kind: f"{prefix}.{kind}.parquet" for kind in kinds}
+
+
+def keeps_sample(geometry) -> bool:
+    """Whether a run with ``geometry`` writes the position sample: geometry.twonn in a config's mapping (whose
+    ``sample_size`` the schema keeps at 3 or more), a sample size above 0 in
+    :class:`ctxvar.extraction.accumulator.GeometryOptions` (0 without twonn)."""
+    if isinstance(geometry, Mapping):
+        return bool(geometry.get("twonn", False))
+    return bool(getattr(geometry, "sample_size", 0))
 
 
 def layer_columns() -> tuple[LayerColumn, ...]:

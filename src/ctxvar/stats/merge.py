@@ -236,8 +236,8 @@ def check_has_tokens(metadata: dict) -> None:
 
 
 def in_shard_order(files: list, metadata: dict) -> list:
-    """``files`` (opened moments or sample files of partials or earlier merges, with ``path`` and ``metadata``)
-    sorted by shard, each checked to match the sums' run, together covering the sums' shards once."""
+    """``files`` (opened files of one kind of :data:`LAYER_FILES`, of partials or earlier merges, with ``path`` and
+    ``metadata``) sorted by shard, each checked to match the sums' run, together covering the sums' shards once."""
     by_shards = {}
     for file in files:
         check_same_run(file.path, file.metadata, "the sums", metadata)

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from ctxvar.files.parquet import tagged_schema, vector_column, vector_rows
-from ctxvar.stats.sums import LayerFile, read_layer
+from ctxvar.stats.sums import LayerFile
 
 SAMPLE_LAYOUT = "ctxvar sample 2"
 
@@ -79,7 +79,8 @@ class SampleFile(LayerFile):
 
 
 def read_sample_layer(path, layer: int) -> pa.Table:
-    return read_layer(path, layer, "sample", SAMPLE_LAYOUT)
+    """Layer ``layer`` of the sample file ``path``, verified (:class:`SampleFile`)."""
+    return SampleFile(path).layer(layer)
 
 
 def points(table: pa.Table) -> np.ndarray:

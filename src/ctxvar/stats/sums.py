@@ -113,20 +113,17 @@ def moments_table(
     return pa.table(columns, schema=schema)
 
 
-def read_layer(path, layer: int, what: str, layout: str) -> pa.Table:
-    """Row group ``layer`` of a per-layer file of ``layout`` (``what`` names it in the error), verified."""
-    return ParquetInput(path, layout).row_group(layer, what=f"{what}, layer")
-
-
 class LayerFile:
     """The reader of every per-layer file kind: sums, moments, the position sample, words and sentences. A kind
     names its layout (``LAYOUT``), what its errors call a row group (``ROW_GROUP``), the columns it must hold
     (:meth:`check_columns`) and what one layer's table reads as (:meth:`from_table`); opening checks the file's
     layout and its value digests as it reads (:class:`ctxvar.files.parquet.ParquetInput`).
 
-    A kind whose files add across shards the same way in every layer also says how (:meth:`combine`, one layer's
-    parts in shard order) and what schema and table the sum is written with (:meth:`merged_schema`,
-    :meth:`to_table`): :func:`ctxvar.stats.merge.merge_layer_files` merges any such kind."""
+    A kind whose files add across shards the same way in every layer also says what of one layer it adds
+    (:meth:`part`), which columns the files to add must share (:meth:`held`), and the schema and the table of
+    their sum (:meth:`merged_schema`, :meth:`merged_table`, one layer's parts in shard order):
+    :func:`ctxvar.stats.merge.merge_layer_files` merges any such kind (the sums files have a merge of their own,
+    :func:`ctxvar.stats.merge.merge_partials`)."""
 
     LAYOUT: str = ""
     ROW_GROUP: str = "layer"

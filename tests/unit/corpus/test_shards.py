@@ -21,6 +21,8 @@ from ctxvar.corpus.shards import (
 )
 from ctxvar.models.batching import padding_fraction
 
+from .test_sentences import BASE  # the corpus settings the sampling tests start from
+
 
 def test_an_empty_source_gets_no_shards_warning(tmp_path):
     path = tmp_path / "empty.txt"
@@ -80,20 +82,6 @@ def test_batches_stay_within_the_token_budget_and_shards_within_one_batch_of_eac
     totals = np.bincount(deal_batches(lengths, batches, 8), weights=padded)
     assert totals.max() - totals.min() <= padded.max() and totals.max() <= 1.05 * totals.mean()
     assert padding_fraction(lengths, batches) < 0.05
-
-
-BASE = {
-    "name": None,
-    "config_name": None,
-    "split": "train",
-    "path": None,
-    "text_column": "text",
-    "fraction": 1.0,
-    "max_words": 5,
-    "seed": 0,
-    "sampling": "paper",
-    "synthetic": {"n_sentences": 50, "vocab_size": 40, "zipf_exponent": 1.0, "mean_words": 4},
-}
 
 
 def test_shards_partition_the_sentences_in_whole_planned_batches(tmp_path, tiny_models):

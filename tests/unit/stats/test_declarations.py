@@ -9,7 +9,7 @@ import pytest
 
 from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.stats import declarations
-from ctxvar.stats.declarations import LayerSum, TypeSum, keeps_moments, kept_layer_sums, kept_sums
+from ctxvar.stats.declarations import LayerSum, TypeSum, keeps_moments, kept_layer_sums, kept_sums, sums_files
 
 FOURTH_POWER = TypeSum("sum_fourth", "Σ‖x‖⁴", vector=False, switch="fourth", values=lambda chunk: chunk.sq_norm**2)
 LAYER_FOURTH = LayerSum("layer_fourth", "Σ‖x‖⁴", vector=False, switch="layer_fourth", values=lambda c: c.sq_norm**2)
@@ -46,3 +46,42 @@ def test_the_sums_files_record_the_options_as_before_and_a_new_switch_as_json():
     assert shipped.record() == {key: value for key, value in asdict(shipped).items() if key != "switches"}
     new = GeometryOptions(cosine=True, switches=frozenset({"fourth"}))
     assert json.loads(json.dumps(new.record())) == {**GeometryOptions(cosine=True).record(), "fourth": True}
+
+
+@pytest.mark.parametrize("covariance", [False, True])
+@pytest.mark.parametrize("twonn", [False, True])
+@pytest.mark.parametrize("ethayarajh", [False, True])
+@pytest.mark.parametrize("layer_fourth", [False, True])
+def test_the_workflow_and_the_job_name_the_same_files(with_new_switches, covariance, twonn, ethayarajh, layer_fourth):
+    """The rules' outputs come from the config's mapping, the files the extraction job writes from its options:
+    they must be the same kinds, or the job stops (extract_shard) or leaves an output unmade."""
+    geometry = {
+        **GEOMETRY,
+        "covariance": covariance,
+        "twonn": twonn,
+        "sample_size": 16,
+        "ethayarajh": ethayarajh,
+        "layer_fourth": layer_fourth,
+    }
+    files = sums_files("p", geometry)
+    assert sums_files("p", GeometryOptions.from_config(geometry)) == files
+    assert list(files) == [
+        kind
+        for kind, kept in [
+            ("moments", covariance or layer_fourth),
+            ("words", ethayarajh),
+            ("sentences", ethayarajh),
+            ("sample", twonn),
+        ]
+        if kept
+    ]
+    assert all(path == f"p.{kind}.parquet" for kind, path in files.items())
+
+
+def test_every_kind_of_file_beside_the_sums_has_a_merge():
+    """sums_files names the kinds and merge_job merges those of LAYER_FILES: a kind in one list only would be
+    written by the job and never merged, or merged from files no job writes."""
+    from ctxvar.stats.merge import LAYER_FILES
+
+    every_switch = {**GEOMETRY, "covariance": True, "twonn": True, "sample_size": 16, "ethayarajh": True}
+    assert set(sums_files("p", every_switch)) == set(LAYER_FILES)
