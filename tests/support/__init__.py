@@ -3,7 +3,9 @@ pyproject.toml): ``tiny_models`` builds every tiny random-init model the tests r
 models, and any transformers family for a saved tokenizer, norms randomised where asked); ``pipeline_runs`` runs the
 package's data path without Snakemake (shard, extract, merge, as the jobs do) and ``oracle`` computes the same
 statistics by brute force, every embedding in memory; ``effective_rank_reference``, ``ethayarajh_reference`` and
-``machina_mercer_reference`` are the published definitions and code the geometry metrics are checked against;
+``machina_mercer_reference`` are the published definitions and code the geometry metrics are checked against,
+``razzhigaev_reference`` the published code the enwik8 source's pieces are checked against, on the generated
+enwik8-like files of ``enwik8_like``;
 ``declared_sums`` builds sums files by hand with every sum the declarations keep; ``byte_flips`` damages files one
 byte at a time; ``documented_outputs`` reads what docs/outputs.md says a run writes and checks a run's folder
 against it; ``workflow_runs`` runs Snakemake in a subprocess and holds the repository's root, the shipped configs

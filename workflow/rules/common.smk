@@ -22,6 +22,7 @@ from ctxvar.config.entries import built_in_run, checkpoint_families, model_sourc
 from ctxvar.config.hashes import TYPE_KEY_RULE, extraction_config_hash, extraction_geometry
 from ctxvar.config.run_name import check_study_named, run_name, run_named_on_purpose
 from ctxvar.config.schema import check_schema, load_config_file
+from ctxvar.corpus.enwik8 import check_file as check_enwik8_file
 from ctxvar.corpus.shards import start_up_warning
 from ctxvar.errors import CtxvarError
 from ctxvar.figures.catalogue import (
@@ -60,6 +61,7 @@ try:  # the whole config contract, before any job: one line and exit status 1 fo
     check_schema(config)  # the schema ctxvar.config.schema loaded already (workflow/schemas/ links to it)
     validate(config, "../schemas/config.schema.yaml")  # fills in the schema's defaults
     check_config(config)
+    check_enwik8_file(config["corpus"])  # a local enwik8 reads as its text (UTF-8, or a zip holding it)
     check_set_resources(set_resources(workflow.resource_settings.overwrite_resources))
     CLI_CONFIGS = {str(path): CONFIG_FILES[str(path)] for path in workflow.overwrite_configfiles}
     CLI_VALUES = dict(workflow.config_settings.config or {})  # --config KEY=VALUE (overwrite_config merges the files)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 
 from ctxvar.config.entries import (
-    LOCAL_SOURCES,
     corpus_paths,
+    local_corpus,
     local_with_revision,
     missing_model_directory,
     models_by_id,
@@ -21,16 +21,8 @@ def check_config(config: dict) -> None:
     corpus = config["corpus"]
     if corpus["source"] == "hf" and not corpus.get("name"):
         raise ConfigError("corpus.name: required when corpus.source is 'hf' (a Hub dataset id, e.g. bookcorpus)")
-    if corpus["source"] in LOCAL_SOURCES:
-        paths = corpus_paths(corpus)
-        if not paths:
-            raise ConfigError(f"corpus.path: required when corpus.source is {corpus['source']!r}")
-        missing = [p for p in paths if not os.path.isfile(p)]
-        if missing:
-            raise ConfigError(
-                f"corpus.path: {'is a directory, not a file' if os.path.isdir(missing[0]) else 'file not found'}: "
-                f"{missing[0]} (paths are relative to the working directory)"
-            )
+    if local_corpus(corpus):
+        check_corpus_paths(corpus)
     analysis = config["analysis"]
     if analysis["min_log10_n"] > analysis["max_log10_n"]:
         raise ConfigError(
@@ -73,6 +65,22 @@ def check_config(config: dict) -> None:
         raise ConfigError(
             f"figures.pca.model: {pca_model!r} is not a model id (ids: {', '.join(models)}); use one of them or null"
         )
+
+
+def check_corpus_paths(corpus: dict) -> None:
+    """``corpus.path`` names files that exist; for ``enwik8``, one file (whose bytes
+    :func:`ctxvar.corpus.enwik8.check_file` checks)."""
+    paths = corpus_paths(corpus)
+    if not paths:
+        raise ConfigError(f"corpus.path: required when corpus.source is {corpus['source']!r}")
+    missing = [p for p in paths if not os.path.isfile(p)]
+    if missing:
+        raise ConfigError(
+            f"corpus.path: {'is a directory, not a file' if os.path.isdir(missing[0]) else 'file not found'}: "
+            f"{missing[0]} (paths are relative to the working directory)"
+        )
+    if corpus["source"] == "enwik8" and len(paths) > 1:
+        raise ConfigError(f"corpus.path: source enwik8 reads one file, not {len(paths)}; name one")
 
 
 INIT_ONLY_KEYS = {

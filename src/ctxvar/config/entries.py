@@ -13,7 +13,8 @@ from ctxvar.errors import ConfigError
 # Matched with fullmatch: '$' alone would accept a trailing newline.
 MODEL_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+@=-]*")
 REVISION_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=-]*")
-LOCAL_SOURCES = ("text", "parquet", "jsonl")
+LOCAL_SOURCES = ("text", "parquet", "jsonl")  # read from corpus.path, which they need
+OPTIONAL_PATH_SOURCES = ("enwik8",)  # read from corpus.path when it is set, else from the Hub
 RESERVED_IDS = {"corpus", "models", "partials", "summary", "figures"}  # folders of results/
 
 
@@ -199,6 +200,11 @@ def checkpoint_families(models: dict[str, dict]) -> dict[str, list[str]]:
 def pca_model(config: dict) -> str:
     """The model whose embeddings Fig. 1 shows: figures.pca.model, or the first model."""
     return config["figures"]["pca"]["model"] or next(iter(models_by_id(config)))
+
+
+def local_corpus(corpus: dict) -> bool:
+    """Whether the corpus is read from the local files ``corpus.path`` names."""
+    return corpus["source"] in LOCAL_SOURCES or (corpus["source"] in OPTIONAL_PATH_SOURCES and bool(corpus.get("path")))
 
 
 def corpus_paths(corpus: dict) -> list[str]:

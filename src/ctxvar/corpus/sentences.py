@@ -24,6 +24,10 @@ log = logging.getLogger(__name__)
 REPLACEMENT_CHARACTER = "\ufffd"
 BYTE_ORDER_MARK = "\ufeff"
 CONTROL_CHARACTERS = r"[\x00-\x08\x0A-\x1F]"  # C0 controls except tab (RE2 syntax)
+# Pieces cut from a running text (source enwik8) keep their line feeds, which are part of what is embedded; a
+# U+FFFD in them is the text's own, since its bytes are decoded strictly (ctxvar.corpus.enwik8).
+PIECE_SOURCES = ("enwik8",)
+PIECE_CONTROL_CHARACTERS = r"[\x00-\x08\x0B-\x1F]"  # C0 controls except tab and line feed
 
 SENTENCES_SCHEMA = pa.schema([("sentence_id", pa.int64()), ("text", pa.string()), ("n_words", pa.int32())])
 
@@ -67,7 +71,8 @@ def sample_sentences(corpus: dict, folder=None) -> tuple[pa.Table, dict]:
     zero-width no-break space) is removed from every sentence, so it never becomes
     part of a type; rows that had it are counted. Empty or whitespace-only rows, rows
     with bytes that are not UTF-8 (decoded as U+FFFD) and rows with C0 control
-    characters other than tab (NUL, for one) are dropped and counted. No sentence
+    characters other than tab (NUL, for one) are dropped and counted; enwik8's pieces
+    keep their line feeds and any U+FFFD (:data:`PIECE_SOURCES`). No sentence
     left is a :class:`CorpusError` that says what was dropped.
     """
     with load_source(corpus, folder) as dataset:
@@ -79,8 +84,10 @@ def sample_sentences(corpus: dict, folder=None) -> tuple[pa.Table, dict]:
     texts = pc.replace_substring(texts, BYTE_ORDER_MARK, "")
     n_words = word_counts(texts)
     blank = pc.fill_null(pc.equal(pc.utf8_trim_whitespace(texts), ""), True).to_numpy(zero_copy_only=False)
-    invalid = _matches(texts, REPLACEMENT_CHARACTER) & ~blank
-    control = pc.fill_null(pc.match_substring_regex(texts, CONTROL_CHARACTERS), False).to_numpy(zero_copy_only=False)
+    pieces = corpus["source"] in PIECE_SOURCES
+    invalid = (np.zeros(len(texts), bool) if pieces else _matches(texts, REPLACEMENT_CHARACTER)) & ~blank
+    controls = PIECE_CONTROL_CHARACTERS if pieces else CONTROL_CHARACTERS
+    control = pc.fill_null(pc.match_substring_regex(texts, controls), False).to_numpy(zero_copy_only=False)
     control &= ~blank & ~invalid
     too_long = (n_words > corpus["max_words"]) & ~blank & ~invalid & ~control
     keep = ~(blank | invalid | control | too_long)

@@ -1,9 +1,11 @@
-"""Read a corpus from its source: a Hub dataset, local files, the synthetic corpus or the Python documentation.
+"""Read a corpus from its source: a Hub dataset, local files, enwik8, the synthetic corpus or the Python
+documentation.
 
 Every source goes through ``datasets``: Hub datasets with ``load_dataset(name, revision=commit)`` (the HF cache
 and ``HF_HUB_OFFLINE`` apply as usual), local files with the ``text``/``parquet``/``json`` builders over private
 copies checked against the run's fingerprint (:func:`snapshot`; no cache is consulted or kept), and the synthetic
-corpus and the Python documentation's prose (:mod:`ctxvar.corpus.python_docs`) with ``Dataset.from_dict``.
+corpus, the Python documentation's prose (:mod:`ctxvar.corpus.python_docs`) and enwik8's pieces
+(:mod:`ctxvar.corpus.enwik8`, cut from such a private copy or from its Hub dataset) with ``Dataset.from_dict``.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ import tempfile
 import numpy as np
 import pyarrow as pa
 
-from ctxvar.config.entries import corpus_paths
-from ctxvar.corpus import python_docs
+from ctxvar.config.entries import corpus_paths, local_corpus
+from ctxvar.corpus import enwik8, python_docs
 from ctxvar.errors import CorpusError, first_line
 from ctxvar.files.space import disk_full, full_disk_named, require_free_space
 from ctxvar.models import hub
@@ -39,6 +41,7 @@ BYTE_ORDER_MARKS = (
     (codecs.BOM_UTF16_BE, "UTF-16 BE", "utf-16"),
 )
 LOCAL_BUILDERS = {"text": "text", "parquet": "parquet", "jsonl": "json"}
+BINARY_SOURCES = ("parquet", "enwik8")  # copied byte for byte, whatever their first bytes look like
 JSON_TYPE_NAMES = {int: "a number", float: "a number", bool: "true or false", list: "a list", dict: "an object"}
 PRIVATE_PREFIX = ".ctxvar-corpus-"  # the sampling's private folder of copies, in the folder of its outputs
 ROWS_READ_LIMIT = 1 << 26  # characters source_rows_at_most reads at start-up before it gives up (64 M)
@@ -67,6 +70,8 @@ def load_source(corpus: dict, folder=None):
         yield datasets.Dataset.from_dict({corpus["text_column"]: list(python_docs.python_docs_sentences())})
     elif source == "hf":
         yield with_text_column(corpus, load_hub_dataset(corpus), [])
+    elif not local_corpus(corpus):  # enwik8 from the Hub
+        yield pieces_dataset(corpus, enwik8.pieces(enwik8.hub_text(load_enwik8_hub_dataset(corpus))))
     else:
         if folder is not None:
             os.makedirs(folder, exist_ok=True)
@@ -83,13 +88,25 @@ def load_source(corpus: dict, folder=None):
                 snapshot(path, os.path.join(private, f"{index}.{source}"), recorded, source)
                 for index, (path, recorded) in enumerate(zip(corpus_paths(corpus), recorded_fingerprints(corpus)))
             ]
-            yield with_text_column(corpus, load_local_copies(corpus, copies, os.path.join(private, "cache")), copies)
+            if source == "enwik8":
+                yield pieces_dataset(corpus, enwik8.read_pieces(copies[0], corpus_paths(corpus)[0]))
+            else:
+                cache = os.path.join(private, "cache")
+                yield with_text_column(corpus, load_local_copies(corpus, copies, cache), copies)
+
+
+def pieces_dataset(corpus: dict, pieces: list[str]):
+    """``pieces`` as a dataset of one text column, ``corpus.text_column``, one row a piece, in order."""
+    import datasets
+
+    features = datasets.Features({corpus["text_column"]: datasets.Value("string")})
+    return datasets.Dataset.from_dict({corpus["text_column"]: pieces}, features=features)
 
 
 def private_copy_bytes(corpus: dict) -> int:
     """About the bytes :func:`load_source` writes for the local files of ``corpus``: each file copied, and an
-    Arrow table of about its size (for Parquet, the size its metadata gives uncompressed); 0 for a file gone (the
-    copy names it)."""
+    Arrow table of about its size (for Parquet, the size its metadata gives uncompressed; enwik8's pieces are held
+    in memory); 0 for a file gone (the copy names it)."""
     total = 0
     for path in corpus_paths(corpus):
         try:
@@ -97,7 +114,7 @@ def private_copy_bytes(corpus: dict) -> int:
             table = parquet_bytes(path) if corpus["source"] == "parquet" else size
         except (OSError, ValueError, pa.ArrowException):
             continue
-        total += size + max(size, table)
+        total += size if corpus["source"] == "enwik8" else size + max(size, table)
     return total
 
 
@@ -122,21 +139,34 @@ def remove_left_copies(folder) -> None:
 def load_hub_dataset(corpus: dict):
     """The Hub dataset ``corpus.name`` at the commit resolved at start-up (:func:`hub_commit`), through the HF
     cache, which keeps a commit's files and the Arrow tables built from them under the commit's hash."""
+    options = {"name": corpus.get("config_name"), "split": corpus["split"]}
+    return hub_dataset(corpus["name"], hub_commit(corpus), "a local file (corpus.source: text)", options)
+
+
+def load_enwik8_hub_dataset(corpus: dict):
+    """enwik8's text on the Hub (:mod:`ctxvar.corpus.enwik8`): the folder ``enwik8-raw`` of the dataset's Parquet
+    export, at the commit resolved at start-up (else the export's branch), through the HF cache."""
+    options = {"data_dir": enwik8.HUB_CONFIG, "split": "train"}
+    local = "a local copy of the Hutter Prize's file (corpus.path: enwik8.zip)"
+    return hub_dataset(enwik8.HUB_ID, hub_commit(corpus) or enwik8.HUB_REVISION, local, options)
+
+
+def hub_dataset(name: str, revision: str | None, local: str, options: dict):
+    """``datasets.load_dataset(name, revision=revision, **options)``, or a one-line :class:`CorpusError` that
+    offers ``local`` (a local source) instead."""
     import datasets
 
     if not hub.offline() and not hub.hub_reachable():  # else datasets retries for minutes
         raise CorpusError(
-            f"corpus: dataset {corpus['name']!r} cannot be loaded: the Hugging Face Hub cannot be reached; "
-            "set HF_HUB_OFFLINE=1 to use the HF cache, or use a local file (corpus.source: text) or config/demo.yaml"
+            f"corpus: dataset {name!r} cannot be loaded: the Hugging Face Hub cannot be reached; "
+            f"set HF_HUB_OFFLINE=1 to use the HF cache, or use {local} or config/demo.yaml"
         )
     try:
-        return datasets.load_dataset(
-            corpus["name"], corpus.get("config_name"), split=corpus["split"], revision=hub_commit(corpus)
-        )
+        return datasets.load_dataset(name, revision=revision, **options)
     except Exception as error:  # datasets raises many types; all mean "cannot load"
         raise CorpusError(
-            f"corpus: cannot load {corpus['name']!r} ({type(error).__name__}: {first_line(error)}); "
-            "if the Hub is unreachable, use a cached dataset, a local file (corpus.source: text) or config/demo.yaml"
+            f"corpus: cannot load {name!r} ({type(error).__name__}: {first_line(error)}); "
+            f"if the Hub is unreachable, use a cached dataset, {local} or config/demo.yaml"
         ) from error
 
 
@@ -225,7 +255,7 @@ def snapshot(path: str, copy: str, recorded: str | None | bool, source: str) -> 
                 f"corpus.path: {path} changed after this run started (its size, modification or change time is "
                 "not what start-up recorded); run Snakemake again, so that every job reads the file as it is"
             )
-        name, codec = ("binary", None) if source == "parquet" else encoding_of(reader.read(4096), path)
+        name, codec = ("binary", None) if source in BINARY_SOURCES else encoding_of(reader.read(4096), path)
         reader.seek(0)
         if codec in (None, "utf-8", "utf-8-sig"):  # a UTF-8 mark becomes U+FEFF, removed with every other
             with open(copy, "wb") as writer:
@@ -300,9 +330,9 @@ def source_rows_at_most(corpus: dict, enough: int) -> int | None:
     """An upper bound on the sentences the corpus keeps, known before any job runs: of R rows in the source,
     sampling keeps ⌊fraction · R⌋ (``paper``) or at most R (``hash``). R of the synthetic corpus is its size, of
     local Parquet files their row count, of text and jsonl files their lines (as ``str.splitlines`` counts them,
-    what ``datasets`` makes rows of), read only until the bound reaches ``enough``, which it then returns.
-    None for Hub datasets and the Python documentation, files that cannot be read, and text beyond
-    :data:`ROWS_READ_LIMIT`."""
+    what ``datasets`` makes rows of), read only until the bound reaches ``enough``, which it then returns, of a
+    local enwik8 its text's bytes over 512 (:func:`ctxvar.corpus.enwik8.pieces_at_most`). None for Hub datasets
+    (enwik8's too) and the Python documentation, files that cannot be read, and text beyond :data:`ROWS_READ_LIMIT`."""
     source = corpus["source"]
 
     def kept(rows: int) -> int:
@@ -310,6 +340,11 @@ def source_rows_at_most(corpus: dict, enough: int) -> int | None:
 
     if source == "synthetic":
         return kept(corpus["synthetic"]["n_sentences"])
+    if source == "enwik8" and local_corpus(corpus):
+        try:
+            return kept(enwik8.pieces_at_most(corpus_paths(corpus)[0]))
+        except (OSError, CorpusError):
+            return None  # sample_corpus reports it
     if source not in LOCAL_BUILDERS:
         return None
     rows = 0

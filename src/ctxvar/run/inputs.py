@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 import sys
 
-from ctxvar.config.entries import built_in_run, corpus_paths, revision_of
+from ctxvar.config.entries import built_in_run, corpus_paths, local_corpus, revision_of
+from ctxvar.corpus import enwik8
 from ctxvar.errors import CtxvarError
 from ctxvar.files.atomic import read_json, write_json
 from ctxvar.models import hub
@@ -77,7 +78,8 @@ def with_inputs(models: dict[str, dict], run_folder=None) -> dict[str, dict]:
 
 def corpus_inputs(corpus: dict) -> dict:
     """What identifies the corpus's text beyond its config: local files' fingerprints, the documentation's
-    Python, or the Hub dataset's commit (None where unknown); ``{}`` for the generated corpus."""
+    Python, or the Hub dataset's commit (for enwik8 without a path, its Parquet export's; None where unknown);
+    ``{}`` for the generated corpus."""
     source = corpus["source"]
     if source == "python-docs":
         import pydoc_data.topics
@@ -87,4 +89,6 @@ def corpus_inputs(corpus: dict) -> dict:
         return {"commit": hub.resolved_commit(corpus["name"], corpus.get("revision") or "main", "dataset")}
     if source == "synthetic":
         return {}
+    if not local_corpus(corpus):  # enwik8 from the Hub
+        return {"commit": hub.resolved_commit(enwik8.HUB_ID, enwik8.HUB_REVISION, "dataset")}
     return {"files": [file_fingerprint(path) for path in corpus_paths(corpus)]}

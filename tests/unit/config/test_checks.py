@@ -7,15 +7,18 @@ directory."""
 from __future__ import annotations
 
 import copy
+import zipfile
 
 import pytest
 
 from ctxvar.config.checks import check_config
 from ctxvar.config.entries import models_by_id
 from ctxvar.config.schema import check_schema
+from ctxvar.corpus.enwik8 import check_file as check_enwik8_file
 from ctxvar.errors import ConfigError, CtxvarError
 from ctxvar.models.archive import check_archives
 
+from support.enwik8_like import write_enwik8_like
 from support.workflow_runs import DEMO
 
 
@@ -77,6 +80,7 @@ def start_up_checks(config: dict, run_folder) -> None:
     """What the workflow checks before any job, in its order: schema, ctxvar's own checks, the model entries."""
     check_schema(config)
     check_config(config)
+    check_enwik8_file(config["corpus"])
     check_archives(models_by_id(config), run_folder)
 
 
@@ -144,3 +148,32 @@ def test_an_archive_without_revisions_passes():
     config = {**DEMO, "models": [ARCHIVE]}
     check_schema(config)
     check_config(config)
+
+
+@pytest.mark.parametrize("path", [None, "enwik8", "enwik8.zip"])
+def test_an_enwik8_corpus_from_the_hub_or_a_local_file_passes(tmp_path, path):
+    corpus = {**DEMO["corpus"], "source": "enwik8", "path": path and str(tmp_path / path)}
+    if path:
+        write_enwik8_like(tmp_path)
+    start_up_checks({**DEMO, "corpus": corpus}, tmp_path / "results" / "demo")
+
+
+@pytest.mark.parametrize(
+    "path, message",
+    [
+        ("no/such/enwik8.zip", "corpus.path: file not found: no/such/enwik8.zip (paths are relative to the working"),
+        (["enwik8", "enwik8"], "corpus.path: source enwik8 reads one file, not 2; name one"),
+        ("other.zip", "corpus.path: other.zip is a zip without a member named enwik8 (members: enwik9)"),
+        ("utf16.txt", "corpus.path: utf16.txt is not UTF-8 text (byte 0: b'\\xff\\xfe"),
+    ],
+)
+def test_a_bad_enwik8_path_is_one_line_at_start_up(tmp_path, monkeypatch, path, message):
+    monkeypatch.chdir(tmp_path)  # relative corpus paths resolve where Snakemake runs
+    write_enwik8_like(tmp_path)
+    with zipfile.ZipFile(tmp_path / "other.zip", "w") as archive:
+        archive.writestr("enwik9", "text")
+    (tmp_path / "utf16.txt").write_text("text", encoding="utf-16")
+    config = {**DEMO, "corpus": {**DEMO["corpus"], "source": "enwik8", "path": path}}
+    with pytest.raises(ConfigError) as error:
+        start_up_checks(config, tmp_path / "results" / "demo")
+    assert str(error.value).startswith(message) and "\n" not in str(error.value)

@@ -17,6 +17,7 @@ DAG_BUILD_IMPORTS = [
     "ctxvar.config.hashes",
     "ctxvar.config.run_name",
     "ctxvar.config.schema",
+    "ctxvar.corpus.enwik8",
     "ctxvar.corpus.shards",
     "ctxvar.errors",
     "ctxvar.figures.catalogue",

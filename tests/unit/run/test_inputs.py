@@ -22,6 +22,7 @@ from ctxvar.config.entries import load_revision
 from ctxvar.config.hashes import extraction_config_hash
 from ctxvar.errors import ConfigError
 from ctxvar.models import hub
+from ctxvar.models.files import file_fingerprint
 from ctxvar.run.inputs import corpus_inputs, local_model_directory, model_inputs, record_archive_inputs, with_inputs
 
 from support.workflow_runs import REPO
@@ -312,3 +313,17 @@ def test_a_cache_that_cannot_be_written_is_left_alone(hub_answers, monkeypatch):
 def test_a_commit_writes_no_ref(hub_answers):
     assert hub.resolved_commit("org/model", "d" * 40) == "d" * 40
     assert not (hub_answers / "models--org--model").exists()
+
+
+def test_enwik8_without_a_path_is_its_hub_exports_commit_known_offline(hub_answers, monkeypatch):
+    corpus = {"source": "enwik8", "path": None}
+    online = corpus_inputs(corpus)
+    assert (hub_answers / "datasets--LTCB--enwik8" / "refs" / "refs" / "convert" / "parquet").read_text() == COMMIT
+    go_offline(monkeypatch)
+    assert corpus_inputs(corpus) == online == {"commit": COMMIT}
+
+
+def test_enwik8_from_a_local_file_is_its_fingerprint(tmp_path):
+    path = tmp_path / "enwik8.zip"
+    path.write_bytes(b"PK")
+    assert corpus_inputs({"source": "enwik8", "path": str(path)}) == {"files": [file_fingerprint(str(path))]}
