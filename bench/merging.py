@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from ctxvar.files.atomic import use_system_allocator
+from ctxvar.stats.declarations import kept_sums
 from ctxvar.stats.layers import layers_table
 from ctxvar.stats.merge import merge_partials
 from ctxvar.stats.sums import LayerSums, write_sums
@@ -31,9 +32,13 @@ def synthetic_partials(
         def layers():
             for layer in range(n_layers):
                 total = rng.normal(size=(types_per_shard, d)) * count[:, None]
-                yield LayerSums.of(
-                    layer, types, count, sum=total, sum_sq=np.einsum("ud,ud->u", total, total) / count + count
-                )
+                sums = {"sum": total, "sum_sq": np.einsum("ud,ud->u", total, total) / count + count}
+                others = [item for item in kept_sums({}) if item.name not in sums]  # any other sum a run keeps
+                sums |= {
+                    item.name: rng.normal(size=(types_per_shard, d) if item.vector else types_per_shard)
+                    for item in others
+                }
+                yield LayerSums.of(layer, types, count, **sums)
 
         metadata = {
             "model_id": "bench",

@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 
 from ctxvar.files.atomic import atomic_path, use_system_allocator
 from ctxvar.files.parquet import PARQUET_READS, VECTOR_WRITE_OPTIONS, tagged_schema
+from ctxvar.stats.declarations import kept_sums
 from ctxvar.stats.sums import LayerSums, SumsFile, sums_schema, write_sums
 
 from harness import arguments, command, markdown, value_range, write_results
@@ -70,7 +71,11 @@ def layer_arrays(types: int, d: int, seed: int = 0) -> LayerSums:
 
     sum_ = vectors()
     types_ = np.array([f"t{i:06d}" for i in range(types)], dtype=object)
-    return LayerSums.of(0, types_, count, sum=sum_, sum_sq=(sum_**2).sum(1), sum_unit=vectors())
+    sums = {"sum": sum_, "sum_sq": (sum_**2).sum(1), "sum_unit": vectors()}
+    # any other sum a run with geometry.cosine keeps (ctxvar.stats.declarations), so that ctxvar reads the file
+    others = [item for item in kept_sums({"cosine": True}) if item.name not in sums]
+    sums |= {item.name: vectors() if item.vector else rng.random(types) for item in others}
+    return LayerSums.of(0, types_, count, **sums)
 
 
 def payload_bytes(shape: dict) -> int:

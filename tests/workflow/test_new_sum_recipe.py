@@ -81,9 +81,11 @@ def project_copy(folder: Path) -> Path:
         ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True, check=True
     ).stdout.decode()
     for name in filter(None, listed.split("\0")):
-        if (REPO / name).is_file():
-            (folder / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, folder / name, follow_symlinks=False)
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        if (REPO / name).is_symlink():  # profiles/ links to workflow/profiles/: a link to a folder, kept a link
+            os.symlink(os.readlink(REPO / name), folder / name)
+        elif (REPO / name).is_file():
+            shutil.copy2(REPO / name, folder / name)
     for command in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "the project as it is"]):
         subprocess.run(
             ["git", "-c", "user.name=test", "-c", "user.email=test@localhost", *command], cwd=folder, check=True

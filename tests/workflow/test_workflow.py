@@ -173,7 +173,8 @@ def test_the_readme_quotes_the_demos_corpus_and_job_count(demo_run):
 
 def test_the_performance_doc_quotes_the_demos_disk_estimate(tmp_path, demo):
     """docs/performance.md's estimate for the demo is what the start-up disk check computes from its sampled
-    corpus before any model has run."""
+    corpus before any model has run, to 2 % (a sum declared later moves it by less, and the page is re-measured
+    when the files change more)."""
     corpus = tmp_path / "results" / "demo" / "corpus"
     corpus.mkdir(parents=True)
     shutil.copy(demo / "results" / "demo" / "corpus" / "sentences.parquet", corpus)
@@ -181,7 +182,8 @@ def test_the_performance_doc_quotes_the_demos_disk_estimate(tmp_path, demo):
     doc = " ".join((REPO / "docs" / "performance.md").read_text().split())
     pattern = r"For the demo the estimate is (\d+) MB one model at a time and (\d+) MB all at once"
     ((one_model, every_model),) = re.findall(pattern, doc)
-    assert (int(one_model), int(every_model)) == (round(peak / 1e6), round(all_at_once / 1e6))
+    assert abs(int(one_model) - peak / 1e6) <= 0.02 * peak / 1e6, f"{peak / 1e6:.0f} MB one model at a time"
+    assert abs(int(every_model) - all_at_once / 1e6) <= 0.02 * all_at_once / 1e6, f"{all_at_once / 1e6:.0f} MB"
 
 
 def test_every_model_output_records_its_provenance(demo):
