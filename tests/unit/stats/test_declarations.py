@@ -68,7 +68,7 @@ def test_the_workflow_and_the_job_name_the_same_files(with_new_switches, covaria
     assert list(files) == [
         kind
         for kind, kept in [
-            ("moments", covariance or layer_fourth),
+            ("moments", covariance or layer_fourth or any(item.switch is None for item in declarations.LAYER_SUMS)),
             ("words", ethayarajh),
             ("sentences", ethayarajh),
             ("sample", twonn),
