@@ -170,14 +170,17 @@ def atomic_directory(path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def verify_manifest(directory, made_by_run: bool = True) -> None:
-    """Check every file listed in ``directory/SHA256SUMS``; nothing to check without one. ``made_by_run``: the
-    run built or unpacked ``directory`` (so deleting it rebuilds it); else it is the user's own folder."""
+def verify_manifest(directory, made_by_run: bool = True, names=None) -> None:
+    """Check every file listed in ``directory/SHA256SUMS`` (or, given ``names``, those of them a job reads, as paths
+    relative to ``directory``); nothing to check without one. ``made_by_run``: the run built or unpacked
+    ``directory`` (so deleting it rebuilds it); else it is the user's own folder."""
     manifest = Path(directory) / MANIFEST
     if not manifest.is_file():
         return
     for line in manifest.read_text().splitlines():
         expected, _, name = line.partition("  ")
+        if names is not None and name not in names:
+            continue
         path = Path(directory) / name
         if not path.is_file() or file_sha256(path) != expected:
             state = "is missing" if not path.is_file() else "does not match its SHA-256 in " + MANIFEST

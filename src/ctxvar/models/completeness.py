@@ -131,11 +131,13 @@ def check_loaded_whole(model, info: dict, what: str, remedy: str = INCONSISTENT)
         )
 
 
-def check_checkpoint_files(directory: str, what: str) -> None:
+def check_checkpoint_files(directory: str, what: str, copies: bool = True) -> None:
     """Refuse a directory whose weights are ambiguous or incomplete before transformers picks one: both a single
     ``model.safetensors`` and a sharded set (transformers would load the single file without a word), shard files
-    without their index, an index without a ``weight_map`` object or naming shard files which are not there, or a
-    tensor in several shard files (transformers would take the last file's copy without a word)."""
+    without their index, an index without a ``weight_map`` object or naming shard files which are not there, or
+    (with ``copies``, for a reader of every shard) a tensor in several shard files (transformers would take the
+    last file's copy without a word). A reader of some tensors alone reads each from the one file the index maps
+    it to, and opens no other shard (``copies`` false)."""
     single, index = (os.path.join(directory, name) for name in (SINGLE_FILE, SHARD_INDEX))
     if os.path.isfile(single) and os.path.isfile(index):
         raise ModelLoadError(
@@ -174,7 +176,7 @@ def check_checkpoint_files(directory: str, what: str) -> None:
         raise ModelLoadError(
             f"{what}: {len(absent)} weight file(s) that {index} lists are missing: {listed(absent)}; {restore}"
         )
-    held_twice = tensors_in_several_files(directory, shards)
+    held_twice = tensors_in_several_files(directory, shards) if copies else []
     if held_twice:
         raise ModelLoadError(
             f"{what}: {len(held_twice)} tensor(s) are in more than one weight file of {index}, with other "

@@ -193,12 +193,33 @@ def load_with_head(entry: dict, source: str, dtype: str):
     another shape (transformers would initialise either at random), stops the job
     (:func:`ctxvar.models.completeness.check_matrices_loaded`).
     """
-    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
+    from transformers import AutoConfig
 
     what = described(entry, source)
     if os.path.isdir(source):
         completeness.check_checkpoint_files(source, what)
     config = _from_pretrained(AutoConfig, source, entry, _options(entry, source))
+    model_class = head_class(config, what)
+    options = {
+        "config": config,
+        "dtype": DTYPES[dtype],
+        "use_safetensors": True,
+        "device_map": {"": "cpu"},
+        "output_loading_info": True,
+        "ignore_mismatched_sizes": True,  # reported as mismatched_keys and refused below, with their shapes
+    }
+    with transformers_into_log():
+        model, info = _from_pretrained(model_class, source, entry, {**_options(entry, source), **options})
+    completeness.check_matrices_loaded(model, info, what)
+    return model.eval(), info
+
+
+def head_class(config, what: str):
+    """The class :func:`load_with_head` builds a model of ``config`` with: the causal- or masked-LM class of
+    transformers that config.json's ``architectures`` names (the class the files were saved from), else the base
+    model class (``AutoModel``: no output matrix), which the log says."""
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
+
     saved_as = getattr(config, "architectures", None) or ()
     named = [
         cls
@@ -212,18 +233,7 @@ def load_with_head(entry: dict, source: str, dtype: str):
             what,
             ", ".join(saved_as) or "none",
         )
-    options = {
-        "config": config,
-        "dtype": DTYPES[dtype],
-        "use_safetensors": True,
-        "device_map": {"": "cpu"},
-        "output_loading_info": True,
-        "ignore_mismatched_sizes": True,  # reported as mismatched_keys and refused below, with their shapes
-    }
-    with transformers_into_log():
-        model, info = _from_pretrained((named or [AutoModel])[0], source, entry, {**_options(entry, source), **options})
-    completeness.check_matrices_loaded(model, info, what)
-    return model.eval(), info
+    return (named or [AutoModel])[0]
 
 
 def builds_pooler_optionally(config) -> bool:

@@ -1,8 +1,10 @@
 """A model's input and output embedding matrices: I(W), mean cosine and the 2-D SVD projection of each.
 
-The matrices are the weights as the model holds them (every row, padding rows included), read with
-transformers' ``get_input_embeddings`` and ``get_output_embeddings`` after loading the model with its
-language-modelling head (:func:`ctxvar.models.loading.load_with_head`). A model whose output matrix is the input
+The matrices are the weights as the model holds them (every row, padding rows included): those that
+transformers' ``get_input_embeddings`` and ``get_output_embeddings`` give of the model with its language-modelling
+head (:func:`ctxvar.models.loading.load_with_head`), read alone from its safetensors files where their names
+resolve (:mod:`ctxvar.models.embedding_weights`: the files holding them, nothing else), else from the whole model
+loaded so; the same values either way. A model whose output matrix is the input
 matrix (tied weights: the same storage, or equal values) has one matrix, ``tied``; a model whose files hold no
 head (config.json's ``architectures`` names none) has only ``input``. Each matrix is measured
 uncentred and centred (W − mean row), in float64 (:mod:`ctxvar.stats.partition_isotropy`).
@@ -23,12 +25,16 @@ embedding_matrices.csv, one row per (matrix, centred):
     zero_rows      rows of norm 0, left out of the mean cosine
 
 embedding_projection.parquet: per matrix and centring, every row's two coordinates on the matrix's first two
-right singular vectors (columns matrix, centred, row, x, y; float32 coordinates).
+right singular vectors (columns matrix, centred, row, x, y; float32 coordinates). Its metadata holds the model id
+(``model``) and what was read (``weights``: ``read``, ``tensors`` or ``model``; the ``files`` read with their
+sizes; for tensors read alone each tensor's file, dtype, shape and SHA-256; the ``weights_sha256`` of the tensors
+or of the whole files, :class:`ctxvar.models.hashing.WeightsDigest`; ``config_sha256``; a Hub id's ``commit``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 
 import numpy as np
 import pandas as pd
@@ -137,14 +143,47 @@ def projection_table(matrices: dict[str, np.ndarray]) -> pa.Table:
 
 
 def embedding_matrix_statistics(entry: dict, source: str, dtype: str, csv_path, projection_path) -> None:
-    """Load the model of ``entry`` from ``source`` with its head (in ``dtype``, on the CPU) and write
-    embedding_matrices.csv and embedding_projection.parquet (module docstring)."""
-    from ctxvar.models.loading import load_with_head
-
-    model, info = load_with_head(entry, source, dtype)
-    matrices = embedding_matrices(model, info.get("missing_keys") or ())
-    del model
+    """Read the embedding matrices of the model of ``entry`` from ``source`` (in ``dtype``, on the CPU) and write
+    embedding_matrices.csv and embedding_projection.parquet (module docstring), the latter with what was read
+    (key ``weights``)."""
+    matrices, weights = read_matrices(entry, source, dtype)
     table = matrix_table(matrices)
     log.info("model %r: %s", entry["id"], table.to_string(index=False))
     write_csv(table, csv_path)
-    write_table(projection_table(matrices), projection_path, {"model": entry["id"]})
+    write_table(projection_table(matrices), projection_path, {"model": entry["id"], "weights": weights})
+
+
+def read_matrices(entry: dict, source: str, dtype: str) -> tuple[dict[str, np.ndarray], dict]:
+    """``(matrices, what was read)``: the matrices alone from the safetensors files where they can be
+    (:func:`ctxvar.models.embedding_weights.read_embedding_weights`), else from the whole model loaded with its head
+    (:func:`whole_model_matrices`)."""
+    from ctxvar.models.embedding_weights import read_embedding_weights
+
+    read = read_embedding_weights(entry, source, dtype)
+    if read is None:
+        return whole_model_matrices(entry, source, dtype)
+    return {name: float64_array(w) for name, w in read.matrices.items()}, read.record
+
+
+def whole_model_matrices(entry: dict, source: str, dtype: str) -> tuple[dict[str, np.ndarray], dict]:
+    """``(matrices, what was read)`` of the model loaded whole with its head: its weight files (a folder's checked
+    against its ``SHA256SUMS`` first) and the SHA-256 of every tensor in them
+    (:func:`ctxvar.models.hashing.weights_sha256`)."""
+    from ctxvar.config.entries import built_in_run
+    from ctxvar.files.atomic import verify_manifest
+    from ctxvar.models import hashing
+    from ctxvar.models.loading import load_with_head
+
+    if os.path.isdir(source):
+        verify_manifest(source, built_in_run(entry))
+    model, info = load_with_head(entry, source, dtype)
+    matrices = embedding_matrices(model, info.get("missing_keys") or ())
+    files = hashing.weight_files(entry, source, model)
+    record = {
+        "read": "model",
+        "files": {os.path.basename(path): os.path.getsize(path) for path in files.paths},
+        "weights_sha256": hashing.weights_sha256(files),
+        "config_sha256": hashing.model_config_sha256(model.config),
+    }
+    del model
+    return matrices, record
