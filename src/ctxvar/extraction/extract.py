@@ -263,10 +263,10 @@ def run_and_write(job: ShardRun, settings: ExtractionSettings, out_path, files: 
         writer = opened.enter_context(ThreadPoolExecutor(max_workers=1, thread_name_prefix="write"))
         written = None
         for index, layers in enumerate(parts):
-            if index == n_parts - 1:
-                release_device(job)  # every sum is in host memory: the next job may use the GPU while this one writes
             if written is not None:
                 written.result()  # the layer before is on disk: at most two layers' sums in host memory
+            if index == n_parts - 1:
+                release_device(job)  # every sum is in host memory: the next job may use the GPU while this one writes
             written = writer.submit(write_layers, layers)  # written while the next layer computes
         written.result()
     if pca_paths:
