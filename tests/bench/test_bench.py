@@ -349,12 +349,14 @@ def test_compare_runs_finds_layout_1_and_2_of_the_same_sums_equal_and_one_ulp_ap
     import pyarrow.parquet as pq
 
     from ctxvar.stats.sample_file import sample_schema, sample_table
-    from ctxvar.stats.sums import moments_schema, moments_table
+    from ctxvar.stats.sums import LayerSums, moments_schema, moments_table
 
     import compare_runs as compare
     import sums_io as bench_io
 
-    sums, d, n_layers = bench_io.layer_arrays(40, 6), 6, 3
+    arrays, d, n_layers = bench_io.layer_arrays(40, 6), 6, 3
+    first_sums = {name: arrays.sums[name] for name in ("sum_sq", "sum", "sum_unit")}  # what layout 1 held
+    sums = LayerSums(arrays.layer, arrays.types, arrays.count, first_sums)
     first, second = tmp_path / "layout1" / "m", tmp_path / "layout2" / "m"
     first.mkdir(parents=True), second.mkdir(parents=True)
     bench_io.write_layout1(first / "stats.parquet", sums, n_layers)
