@@ -31,11 +31,17 @@ def free_bytes(folder) -> int:
     return shutil.disk_usage(nearest_existing(folder)).free
 
 
+def disk_check_skipped() -> bool:
+    """Whether ``CTXVAR_SKIP_DISK_CHECK=1`` turns the up-front free-space checks off (their estimates are upper
+    bounds)."""
+    return os.environ.get(SKIP_DISK_CHECK) == "1"
+
+
 def require_free_space(folder, needed: int, what: str) -> None:
     """Raise :class:`DiskSpaceError` (one line: the folder, ``needed`` and the free bytes, the remedy) when the disk
     that holds ``folder`` (or its nearest existing parent) has fewer than ``needed`` bytes free; ``what``: the
     outputs, as the line names them. ``CTXVAR_SKIP_DISK_CHECK=1`` skips the check."""
-    if os.environ.get(SKIP_DISK_CHECK) == "1":
+    if disk_check_skipped():
         return
     free = free_bytes(folder)
     if needed > free:

@@ -33,7 +33,7 @@ import os
 
 from ctxvar.config.entries import model_source, models_by_id, pca_model
 from ctxvar.errors import DiskSpaceError, ModelLoadError, size_text
-from ctxvar.files.space import SKIP_DISK_CHECK, free_bytes, nearest_existing
+from ctxvar.files.space import disk_check_skipped, free_bytes, nearest_existing
 from ctxvar.models.archive import archive_path, packaged_key, packed_config, unpacked_bytes
 from ctxvar.models.gguf import gguf_shape
 from ctxvar.run.resources import ModelShape, config_shape, known_model_shape, shard_tokens
@@ -132,7 +132,7 @@ def check_free_space(config: dict, run_folder) -> None:
     """Raise :class:`DiskSpaceError` if the run's remaining sums cannot fit in the free space of ``run_folder``'s
     disk even one model at a time; warn if they may not fit when several models' partials coexist.
     ``CTXVAR_SKIP_DISK_CHECK=1`` skips the check (the estimate is an upper bound)."""
-    planned = None if os.environ.get(SKIP_DISK_CHECK) == "1" else planned_bytes(config, run_folder)
+    planned = None if disk_check_skipped() else planned_bytes(config, run_folder)
     if planned is None:
         return
     folder = nearest_existing(run_folder)
