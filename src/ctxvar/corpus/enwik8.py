@@ -44,12 +44,16 @@ def opened_bytes(path, shown=None):
         with open(path, "rb") as handle:
             yield handle
         return
+    with zip_of(path, shown) as archive, archive.open(member_of(archive, shown)) as member:
+        yield member
+
+
+def zip_of(path, shown) -> zipfile.ZipFile:
+    """The zip ``path`` (named ``shown`` in messages) opened; :class:`CorpusError` for one that cannot be read."""
     try:
-        archive = zipfile.ZipFile(path)
+        return zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as error:
         raise CorpusError(f"corpus.path: {shown} is a damaged zip ({error}); {USE}") from error
-    with archive, archive.open(member_of(archive, shown)) as member:
-        yield member
 
 
 def member_of(archive: zipfile.ZipFile, shown) -> zipfile.ZipInfo:
@@ -108,11 +112,8 @@ def pieces_at_most(path) -> int:
     more, and reading ``\\r\\n`` as ``\\n`` only shortens it)."""
     if not zipfile.is_zipfile(path):
         return os.path.getsize(path) // PIECE_CHARACTERS
-    try:
-        with zipfile.ZipFile(path) as archive:
-            return member_of(archive, path).file_size // PIECE_CHARACTERS
-    except zipfile.BadZipFile as error:
-        raise CorpusError(f"corpus.path: {path} is a damaged zip ({error}); {USE}") from error
+    with zip_of(path, path) as archive:
+        return member_of(archive, path).file_size // PIECE_CHARACTERS
 
 
 def check_file(corpus: dict) -> None:
