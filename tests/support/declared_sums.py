@@ -30,13 +30,18 @@ def layer_sums_of(layer: int, types: np.ndarray, labels: np.ndarray, points: np.
     the i-th an occurrence of ``types[labels[i]]`` (``types`` sorted)."""
     chunk = chunk_of(points)
     count = np.bincount(labels, minlength=len(types)).astype(np.int64)
-    sums = {}
-    for item in kept_sums(geometry):
-        values = np.asarray(item.values(chunk), np.float64)
-        total = np.zeros((len(types), *values.shape[1:]))
-        np.add.at(total, labels, values)
-        sums[item.name] = total
-    return LayerSums(layer, types, count, sums)
+    return LayerSums(
+        layer, types, count, {item.name: type_sum(item, chunk, labels, len(types)) for item in kept_sums(geometry)}
+    )
+
+
+def type_sum(item, chunk: SimpleNamespace, labels: np.ndarray, n_types: int) -> np.ndarray:
+    """The declared sum ``item`` per type over the rows of ``chunk`` (:func:`chunk_of`), row i of type
+    ``labels[i]``: (n_types,) or (n_types, d) float64."""
+    values = np.asarray(item.values(chunk), np.float64)
+    total = np.zeros((n_types, *values.shape[1:]))
+    np.add.at(total, labels, values)
+    return total
 
 
 def random_layers(

@@ -15,7 +15,7 @@ from ctxvar.stats.declarations import declared, kept_sums, token_columns
 from ctxvar.stats.merge import merge_partials
 from ctxvar.stats.sums import SUMS_LAYOUT, LayerWriter, SumsFile
 
-from support.declared_sums import COSINE, chunk_of, sum_names
+from support.declared_sums import COSINE, chunk_of, sum_names, type_sum
 
 D = 4
 COUNTS = np.array([2, 3])
@@ -37,9 +37,7 @@ def column(name: str, width: int = D):
     except KeyError:
         return pa.field(name, pa.float64(), nullable=False), pa.array(np.zeros(len(COUNTS)))
     labels = np.repeat(np.arange(len(COUNTS)), COUNTS)
-    values = np.asarray(item.values(chunk_of(np.ones((len(labels), width)) / np.sqrt(width))), np.float64)
-    total = np.zeros((len(COUNTS), *values.shape[1:]))
-    np.add.at(total, labels, values)
+    total = type_sum(item, chunk_of(np.ones((len(labels), width)) / np.sqrt(width)), labels, len(COUNTS))
     if item.vector:
         return pa.field(name, pa.binary(8 * width), nullable=False), vector_column(total)
     return pa.field(name, pa.float64(), nullable=False), pa.array(total)
