@@ -50,7 +50,7 @@ localrules:
 rule all:
     default_target: True
     input:
-        final_outputs(),
+        run_targets,
 
 
 onstart:  # a real run (not a dry run) records the config files its results folder belongs to, or stops if another's
@@ -58,6 +58,8 @@ onstart:  # a real run (not a dry run) records the config files its results fold
         record_run_origin(results(""), RUN_CONFIG)
     except CtxvarError as error:
         sys.exit(f"ctxvar error: {error}")
+    if (plan := cost_plan_block(only_large=True)) is not None:
+        print(plan, file=sys.stderr)
     if getattr(workflow, "local_exec", True):  # on a cluster each job's block names its job id there: kept
         quiet_job_lines()  # the console shows progress by tenths, warnings and errors, not a block per job
 

@@ -38,9 +38,9 @@ rule geometry_statistics:
 
 rule summarise_models:
     input:
-        layers=expand(results("{model}/layers.csv"), model=MODELS),
-        geometry=expand(results("{model}/geometry.csv"), model=MODELS),
-        runs=expand(results("{model}/run.json"), model=MODELS),
+        layers=expand(results("{model}/layers.csv"), model=FORWARD_MODELS),
+        geometry=expand(results("{model}/geometry.csv"), model=FORWARD_MODELS),
+        runs=expand(results("{model}/run.json"), model=FORWARD_MODELS),
     output:
         layers=results("summary/layers.csv"),
         geometry=results("summary/geometry.csv"),
@@ -52,7 +52,7 @@ rule summarise_models:
     conda:
         "../../envs/analysis.yaml"
     params:
-        models=list(MODELS),
-        families={model: entry.get("family") for model, entry in MODELS.items()},
+        models=FORWARD_MODELS,
+        families={model: MODELS[model].get("family") for model in FORWARD_MODELS},
     script:
         "../scripts/summarise_models.py"

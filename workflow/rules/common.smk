@@ -18,7 +18,14 @@ except ModuleNotFoundError as error:  # Snakemake runs in another environment th
         f"{shlex.join(install)} (torch first: README, Install)"
     )
 from ctxvar.config.checks import check_config
-from ctxvar.config.entries import built_in_run, checkpoint_families, model_source as source_of, models_by_id, pca_model
+from ctxvar.config.entries import (
+    built_in_run,
+    checkpoint_families,
+    forward_models,
+    model_source as source_of,
+    models_by_id,
+    pca_model,
+)
 from ctxvar.config.hashes import TYPE_KEY_RULE, extraction_config_hash, extraction_geometry
 from ctxvar.config.run_name import check_study_named, run_name, run_named_on_purpose
 from ctxvar.config.schema import check_schema, load_config_file
@@ -39,6 +46,7 @@ from ctxvar.figures.catalogue import (
 from ctxvar.models.archive import check_archives
 from ctxvar.models.batching import BATCH_TOKENS
 from ctxvar.run import resources as estimates
+from ctxvar.run.cost import block as cost_block, large_run, plan as cost_plan
 from ctxvar.run.disk import check_free_space
 from ctxvar.run.inputs import corpus_inputs, with_inputs
 from ctxvar.run.layout import check_results_layout
@@ -61,7 +69,8 @@ try:  # the whole config contract, before any job: one line and exit status 1 fo
     check_schema(config)  # the schema ctxvar.config.schema loaded already (workflow/schemas/ links to it)
     validate(config, "../schemas/config.schema.yaml")  # fills in the schema's defaults
     check_config(config)
-    check_enwik8_file(config["corpus"])  # a local enwik8 reads as its text (UTF-8, or a zip holding it)
+    if "corpus" in config:  # absent when no model reads it (ctxvar.config.checks)
+        check_enwik8_file(config["corpus"])  # a local enwik8 reads as its text (UTF-8, or a zip holding it)
     check_set_resources(set_resources(workflow.resource_settings.overwrite_resources))
     CLI_CONFIGS = {str(path): CONFIG_FILES[str(path)] for path in workflow.overwrite_configfiles}
     CLI_VALUES = dict(workflow.config_settings.config or {})  # --config KEY=VALUE (overwrite_config merges the files)
@@ -69,7 +78,7 @@ try:  # the whole config contract, before any job: one line and exit status 1 fo
     RUN_CONFIG = config_identity(list(CONFIG_FILES), "config.yaml")  # the files read: config.yaml without --configfile
     SHARED_RUN = check_run_origin(f"results/{RUN}", RUN_CONFIG, run_named_on_purpose(CLI_CONFIGS, CLI_VALUES))
     MODELS = with_inputs(models_by_id(config), f"results/{RUN}")  # with what identifies their files (ctxvar.run.inputs)
-    CORPUS = {**config["corpus"], "inputs": corpus_inputs(config["corpus"])}
+    CORPUS = {**config["corpus"], "inputs": corpus_inputs(config["corpus"])} if "corpus" in config else None
     check_results_layout(f"results/{RUN}", MODELS)  # refuses merged sums under their older names, stats*.parquet
     check_archives(MODELS, f"results/{RUN}")  # a package or zip to unpack a model from is there
     check_free_space(config, f"results/{RUN}")  # once the corpus is sampled; extraction jobs check again as they start
@@ -91,14 +100,31 @@ def benchmarks(path):
 
 
 SHARDS = [str(i) for i in range(config["shards"])]
-PCA_MODEL = pca_model(config)
+FORWARD_MODELS = forward_models(MODELS)  # those that run over the corpus; the others: embedding matrices alone
+PCA_MODEL = pca_model(config)  # None when no model runs over the corpus
 FAMILIES = checkpoint_families(MODELS)  # {family: [id@revision, …]} from revisions:
+FORWARD_FAMILIES = {family: ids for family, ids in FAMILIES.items() if ids[0] in FORWARD_MODELS}
 WEIGHTED_MODELS = [mid for mid, entry in MODELS.items() if entry.get("init") != "gaussian"]  # with weight matrices
 GEOMETRY = config["geometry"]
-FEWER_SENTENCES = start_up_warning(config["corpus"], results("corpus/sentences.parquet"), config["shards"])
+REMOVE_AFTER_USE = False  # hf_cache.remove_after_use
+FEWER_SENTENCES = CORPUS and start_up_warning(config["corpus"], results("corpus/sentences.parquet"), config["shards"])
 for warning in (FEWER_SENTENCES, SHARED_RUN):
     if warning:
         print(f"ctxvar warning: {warning}", file=sys.stderr)
+
+
+def run_targets(wildcards):
+    """The default target's input: :func:`final_outputs`; in a dry run, which runs no hooks, the cost plan is printed first
+    (a real run prints it in onstart, when the run is large)."""
+    if workflow.dryrun:
+        print(cost_plan_block(only_large=False), file=sys.stderr)
+    return final_outputs()
+
+
+def cost_plan_block(only_large):
+    """The run's cost plan (ctxvar.run.cost) as the block to print, or None (``only_large``: for a small run)."""
+    costs = cost_plan(config, results(""))
+    return cost_block(costs, config, REMOVE_AFTER_USE) if not only_large or large_run(costs) else None
 
 
 wildcard_constraints:

@@ -7,6 +7,8 @@ rule extract_statistics:
         logs("partials/{model}/{shard}.log"),
     benchmark:
         benchmarks("partials/{model}/{shard}.tsv")
+    wildcard_constraints:
+        model="|".join(re.escape(m) for m in FORWARD_MODELS) or "(?!)",  # forward: false models read no corpus
     priority: extraction_priority
     conda:
         "../../envs/extract.yaml"

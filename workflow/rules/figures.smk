@@ -70,7 +70,7 @@ rule plot_checkpoints:
     benchmark:
         benchmarks("figures/checkpoints/{family}.tsv")
     wildcard_constraints:
-        family="|".join(re.escape(f) for f in FAMILIES) or "$^",
+        family="|".join(re.escape(f) for f in FORWARD_FAMILIES) or "$^",
     conda:
         "../../envs/analysis.yaml"
     params:

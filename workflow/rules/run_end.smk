@@ -4,30 +4,37 @@ from ctxvar.run.end import failure_message, outdated_outputs, report_command, su
 
 
 def final_outputs():
+    weights = [
+        *expand(results("{model}/embedding_matrices.csv"), model=WEIGHTED_MODELS),
+        *expand(results("{model}/figures/emb01_projection.{ext}"), model=WEIGHTED_MODELS, ext=FIGURE_FILES),
+        *expand(results("figures/checkpoints/embedding_matrices/{family}.{ext}"), family=FAMILIES, ext=FIGURE_FILES),
+    ]
+    if not FORWARD_MODELS:  # every model forward: false: the embedding matrices alone
+        return weights
     return [
-        *expand(results("{model}/tokens.parquet"), model=MODELS),
-        *expand(results("{model}/layers.csv"), model=MODELS),
+        *expand(results("{model}/tokens.parquet"), model=FORWARD_MODELS),
+        *expand(results("{model}/layers.csv"), model=FORWARD_MODELS),
         results("summary/layers.csv"),
         results("summary/models.csv"),
-        *expand(results("{model}/figures/{figure}.{ext}"), model=MODELS, figure=MODEL_FIGURES, ext=FIGURE_FILES),
+        *expand(
+            results("{model}/figures/{figure}.{ext}"), model=FORWARD_MODELS, figure=MODEL_FIGURES, ext=FIGURE_FILES
+        ),
         *expand(results("figures/{figure}.{ext}"), figure=SUMMARY_FIGURES, ext=FIGURE_FILES),
         *expand(results("{model}/figures/{figure}.{ext}"), model=PCA_MODEL, figure=PCA_FIGURES, ext=FIGURE_FILES),
         *expand(results("{model}/table2.{ext}"), model=PCA_MODEL, ext=("csv", "tex")),
-        *expand(results("{model}/geometry.csv"), model=MODELS),
+        *expand(results("{model}/geometry.csv"), model=FORWARD_MODELS),
         results("summary/geometry.csv"),
         *expand(
             results("{model}/figures/{figure}.{ext}"),
-            model=MODELS,
+            model=FORWARD_MODELS,
             figure=accumulated(GEOMETRY_MODEL_FIGURES, GEOMETRY),
             ext=FIGURE_FILES,
         ),
         *expand(
             results("figures/{figure}.{ext}"), figure=accumulated(GEOMETRY_SUMMARY_FIGURES, GEOMETRY), ext=FIGURE_FILES
         ),
-        *expand(results("figures/checkpoints/{family}.{ext}"), family=FAMILIES, ext=FIGURE_FILES),
-        *expand(results("{model}/embedding_matrices.csv"), model=WEIGHTED_MODELS),
-        *expand(results("{model}/figures/emb01_projection.{ext}"), model=WEIGHTED_MODELS, ext=FIGURE_FILES),
-        *expand(results("figures/checkpoints/embedding_matrices/{family}.{ext}"), family=FAMILIES, ext=FIGURE_FILES),
+        *expand(results("figures/checkpoints/{family}.{ext}"), family=FORWARD_FAMILIES, ext=FIGURE_FILES),
+        *weights,
     ]
 
 
@@ -40,7 +47,7 @@ def success_lines():
         str(workflow.overwrite_workdir) if moved else None,
         workflow.main_snakefile,
     )
-    outdated = outdated_outputs(final_outputs(), {model: sums_hash(model) for model in MODELS}, results(""))
+    outdated = outdated_outputs(final_outputs(), {model: sums_hash(model) for model in FORWARD_MODELS}, results(""))
     return success_message(results(""), list(MODELS), command, moved, outdated)
 
 

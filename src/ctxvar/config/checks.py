@@ -12,16 +12,20 @@ from ctxvar.config.entries import (
     missing_model_directory,
     models_by_id,
     random_spec,
+    reads_corpus,
+    runs_forward,
 )
 from ctxvar.errors import ConfigError
 
 
 def check_config(config: dict) -> None:
     """Raise :class:`ConfigError` (one line) for what the JSON schema cannot check."""
-    corpus = config["corpus"]
-    if corpus["source"] == "hf" and not corpus.get("name"):
+    corpus = config.get("corpus")
+    if corpus is None:
+        check_no_corpus_needed(config["models"])
+    elif corpus["source"] == "hf" and not corpus.get("name"):
         raise ConfigError("corpus.name: required when corpus.source is 'hf' (a Hub dataset id, e.g. bookcorpus)")
-    if local_corpus(corpus):
+    elif local_corpus(corpus):
         check_corpus_paths(corpus)
     analysis = config["analysis"]
     if analysis["min_log10_n"] > analysis["max_log10_n"]:
@@ -59,11 +63,33 @@ def check_config(config: dict) -> None:
             raise ConfigError(
                 f"models[]: entry {entry.get('id')!r} has init: random and needs 'arch' (bert | roberta | gpt2)"
             )
+        if entry.get("init") == "gaussian" and not runs_forward(entry):
+            raise ConfigError(
+                f"models[]: entry {entry.get('id')!r} has init: gaussian and forward: false; the Gaussian null model "
+                "has no weights, so nothing would be computed: remove forward: false"
+            )
     models = models_by_id(config)
     pca_model = config.get("figures", {}).get("pca", {}).get("model")
     if pca_model is not None and pca_model not in models:
         raise ConfigError(
             f"figures.pca.model: {pca_model!r} is not a model id (ids: {', '.join(models)}); use one of them or null"
+        )
+    if pca_model is not None and not runs_forward(models[pca_model]):
+        raise ConfigError(
+            f"figures.pca.model: {pca_model!r} has forward: false, so none of its embeddings are collected; name a "
+            "model that runs over the corpus, or null"
+        )
+
+
+def check_no_corpus_needed(entries: list[dict]) -> None:
+    """A config without a ``corpus:`` section is whole only when no model reads the corpus."""
+    readers = [entry.get("id") or entry.get("name") for entry in entries if reads_corpus(entry)]
+    if readers:
+        shown = ", ".join(map(repr, readers[:3])) + (f" and {len(readers) - 3} more" if len(readers) > 3 else "")
+        raise ConfigError(
+            f"corpus: section missing, and models {shown} read the corpus (a forward pass, or init random or "
+            "gaussian, whose tokenizer is trained on it); add one (e.g. corpus: {source: python-docs}), or set "
+            "forward: false on models that need only their embedding matrices"
         )
 
 

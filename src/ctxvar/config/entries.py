@@ -188,6 +188,22 @@ def model_source(entry: dict, run_folder) -> str:
     return os.path.join(run_folder, "models", entry["id"]) if built_in_run(entry) else os.path.expanduser(entry["name"])
 
 
+def runs_forward(entry: dict) -> bool:
+    """Whether the model runs over the corpus (``forward``, default true); false: its embedding matrices alone."""
+    return entry.get("forward", True)
+
+
+def reads_corpus(entry: dict) -> bool:
+    """Whether the model needs the corpus: for its forward pass, or to train its tokenizer (init random and
+    gaussian build one on the corpus)."""
+    return runs_forward(entry) or entry.get("init") in ("random", "gaussian")
+
+
+def forward_models(models: dict[str, dict]) -> list[str]:
+    """The ids of the models that run over the corpus, in config order."""
+    return [mid for mid, entry in models.items() if runs_forward(entry)]
+
+
 def checkpoint_families(models: dict[str, dict]) -> dict[str, list[str]]:
     """``{family: [model ids by step]}`` for entries expanded from ``revisions``."""
     families: dict[str, list[str]] = {}
@@ -197,9 +213,10 @@ def checkpoint_families(models: dict[str, dict]) -> dict[str, list[str]]:
     return {family: sorted(ids, key=lambda m: models[m]["step"]) for family, ids in families.items()}
 
 
-def pca_model(config: dict) -> str:
-    """The model whose embeddings Fig. 1 shows: figures.pca.model, or the first model."""
-    return config["figures"]["pca"]["model"] or next(iter(models_by_id(config)))
+def pca_model(config: dict) -> str | None:
+    """The model whose embeddings Fig. 1 shows: figures.pca.model, or the first model that runs over the corpus;
+    None when none does."""
+    return config["figures"]["pca"]["model"] or next(iter(forward_models(models_by_id(config))), None)
 
 
 def local_corpus(corpus: dict) -> bool:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ctxvar.config.entries import MODEL_ID_PATTERN
+from ctxvar.config.entries import MODEL_ID_PATTERN, reads_corpus
 from ctxvar.errors import ConfigError
 
-STUDY_KEYS = ("corpus", "models")  # what a run studies: never defaulted, never inherited
+STUDY_KEYS = ("corpus", "models")  # what a run studies: never defaulted, never inherited (corpus: when read)
 
 
 def check_study_named(config: dict, cli_files: list[str], workflow_dir) -> None:
@@ -19,7 +19,7 @@ def check_study_named(config: dict, cli_files: list[str], workflow_dir) -> None:
     extends it: the working directory's ``config.yaml`` (what a run without ``--configfile`` reads), else the
     workflow's own in ``workflow_dir``, every file by its absolute path so that the command runs from any
     folder, ``--directory`` or not."""
-    missing = [key for key in STUDY_KEYS if key not in config]
+    missing = [key for key in STUDY_KEYS if key not in config and (key != "corpus" or reads_corpus_any(config))]
     if not cli_files or not missing:
         return
     files = " ".join(relative_if_below(path) for path in cli_files)
@@ -30,6 +30,11 @@ def check_study_named(config: dict, cli_files: list[str], workflow_dir) -> None:
         f"(the paper's six Hub models on BookCorpus); add it, or extend the paper's setup on purpose with "
         f"--configfile {' '.join(os.path.abspath(path) for path in [paper, *cli_files])}"
     )
+
+
+def reads_corpus_any(config: dict) -> bool:
+    """Whether a model of ``config`` reads the corpus (true too while there is no models: section)."""
+    return "models" not in config or any(map(reads_corpus, config["models"]))
 
 
 def relative_if_below(path) -> str:

@@ -31,7 +31,7 @@ import logging
 import math
 import os
 
-from ctxvar.config.entries import model_source, models_by_id, pca_model
+from ctxvar.config.entries import model_source, models_by_id, pca_model, runs_forward
 from ctxvar.errors import DiskSpaceError, ModelLoadError, size_text
 from ctxvar.files.space import disk_check_skipped, free_bytes, nearest_existing
 from ctxvar.models.archive import archive_path, packaged_key, packed_config, unpacked_bytes
@@ -90,7 +90,7 @@ def planned_bytes(config: dict, run_folder) -> tuple[int, int] | None:
     tokens = [math.ceil(shard_tokens(sentences) / config["shards"])] * config["shards"]
     merged, partials = 0, []
     for mid, entry in models_by_id(config).items():
-        if os.path.exists(os.path.join(run_folder, mid, "sums.parquet")):
+        if not runs_forward(entry) or os.path.exists(os.path.join(run_folder, mid, "sums.parquet")):
             continue
         source = model_source(entry, run_folder)
         shape = known_model_shape(entry, source)  # built: from the entry
@@ -100,18 +100,25 @@ def planned_bytes(config: dict, run_folder) -> tuple[int, int] | None:
         if shape is None:  # a Hub model not downloaded yet: a bert-large-sized guess would block small runs
             log.info("disk: model %r is not downloaded or unpacked yet, so its shape is unknown; not counted", mid)
             continue
-        partials.append(
-            sum(
-                sums_bytes(count, shape, config["geometry"])
-                for shard, count in enumerate(tokens)
-                if not os.path.exists(os.path.join(run_folder, "partials", mid, f"{shard}.parquet"))
-            )
-        )
-        merged += sums_bytes(sum(tokens), shape, config["geometry"])
-        if mid == pca_model(config):
-            merged += sum(pca_points_bytes(count, shape, config) for count in tokens)
-        merged += min(shape.vocab_size, sum(tokens)) * shape.n_layers * token_table_row(config["geometry"])
+        model_merged, model_partials = model_disk_bytes(mid, shape, tokens, config, run_folder)
+        merged += model_merged
+        partials.append(model_partials)
     return merged + max(partials, default=0), merged + sum(partials)
+
+
+def model_disk_bytes(mid: str, shape: ModelShape, tokens: list[int], config: dict, run_folder) -> tuple[int, int]:
+    """``(merged, partials)``: the bytes of model ``mid``'s merged files (sums, Fig. 1's points when it is
+    figures.pca.model, tokens.parquet) and of its partials still to be written, over shards of ``tokens`` tokens."""
+    partials = sum(
+        sums_bytes(count, shape, config["geometry"])
+        for shard, count in enumerate(tokens)
+        if not os.path.exists(os.path.join(run_folder, "partials", mid, f"{shard}.parquet"))
+    )
+    merged = sums_bytes(sum(tokens), shape, config["geometry"])
+    if mid == pca_model(config):
+        merged += sum(pca_points_bytes(count, shape, config) for count in tokens)
+    merged += min(shape.vocab_size, sum(tokens)) * shape.n_layers * token_table_row(config["geometry"])
+    return merged, partials
 
 
 def packaged_model(entry: dict) -> tuple[ModelShape | None, int]:

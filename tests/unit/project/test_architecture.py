@@ -24,6 +24,7 @@ DAG_BUILD_IMPORTS = [
     "ctxvar.models.archive",
     "ctxvar.models.batching",
     "ctxvar.run.console",
+    "ctxvar.run.cost",
     "ctxvar.run.disk",
     "ctxvar.run.end",
     "ctxvar.run.inputs",

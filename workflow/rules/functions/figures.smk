@@ -35,7 +35,7 @@ def summary_figure_inputs(wildcards):
     inputs = {
         "layers": results("summary/layers.csv"),
         "geometry": results("summary/geometry.csv"),
-        "tokens": expand(results("{model}/tokens.parquet"), model=MODELS),
+        "tokens": expand(results("{model}/tokens.parquet"), model=FORWARD_MODELS),
         "sentences": results("corpus/sentences.parquet"),
     }
     return {name: path for name, path in inputs.items() if name in figure_needs(wildcards)}
@@ -43,7 +43,7 @@ def summary_figure_inputs(wildcards):
 
 def figure_models(wildcards):
     """The model ids, for figures drawn from per-model files (their order sets legends and panels)."""
-    return list(MODELS) if {"layers", "geometry", "tokens"} & set(figure_needs(wildcards)) else []
+    return FORWARD_MODELS if {"layers", "geometry", "tokens"} & set(figure_needs(wildcards)) else []
 
 
 def figure_analysis(wildcards):
@@ -52,7 +52,7 @@ def figure_analysis(wildcards):
 
 
 def checkpoint_inputs(wildcards):
-    members = FAMILIES[wildcards.family]
+    members = FORWARD_FAMILIES[wildcards.family]
     return {
         "layers": expand(results("{model}/layers.csv"), model=members),
         "geometry": expand(results("{model}/geometry.csv"), model=members),

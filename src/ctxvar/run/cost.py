@@ -1,0 +1,312 @@
+"""The cost plan of a run, before its first job: per model the tokens of its forward pass, its downloads, its
+GPU-hours at the committed benchmark's rates and the disk its sums take; the Snakefile prints it as one short
+block in a dry run and before a large run, and ``python -m ctxvar.run.cost CONFIG…`` prints it with one row per
+model.
+
+Every number is an estimate, made from what is known before anything runs:
+
+- **Tokens**: the sampled corpus's words × 1.4 plus [bos]/[eos] per sentence once the corpus is sampled
+  (:func:`ctxvar.run.resources.shard_tokens`); before, from the corpus settings where they fix its size (synthetic:
+  ``n_sentences`` × ``mean_words``; enwik8: pieces of 512 characters, 6 characters a word), else unknown.
+- **Shapes**: a model's entry (built in the run), its config.json (a local folder or the HF cache), else
+  ``hub_shapes.csv`` beside this module (the published shapes of the studies' Hub models); else unknown, and left
+  out of the sums, saying how many were.
+- **Downloads**: nothing for a local, built or cached model (a weights file in the revision's snapshot); else
+  the checkpoint, parameters × bytes per stored parameter. A model with ``forward: false`` reads its embedding
+  matrices alone where the checkpoint has safetensors (``V · d`` each, at most two) and the whole checkpoint
+  where it has only ``pytorch_model.bin``: both ends are given.
+- **GPU time**: tokens at the rate ``bench/gpu.py`` measured (``gpu_rates.csv``, made by ``bench/gpu_rates.py``)
+  for the same dtype (float16 at bfloat16's) and job (the paper's sums, or with geometry), scaled from the
+  measured model nearest in size by the blocks' multiply-adds, 12 · (L − 1) · d² a token; per GPU kind measured.
+- **Disk**: the sums of :mod:`ctxvar.run.disk` (merged files and one model's partials at a time); the HF cache
+  holds every download, or with ``hf_cache.remove_after_use`` the largest one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import sys
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+from ctxvar.config.entries import built_in_run, is_local_path, load_revision, model_source, models_by_id, runs_forward
+from ctxvar.corpus.enwik8 import PIECE_CHARACTERS
+from ctxvar.errors import size_text
+from ctxvar.models import hub
+from ctxvar.run.disk import model_disk_bytes
+from ctxvar.run.resources import TOKENS_PER_WORD, ModelShape, known_model_shape, shard_tokens
+
+CHARACTERS_PER_WORD = 6  # English prose and Wikipedia markup, spaces included
+ENWIK8_BYTES = 10**8  # the Hutter Prize's file, as the Hub's LTCB/enwik8 holds it
+STORED_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}  # config.json's torch_dtype → bytes per parameter
+RATE_DTYPE = {"float16": "bfloat16"}  # a dtype measured at another's rate (the same tensor cores)
+
+
+@dataclass
+class ModelCost:
+    """One model's share of the plan; None where it cannot be known before the run."""
+
+    model: str
+    family: str  # the models entry it comes from: its id, or with revisions the family's
+    forward: bool
+    shape: ModelShape | None
+    parameters: int | None
+    tokens: int | None  # of its forward pass (0 for forward: false)
+    download: tuple[int, int] | None  # (least, most) bytes; (0, 0) when nothing is downloaded
+    gpu_seconds: dict[str, float]  # by GPU kind; empty when unknown or without a forward pass
+    sums: tuple[int, int] | None  # (merged files, all its partials) bytes
+
+
+@cache
+def hub_shapes() -> dict[str, tuple[ModelShape, int, int]]:
+    """``{Hub id: (shape, parameters, bytes per stored parameter)}`` of ``hub_shapes.csv``."""
+    with resources.files(__package__).joinpath("hub_shapes.csv").open(encoding="utf-8") as handle:
+        return {
+            row["name"]: (
+                ModelShape(int(row["hidden_states"]), int(row["d"]), int(row["vocab_size"])),
+                int(row["parameters"]),
+                int(row["bytes_per_parameter"]),
+            )
+            for row in csv.DictReader(handle)
+        }
+
+
+@cache
+def gpu_rates() -> list[dict]:
+    """The rows of ``gpu_rates.csv`` (``bench/gpu_rates.py``)."""
+    with resources.files(__package__).joinpath("gpu_rates.csv").open(encoding="utf-8") as handle:
+        return [
+            {
+                **row,
+                "geometry": row["geometry"] == "True",
+                "blocks": block_work(int(row["hidden_states"]), int(row["d"])),
+            }
+            for row in csv.DictReader(handle)
+        ]
+
+
+def block_work(hidden_states: int, d: int) -> int:
+    """Multiply-adds a token through the blocks, 12 · (L − 1) · d² (attention's 4d² and the MLP's 8d² a block)."""
+    return 12 * (hidden_states - 1) * d**2
+
+
+def gpu_seconds(tokens: int, shape: ModelShape, dtype: str, geometry: bool) -> dict[str, float]:
+    """Seconds of an extraction of ``tokens`` tokens on each GPU kind of :func:`gpu_rates` (module docstring)."""
+    seconds = {}
+    for gpu in sorted({row["gpu"] for row in gpu_rates()}):
+        rows = [row for row in gpu_rates() if row["gpu"] == gpu and row["geometry"] == geometry]
+        wanted = RATE_DTYPE.get(dtype, dtype)
+        rows = [row for row in rows if row["dtype"] == wanted] or rows
+        work = block_work(shape.n_layers, shape.d)
+        nearest = min(rows, key=lambda row: abs(math.log(row["blocks"] / work)))
+        seconds[gpu] = tokens / float(nearest["tokens_per_s"]) * work / nearest["blocks"]
+    return seconds
+
+
+def corpus_tokens(config: dict, run_folder) -> int | None:
+    """The corpus's tokens (module docstring); None when its size is not known before it is sampled."""
+    sentences = os.path.join(run_folder, "corpus", "sentences.parquet")
+    if os.path.exists(sentences):
+        return shard_tokens(sentences)
+    corpus = config.get("corpus") or {}
+    if corpus.get("source") == "synthetic":
+        generated = corpus["synthetic"]
+        rows = drawn(corpus, generated["n_sentences"])
+        return int(TOKENS_PER_WORD * rows * generated["mean_words"]) + 2 * rows
+    if corpus.get("source") == "enwik8":
+        path = corpus.get("path")
+        size = os.path.getsize(os.path.expanduser(path)) if path and os.path.isfile(os.path.expanduser(path)) else None
+        rows = drawn(corpus, (size or ENWIK8_BYTES) // PIECE_CHARACTERS)
+        return int(TOKENS_PER_WORD * rows * PIECE_CHARACTERS / CHARACTERS_PER_WORD) + 2 * rows
+    return None
+
+
+def drawn(corpus: dict, rows_in_source: int) -> int:
+    """Rows the sampling keeps of ``rows_in_source``: ``corpus.rows`` if set, else ``fraction`` of them."""
+    rows = corpus.get("rows")
+    return min(rows, rows_in_source) if rows else int(corpus.get("fraction", 1.0) * rows_in_source)
+
+
+def weights_cached(entry: dict, source: str) -> bool:
+    """Whether a Hub model's revision has a weights file in the HF cache's snapshot."""
+    config_path = hub.model_file(source, "config.json", load_revision(entry))
+    if config_path is None:
+        return False
+    snapshot = os.path.dirname(config_path)
+    return any(name.endswith((".safetensors", ".bin")) for name in os.listdir(snapshot))
+
+
+def model_cost(entry: dict, config: dict, run_folder, tokens: int | None) -> ModelCost:
+    """The plan of one models entry (module docstring)."""
+    source = model_source(entry, run_folder)
+    forward = runs_forward(entry)
+    shape = known_model_shape(entry, source)
+    catalogued = hub_shapes().get(entry.get("name", ""))
+    parameters, stored = (catalogued[1], catalogued[2]) if catalogued else (None, 4)
+    if shape is None and catalogued:
+        shape = catalogued[0]
+    if shape is not None and parameters is None:
+        parameters = shape.parameters
+        torch_dtype = (hub.model_json(source, "config.json", load_revision(entry)) or {}).get("torch_dtype")
+        stored = STORED_BYTES.get(str(torch_dtype), 4)
+    local = built_in_run(entry) or is_local_path(entry.get("name", ""))
+    if local or weights_cached(entry, source):
+        download = (0, 0)
+    elif parameters is None:
+        download = None
+    else:
+        whole = parameters * stored
+        download = (whole, whole) if forward else (min(2 * shape.vocab_size * shape.d * stored, whole), whole)
+    own_tokens = tokens if forward else 0
+    seconds = {}
+    if forward and shape is not None and tokens is not None:
+        geometry = any(config["geometry"][switch] for switch in ("covariance", "cosine", "twonn", "ethayarajh"))
+        seconds = gpu_seconds(tokens, shape, config["dtype"], geometry)
+    sums = None
+    if forward and shape is not None and tokens is not None:
+        per_shard = [math.ceil(tokens / config["shards"])] * config["shards"]
+        sums = model_disk_bytes(entry["id"], shape, per_shard, config, run_folder)
+    family = entry.get("family") or entry["id"]
+    return ModelCost(entry["id"], family, forward, shape, parameters, own_tokens, download, seconds, sums)
+
+
+def plan(config: dict, run_folder) -> list[ModelCost]:
+    """One :class:`ModelCost` per model of ``config`` (validated, with the schema's defaults) still to run:
+    a model whose merged sums (or, with ``forward: false``, embedding_matrices.csv) exist is left out."""
+    tokens = corpus_tokens(config, run_folder) if config.get("corpus") else None
+    costs = []
+    for mid, entry in models_by_id(config).items():
+        done = "sums.parquet" if runs_forward(entry) else "embedding_matrices.csv"
+        if not os.path.exists(os.path.join(run_folder, mid, done)):
+            costs.append(model_cost(entry, config, run_folder, tokens))
+    return costs
+
+
+LARGE_GPU_HOURS = 1.0
+LARGE_DOWNLOAD_BYTES = 10 * 10**9
+
+
+def large_run(costs: list[ModelCost]) -> bool:
+    """Whether a real run prints its plan before its first job: an hour of GPU time on a measured GPU, or 10 GB
+    of downloads, or a part that cannot be estimated (a corpus not sampled yet, a shape unknown)."""
+    if any(cost.download is None or (cost.forward and not cost.gpu_seconds) for cost in costs):
+        return True
+    kinds = {gpu for cost in costs for gpu in cost.gpu_seconds}
+    most_hours = max((sum(c.gpu_seconds.get(gpu, 0.0) for c in costs) / 3600 for gpu in kinds), default=0.0)
+    return most_hours >= LARGE_GPU_HOURS or sum(cost.download[1] for cost in costs) >= LARGE_DOWNLOAD_BYTES
+
+
+def hours(seconds: float) -> str:
+    return f"{seconds / 3600:.2g}" if seconds < 36 else f"{seconds / 3600:,.0f}"
+
+
+def block(costs: list[ModelCost], config: dict, remove_after_use: bool = False) -> str:
+    """The plan as the short block the Snakefile prints: totals, and what could not be estimated."""
+    forward = [cost for cost in costs if cost.forward]
+    lines = [
+        f"cost plan: {len(forward)} models run over the corpus, {len(costs) - len(forward)} their embedding "
+        "matrices alone (estimates: docs/performance.md, cost plan)"
+    ]
+    if not costs:
+        return "cost plan: nothing left to run"
+    known_tokens = [cost.tokens for cost in forward if cost.tokens is not None]
+    if forward:
+        each = f"≈ {known_tokens[0]:,} a model" if known_tokens else "unknown until the corpus is sampled"
+        shards = f"{config['shards']} shard" + ("s" if config["shards"] > 1 else "")
+        lines.append(f"  forward tokens  {each} (dtype {config['dtype']}, {shards} a model)")
+    downloads = [cost.download for cost in costs if cost.download is not None]
+    least, most = sum(d[0] for d in downloads), sum(d[1] for d in downloads)
+    unknown = len(costs) - len(downloads)
+    span = size_text(least) if least == most else f"{size_text(least)} to {size_text(most)}"
+    lines.append(
+        f"  downloads       ≈ {span}"
+        + (f" ({sum(d[1] > 0 for d in downloads)} checkpoints not in the HF cache)" if most else "")
+        + (f"; {unknown} of unknown size, not counted" if unknown else "")
+    )
+    kinds = sorted({gpu for cost in forward for gpu in cost.gpu_seconds})
+    for gpu in kinds:
+        total = sum(cost.gpu_seconds.get(gpu, 0.0) for cost in forward)
+        lines.append(f"  GPU-hours       ≈ {hours(total)} on one {gpu} (rates of bench/results/gpu.csv)")
+    if forward and not kinds:
+        lines.append("  GPU-hours       unknown until the corpus is sampled (snakemake --until sample_corpus)")
+    sums = [cost.sums for cost in forward if cost.sums is not None]
+    if sums:
+        peak = sum(merged for merged, _ in sums) + max(partials for _, partials in sums)
+        lines.append(f"  disk            ≈ {size_text(peak)} of sums at the peak (one model's partials at a time)")
+    if most and remove_after_use:
+        largest = max(d[1] for d in downloads)
+        lines.append(
+            f"  HF cache        ≈ {size_text(largest)} at most (the largest checkpoint: each removed once used)"
+        )
+    elif most:
+        lines.append(f"  HF cache        ≈ {span} (every download kept; hf_cache.remove_after_use removes them)")
+    return "\n".join(lines)
+
+
+def table(costs: list[ModelCost]) -> list[dict]:
+    """One row per models entry (a family's checkpoints together): what the plan counts for it, summed over its
+    checkpoints (``python -m ctxvar.run.cost``); a sum with an unknown part is left empty."""
+    kinds = sorted({gpu for cost in costs for gpu in cost.gpu_seconds})
+    families: dict[str, list[ModelCost]] = {}
+    for cost in costs:
+        families.setdefault(cost.family, []).append(cost)
+    rows = []
+    for family, members in families.items():
+        first = members[0]
+        downloads = [cost.download for cost in members]
+        known = None not in downloads
+        row = {
+            "model": family,
+            "checkpoints": len(members),
+            "forward": first.forward,
+            "parameters": first.parameters,
+            "tokens_each": first.tokens,
+            "download_gb": (
+                span_text(sum(d[0] for d in downloads) / 1e9, sum(d[1] for d in downloads) / 1e9) if known else None
+            ),
+        }
+        for gpu in kinds:
+            seconds = [cost.gpu_seconds.get(gpu) for cost in members if cost.forward]
+            row[f"{gpu}_hours"] = round(sum(seconds) / 3600, 3) if seconds and None not in seconds else None
+        sums = [cost.sums for cost in members if cost.forward]
+        row["sums_gb"] = round(sum(s[0] for s in sums) / 1e9, 3) if sums and None not in sums else None
+        rows.append(row)
+    return rows
+
+
+def span_text(least: float, most: float) -> str:
+    """``least``–``most`` to 3 significant digits, or one number when they are equal."""
+    return f"{least:.3g}" if least == most else f"{least:.3g}–{most:.3g}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m ctxvar.run.cost CONFIG…``: the plan of the run those config files make (later files override
+    earlier ones, as Snakemake's ``--configfile`` merges them), as the block and one row per model."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("configfiles", nargs="+")
+    parser.add_argument("--results", default="results", help="the results folder (default: results)")
+    args = parser.parse_args(argv)
+    from snakemake.utils import update_config, validate
+
+    from ctxvar.config.checks import check_config
+    from ctxvar.config.schema import SCHEMA_PATH, load_config_file
+
+    config: dict = {}
+    for path in args.configfiles:
+        update_config(config, load_config_file(path))
+    validate(config, str(SCHEMA_PATH))
+    check_config(config)
+    run = config.get("run") or os.path.splitext(os.path.basename(args.configfiles[-1]))[0]
+    costs = plan(config, os.path.join(args.results, run))
+    print(block(costs, config, (config.get("hf_cache") or {}).get("remove_after_use", False)))
+    import pandas as pd
+
+    print(pd.DataFrame(table(costs)).to_markdown(index=False))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
