@@ -19,7 +19,7 @@ except ModuleNotFoundError as error:  # Snakemake runs in another environment th
     )
 from ctxvar.config.checks import check_config
 from ctxvar.config.entries import built_in_run, checkpoint_families, model_source as source_of, models_by_id, pca_model
-from ctxvar.config.hashes import TYPE_KEY_RULE, extraction_config_hash, extraction_geometry
+from ctxvar.config.hashes import TYPE_KEY_RULE, corpus_settings, extraction_config_hash, extraction_geometry
 from ctxvar.config.run_name import check_study_named, run_name, run_named_on_purpose
 from ctxvar.config.schema import check_schema, load_config_file
 from ctxvar.corpus.enwik8 import check_file as check_enwik8_file
@@ -69,7 +69,7 @@ try:  # the whole config contract, before any job: one line and exit status 1 fo
     RUN_CONFIG = config_identity(list(CONFIG_FILES), "config.yaml")  # the files read: config.yaml without --configfile
     SHARED_RUN = check_run_origin(f"results/{RUN}", RUN_CONFIG, run_named_on_purpose(CLI_CONFIGS, CLI_VALUES))
     MODELS = with_inputs(models_by_id(config), f"results/{RUN}")  # with what identifies their files (ctxvar.run.inputs)
-    CORPUS = {**config["corpus"], "inputs": corpus_inputs(config["corpus"])}
+    CORPUS = corpus_settings({**config["corpus"], "inputs": corpus_inputs(config["corpus"])})  # rows: null left out
     check_results_layout(f"results/{RUN}", MODELS)  # refuses merged sums under their older names, stats*.parquet
     check_archives(MODELS, f"results/{RUN}")  # a package or zip to unpack a model from is there
     check_free_space(config, f"results/{RUN}")  # once the corpus is sampled; extraction jobs check again as they start
