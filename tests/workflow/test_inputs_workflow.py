@@ -1,5 +1,6 @@
 """Results follow inputs outside the config, through Snakemake: a corpus file edited in place re-samples, and a
-second config of the same file name stops before it writes into the first one's run folder."""
+second config of the same file name stops before it writes into the first one's run folder. corpus.rows set
+re-samples; at null, its default, it does not."""
 
 from __future__ import annotations
 
@@ -39,3 +40,21 @@ def test_an_edited_corpus_re_samples_and_a_namesake_config_stops(tmp_path):
         .splitlines()[-1]
         .startswith(f"ctxvar error: results/study holds the results of {os.path.realpath(first)}")
     )
+
+
+def test_corpus_rows_re_samples_and_rows_null_does_not(tmp_path):
+    corpus = tmp_path / "sentences.txt"
+    corpus.write_text("".join(f"sentence number {i} of the corpus\n" for i in range(40)))
+    workdir, config = tmp_path / "work", tmp_path / "study.yaml"
+    models = [{"id": "m", "init": "random", "arch": "bert"}]
+
+    def with_rows(**rows) -> str:
+        entry = {"source": "text", "path": str(corpus), "sampling": "python-random", **rows}
+        config.write_text(yaml.safe_dump({"corpus": entry, "models": models}))
+        return str(config)
+
+    ran = snakemake(workdir, with_rows(), "--until", "sample_corpus")
+    assert ran.returncode == 0, ran.stderr
+    assert scheduled_jobs(snakemake(workdir, with_rows(rows=None), "-n", "--until", "sample_corpus")) == {}
+    dry_run = snakemake(workdir, with_rows(rows=20), "-n", "--until", "sample_corpus")
+    assert scheduled_jobs(dry_run) == {"sample_corpus": 1}

@@ -26,7 +26,7 @@ from ctxvar.config.entries import (
     models_by_id,
     pca_model,
 )
-from ctxvar.config.hashes import TYPE_KEY_RULE, extraction_config_hash, extraction_geometry
+from ctxvar.config.hashes import TYPE_KEY_RULE, corpus_settings, extraction_config_hash, extraction_geometry
 from ctxvar.config.run_name import check_study_named, run_name, run_named_on_purpose
 from ctxvar.config.schema import check_schema, load_config_file
 from ctxvar.corpus.enwik8 import check_file as check_enwik8_file
@@ -78,7 +78,9 @@ try:  # the whole config contract, before any job: one line and exit status 1 fo
     RUN_CONFIG = config_identity(list(CONFIG_FILES), "config.yaml")  # the files read: config.yaml without --configfile
     SHARED_RUN = check_run_origin(f"results/{RUN}", RUN_CONFIG, run_named_on_purpose(CLI_CONFIGS, CLI_VALUES))
     MODELS = with_inputs(models_by_id(config), f"results/{RUN}")  # with what identifies their files (ctxvar.run.inputs)
-    CORPUS = {**config["corpus"], "inputs": corpus_inputs(config["corpus"])} if "corpus" in config else None
+    CORPUS = (  # rows: null left out
+        corpus_settings({**config["corpus"], "inputs": corpus_inputs(config["corpus"])}) if "corpus" in config else None
+    )
     check_results_layout(f"results/{RUN}", MODELS)  # refuses merged sums under their older names, stats*.parquet
     check_archives(MODELS, f"results/{RUN}")  # a package or zip to unpack a model from is there
     check_free_space(config, f"results/{RUN}")  # once the corpus is sampled; extraction jobs check again as they start

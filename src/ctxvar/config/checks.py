@@ -27,6 +27,8 @@ def check_config(config: dict) -> None:
         raise ConfigError("corpus.name: required when corpus.source is 'hf' (a Hub dataset id, e.g. bookcorpus)")
     elif local_corpus(corpus):
         check_corpus_paths(corpus)
+    if corpus and (conflict := rows_conflict(corpus.get("rows"), corpus.get("fraction", 1.0), corpus.get("sampling"))):
+        raise ConfigError(conflict)
     analysis = config["analysis"]
     if analysis["min_log10_n"] > analysis["max_log10_n"]:
         raise ConfigError(
@@ -107,6 +109,25 @@ def check_corpus_paths(corpus: dict) -> None:
         )
     if corpus["source"] == "enwik8" and len(paths) > 1:
         raise ConfigError(f"corpus.path: source enwik8 reads one file, not {len(paths)}; name one")
+
+
+def rows_conflict(rows: int | None, fraction: float, sampling: str) -> str | None:
+    """The line that says why ``corpus.rows`` cannot size the sample, or None (also when ``rows`` is null):
+    ``rows`` is the sample's size in place of ``fraction``, so ``fraction`` must stay 1.0 (its default), and
+    ``sampling: hash`` keeps rows by a threshold, which cannot give an exact count."""
+    if rows is None:
+        return None
+    if sampling == "hash":
+        return (
+            f"corpus.rows: sampling hash keeps the rows whose hash falls below corpus.fraction, so it cannot draw "
+            f"exactly {rows}; use sampling: paper or python-random with rows, or remove rows and set corpus.fraction"
+        )
+    if fraction != 1.0:
+        return (
+            f"corpus.rows: {rows} and corpus.fraction: {fraction} both set the sample's size; keep rows and remove "
+            "fraction (rows needs its default, 1.0), or remove rows"
+        )
+    return None
 
 
 INIT_ONLY_KEYS = {

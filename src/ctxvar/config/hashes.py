@@ -37,12 +37,22 @@ def stable_hash(obj) -> str:
 
 
 CORPUS_HASH = "corpus_hash"  # the key that names one corpus sample in counts.json and in each model's run.json
+# corpus keys that came after runs were made, left out of the params and the hashes at null, the value that samples
+# as configs without them did: such runs keep their corpus and extraction hashes, and their sample
+UNSET_AT_NULL = ("rows",)
+
+
+def corpus_settings(corpus: dict) -> dict:
+    """``corpus`` without the keys of :data:`UNSET_AT_NULL` that are null: what the sampling job's params, the
+    corpus hash and the extraction hash hold of it."""
+    return {key: value for key, value in corpus.items() if not (key in UNSET_AT_NULL and value is None)}
 
 
 def corpus_hash(corpus: dict) -> str:
-    """The identity of one corpus sample: the hash of the ``corpus:`` settings with what identified its files at
-    start-up (``inputs``, :mod:`ctxvar.run.inputs`), as the sampling job and each model's final merge receive them."""
-    return stable_hash(corpus)
+    """The identity of one corpus sample: the hash of the ``corpus:`` settings (:func:`corpus_settings`) with what
+    identified its files at start-up (``inputs``, :mod:`ctxvar.run.inputs`), as the sampling job and each model's
+    final merge receive them."""
+    return stable_hash(corpus_settings(corpus))
 
 
 def extraction_config_hash(config: dict, model: dict, declared_sums: list) -> str:
@@ -52,7 +62,7 @@ def extraction_config_hash(config: dict, model: dict, declared_sums: list) -> st
     or set of sums re-extract and never merge with these. A run that keeps only the first three sums has the hash
     it had before the sums entered it."""
     settings = {
-        "corpus": config["corpus"],
+        "corpus": corpus_settings(config["corpus"]),
         "shards": config["shards"],
         "model": model,
         "dtype": config["dtype"],

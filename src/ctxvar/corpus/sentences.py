@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ctxvar.config.checks import rows_conflict
 from ctxvar.config.hashes import CORPUS_HASH, corpus_hash
 from ctxvar.corpus import python_docs
 from ctxvar.corpus.sources import load_source
@@ -29,24 +31,42 @@ CONTROL_CHARACTERS = r"[\x00-\x08\x0A-\x1F]"  # C0 controls except tab (RE2 synt
 PIECE_SOURCES = ("enwik8",)
 PIECE_CONTROL_CHARACTERS = r"[\x00-\x08\x0B-\x1F]"  # C0 controls except tab and line feed
 
+SAMPLING_MODES = ("paper", "python-random", "hash")  # corpus.sampling
+
 SENTENCES_SCHEMA = pa.schema([("sentence_id", pa.int64()), ("text", pa.string()), ("n_words", pa.int32())])
 
 
-def sample_indices(n_rows: int, fraction: float, seed: int, mode: str) -> np.ndarray:
-    """Row indices of the sample.
+def sample_indices(n_rows: int, fraction: float, seed: int, mode: str, rows: int | None = None) -> np.ndarray:
+    """Row indices of the sample: ``rows`` of them, or ``int(fraction·n)`` when ``rows`` is None.
 
-    ``paper``: ``numpy.random.seed(seed); numpy.random.choice(n, int(fraction·n), replace=False)``,
-    the legacy global RandomState, in the order drawn (reproduces the paper's sample).
-    ``hash``: rows whose SplitMix64 hash of (seed, row) falls below ``fraction``, in row
-    order; streaming-friendly and stable when rows are appended.
+    ``paper``: ``numpy.random.seed(seed); numpy.random.choice(n, k, replace=False)``, the legacy global
+    RandomState, in the order drawn (reproduces the paper's sample).
+    ``python-random``: ``random.seed(seed); random.sample(range(n), k)`` with Python's own ``random`` (a private
+    ``random.Random(seed)``, which draws what the seeded global one draws), in the order drawn (reproduces
+    Razzhigaev et al.'s 128 pieces of enwik8 with ``rows`` 128 and ``seed`` 0).
+    ``hash``: rows whose SplitMix64 hash of (seed, row) falls below ``fraction``, in row order; streaming-friendly
+    and stable when rows are appended. It keeps rows by a threshold, so it cannot draw ``rows`` of them.
+
+    ``rows`` above ``n_rows`` is a :class:`CorpusError`, never a smaller sample, and so are ``rows`` with a
+    ``fraction`` other than 1.0 or with ``hash`` (:func:`~ctxvar.config.checks.rows_conflict`).
     """
+    if mode not in SAMPLING_MODES:
+        raise CorpusError(f"corpus.sampling: unknown mode {mode!r}; use one of {', '.join(SAMPLING_MODES)}")
+    if conflict := rows_conflict(rows, fraction, mode):
+        raise CorpusError(conflict)
+    if rows is not None and rows > n_rows:
+        raise CorpusError(
+            f"corpus.rows: {rows} rows asked of a source of {n_rows} rows; set corpus.rows to at most {n_rows}, "
+            "or use a larger corpus"
+        )
+    k = int(fraction * n_rows) if rows is None else rows
     if mode == "paper":
-        return np.random.RandomState(seed).choice(n_rows, int(fraction * n_rows), replace=False)
-    if mode == "hash":
-        with np.errstate(over="ignore"):  # uint64 arithmetic wraps by design
-            keys = _splitmix64(np.arange(n_rows, dtype=np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15))
-        return np.flatnonzero(keys < np.uint64(min(fraction, 1.0) * 2.0**64 - 1))
-    raise CorpusError(f"corpus.sampling: unknown mode {mode!r}; use 'paper' or 'hash'")
+        return np.random.RandomState(seed).choice(n_rows, k, replace=False)
+    if mode == "python-random":
+        return np.array(random.Random(seed).sample(range(n_rows), k), dtype=np.int64)
+    with np.errstate(over="ignore"):  # uint64 arithmetic wraps by design
+        keys = _splitmix64(np.arange(n_rows, dtype=np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15))
+    return np.flatnonzero(keys < np.uint64(min(fraction, 1.0) * 2.0**64 - 1))
 
 
 def _splitmix64(x: np.ndarray) -> np.ndarray:
@@ -76,7 +96,9 @@ def sample_sentences(corpus: dict, folder=None) -> tuple[pa.Table, dict]:
     left is a :class:`CorpusError` that says what was dropped.
     """
     with load_source(corpus, folder) as dataset:
-        indices = sample_indices(len(dataset), corpus["fraction"], corpus["seed"], corpus["sampling"])
+        indices = sample_indices(
+            len(dataset), corpus["fraction"], corpus["seed"], corpus["sampling"], corpus.get("rows")
+        )
         texts = text_column(dataset, corpus["text_column"]).take(pa.array(indices, type=pa.int64())).combine_chunks()
         rows_in_source = len(dataset)
     texts = texts.cast(pa.string())

@@ -327,16 +327,19 @@ def first_non_text_json_line(paths: list[str], shown: list[str], column: str) ->
 
 
 def source_rows_at_most(corpus: dict, enough: int) -> int | None:
-    """An upper bound on the sentences the corpus keeps, known before any job runs: of R rows in the source,
-    sampling keeps ⌊fraction · R⌋ (``paper``) or at most R (``hash``). R of the synthetic corpus is its size, of
+    """An upper bound on the sentences the corpus keeps, known before any job runs: ``corpus.rows`` where set
+    (the sampling draws that many or stops), whatever the source; else of R rows in the source, sampling keeps
+    ⌊fraction · R⌋ (``paper``, ``python-random``) or at most R (``hash``). R of the synthetic corpus is its size, of
     local Parquet files their row count, of text and jsonl files their lines (as ``str.splitlines`` counts them,
     what ``datasets`` makes rows of), read only until the bound reaches ``enough``, which it then returns, of a
     local enwik8 its text's bytes over 512 (:func:`ctxvar.corpus.enwik8.pieces_at_most`). None for Hub datasets
     (enwik8's too) and the Python documentation, files that cannot be read, and text beyond :data:`ROWS_READ_LIMIT`."""
     source = corpus["source"]
+    if corpus.get("rows") is not None:
+        return corpus["rows"]
 
     def kept(rows: int) -> int:
-        return int(corpus["fraction"] * rows) if corpus["sampling"] == "paper" else rows
+        return rows if corpus["sampling"] == "hash" else int(corpus["fraction"] * rows)
 
     if source == "synthetic":
         return kept(corpus["synthetic"]["n_sentences"])

@@ -89,6 +89,19 @@ def start_up_checks(config: dict, run_folder) -> None:
     [
         ({"corpus": {**DEMO["corpus"], "fraction": 0}}, "corpus.fraction: 0 is less than or equal to the minimum of 0"),
         ({"shards": 0}, "shards: 0 is less than the minimum of 1"),
+        ({"corpus": {**DEMO["corpus"], "rows": 0}}, "corpus.rows: 0 is less than the minimum of 1"),
+        ({"corpus": {**DEMO["corpus"], "rows": 2.0}}, "corpus.rows: 2.0 is not a whole number"),
+        ({"corpus": {**DEMO["corpus"], "sampling": "random"}}, "corpus.sampling: 'random' is not allowed"),
+        (
+            {"corpus": {**DEMO["corpus"], "rows": 128, "fraction": 0.01}},
+            "ctxvar error: corpus.rows: 128 and corpus.fraction: 0.01 both set the sample's size; keep rows and remove "
+            "fraction (rows needs its default, 1.0), or remove rows",
+        ),
+        (
+            {"corpus": {**DEMO["corpus"], "rows": 128, "sampling": "hash"}},
+            "ctxvar error: corpus.rows: sampling hash keeps the rows whose hash falls below corpus.fraction, so it "
+            "cannot draw exactly 128; use sampling: paper or python-random with rows, or remove rows",
+        ),
         ({"dtype": "fp8"}, "dtype: 'fp8' is not allowed; use one of float32, bfloat16, float16"),
         ({"shards": "eight"}, "ctxvar error: shards: 'eight' is not a whole number"),
         ({"shards": 2.0}, "ctxvar error: shards: 2.0 is not a whole number"),

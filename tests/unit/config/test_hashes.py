@@ -1,13 +1,15 @@
 """The hashes a job's params carry (ctxvar.config.hashes): the config hash follows the science, not the other models
 or the device. Extraction's geometry params are the same text whatever the order of the config's keys: Snakemake
-compares a job's params as text, so a reordered config.yaml must not re-run extraction."""
+compares a job's params as text, so a reordered config.yaml must not re-run extraction. corpus.rows at null, its
+default, leaves the sampling's params and both hashes as configs without the key have them; any number of rows
+changes them, so the corpus is sampled again."""
 
 from __future__ import annotations
 
 import copy
 
 from ctxvar.config.entries import models_by_id
-from ctxvar.config.hashes import extraction_config_hash, extraction_geometry
+from ctxvar.config.hashes import corpus_hash, corpus_settings, extraction_config_hash, extraction_geometry
 
 from support.workflow_runs import DEMO
 
@@ -58,3 +60,16 @@ def test_config_hash_tracks_science_not_other_models():
     assert extraction_config_hash(config, models["tiny-bert"], []) == before
     config["dtype"] = "bfloat16"
     assert extraction_config_hash(config, models["tiny-bert"], []) != before
+
+
+def test_corpus_rows_at_null_keeps_the_hashes_of_configs_without_it_and_a_number_changes_them():
+    config = copy.deepcopy(DEMO)
+    assert "rows" not in config["corpus"]
+    entry = models_by_id(config)["tiny-bert"]
+    with_null = {**config, "corpus": {**config["corpus"], "rows": None}}
+    with_rows = {**config, "corpus": {**config["corpus"], "rows": 128}}
+    assert corpus_settings(with_null["corpus"]) == config["corpus"]
+    assert corpus_hash(with_null["corpus"]) == corpus_hash(config["corpus"]) != corpus_hash(with_rows["corpus"])
+    before = extraction_config_hash(config, entry, [])
+    assert extraction_config_hash(with_null, entry, []) == before != extraction_config_hash(with_rows, entry, [])
+    assert corpus_settings(with_rows["corpus"])["rows"] == 128

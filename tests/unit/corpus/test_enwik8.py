@@ -1,8 +1,9 @@
 """enwik8 as a corpus (ctxvar.corpus.enwik8, through ctxvar.corpus.sources and sentences): the pieces are the
 study's own (tests/support/razzhigaev_reference.py) for an enwik8-like file read raw, zipped or as the Hub's one row
 of text, markup and line feeds kept, since the study's reading removes nothing; line ends are read as Python's text
-mode reads them, across the decoder's blocks too; the sample of the pieces is deterministic and goes through the
-fingerprint check of local files; bad files are one line."""
+mode reads them, across the decoder's blocks too; the sample of the pieces is deterministic, draws the study's 128
+pieces in the study's order with sampling python-random, rows 128 and seed 0, and goes through the fingerprint
+check of local files; bad files are one line."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from ctxvar.errors import ConfigError, CorpusError
 from ctxvar.run.inputs import corpus_inputs
 
 from support.enwik8_like import write_enwik8_like
-from support.razzhigaev_reference import load_enwiki_text, pieces
+from support.razzhigaev_reference import drawn_pieces, load_enwiki_text, pieces
 
 CORPUS = {
     "source": "enwik8",
@@ -85,7 +86,7 @@ def test_every_piece_is_a_sentence_numbered_by_its_place_with_its_line_feeds(fil
     assert counts["rows_in_source"] == len(expected) and counts["sentences"] == len(expected)
 
 
-@pytest.mark.parametrize("sampling", ["paper", "hash"])
+@pytest.mark.parametrize("sampling", ["paper", "python-random", "hash"])
 def test_the_sample_is_deterministic_and_draws_the_studys_pieces(files, sampling):
     corpus = {**CORPUS, "path": str(files["zip"]), "fraction": 0.3, "sampling": sampling, "seed": 7}
     first, second = (sample_sentences(corpus)[0] for _ in range(2))
@@ -93,6 +94,27 @@ def test_the_sample_is_deterministic_and_draws_the_studys_pieces(files, sampling
     expected = pieces(load_enwiki_text(files["raw"]))
     drawn = sample_indices(len(expected), 0.3, 7, sampling)
     assert first.column("text").to_pylist() == [expected[i] for i in drawn]
+
+
+def test_python_random_with_rows_128_and_seed_0_draws_the_studys_128_pieces_in_its_order(tmp_path):
+    files = write_enwik8_like(tmp_path, pages=80)  # 171 pieces: 128 of them is a proper sample
+    text = load_enwiki_text(files["raw"])
+    expected = drawn_pieces(text)
+    assert len(pieces(text)) > 128 and len(expected) == 128
+    corpus = {**CORPUS, "path": str(files["zip"]), "sampling": "python-random", "rows": 128, "seed": 0}
+    table, counts = sample_sentences(corpus)
+    assert table.column("text").to_pylist() == expected
+    assert [pieces(text)[i] for i in table.column("sentence_id").to_pylist()] == expected
+    assert counts["rows_sampled"] == counts["sentences"] == 128
+    assert source_rows_at_most({**corpus, "path": str(files["raw"])}, 10**9) == 128
+
+
+def test_rows_beyond_the_pieces_stop_the_sampling_with_one_line(files):
+    found = len(pieces(load_enwiki_text(files["raw"])))
+    corpus = {**CORPUS, "path": str(files["raw"]), "sampling": "python-random", "rows": 128}
+    with pytest.raises(CorpusError, match=f"corpus.rows: 128 rows asked of a source of {found} rows") as error:
+        sample_sentences(corpus)
+    assert "\n" not in str(error.value)
 
 
 def test_the_word_filter_applies_to_the_pieces(files):

@@ -1,9 +1,11 @@
-"""Sampling a corpus's sentences (ctxvar.corpus.sentences): the paper's sampling and the hash sampling, local text,
+"""Sampling a corpus's sentences (ctxvar.corpus.sentences): the paper's sampling, Python's random.sample and the hash
+sampling, of a share of the rows or of a number of them (corpus.rows, refused where it cannot be drawn), local text,
 JSON Lines and Parquet sources through ``datasets`` with the word filter, the Hub's datasets offline or out of
 reach, and the lines dropped (blank, undecodable, control characters, too long), counted, and named when none is
 kept."""
 
 import json
+import random
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -30,6 +32,54 @@ def test_paper_sampling_is_the_legacy_global_numpy_call():
     np.random.seed(0)
     expected = np.random.choice(10_000, int(0.01 * 10_000), replace=False)
     assert np.array_equal(sample_indices(10_000, 0.01, 0, "paper"), expected)
+
+
+def test_paper_sampling_of_a_number_of_rows_is_the_legacy_global_numpy_call():
+    np.random.seed(5)
+    expected = np.random.choice(1_000, 37, replace=False)
+    assert np.array_equal(sample_indices(1_000, 1.0, 5, "paper", rows=37), expected)
+
+
+@pytest.mark.parametrize("seed, n_rows, rows", [(0, 10_000, 128), (7, 300, 300), (2**32 - 1, 200_000, 1_000)])
+def test_python_random_sampling_is_the_seeded_global_random_sample_in_the_order_drawn(seed, n_rows, rows):
+    state = random.getstate()
+    try:
+        random.seed(seed)
+        expected = random.sample(range(n_rows), rows)
+        random.seed(seed)
+        of_a_share = random.sample(range(n_rows), int(0.3 * n_rows))
+    finally:
+        random.setstate(state)
+    drawn = sample_indices(n_rows, 1.0, seed, "python-random", rows=rows)
+    assert drawn.dtype == np.int64 and drawn.tolist() == expected  # a private Random(seed) draws what the global does
+    assert sample_indices(n_rows, 0.3, seed, "python-random").tolist() == of_a_share
+
+
+def test_more_rows_than_the_source_holds_is_one_line_naming_both(tmp_path):
+    with pytest.raises(CorpusError, match="corpus.rows: 11 rows asked of a source of 10 rows") as error:
+        sample_indices(10, 1.0, 0, "python-random", rows=11)
+    assert "\n" not in str(error.value)
+    path = tmp_path / "corpus.txt"
+    path.write_text("".join(f"sentence {i}\n" for i in range(6)), encoding="utf-8")
+    at_most = "corpus.rows: 7 rows asked of a source of 6 rows; set corpus.rows to at most 6, or use a larger corpus"
+    with pytest.raises(CorpusError, match=at_most):
+        sample_sentences({**BASE, "source": "text", "path": str(path), "rows": 7})
+    table, counts = sample_sentences({**BASE, "source": "text", "path": str(path), "rows": 6})
+    assert counts["rows_sampled"] == table.num_rows == 6
+
+
+@pytest.mark.parametrize(
+    "fraction, mode, message",
+    [
+        (1.0, "hash", "corpus.rows: sampling hash keeps the rows whose hash falls below corpus.fraction"),
+        (0.5, "paper", "corpus.rows: 4 and corpus.fraction: 0.5 both set the sample's size"),
+        (0.5, "python-random", "corpus.rows: 4 and corpus.fraction: 0.5 both set the sample's size"),
+    ],
+)
+def test_rows_that_cannot_size_the_sample_are_one_line(fraction, mode, message):
+    with pytest.raises(CorpusError, match=message) as error:
+        sample_indices(100, fraction, 0, mode, rows=4)
+    assert "\n" not in str(error.value)
 
 
 def test_hash_sampling_is_stable_under_appended_rows_and_near_the_fraction():
