@@ -4,7 +4,8 @@
 
 One row per GPU kind, model, dtype and job: the tokens per second of step ``(b) extraction`` (the paper's sums)
 and ``(b) extraction + geometry`` (the default geometry) that ``bench/gpu.py`` measured, not in its quick mode,
-with the model's hidden states and width (:data:`gpu_models.BERT_BASE` and its neighbours), from which the plan
+the seconds its job took to read the model's files (the ``load`` row's ``read_seconds``), with the model's hidden
+states and width (:data:`gpu_models.BERT_BASE` and its neighbours), from which the plan
 scales a rate to another model's shape. The package reads the CSV; a test checks it against this script.
 """
 
@@ -35,8 +36,10 @@ def gpu_kind(name: str) -> str:
 
 def rates(results: Path = RESULTS) -> pd.DataFrame:
     """The table of the module docstring, sorted, from ``results``/gpu.csv."""
-    rows = pd.read_csv(results / "gpu.csv")
-    rows = rows[rows.step.isin(JOBS) & ~rows.quick.astype(bool) & rows.model.isin(SHAPES)]
+    measured = pd.read_csv(results / "gpu.csv")
+    measured = measured[~measured.quick.astype(bool) & measured.model.isin(SHAPES)]
+    loads = measured[measured.step == "load"].set_index(["gpu_name", "model", "dtype"]).read_seconds
+    rows = measured[measured.step.isin(JOBS)]
     table = pd.DataFrame(
         {
             "gpu": rows.gpu_name.map(gpu_kind),
@@ -46,6 +49,7 @@ def rates(results: Path = RESULTS) -> pd.DataFrame:
             "hidden_states": rows.model.map(lambda m: SHAPES[m][0]),
             "d": rows.model.map(lambda m: SHAPES[m][1]),
             "tokens_per_s": rows.tokens_per_s.round(0).astype(int),
+            "read_seconds": [round(loads[key], 2) for key in zip(rows.gpu_name, rows.model, rows.dtype)],
             "torch": rows.torch,
         }
     )

@@ -16,8 +16,10 @@ Every number is an estimate, made from what is known before anything runs:
   matrices alone where the checkpoint has safetensors (``V · d`` each, at most two) and the whole checkpoint
   where it has only ``pytorch_model.bin``: both ends are given.
 - **GPU time**: tokens at the rate ``bench/gpu.py`` measured (``gpu_rates.csv``, made by ``bench/gpu_rates.py``)
-  for the same dtype (float16 at bfloat16's) and job (the paper's sums, or with geometry), scaled from the
-  measured model nearest in size by the blocks' multiply-adds, 12 · (L − 1) · d² a token; per GPU kind measured.
+  for the same dtype (float16 at bfloat16's) and job (the paper's sums, or with geometry), plus the seconds that
+  job took to read its model's files once per shard, both scaled from the measured model nearest in size by the
+  blocks' multiply-adds, 12 · (L − 1) · d² a token (which the weights' size follows); per GPU kind measured. The
+  downloads are not counted in it.
 - **Disk**: the sums of :mod:`ctxvar.run.disk` (merged files and one model's partials at a time); the HF cache
   holds every download, or with ``hf_cache.remove_after_use`` the largest one.
 """
@@ -94,8 +96,9 @@ def block_work(hidden_states: int, d: int) -> int:
     return 12 * (hidden_states - 1) * d**2
 
 
-def gpu_seconds(tokens: int, shape: ModelShape, dtype: str, geometry: bool) -> dict[str, float]:
-    """Seconds of an extraction of ``tokens`` tokens on each GPU kind of :func:`gpu_rates` (module docstring)."""
+def gpu_seconds(tokens: int, shape: ModelShape, dtype: str, geometry: bool, jobs: int = 0) -> dict[str, float]:
+    """Seconds of an extraction of ``tokens`` tokens in ``jobs`` jobs (each reads the model's files) on each GPU
+    kind of :func:`gpu_rates` (module docstring)."""
     seconds = {}
     for gpu in sorted({row["gpu"] for row in gpu_rates()}):
         rows = [row for row in gpu_rates() if row["gpu"] == gpu and row["geometry"] == geometry]
@@ -103,7 +106,8 @@ def gpu_seconds(tokens: int, shape: ModelShape, dtype: str, geometry: bool) -> d
         rows = [row for row in rows if row["dtype"] == wanted] or rows
         work = block_work(shape.n_layers, shape.d)
         nearest = min(rows, key=lambda row: abs(math.log(row["blocks"] / work)))
-        seconds[gpu] = tokens / float(nearest["tokens_per_s"]) * work / nearest["blocks"]
+        measured = tokens / float(nearest["tokens_per_s"]) + jobs * float(nearest["read_seconds"])
+        seconds[gpu] = measured * work / nearest["blocks"]
     return seconds
 
 
@@ -165,7 +169,7 @@ def model_cost(entry: dict, config: dict, run_folder, tokens: int | None) -> Mod
     seconds = {}
     if forward and shape is not None and tokens is not None:
         geometry = any(config["geometry"][switch] for switch in ("covariance", "cosine", "twonn", "ethayarajh"))
-        seconds = gpu_seconds(tokens, shape, config["dtype"], geometry)
+        seconds = gpu_seconds(tokens, shape, config["dtype"], geometry, jobs=config["shards"])
     sums = None
     if forward and shape is not None and tokens is not None:
         per_shard = [math.ceil(tokens / config["shards"])] * config["shards"]
@@ -201,7 +205,8 @@ def large_run(costs: list[ModelCost]) -> bool:
 
 
 def hours(seconds: float) -> str:
-    return f"{seconds / 3600:.2g}" if seconds < 36 else f"{seconds / 3600:,.0f}"
+    """Hours to 2 significant digits below 100, else whole: 0.017, 4.6, 46, 1,234."""
+    return f"{seconds / 3600:.2g}" if seconds < 100 * 3600 else f"{seconds / 3600:,.0f}"
 
 
 def block(costs: list[ModelCost], config: dict, remove_after_use: bool = False) -> str:

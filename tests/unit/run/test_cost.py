@@ -50,6 +50,8 @@ def test_a_measured_shape_takes_its_measured_rate_and_twice_the_layers_twice_the
     assert deeper[row["gpu"]] == pytest.approx(2 * seconds[row["gpu"]])
     assert cost.gpu_seconds(1_000_000, shape, "float16", True) == seconds  # float16 at bfloat16's rate
     assert cost.gpu_seconds(1_000_000, shape, "bfloat16", False)[row["gpu"]] < seconds[row["gpu"]]
+    jobs = cost.gpu_seconds(1_000_000, shape, "bfloat16", True, jobs=3)[row["gpu"]]
+    assert jobs == pytest.approx(seconds[row["gpu"]] + 3 * float(row["read_seconds"]))  # each job reads the model
 
 
 def test_corpus_tokens_from_the_sample_or_from_the_settings_that_fix_the_size(tmp_path):
