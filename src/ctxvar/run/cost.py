@@ -276,9 +276,9 @@ def table(costs: list[ModelCost]) -> list[dict]:
         }
         for gpu in kinds:
             seconds = [cost.gpu_seconds.get(gpu) for cost in members if cost.forward]
-            row[f"{gpu}_hours"] = round(sum(seconds) / 3600, 3) if seconds and None not in seconds else None
+            row[f"{gpu}_minutes"] = float(f"{sum(seconds) / 60:.3g}") if seconds and None not in seconds else None
         sums = [cost.sums for cost in members if cost.forward]
-        row["sums_gb"] = round(sum(s[0] for s in sums) / 1e9, 3) if sums and None not in sums else None
+        row["sums_gb"] = float(f"{sum(s[0] for s in sums) / 1e9:.3g}") if sums and None not in sums else None
         rows.append(row)
     return rows
 

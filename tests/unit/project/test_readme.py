@@ -75,3 +75,17 @@ def test_the_quick_starts_cost_is_what_bench_peak_disk_measured():
     whole = runs["seconds"] + runs.get("prepare_seconds", 0)
     assert len(runs) >= 3 and round(whole.median() / 60) == int(minutes)
     assert abs(runs["final_bytes"].median() / 1e6 - int(megabytes)) <= 0.05 * int(megabytes)
+
+
+def test_the_studies_table_quotes_the_cost_plans_of_docs_performance():
+    """Every number in the README's row of a study is one that docs/performance.md's cost plans (generated and
+    checked by test_performance_doc) or its projection of the paper give."""
+    readme = (REPO / "README.md").read_text()
+    performance = (REPO / "docs" / "performance.md").read_text()
+    table = readme[readme.index("## The seed studies") :].split("\n\n")[1]
+    rows = [line for line in table.splitlines()[2:] if line.startswith("| ")]
+    assert len(rows) == 3
+    for row in rows:
+        cost = row.rstrip(" |").rsplit(" | ", 1)[1]
+        for number in re.findall(r"\d[\d,.]*(?: (?:GB|TB|s))?", cost.replace("21 checkpoints", "")):
+            assert number in performance, f"README's cost {number!r} is not in docs/performance.md"

@@ -148,7 +148,7 @@ def test_every_hub_model_of_a_study_config_has_a_shape_to_plan_with_offline(stud
     assert missing == [], f"add them to src/ctxvar/run/hub_shapes.csv: {missing}"
 
 
-def test_the_table_gives_one_row_per_models_entry_and_no_gpu_column_without_a_forward_pass():
+def test_the_table_gives_one_row_per_models_entry_and_no_gpu_minutes_without_a_forward_pass():
     config = {
         **CONFIG,
         "models": [{"name": "EleutherAI/pythia-70m", "forward": False, "revisions": ["step0", "step1"]}],
