@@ -31,6 +31,8 @@ include: "workflow/rules/functions/pca.smk"
 include: "workflow/rules/pca.smk"
 include: "workflow/rules/functions/figures.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/functions/hf_cache.smk"
+include: "workflow/rules/hf_cache.smk"  # Hub checkpoints the run downloaded leave the HF cache after use
 include: "workflow/rules/run_end.smk"  # the run's targets and its last lines
 
 
@@ -45,6 +47,7 @@ localrules:
     plot_embedding_projection,
     plot_embedding_checkpoints,
     plot_pca,
+    release_hf_cache,
 
 
 rule all:
@@ -56,6 +59,7 @@ rule all:
 onstart:  # a real run (not a dry run) records the config files its results folder belongs to, or stops if another's
     try:
         record_run_origin(results(""), RUN_CONFIG)
+        record_cache_ledger(results(""), MODELS)  # once per Hub checkpoint: in the HF cache before the run, or not
     except CtxvarError as error:
         sys.exit(f"ctxvar error: {error}")
     if (plan := cost_plan_block(only_large=True)) is not None:

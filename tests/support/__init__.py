@@ -7,9 +7,10 @@ statistics by brute force, every embedding in memory; ``effective_rank_reference
 ``razzhigaev_reference`` the published code the enwik8 source's pieces are checked against, on the generated
 enwik8-like files of ``enwik8_like``;
 ``declared_sums`` builds sums files by hand with every sum the declarations keep; ``byte_flips`` damages files one
-byte at a time; ``documented_outputs`` reads what docs/outputs.md says a run writes and checks a run's folder
-against it; ``workflow_runs`` runs Snakemake in a subprocess and holds the repository's root, the shipped configs
-and the runs beside the tests; ``slurm_cluster`` starts the SLURM tier's local cluster and its runs;
+byte at a time; ``hf_cache`` lays out a Hugging Face cache by hand (blobs, snapshots, refs);
+``documented_outputs`` reads what docs/outputs.md says a run writes and checks a run's folder against it;
+``workflow_runs`` runs Snakemake in a subprocess and holds the repository's root, the shipped configs and the runs
+beside the tests; ``slurm_cluster`` starts the SLURM tier's local cluster and its runs;
 ``bench_scripts`` runs the scripts of bench/; ``forward_peak`` and ``streamed_peak`` are commands, each run in a
 fresh process, that measure an extraction's peak memory (``python tests/support/forward_peak.py ...``; the second
 imports the first from its own folder)."""

@@ -108,7 +108,7 @@ FAMILIES = checkpoint_families(MODELS)  # {family: [id@revision, …]} from revi
 FORWARD_FAMILIES = {family: ids for family, ids in FAMILIES.items() if ids[0] in FORWARD_MODELS}
 WEIGHTED_MODELS = [mid for mid, entry in MODELS.items() if entry.get("init") != "gaussian"]  # with weight matrices
 GEOMETRY = config["geometry"]
-REMOVE_AFTER_USE = False  # hf_cache.remove_after_use
+REMOVE_AFTER_USE = config["hf_cache"]["remove_after_use"]
 FEWER_SENTENCES = CORPUS and start_up_warning(config["corpus"], results("corpus/sentences.parquet"), config["shards"])
 for warning in (FEWER_SENTENCES, SHARED_RUN):
     if warning:

@@ -83,9 +83,15 @@ def cached_commit(repo_id: str, revision: str = "main", repo_type: str = "model"
 
 def cached_ref(repo_id: str, revision: str, repo_type: str = "model") -> str:
     """The HF cache's file that names the commit of ``revision`` of ``repo_id`` (``refs/<revision>``)."""
+    return os.path.join(repo_folder(repo_id, repo_type), "refs", revision)
+
+
+def repo_folder(repo_id: str, repo_type: str = "model", cache=None) -> str:
+    """The folder of ``repo_id`` in the HF cache (``cache``, else ``HF_HUB_CACHE`` as set now): ``models--org--name``
+    holding ``refs/``, ``snapshots/<commit>/`` and ``blobs/``."""
     from huggingface_hub import constants
 
-    return os.path.join(constants.HF_HUB_CACHE, f"{repo_type}s--{repo_id.replace('/', '--')}", "refs", revision)
+    return os.path.join(cache or constants.HF_HUB_CACHE, f"{repo_type}s--{repo_id.replace('/', '--')}")
 
 
 def remember_commit(repo_id: str, revision: str, repo_type: str, commit: str) -> None:

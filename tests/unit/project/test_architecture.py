@@ -27,6 +27,7 @@ DAG_BUILD_IMPORTS = [
     "ctxvar.run.cost",
     "ctxvar.run.disk",
     "ctxvar.run.end",
+    "ctxvar.run.hf_cache",
     "ctxvar.run.inputs",
     "ctxvar.run.layout",
     "ctxvar.run.origin",
@@ -42,6 +43,7 @@ JOBS_WITHOUT = {
     "merge_pca_points": {"torch", "transformers"},
     "merge_statistics": {"torch", "transformers"},
     "plot_pca": {"transformers"},
+    "release_hf_cache": {"pandas", "torch", "transformers"},
     "sample_corpus": {"torch", "transformers"},
     "select_pca_tokens": {"torch", "transformers"},
     "split_corpus": {"torch", "transformers"},  # imported when the tokenizer is loaded
