@@ -119,6 +119,16 @@ def test_a_sweep_removes_the_checkpoint_it_downloaded_and_keeps_the_users(tmp_pa
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
     assert (repo_folder(cache, HUB_REPO) / "refs" / "step1").read_text() == COMMITS["step1"]
 
+    # forward: false: a release waits for the embedding matrices alone, and no corpus is needed.
+    alone = {
+        "run": "alone",
+        "models": [{**CONFIG["models"][0], "forward": False}],
+        "hf_cache": {"remove_after_use": True},
+    }
+    targets = [record.replace("sweep", "alone") for record in release_records]
+    planned = scheduled_jobs(snakemake(tmp_path / "alone", alone, "-n", *targets, env=env))
+    assert planned == {"embedding_matrix_statistics": 2, "release_hf_cache": 2}
+
 
 def own_bytes(folder, other) -> int:
     """The bytes of the contents of ``folder``'s files that no file of ``other`` holds (a blob each)."""
