@@ -190,3 +190,41 @@ def test_a_bad_enwik8_path_is_one_line_at_start_up(tmp_path, monkeypatch, path, 
     with pytest.raises(ConfigError) as error:
         start_up_checks(config, tmp_path / "results" / "demo")
     assert str(error.value).startswith(message) and "\n" not in str(error.value)
+
+
+WEIGHTS_ONLY = {"name": "EleutherAI/pythia-70m", "forward": False, "revisions": ["step0", "step1000"]}
+
+
+def test_a_config_whose_models_need_no_corpus_runs_without_one():
+    config = {key: value for key, value in copy.deepcopy(DEMO).items() if key != "corpus"}
+    check_config({**config, "models": [WEIGHTS_ONLY, {"name": "gpt2", "forward": False}]})
+
+
+@pytest.mark.parametrize(
+    "models, message",
+    [
+        ([WEIGHTS_ONLY, {"name": "gpt2"}], "models 'gpt2' read the corpus"),
+        ([{"id": "r", "init": "random", "arch": "bert", "forward": False}], "models 'r' read the corpus"),
+    ],
+)
+def test_without_a_corpus_a_model_that_reads_it_is_named_in_one_line(models, message):
+    config = {key: value for key, value in copy.deepcopy(DEMO).items() if key != "corpus"}
+    with pytest.raises(ConfigError, match=message) as error:
+        check_config({**config, "models": models})
+    assert "\n" not in str(error.value) and "forward: false" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"models": [{"id": "null", "init": "gaussian", "forward": False}]}, "has no weights"),
+        ({"figures": {"pca": {"model": "gpt2"}}}, "figures.pca.model: 'gpt2' has forward: false"),
+    ],
+)
+def test_forward_false_where_nothing_would_be_computed_is_one_line(change, message):
+    config = copy.deepcopy(DEMO)
+    config["models"] = [*config["models"], {"name": "gpt2", "forward": False}]
+    for key, value in change.items():
+        config[key] = {**config[key], **value} if key == "figures" else value
+    with pytest.raises(ConfigError, match=message):
+        check_config(config)

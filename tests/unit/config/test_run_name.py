@@ -33,4 +33,8 @@ def test_a_study_without_models_or_corpus_is_refused_naming_what_it_would_have_i
     with pytest.raises(ConfigError, match="has no corpus: and models: section"):
         check_study_named({}, ["a.yaml", "b.yaml"], REPO)
     check_study_named(STUDY, ["studies/x.yaml"], REPO)
-    check_study_named({}, [], REPO)  # config.yaml itself: the schema requires both
+    check_study_named({}, [], REPO)  # config.yaml itself: the schema requires models, the checks a corpus
+    weights_only = {"models": [{"name": "gpt2", "forward": False}]}
+    check_study_named(weights_only, ["studies/x.yaml"], REPO)  # no model reads a corpus
+    with pytest.raises(ConfigError, match="has no corpus: section"):
+        check_study_named({"models": [{"name": "gpt2"}]}, ["studies/x.yaml"], REPO)
