@@ -44,6 +44,7 @@ localrules:
     plot_checkpoints,
     plot_embedding_projection,
     plot_embedding_checkpoints,
+    plot_across_checkpoints,
     plot_pca,
 
 

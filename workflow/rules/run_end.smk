@@ -28,6 +28,9 @@ def final_outputs():
         *expand(results("{model}/embedding_matrices.csv"), model=WEIGHTED_MODELS),
         *expand(results("{model}/figures/emb01_projection.{ext}"), model=WEIGHTED_MODELS, ext=FIGURE_FILES),
         *expand(results("figures/checkpoints/embedding_matrices/{family}.{ext}"), family=FAMILIES, ext=FIGURE_FILES),
+        *expand(
+            results("figures/across_checkpoints/{figure}.{ext}"), figure=across_checkpoint_figures(), ext=FIGURE_FILES
+        ),
     ]
 
 

@@ -37,6 +37,7 @@ def summary_figure_inputs(wildcards):
         "geometry": results("summary/geometry.csv"),
         "tokens": expand(results("{model}/tokens.parquet"), model=MODELS),
         "sentences": results("corpus/sentences.parquet"),
+        "models": results("summary/models.csv"),
     }
     return {name: path for name, path in inputs.items() if name in figure_needs(wildcards)}
 
@@ -61,3 +62,22 @@ def checkpoint_inputs(wildcards):
 
 def embedding_checkpoint_inputs(wildcards):
     return {"matrices": expand(results("{model}/embedding_matrices.csv"), model=FAMILIES[wildcards.family])}
+
+
+def across_checkpoint_figures():
+    """The entries of ACROSS_CHECKPOINT_FIGURES the run draws: none without a checkpoint family, and of a geometry
+    metric only with its geometry switch on. (A family has weights: the config refuses revisions of the Gaussian
+    null, so every checkpoint has its embedding_matrices.csv.)"""
+    return list(accumulated(ACROSS_CHECKPOINT_FIGURES, GEOMETRY)) if FAMILIES else []
+
+
+def across_checkpoint_steps(wildcards):
+    """{family: {id: step}}, the ids in step order, as the draw function reads the inputs' order."""
+    return {family: {model: MODELS[model]["step"] for model in ids} for family, ids in FAMILIES.items()}
+
+
+def across_checkpoint_inputs(wildcards):
+    """Each checkpoint's table the figure draws, in the order of across_checkpoint_steps."""
+    file = {"geometry": "geometry.csv", "embedding_matrices": "embedding_matrices.csv"}
+    (need,) = ACROSS_CHECKPOINT_FIGURES[wildcards.figure].needs
+    return {"tables": [results(f"{model}/{file[need]}") for ids in FAMILIES.values() for model in ids]}
