@@ -46,6 +46,7 @@ localrules:
     plot_checkpoints,
     plot_embedding_projection,
     plot_embedding_checkpoints,
+    plot_across_checkpoints,
     plot_pca,
     release_hf_cache,
 

@@ -12,6 +12,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from ctxvar.figures.catalogue import (
+    ACROSS_CHECKPOINT_FIGURES,
     GEOMETRY_MODEL_FIGURES,
     GEOMETRY_SUMMARY_FIGURES,
     MODEL_FIGURES,
@@ -42,6 +43,9 @@ def figure_files(demo):
     yield from (demo / "results" / "demo" / "figures" / name for name in [*SUMMARY_FIGURES, *GEOMETRY_SUMMARY_FIGURES])
     yield from (demo / "results" / "demo" / "tiny-bert" / "figures" / name for name in PCA_FIGURES)
     yield demo / "results" / "demo" / "figures" / "checkpoints" / "trained-gpt2"
+    yield from (
+        demo / "results" / "demo" / "figures" / "across_checkpoints" / name for name in ACROSS_CHECKPOINT_FIGURES
+    )
 
 
 def test_every_figure_is_written_as_png_pdf_and_data(demo):
@@ -138,8 +142,54 @@ def test_report_holds_every_figure_grouped_by_model(demo_run):
 
 
 def test_geometry_twonn_off_asks_for_no_intrinsic_dimension_figure(tmp_path):
-    """Without the sample, geo03 has nothing to draw (it failed in matplotlib); the other figures stay."""
+    """Without the sample, geo03 has nothing to draw (it failed in matplotlib), nor the TwoNN figure across
+    checkpoints; the other figures stay."""
     run = snakemake(tmp_path, {**DEMO, "geometry": {**DEMO["geometry"], "twonn": False}}, "-n")
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "geo03_intrinsic_dimension" not in run.stdout
+    assert "geo03_intrinsic_dimension" not in run.stdout and "twonn_by_step" not in run.stdout
     assert "figures/geo01_isotropy.png" in run.stdout and "figures/checkpoints/trained-gpt2.png" in run.stdout
+    assert "figures/across_checkpoints/isotropy_by_step.png" in run.stdout
+
+
+def test_a_run_without_checkpoints_asks_for_no_figure_across_them(tmp_path):
+    run = snakemake(tmp_path, {**DEMO, "models": DEMO["models"][:3]}, "-n")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "across_checkpoints" not in run.stdout and "figures/geo06_anisotropy_encoders_decoders.png" in run.stdout
+
+
+def test_models_csv_tells_encoders_from_decoders_and_the_figure_draws_them_apart(demo):
+    """The random-init BERT and RoBERTa are encoders, the GPT-2's checkpoints decoders, the Gaussian null neither:
+    Razzhigaev et al.'s Fig. 1 draws the summary's anisotropy of each in its group, and leaves the null out."""
+    models = pd.read_csv(demo / "results" / "demo" / "summary" / "models.csv").set_index("model")["attention"]
+    assert models.to_dict() == {
+        "tiny-bert": "bidirectional",
+        "tiny-roberta": "bidirectional",
+        "gaussian-null": "none",
+        "trained-gpt2@step0": "causal",
+        "trained-gpt2@step100": "causal",
+        "trained-gpt2@step400": "causal",
+    }
+    drawn = pd.read_csv(demo / "results" / "demo" / "figures" / "geo06_anisotropy_encoders_decoders.csv")
+    groups = drawn.groupby("group")["model"].unique().map(list).to_dict()
+    assert groups == {"encoders": ["tiny-bert", "tiny-roberta"], "decoders": ALL_MODELS[3:]}
+    summary = pd.read_csv(demo / "results" / "demo" / "summary" / "geometry.csv").set_index(["model", "layer"])
+    np.testing.assert_array_equal(
+        drawn["anisotropy"], summary.loc[list(zip(drawn["model"], drawn["layer"])), "anisotropy"]
+    )
+
+
+def test_the_figures_across_checkpoints_draw_each_checkpoint_s_numbers(demo):
+    """One line for the demo's one family: the mean TwoNN dimension over each checkpoint's 5 hidden states, and
+    the I(W) of each checkpoint's input matrix (saved without its head), at steps 0, 100 and 400."""
+    folder = demo / "results" / "demo"
+    twonn = pd.read_csv(folder / "figures" / "across_checkpoints" / "twonn_by_step.csv")
+    assert list(twonn["model"]) == ALL_MODELS[3:] and list(twonn["step"]) == [0, 100, 400]
+    for row in twonn.itertuples():
+        layers = pd.read_csv(folder / row.model / "geometry.csv")["twonn"]
+        assert row.family == "trained-gpt2" and row.n_layers == 5 and row.layers == "0-4"
+        np.testing.assert_allclose(row.twonn_mean_over_layers, layers.mean(), rtol=1e-12)
+    isotropy = pd.read_csv(folder / "figures" / "across_checkpoints" / "isotropy_by_step.csv")
+    assert set(isotropy["matrix"]) == {"input"} and len(isotropy) == 2 * 3
+    for row in isotropy.itertuples():
+        matrices = pd.read_csv(folder / row.model / "embedding_matrices.csv").set_index(["matrix", "centred"])
+        assert row.isotropy == matrices.loc[(row.matrix, row.centred), "isotropy"]

@@ -352,15 +352,16 @@ CONFIG_CHANGES = {
             "geometry_statistics": 6,
             "summarise_models": 1,
             "plot_model_figure": 36,
-            "plot_summary_figure": 11,
+            "plot_summary_figure": 12,
             "plot_checkpoints": 1,
+            "plot_across_checkpoints": 1,  # twonn_by_step: the checkpoints' geometry.csv
             "select_pca_tokens": 1,
             "merge_pca_points": 1,
             "plot_pca": 1,
             "all": 1,
         },
     ),
-    "remove-model": ({"models": DEMO["models"][:2]}, {"summarise_models": 1, "plot_summary_figure": 11, "all": 1}),
+    "remove-model": ({"models": DEMO["models"][:2]}, {"summarise_models": 1, "plot_summary_figure": 12, "all": 1}),
     "shards": (
         {"shards": 4},
         {
@@ -372,8 +373,9 @@ CONFIG_CHANGES = {
             "geometry_statistics": 6,
             "summarise_models": 1,
             "plot_model_figure": 36,
-            "plot_summary_figure": 11,
+            "plot_summary_figure": 12,
             "plot_checkpoints": 1,
+            "plot_across_checkpoints": 1,  # twonn_by_step: the checkpoints' geometry.csv
             "select_pca_types": 1,
             "select_pca_tokens": 1,
             "merge_pca_points": 1,
@@ -391,7 +393,7 @@ CONFIG_CHANGES = {
             "geometry_statistics": 2,
             "summarise_models": 1,
             "plot_model_figure": 2 * PER_MODEL_FIGURES,
-            "plot_summary_figure": 11,
+            "plot_summary_figure": 12,
             "select_pca_tokens": 1,
             "merge_pca_points": 1,
             "plot_pca": 1,
@@ -404,8 +406,9 @@ CONFIG_CHANGES = {
             "geometry_statistics": 6,
             "summarise_models": 1,
             "plot_model_figure": 6,
-            "plot_summary_figure": 9,
+            "plot_summary_figure": 10,
             "plot_checkpoints": 1,
+            "plot_across_checkpoints": 1,
             "all": 1,
         },
     ),
@@ -418,8 +421,9 @@ CONFIG_CHANGES = {
             "geometry_statistics": 6,
             "summarise_models": 1,
             "plot_model_figure": 36,
-            "plot_summary_figure": 10,  # not geo02, the cosine figure
+            "plot_summary_figure": 11,  # not geo02, the cosine figure
             "plot_checkpoints": 1,
+            "plot_across_checkpoints": 1,
             "select_pca_tokens": 1,
             "merge_pca_points": 1,
             "plot_pca": 1,
@@ -437,12 +441,12 @@ def test_config_changes_schedule_the_minimum(runs_on_the_demo, change):
 def test_changing_analysis_code_never_reruns_extraction(runs_on_the_demo):
     assert "Nothing to be done" in runs_on_the_demo["copied workflow"].run.stdout  # the copy itself changes nothing
     run = runs_on_the_demo["edited workflow"].run
-    # Fig. 5, the checkpoint figure and the figures drawn from the summary tables (summarise_models writes both)
+    # Fig. 5, the checkpoint figure and the figures drawn from the summary tables (summarise_models writes them)
     assert scheduled_jobs(run) == {
         "layer_statistics": 6,
         "summarise_models": 1,
         "plot_model_figure": 6,
-        "plot_summary_figure": 9,
+        "plot_summary_figure": 10,
         "plot_checkpoints": 1,
         "all": 1,
     }

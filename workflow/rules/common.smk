@@ -33,6 +33,7 @@ from ctxvar.corpus.enwik8 import check_file as check_enwik8_file
 from ctxvar.corpus.shards import start_up_warning
 from ctxvar.errors import CtxvarError
 from ctxvar.figures.catalogue import (
+    ACROSS_CHECKPOINT_FIGURES,
     CHECKPOINT_FIGURE,
     EMBEDDING_CHECKPOINT_FIGURE,
     EMBEDDING_PROJECTION_FIGURE,

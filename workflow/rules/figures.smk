@@ -130,3 +130,30 @@ rule plot_embedding_checkpoints:
         steps=lambda wildcards: {model: MODELS[model]["step"] for model in FAMILIES[wildcards.family]},
     script:
         "../scripts/plot_embedding_checkpoints.py"
+
+
+rule plot_across_checkpoints:
+    input:
+        unpack(across_checkpoint_inputs),
+    output:
+        png=report(
+            results("figures/across_checkpoints/{figure}.png"),
+            caption="../report/figure.rst",
+            category="All models",
+            subcategory=lambda wildcards: ACROSS_CHECKPOINT_FIGURES[wildcards.figure].group,
+        ),
+        pdf=results("figures/across_checkpoints/{figure}.pdf"),
+        data=results("figures/across_checkpoints/{figure}.csv"),
+    log:
+        logs("figures/across_checkpoints/{figure}.log"),
+    benchmark:
+        benchmarks("figures/across_checkpoints/{figure}.tsv")
+    wildcard_constraints:
+        figure="|".join(ACROSS_CHECKPOINT_FIGURES),
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        caption=lambda wildcards: ACROSS_CHECKPOINT_FIGURES[wildcards.figure].caption,
+        families=across_checkpoint_steps,
+    script:
+        "../scripts/plot_across_checkpoints.py"

@@ -8,6 +8,9 @@ def final_outputs():
         *expand(results("{model}/embedding_matrices.csv"), model=WEIGHTED_MODELS),
         *expand(results("{model}/figures/emb01_projection.{ext}"), model=WEIGHTED_MODELS, ext=FIGURE_FILES),
         *expand(results("figures/checkpoints/embedding_matrices/{family}.{ext}"), family=FAMILIES, ext=FIGURE_FILES),
+        *expand(
+            results("figures/across_checkpoints/{figure}.{ext}"), figure=across_checkpoint_figures(), ext=FIGURE_FILES
+        ),
         *expand(results("{model}/hf_cache_release.json"), model=RELEASED_MODELS),  # hf_cache.remove_after_use
     ]
     if not FORWARD_MODELS:  # every model forward: false: the embedding matrices alone

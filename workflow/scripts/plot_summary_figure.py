@@ -11,5 +11,6 @@ with job_log(snakemake.log[0]):
         tokens_paths=snakemake.input.get("tokens", ()),
         sentences_path=snakemake.input.get("sentences"),
         geometry_path=snakemake.input.get("geometry"),
+        models_path=snakemake.input.get("models"),
     )
     save_plot(plot, snakemake.output.png, snakemake.output.pdf, snakemake.output.data)

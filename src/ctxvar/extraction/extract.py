@@ -30,7 +30,7 @@ from ctxvar.extraction.budget import (
     warn_of_host_layers,
 )
 from ctxvar.extraction.layer_major import choose_blocks, layer_major_sums, memory_plan
-from ctxvar.extraction.passes import run_batches, started, whole_model_sums
+from ctxvar.extraction.passes import attention_kind, run_batches, started, whole_model_sums
 from ctxvar.extraction.pca_points import type_points, write_points
 from ctxvar.extraction.position_sample import sequence_windows, token_keys
 from ctxvar.extraction.settings import ExtractionSettings
@@ -77,6 +77,7 @@ class ShardRun:
     word_ids: np.ndarray | None = None  # (W,) the shard's inner raw token ids, sorted (geometry.ethayarajh)
     word_index: np.ndarray | None = None  # (tokens,) index into word_ids, −1 for boundary tokens
     streamed: StreamedWeights | None = None  # the blocks' weights, read per layer (None: the model is whole)
+    attention: str | None = None  # causal, bidirectional or none (passes.attention_kind); None: not known
 
     def padded(self, batches: list[np.ndarray] | None = None) -> ShardBatches:
         """``batches`` (default: the job's own) padded up front, for :func:`run_batches`; with the tokens' words
@@ -157,6 +158,7 @@ def loaded_shard(shard_path, settings: ExtractionSettings, device: torch.device,
         marker,
         *words,
         streamed,
+        attention_kind(model, device, whole=streamed is None),
     )
 
 
@@ -401,6 +403,7 @@ def model_metadata(settings: ExtractionSettings, job: ShardRun) -> dict:
         "type_marker": job.marker,
         "geometry": {**settings.geometry.record(), "seed": settings.sample_seed},
         "final_norm": loading.ends_in_final_norm(job.model),
+        "attention": job.attention,
         "config_hash": settings.config_hash,
         "versions": package_versions(),
     }

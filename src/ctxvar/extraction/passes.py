@@ -183,6 +183,31 @@ def forward_options(model) -> dict:
     return {**options, "return_dict": True} if getattr(model.config, "return_dict", True) is False else options
 
 
+PROBE_TOLERANCE = 1e-5  # of a hidden state's largest magnitude: the batch's two rows may round apart
+
+
+def attention_kind(model, device, whole: bool = True) -> str | None:
+    """models.csv's ``attention``: what the model declares (:func:`ctxvar.models.loading.declared_attention`),
+    else, for a whole model (not one whose weights are streamed per block), what one forward pass shows. Two rows
+    that differ only in their last of three tokens run as one batch: "causal" when every hidden state of the first
+    two positions is the same in both rows (to :data:`PROBE_TOLERANCE` of its largest magnitude), else
+    "bidirectional". None when nothing is declared and the model is not whole."""
+    declared = loading.declared_attention(model)
+    if declared is not None or not whole:
+        return declared
+    middle = (getattr(model.config, "vocab_size", None) or model.get_input_embeddings().num_embeddings) // 2
+    ids = torch.tensor([[middle, middle + 1, middle + 2], [middle, middle + 1, middle + 3]], device=device)
+    with torch.inference_mode():
+        output = model(
+            input_ids=ids, attention_mask=torch.ones_like(ids), output_hidden_states=True, **forward_options(model)
+        )
+    for states in output.hidden_states:
+        earlier = states[:, :2].float()
+        if (earlier[0] - earlier[1]).abs().max() > PROBE_TOLERANCE * earlier.abs().max():
+            return "bidirectional"
+    return "causal"
+
+
 def started(items):
     """``items`` (an iterator) with its first item computed now."""
     first = next(items)

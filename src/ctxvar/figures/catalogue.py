@@ -8,10 +8,13 @@ geometry metrics; ``CHECKPOINT_FIGURE`` goes to results/figures/checkpoints/,
 one per model entry with ``revisions``. ``EMBEDDING_PROJECTION_FIGURE`` goes to results/{model}/figures/ of
 each model with weights, drawn from its embedding_projection.parquet; ``EMBEDDING_CHECKPOINT_FIGURE`` to
 results/figures/checkpoints/embedding_matrices/, one per model entry with ``revisions``, drawn from the
-checkpoints' embedding_matrices.csv.
+checkpoints' embedding_matrices.csv. ``ACROSS_CHECKPOINT_FIGURES`` go to results/figures/across_checkpoints/, one
+each for every entry with ``revisions`` together, drawn from each checkpoint's geometry.csv or
+embedding_matrices.csv.
 Inputs: ``layers`` (layers.csv, per model or stacked in results/summary/layers.csv),
-``geometry`` (geometry.csv, likewise), ``tokens`` (tokens.parquet, per model),
-``sentences`` (the sampled corpus). A geometry figure is drawn only when config ``geometry`` accumulates
+``geometry`` (geometry.csv, likewise), ``models`` (results/summary/models.csv, written with the stacked tables),
+``tokens`` (tokens.parquet, per model), ``sentences`` (the sampled corpus), ``embedding_matrices``
+(embedding_matrices.csv, per model). A geometry figure is drawn only when config ``geometry`` accumulates
 the sums it shows (:func:`accumulated`).
 The workflow reads this at start-up, so it imports nothing heavy; :mod:`ctxvar.figures.draw` draws.
 """
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 class FigureSpec:
     group: str  # the figure type, as the report groups it
     caption: str  # one line: what the figure shows
-    needs: tuple[str, ...]  # inputs among layers, geometry, tokens, sentences
+    needs: tuple[str, ...]  # inputs among layers, geometry, models, tokens, sentences, embedding_matrices
     draw: str  # "module.function" in ctxvar.figures that draws it (ctxvar.figures.draw calls it)
     geometry: str | None = None  # the geometry switch (covariance, cosine, twonn) whose sums it draws
 
@@ -185,6 +188,14 @@ GEOMETRY_SUMMARY_FIGURES = {
         draw="geometry_plots.intrinsic_dimension",
         geometry="twonn",
     ),
+    "geo06_anisotropy_encoders_decoders": FigureSpec(
+        "Encoders and decoders",
+        "Anisotropy λ₁/tr C per layer on relative depth, one line per model, in two panels sharing y: encoders "
+        "(bidirectional attention) and decoders (causal); shaded: batch mean ± std (Razzhigaev et al. 2024, Fig. 1).",
+        ("geometry", "models"),
+        draw="geometry_plots.encoders_decoders",
+        geometry="covariance",
+    ),
 }
 
 CHECKPOINT_FIGURE = FigureSpec(
@@ -210,3 +221,21 @@ EMBEDDING_CHECKPOINT_FIGURE = FigureSpec(
     ("embedding_matrices",),
     draw="embedding_plots.checkpoints",
 )
+
+ACROSS_CHECKPOINT_FIGURES = {
+    "twonn_by_step": FigureSpec(
+        "Training checkpoints",
+        "TwoNN dimension averaged over every hidden state (embedding output included) against the training step, "
+        "one line per checkpoint family (Razzhigaev et al. 2024, Fig. 2).",
+        ("geometry",),
+        draw="geometry_plots.twonn_by_step",
+        geometry="twonn",
+    ),
+    "isotropy_by_step": FigureSpec(
+        "Training checkpoints",
+        "I(W) of the input and output embedding matrices (one if tied), uncentred and centred, against the training "
+        "step, one line per checkpoint family (Machina & Mercer 2024).",
+        ("embedding_matrices",),
+        draw="embedding_plots.isotropy_by_step",
+    ),
+}

@@ -128,8 +128,11 @@ def layer_panels(
 
 
 def figure_legend(figure, ax, n_models: int) -> None:
-    """The figure's legend: the models, then a batch band's and a final norm's entries where any axes has one."""
-    found = dict(zip(*reversed(ax.get_legend_handles_labels())))  # label → handle, one ring entry
+    """The figure's legend: the models, then a batch band's and a final norm's entries where any axes has one.
+    ``ax``: the axes whose lines name the models, or a list of axes that each draw some of them."""
+    found = {}  # label → handle, one ring entry
+    for one in ax if isinstance(ax, list) else [ax]:
+        found |= {label: handle for handle, label in zip(*one.get_legend_handles_labels()) if label not in found}
     if any(c.get_gid() == BAND_GID for a in figure.axes for c in a.collections):
         found[BAND_LABEL] = Patch(color="0.5", alpha=BAND_ALPHA, linewidth=0)
     if FINAL_NORM_LABEL in found:

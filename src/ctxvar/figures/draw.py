@@ -10,8 +10,12 @@ from __future__ import annotations
 import functools
 import importlib
 
+import pandas as pd
+
+from ctxvar.errors import InsufficientData
 from ctxvar.figures import embedding_plots, geometry_plots
 from ctxvar.figures.catalogue import (
+    ACROSS_CHECKPOINT_FIGURES,
     CHECKPOINT_FIGURE,
     EMBEDDING_CHECKPOINT_FIGURE,
     EMBEDDING_PROJECTION_FIGURE,
@@ -66,21 +70,23 @@ def summary_figure(
     tokens_paths=(),
     sentences_path=None,
     geometry_path=None,
+    models_path=None,
 ) -> Plot:
     """Draw one of :data:`SUMMARY_FIGURES` or :data:`GEOMETRY_SUMMARY_FIGURES`.
 
-    The draw function gets what the entry ``needs``: the stacked layers or geometry table (a DataFrame) and the
-    model ids in order; ``{model: TokenStats}`` (``tokens_paths`` align with ``models``) and the frequency filter;
-    or the sentences file's path.
+    The draw function gets what the entry ``needs``: the summary tables it names (stacked layers, stacked
+    geometry, models.csv: DataFrames, in that order, all written by one job that checks they come from the same
+    sums) and the model ids in order; ``{model: TokenStats}`` (``tokens_paths`` align with ``models``) and the
+    frequency filter; or the sentences file's path.
     """
     spec = {**SUMMARY_FIGURES, **GEOMETRY_SUMMARY_FIGURES}[name]
-    (need,) = spec.needs
-    if need == "tokens":
+    if spec.needs == ("tokens",):
         stats = {model: TokenStats(path) for model, path in zip(models, tokens_paths, strict=True)}
         return draw_function(spec)(stats, analysis)
-    if need == "sentences":
+    if spec.needs == ("sentences",):
         return draw_function(spec)(sentences_path)
-    return draw_function(spec)(read_csv(layers_path if need == "layers" else geometry_path), models)
+    tables = {"layers": layers_path, "geometry": geometry_path, "models": models_path}
+    return draw_function(spec)(*(read_csv(tables[need]) for need in spec.needs), models)
 
 
 @placeholder_when_too_few
@@ -116,3 +122,28 @@ def embedding_checkpoint_figure(name: str, family: str, steps: dict[str, int], m
     checkpoints' embedding_matrices.csv paths."""
     tables = {model: read_csv(path) for model, path in zip(steps, matrices_paths, strict=True)}
     return draw_function(EMBEDDING_CHECKPOINT_FIGURE)(embedding_plots.checkpoint_table(steps, tables), family)
+
+
+def across_checkpoint_table(families: dict[str, dict[str, int]], tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Each checkpoint's table stacked, with ``family``, ``model`` and ``step`` first; ``families`` is
+    {family: {id: step}}, ``tables`` {id: its geometry.csv or embedding_matrices.csv}."""
+    frames = [
+        tables[model].assign(family=family, model=model, step=step)
+        for family, steps in families.items()
+        for model, step in steps.items()
+    ]
+    if not frames:
+        raise InsufficientData("the run has no training checkpoints (no models[] entry with revisions)")
+    table = pd.concat(frames, ignore_index=True)
+    first = ["family", "model", "step"]
+    return table[[*first, *(column for column in table if column not in first)]]
+
+
+@placeholder_when_too_few
+def across_checkpoints_figure(name: str, families: dict[str, dict[str, int]], paths) -> Plot:
+    """Draw one of :data:`ACROSS_CHECKPOINT_FIGURES` for every checkpoint family at once: ``families`` is
+    {family: {id: step}}, and ``paths`` (each checkpoint's geometry.csv or embedding_matrices.csv, as the entry
+    needs) align with its ids in that order; the draw function gets :func:`across_checkpoint_table`."""
+    models = [model for steps in families.values() for model in steps]
+    tables = {model: read_csv(path) for model, path in zip(models, paths, strict=True)}
+    return draw_function(ACROSS_CHECKPOINT_FIGURES[name])(across_checkpoint_table(families, tables))

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from ctxvar.errors import InsufficientData
-from ctxvar.figures.plotting import Plot, panels, paper_style
+from ctxvar.figures.cross_model import figure_legend, model_style
+from ctxvar.figures.plotting import Plot, panels, paper_style, step_axis
 
 MATRIX_ORDER = ("input", "output", "tied")
 CENTRING = ((False, "uncentred"), (True, "centred"))
@@ -87,15 +88,38 @@ def checkpoints(table: pd.DataFrame, family: str) -> Plot:
     if table.empty:
         raise InsufficientData("no checkpoint has an embedding matrix")
     figure, axes = panels(1, len(CHECKPOINT_PANELS), size=(2.5, 2.2))
-    positive = table["step"].to_numpy()[table["step"].to_numpy() > 0]
-    wide = len(positive) > 0 and positive.max() > 100 * positive.min()
     for ax, (column, centre, label) in zip(axes[0], CHECKPOINT_PANELS):
         for index, name in enumerate(matrices_in(table)):
             part = table[(table["matrix"] == name) & (table["centred"] == centre)].sort_values("step")
             ax.plot(part["step"], part[column], color=f"C{index}", marker="o", label=matrix_label(name))
-        ax.set(xlabel="training step", ylabel=label)
-        if wide:
-            ax.set_xscale("symlog", linthresh=positive.min())
+        ax.set_ylabel(label)
+        step_axis(ax, table["step"])
     axes[0][0].legend(frameon=False)
     figure.suptitle(f"{family}: embedding matrices across checkpoints")
     return Plot(figure, table)
+
+
+@paper_style
+def isotropy_by_step(table: pd.DataFrame) -> Plot:
+    """Machina & Mercer's I(W) across checkpoints, every family on one figure: a row of panels per matrix (input,
+    output, or one tied matrix), uncentred then centred as :func:`checkpoints` draws them, I(W) against the
+    training step, one line per checkpoint family. ``table``: each checkpoint's embedding_matrices.csv stacked,
+    with ``family``, ``model`` and ``step``; the data drawn are its rows in the order of the panels and lines."""
+    if table.empty:
+        raise InsufficientData("no checkpoint has an embedding matrix")
+    names, families = matrices_in(table), list(dict.fromkeys(table["family"]))
+    styles = model_style(families)  # a family's colour as in the TwoNN figure across checkpoints
+    figure, axes = panels(len(names), len(CENTRING), size=(2.6, 2.2))
+    drawn = []
+    for row_axes, name in zip(axes, names):
+        for ax, (centre, label) in zip(row_axes, CENTRING):
+            for family in families:
+                part = table[(table["family"] == family) & (table["matrix"] == name) & (table["centred"] == centre)]
+                part = part.sort_values("step")
+                ax.plot(part["step"], part["isotropy"], label=family, **styles[family])
+                drawn.append(part)
+            ax.set(ylabel="$I(W)$" + (", centred" if centre else ""), title=f"{matrix_label(name)}, {label}")
+            step_axis(ax, table["step"])
+    figure_legend(figure, axes[0][0], len(families))
+    columns = ["family", "model", "step", "matrix", "centred", "isotropy", "log_isotropy"]
+    return Plot(figure, pd.concat(drawn, ignore_index=True)[columns])

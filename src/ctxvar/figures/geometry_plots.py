@@ -26,7 +26,7 @@ from ctxvar.figures.cross_model import (
     model_style,
     spread_band,
 )
-from ctxvar.figures.plotting import Plot, panels, paper_style
+from ctxvar.figures.plotting import Plot, legend_label, panels, paper_style, step_axis
 from ctxvar.stats.layers import ols
 from ctxvar.stats.token_table import TokenStats
 
@@ -235,8 +235,6 @@ def checkpoints(table: pd.DataFrame, family: str) -> Plot:
     figure, axes = panels(1, len(drawn), size=(2.5, 2.2))
     n_layers = int(table["layer"].max()) + 1
     norm, colour = layer_colours(n_layers)
-    positive = table["step"].to_numpy()[table["step"].to_numpy() > 0]
-    wide = len(positive) > 0 and positive.max() > 100 * positive.min()
     for ax, (column, label) in zip(axes[0], drawn):
         for layer, part in table.groupby("layer"):
             part = part.sort_values("step")
@@ -252,9 +250,8 @@ def checkpoints(table: pd.DataFrame, family: str) -> Plot:
                 batched = (part["sample_batches"] > 1) & std.notna()
                 if batched.any():
                     spread_band(ax, part["step"][batched], mean[batched], std[batched], colour(layer))
-        ax.set(xlabel="training step", ylabel=label)
-        if wide:
-            ax.set_xscale("symlog", linthresh=positive.min())
+        ax.set_ylabel(label)
+        step_axis(ax, table["step"])
     banded = any(c.get_gid() == BAND_GID for ax in axes[0] for c in ax.collections)
     label = "layer (dashed: after final norm" + ("; shaded: batch mean ± std)" if banded else ")")
     figure.colorbar(_scalar_mappable(norm), ax=axes, label=label, shrink=0.9)
@@ -262,3 +259,88 @@ def checkpoints(table: pd.DataFrame, family: str) -> Plot:
     undrawn = [column for column, _ in CHECKPOINT_PANELS if column not in dict(drawn)]
     spreads = [f"{BATCH_SPREADS[c]}_{moment}" for c in undrawn if c in BATCH_SPREADS for moment in ("mean", "std")]
     return Plot(figure, table.drop(columns=undrawn + [column for column in spreads if column in table]))
+
+
+ATTENTION_GROUPS = (("Encoders", "bidirectional"), ("Decoders", "causal"))  # panel → models.csv's attention
+
+
+@paper_style
+def encoders_decoders(geometry: pd.DataFrame, models_table: pd.DataFrame, models: list[str]) -> Plot:
+    """Razzhigaev et al.'s Fig. 1: the anisotropy λ₁/tr C per layer on relative depth, one line per model, encoders
+    (attention ``bidirectional`` in models.csv) and decoders (``causal``) in two panels side by side that share the
+    y axis (a panel only for a group with models); with sample batches, the per-batch anisotropy's mean ± std
+    shaded around each line. Models of neither kind (the Gaussian null's ``none``, or not known) are left out, and
+    the legend's title names them. Colours are those of the other cross-model figures."""
+    if "attention" not in models_table:
+        models_table = models_table.assign(attention=np.nan)  # a models.csv made before ctxvar recorded it
+    attention = models_table.set_index("model")["attention"].reindex(models)
+    groups = [(title, [m for m in models if attention[m] == kind]) for title, kind in ATTENTION_GROUPS]
+    groups = [(title, members) for title, members in groups if members]
+    if not groups:
+        raise InsufficientData(
+            "no model is known as an encoder or a decoder (summary/models.csv's attention; sums extracted before "
+            "ctxvar recorded it leave it empty: extract them again)"
+        )
+    figure, axes = panels(1, len(groups), size=(3.0, 2.4), sharey=True)
+    styles, frames = model_style(models), []
+    mean, std = geometry["anisotropy_batch_mean"], geometry["anisotropy_batch_std"]
+    for ax, (title, members) in zip(axes[0], groups):
+        banded = batch_band(ax, geometry, members, mean, std, styles)
+        layer_curves(ax, geometry, members, geometry["anisotropy"], styles)
+        ax.set(xlabel=DEPTH_LABEL, ylabel=r"anisotropy $\lambda_1/\mathrm{tr}\,C$", title=title)
+        rows = geometry["model"].isin(members)
+        spreads = ("anisotropy_batch_mean", "anisotropy_batch_std", "sample_batches") if banded else ()
+        frames.append(
+            curve_data(
+                geometry[rows],
+                {
+                    "group": [title.lower()] * int(rows.sum()),
+                    "attention": attention[geometry["model"][rows]].to_numpy(),
+                    "anisotropy": geometry["anisotropy"][rows],
+                    **{column: geometry[column][rows] for column in spreads},
+                },
+            )
+        )
+    figure_legend(figure, list(axes[0]), len(models))
+    drawn = {m for _, members in groups for m in members}
+    kinds = attention.replace({"none": "no attention"}).fillna("attention not known")
+    left_out = [f"{m} ({kinds[m]})" for m in models if m not in drawn]
+    if left_out:  # said where the models are named, the legend
+        figure.legends[-1].set_title(legend_label(f"left out: {', '.join(left_out)}"), prop={"size": 7})
+    return Plot(figure, pd.concat(frames, ignore_index=True))
+
+
+@paper_style
+def twonn_by_step(table: pd.DataFrame) -> Plot:
+    """Razzhigaev et al.'s Fig. 2: the TwoNN dimension (``twonn``) averaged over the layers against the training
+    step, one line per checkpoint family. The mean is over every hidden state with a TwoNN value (the embedding
+    output, layer 0, included; a layer of fewer than 3 distinct points has none); the data say which layers and
+    how many. ``table``: each checkpoint's geometry.csv stacked, with ``family``, ``model`` and ``step``."""
+    rows = []
+    for (family, model, step), part in table.groupby(["family", "model", "step"], sort=False):
+        valued = part[np.isfinite(part["twonn"])]
+        if len(valued):
+            rows.append(
+                {
+                    "family": family,
+                    "model": model,
+                    "step": step,
+                    "twonn_mean_over_layers": float(valued["twonn"].mean()),
+                    "n_layers": len(valued),
+                    "layers": f"{int(valued['layer'].min())}-{int(valued['layer'].max())}",
+                }
+            )
+    if not rows:
+        raise InsufficientData("no checkpoint has a TwoNN dimension (geometry.twonn off, or too few points)")
+    families = list(dict.fromkeys(table["family"]))
+    data = pd.DataFrame(rows)
+    data = pd.concat([data[data["family"] == f].sort_values("step") for f in families], ignore_index=True)
+    figure, axes = panels(1, 1, size=(3.6, 2.6))
+    ax, styles = axes[0, 0], model_style(families)
+    for family in families:
+        part = data[data["family"] == family]
+        ax.plot(part["step"], part["twonn_mean_over_layers"], label=family, **styles[family])
+    ax.set_ylabel("TwoNN dimension,\nmean over layers")
+    step_axis(ax, data["step"])
+    figure_legend(figure, ax, len(families))
+    return Plot(figure, data)

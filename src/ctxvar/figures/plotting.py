@@ -155,6 +155,19 @@ def panels(nrows: int, ncols: int, size=PANEL_SIZE, **subplots) -> tuple[Figure,
     return figure, figure.subplots(nrows, ncols, squeeze=False, **subplots)
 
 
+STEP_DECADES = 2  # a step axis is symlog when its positive steps span more than this many decades
+
+
+def step_axis(ax, steps) -> None:
+    """Label ``ax``'s x axis as the training step; symlog (linear up to the smallest positive step, so that step 0
+    has its place) when the positive ``steps`` span more than :data:`STEP_DECADES` decades."""
+    steps = np.asarray(steps)
+    positive = steps[steps > 0]
+    ax.set_xlabel("training step")
+    if len(positive) and positive.max() > 10**STEP_DECADES * positive.min():
+        ax.set_xscale("symlog", linthresh=positive.min())
+
+
 def grid_shape(n: int, max_cols: int = 3) -> tuple[int, int]:
     cols = min(n, max_cols)
     return -(-n // cols), cols

@@ -69,6 +69,7 @@ class GaussianNullModel(PreTrainedModel):
     config_class = GaussianNullConfig
     base_model_prefix = "null"
     _supports_sdpa = True
+    attention_kind = "none"  # no attention: a position's vector is its type's mean plus its own noise
 
     def __init__(self, config: GaussianNullConfig):
         super().__init__(config)

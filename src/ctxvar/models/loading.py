@@ -339,6 +339,30 @@ def ends_in_final_norm(model: torch.nn.Module) -> bool:
     return False
 
 
+ATTENTION_KINDS = ("causal", "bidirectional", "none")  # models.csv's ``attention``
+
+
+def declared_attention(model: torch.nn.Module) -> str | None:
+    """How the model's positions see each other, as the model says it: "causal" (a decoder: each position attends
+    to itself and the positions before it), "bidirectional" (an encoder: to every position) or "none" (no
+    attention between positions, the Gaussian null); None where it says nothing.
+
+    A model may declare it with an ``attention_kind`` attribute (one of :data:`ATTENTION_KINDS`); else
+    transformers' ``is_causal`` on its self-attention modules (cross-attention left out) says it, when they all
+    agree. Some families set no such flag (DeBERTa-v2, MPNet, BLOOM, MPT, XLNet in transformers 5):
+    :func:`ctxvar.extraction.passes.attention_kind` runs those.
+    """
+    declared = getattr(model, "attention_kind", None)
+    if declared in ATTENTION_KINDS:
+        return declared
+    flags = {
+        module.is_causal
+        for name, module in model.named_modules()
+        if isinstance(getattr(module, "is_causal", None), bool) and "cross" not in name.lower()
+    }
+    return {frozenset({True}): "causal", frozenset({False}): "bidirectional"}.get(frozenset(flags))
+
+
 def pad_id(tokenizer) -> int:
     """Padding id; models without one (GPT-2) pad with eos, which the attention mask hides."""
     for candidate in (tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.sep_token_id):

@@ -137,10 +137,8 @@ def how_rebuilt(metadata: dict) -> str:
 
 def merged_metadata(files: list[SumsFile]) -> dict:
     first = files[0].metadata
-    merged = {
-        key: first.get(key)
-        for key in (*MUST_MATCH, "commit", "attn_implementation", "final_norm", "max_positions", "versions")
-    }
+    kept = ("commit", "attn_implementation", "final_norm", "attention", "max_positions", "versions")
+    merged = {key: first.get(key) for key in (*MUST_MATCH, *kept)}
     for key in ADDITIVE:
         merged[key] = int(sum(f.metadata.get(key, 0) for f in files))
     merged["shards"] = sorted(shard for f in files for shard in shards_of(f.metadata, f.path))

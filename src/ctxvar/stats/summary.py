@@ -21,6 +21,7 @@ MODEL_COLUMNS = [
     "n_layers",
     "d",
     "final_norm",
+    "attention",
     "n_types",
     "n_tokens",
     "n_sentences",

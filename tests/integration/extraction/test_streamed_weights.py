@@ -83,6 +83,8 @@ def test_streamed_weights_give_the_whole_models_sums_bit_for_bit(
     # a run's shards may stream or not (a GPU's free memory varies): their partials must merge
     assert {key: metadata[key] for key in MUST_MATCH} == {key: whole_metadata[key] for key in MUST_MATCH}
     assert metadata["attn_implementation"] == whole_metadata["attn_implementation"]
+    # the streamed job reads the model's flags, the whole one runs it if it has none: the same kind
+    assert metadata["attention"] == whole_metadata["attention"] == ("bidirectional" if family == "bert" else "causal")
 
 
 def test_a_weight_file_changed_after_the_job_began_is_refused_when_a_block_is_read(tmp_path, llama, corpus_texts):

@@ -13,7 +13,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
 from ctxvar.errors import StatisticsError
-from ctxvar.figures.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES, SUMMARY_FIGURES
+from ctxvar.figures.catalogue import (
+    ACROSS_CHECKPOINT_FIGURES,
+    GEOMETRY_MODEL_FIGURES,
+    GEOMETRY_SUMMARY_FIGURES,
+    MODEL_FIGURES,
+    SUMMARY_FIGURES,
+)
 from ctxvar.figures.cross_model import whole_set_values, within_between
 from ctxvar.figures.draw import checkpoint_figure
 from ctxvar.figures.per_model import decomposition_bars
@@ -58,10 +64,13 @@ def test_the_checkpoint_figure_refuses_a_geometry_of_other_sums_naming_both_file
 
 
 def test_every_other_figure_draws_one_table_per_model():
-    """Why no other figure checks: a model figure reads one of its tables, a summary figure one stacked summary
-    table (checked when the summary is made) or one tokens.parquet per model."""
-    for spec in {**MODEL_FIGURES, **GEOMETRY_MODEL_FIGURES, **SUMMARY_FIGURES, **GEOMETRY_SUMMARY_FIGURES}.values():
+    """Why no other figure checks: a model figure reads one of its tables; a summary figure the summary tables
+    (stacked layers, stacked geometry, models.csv: written by one job, which checks each model's tables and
+    run.json against each other), or one tokens.parquet per model; a figure across checkpoints one table of each."""
+    for spec in {**MODEL_FIGURES, **GEOMETRY_MODEL_FIGURES, **ACROSS_CHECKPOINT_FIGURES}.values():
         assert len(spec.needs) == 1, spec
+    for spec in {**SUMMARY_FIGURES, **GEOMETRY_SUMMARY_FIGURES}.values():
+        assert len(spec.needs) == 1 or set(spec.needs) <= {"layers", "geometry", "models"}, spec
 
 
 def test_the_pca_figures_refuse_a_selection_made_from_other_sums(tmp_path):
@@ -207,7 +216,7 @@ def test_every_catalogue_entry_names_its_draw_function():
     from ctxvar.figures.draw import draw_function
 
     entries = {**MODEL_FIGURES, **SUMMARY_FIGURES, **PCA_FIGURES, **GEOMETRY_MODEL_FIGURES, **GEOMETRY_SUMMARY_FIGURES}
-    for name, spec in {**entries, "checkpoints": CHECKPOINT_FIGURE}.items():
+    for name, spec in {**entries, **ACROSS_CHECKPOINT_FIGURES, "checkpoints": CHECKPOINT_FIGURE}.items():
         assert callable(draw_function(spec)), name
 
 
@@ -246,16 +255,21 @@ def geometry_frame(models=("a", "b"), n_layers=4, seed=0) -> pd.DataFrame:
 
 
 def test_a_switched_off_geometry_metric_asks_for_no_figure_of_it():
-    from ctxvar.figures.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, accumulated
+    from ctxvar.figures.catalogue import accumulated
 
     every = {"covariance": True, "cosine": True, "twonn": True}
     assert accumulated(GEOMETRY_SUMMARY_FIGURES, every) == GEOMETRY_SUMMARY_FIGURES
-    assert list(accumulated(GEOMETRY_SUMMARY_FIGURES, {**every, "twonn": False})) == ["geo01_isotropy", "geo02_cosine"]
+    assert list(accumulated(GEOMETRY_SUMMARY_FIGURES, {**every, "twonn": False})) == [
+        "geo01_isotropy",
+        "geo02_cosine",
+        "geo06_anisotropy_encoders_decoders",
+    ]
     assert list(accumulated(GEOMETRY_SUMMARY_FIGURES, {**every, "covariance": False})) == [
         "geo02_cosine",
         "geo03_intrinsic_dimension",
     ]
     assert list(accumulated(GEOMETRY_MODEL_FIGURES, {**every, "covariance": False})) == ["geo05_cv_by_min_count"]
+    assert list(accumulated(ACROSS_CHECKPOINT_FIGURES, {**every, "twonn": False})) == ["isotropy_by_step"]
 
 
 def test_intrinsic_dimension_without_any_twonn_value_is_a_placeholder_not_a_matplotlib_error():

@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 
 from ctxvar.figures import cross_model, embedding_plots, geometry_plots, per_model
 from ctxvar.figures.catalogue import (
+    ACROSS_CHECKPOINT_FIGURES,
     CHECKPOINT_FIGURE,
     EMBEDDING_CHECKPOINT_FIGURE,
     EMBEDDING_PROJECTION_FIGURE,
@@ -23,7 +24,7 @@ from ctxvar.figures.catalogue import (
     SUMMARY_FIGURES,
 )
 from ctxvar.figures.cross_model import BAND_GID, BAND_LABEL
-from ctxvar.figures.draw import draw_function, embedding_projection_figure
+from ctxvar.figures.draw import across_checkpoint_table, draw_function, embedding_projection_figure
 from ctxvar.figures.plotting import AxisScale, axis_scale, scale_grid
 from ctxvar.files.atomic import write_csv
 from ctxvar.files.parquet import parquet_writer, tagged_schema, write_table
@@ -282,14 +283,14 @@ def draw_every_figure(folder, model: str) -> dict:
         inputs = {"layers": layers[layers["model"] == model], "geometry": geometry[geometry["model"] == model]}
         args = [decoder if need == "tokens" else inputs[need] for need in spec.needs]
         plots[name] = draw_function(spec)(*args, model, *([ANALYSIS] if "tokens" in spec.needs else []))
+    summary = {"layers": layers, "geometry": geometry, "models": models_table(models, ["causal", "bidirectional"])}
     for name, spec in {**SUMMARY_FIGURES, **GEOMETRY_SUMMARY_FIGURES}.items():
-        (need,) = spec.needs
-        if need == "tokens":
+        if spec.needs == ("tokens",):
             plots[name] = draw_function(spec)({model: decoder, "encoder": encoder}, ANALYSIS)
-        elif need == "sentences":
+        elif spec.needs == ("sentences",):
             plots[name] = draw_function(spec)(sentences)
         else:
-            plots[name] = draw_function(spec)(layers if need == "layers" else geometry, models)
+            plots[name] = draw_function(spec)(*(summary[need] for need in spec.needs), models)
     tokens = decoder.layer(1)
     selected = tokens.iloc[[0, 5, 9, 17]].assign(pc1=[3.0, -1.0, 0.5, 1.0], pc2=[1.0, 2.0, -1.0, 0.0])
     points = pd.DataFrame(
@@ -309,13 +310,34 @@ def draw_every_figure(folder, model: str) -> dict:
     plots["embedding_checkpoints"] = draw_function(EMBEDDING_CHECKPOINT_FIGURE)(
         embedding_plots.checkpoint_table(steps, {m: matrices_table() for m in steps}), model
     )
+    families = {model: steps, "other": {f"other@step{step}": step for step in (0, 10, 100)}}
+    members = [m for family in families.values() for m in family]
+    inputs = {
+        "geometry": {m: geometry_table([m], n_layers=3).drop(columns="model") for m in members},
+        "embedding_matrices": {m: matrices_table() for m in members},
+    }
+    for name, spec in ACROSS_CHECKPOINT_FIGURES.items():
+        (need,) = spec.needs
+        plots[name] = draw_function(spec)(across_checkpoint_table(families, inputs[need]))
     return plots
+
+
+def models_table(models: list[str], attention: list) -> pd.DataFrame:
+    """summary/models.csv's columns the encoder-decoder figure reads."""
+    return pd.DataFrame({"model": models, "attention": attention})
 
 
 @pytest.fixture(scope="module")
 def every_figure(tmp_path_factory) -> dict:
     plots = draw_every_figure(tmp_path_factory.mktemp("every_figure"), LONG_NAME)
-    names = {*MODEL_FIGURES, *GEOMETRY_MODEL_FIGURES, *SUMMARY_FIGURES, *GEOMETRY_SUMMARY_FIGURES, *PCA_FIGURES}
+    names = {
+        *MODEL_FIGURES,
+        *GEOMETRY_MODEL_FIGURES,
+        *SUMMARY_FIGURES,
+        *GEOMETRY_SUMMARY_FIGURES,
+        *PCA_FIGURES,
+        *ACROSS_CHECKPOINT_FIGURES,
+    }
     assert names <= set(plots) and len(plots) == len(names) + 3
     assert not any("not_drawn" in plot.data for plot in plots.values())
     for plot in plots.values():

@@ -57,3 +57,18 @@ def test_a_per_model_table_re_made_since_makes_the_summary_outdated(tmp_path):
 def test_a_model_left_out_of_the_summary_makes_it_outdated(tmp_path):
     finals = finished_run(tmp_path)
     assert len(outdated_outputs(finals, {"a": "h"}, str(tmp_path))) == 2
+
+
+def test_models_csv_says_whether_each_model_is_an_encoder_or_a_decoder(tmp_path):
+    """From each run.json's ``attention``; empty for sums extracted before it was recorded."""
+    from ctxvar.files.atomic import write_json
+    from ctxvar.stats.summary import models_table
+
+    runs = {}
+    for model, attention in (("bert", "bidirectional"), ("gpt2", "causal"), ("null", "none"), ("older", None)):
+        (tmp_path / model).mkdir()
+        record = {"model_name": model, "config_hash": "h", **({"attention": attention} if attention else {})}
+        write_json(record, tmp_path / model / "run.json")
+        runs[model] = str(tmp_path / model / "run.json")
+    table = models_table(runs)
+    assert table["attention"].tolist()[:3] == ["bidirectional", "causal", "none"] and pd.isna(table["attention"][3])

@@ -37,6 +37,7 @@ def summary_figure_inputs(wildcards):
         "geometry": results("summary/geometry.csv"),
         "tokens": expand(results("{model}/tokens.parquet"), model=FORWARD_MODELS),
         "sentences": results("corpus/sentences.parquet"),
+        "models": results("summary/models.csv"),
     }
     return {name: path for name, path in inputs.items() if name in figure_needs(wildcards)}
 
@@ -61,3 +62,32 @@ def checkpoint_inputs(wildcards):
 
 def embedding_checkpoint_inputs(wildcards):
     return {"matrices": expand(results("{model}/embedding_matrices.csv"), model=FAMILIES[wildcards.family])}
+
+
+def across_checkpoint_figures():
+    """The entries of ACROSS_CHECKPOINT_FIGURES the run draws: each where a checkpoint family has its tables
+    (geometry: a family that runs over the corpus), and of a geometry metric only with its geometry switch on. (A
+    family has weights: the config refuses revisions of the Gaussian null, so every checkpoint has its
+    embedding_matrices.csv.)"""
+    drawn = accumulated(ACROSS_CHECKPOINT_FIGURES, GEOMETRY)
+    return [figure for figure in drawn if across_checkpoint_families(figure)]
+
+
+def across_checkpoint_families(figure):
+    """{family: [ids]} the figure draws: the families with the tables it needs."""
+    (need,) = ACROSS_CHECKPOINT_FIGURES[figure].needs
+    return FORWARD_FAMILIES if need == "geometry" else FAMILIES
+
+
+def across_checkpoint_steps(wildcards):
+    """{family: {id: step}}, the ids in step order, as the draw function reads the inputs' order."""
+    families = across_checkpoint_families(wildcards.figure)
+    return {family: {model: MODELS[model]["step"] for model in ids} for family, ids in families.items()}
+
+
+def across_checkpoint_inputs(wildcards):
+    """Each checkpoint's table the figure draws, in the order of across_checkpoint_steps."""
+    file = {"geometry": "geometry.csv", "embedding_matrices": "embedding_matrices.csv"}
+    (need,) = ACROSS_CHECKPOINT_FIGURES[wildcards.figure].needs
+    families = across_checkpoint_families(wildcards.figure)
+    return {"tables": [results(f"{model}/{file[need]}") for ids in families.values() for model in ids]}
