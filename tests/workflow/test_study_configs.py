@@ -78,6 +78,8 @@ def test_a_slice_of_machina_mercer_draws_every_figure_of_the_study(tmp_path):
     checkpoints = [f"{family['id']}@{step}" for family in families for step in family["revisions"]]
     assert {f"{model}/figures/emb01_projection" for model in checkpoints} <= drawn
     assert {f"figures/checkpoints/embedding_matrices/{family['id']}" for family in families} <= drawn
+    assert "figures/across_checkpoints/isotropy_by_step" in drawn  # every family on one figure
+    assert "figures/across_checkpoints/twonn_by_step" not in drawn  # no forward pass, no TwoNN
     assert not list(folder.rglob("tokens.parquet")) and not (folder / "corpus" / "shards").exists()  # no forward
 
 
@@ -99,4 +101,12 @@ def test_a_slice_of_razzhigaev_draws_every_figure_of_the_study(tmp_path):
     folder = tmp_path / "work" / "results" / "razzhigaev_slice"
     assert json.loads((folder / "corpus" / "counts.json").read_text())["rows_sampled"] == 128
     drawn = figures_of(folder)
-    assert {"figures/geo01_isotropy", "figures/geo03_intrinsic_dimension", "figures/checkpoints/pythia-tiny"} <= drawn
+    assert {
+        "figures/geo01_isotropy",
+        "figures/geo03_intrinsic_dimension",
+        "figures/geo06_anisotropy_encoders_decoders",  # Fig. 1
+        "figures/across_checkpoints/twonn_by_step",  # Fig. 2
+        "figures/checkpoints/pythia-tiny",  # Figs. 3-4: anisotropy per layer across steps
+    } <= drawn
+    encoders_decoders = (folder / "figures" / "geo06_anisotropy_encoders_decoders.csv").read_text()
+    assert "bert-tiny" in encoders_decoders and "gpt2-tiny" in encoders_decoders
