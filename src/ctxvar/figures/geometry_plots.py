@@ -253,9 +253,10 @@ def checkpoints(table: pd.DataFrame, family: str) -> Plot:
         ax.set_ylabel(label)
         step_axis(ax, table["step"])
     banded = any(c.get_gid() == BAND_GID for ax in axes[0] for c in ax.collections)
-    label = "layer (dashed: after final norm" + ("; shaded: batch mean ± std)" if banded else ")")
-    figure.colorbar(_scalar_mappable(norm), ax=axes, label=label, shrink=0.9)
-    figure.suptitle(f"{family} across checkpoints")
+    figure.colorbar(_scalar_mappable(norm), ax=axes, label="layer", shrink=0.9)
+    # The legend of the line styles in the title: a colorbar label this long ran off a figure one panel high.
+    styles = "dashed: after final norm" + ("; shaded: batch mean ± std" if banded else "")
+    figure.suptitle(f"{family} across checkpoints (colour: layer; {styles})")
     undrawn = [column for column, _ in CHECKPOINT_PANELS if column not in dict(drawn)]
     spreads = [f"{BATCH_SPREADS[c]}_{moment}" for c in undrawn if c in BATCH_SPREADS for moment in ("mean", "std")]
     return Plot(figure, table.drop(columns=undrawn + [column for column in spreads if column in table]))

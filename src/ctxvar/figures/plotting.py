@@ -424,7 +424,7 @@ def place_labels(ax, xs, ys, labels, fontsize: float = 6, beside: bool = False) 
         else:
             dx, dy = offsets[0]  # crowded everywhere: the nearest position
         leader = {"arrowstyle": "-", "linewidth": 0.4, "color": "0.3"} if (dx, dy) != (0.0, 0.0) else None
-        ax.annotate(
+        placed = ax.annotate(
             label,
             (x, y),
             xytext=(dx, dy),
@@ -436,6 +436,9 @@ def place_labels(ax, xs, ys, labels, fontsize: float = 6, beside: bool = False) 
             annotation_clip=False,
             bbox={"boxstyle": "round,pad=0.1", "facecolor": "white", "alpha": 0.75, "linewidth": 0},
         )
+        # Placed in the settled layout, the labels stay out of it: counted in, they moved the axes under them and
+        # pushed a colorbar's label off the figure.
+        placed.set_in_layout(False)
         taken.append(box)
 
 
