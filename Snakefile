@@ -40,6 +40,7 @@ include: "workflow/rules/run_end.smk"  # the run's targets and its last lines
 localrules:
     all,
     summarise_models,
+    summarise_embedding_matrices,
     select_pca_tokens,
     plot_model_figure,
     plot_summary_figure,

@@ -20,7 +20,7 @@ from ctxvar.stats.embedding_matrices import MATRIX_COLUMNS
 from ctxvar.stats.provenance import FINISH, SUMS_COLUMN, check_same_sums, table_sums
 from ctxvar.stats.summary import is_stack_of
 
-SUMMARY = "summary"  # results/{run}/summary/: the per-layer, geometry and model tables of every model
+SUMMARY = "summary"  # results/{run}/summary/: the per-layer, geometry, model and embedding-matrix tables
 EMBEDDING_MATRICES = "embedding_matrices.csv"  # results/{run}/{model}/: I(W) of the model's embedding matrices
 
 
@@ -35,9 +35,10 @@ class Results:
     - ``geometry``: ``summary/geometry.csv``, one row per (model, layer): anisotropy, spectrum, cosine,
       TwoNN;
     - ``models``: ``summary/models.csv``, one row per model: name, revision, shape, token counts, hashes;
-    - ``embedding_matrices``: one row per (model, matrix, centred): ``model``, then ``{model}/embedding_matrices.csv``
-      as it is (matrix, tied, rows, dim, centred, I(W), mean cosine, ...), for the models that have one (every
-      model but ``init: gaussian``), models in config order;
+    - ``embedding_matrices``: one row per (model, matrix, centred): ``summary/embedding_matrices.csv``, every
+      ``{model}/embedding_matrices.csv`` as it is (matrix, tied, rows, dim, centred, I(W), mean cosine, ...) after
+      a ``model`` column, for the models that have one (every model but ``init: gaussian``, those with
+      ``forward: false`` too), models in config order;
     - ``provenance``: model → its ``run.json`` (versions, weights and tokenizer SHA-256, config hash);
     - ``metadata``: model → the ctxvar metadata in its ``tokens.parquet`` footer;
     - ``corpus``: ``corpus/counts.json``, what the sampling and filters kept (and the text's provenance), with
@@ -63,39 +64,47 @@ def load_results(folder="results", run: str | None = None) -> Results:
     """The tables of the finished run in ``folder``: a run's folder (``results/demo``), or ``results`` with
     ``run`` naming the run (optional when ``results`` holds a single run).
 
+    A run whose models all have ``forward: false`` has its embedding matrices alone: its other tables are empty.
+
     Raises :class:`~ctxvar.errors.CtxvarError` (one line) when the folder holds no finished run, or a mixture of
     runs: tables of one model from different sums, ``counts.json`` of another corpus sample than the sums, or a
     summary table that is not the models' tables as they are now.
     """
     folder = run_folder(Path(folder), run)
-    models = read_csv(folder / SUMMARY / "models.csv")
+    forward = (folder / SUMMARY / "models.csv").is_file()  # else every model has forward: false
+    models = read_csv(folder / SUMMARY / "models.csv") if forward else pd.DataFrame(columns=["model"])
     names = models["model"].astype(str).tolist()
-    tokens = pd.concat(
-        [read_table(folder / name / "tokens.parquet").to_pandas().assign(model=name) for name in names],
-        ignore_index=True,
-    )
-    matrices = [
-        read_csv(folder / name / EMBEDDING_MATRICES).assign(model=name)
-        for name in names
-        if (folder / name / EMBEDDING_MATRICES).is_file()  # the Gaussian null has no weight matrices
-    ]
+    tokens = [read_table(folder / name / "tokens.parquet").to_pandas().assign(model=name) for name in names]
     results = Results(
         folder=folder,
-        tokens=model_first(tokens),
-        layers=read_csv(folder / SUMMARY / "layers.csv"),
-        geometry=read_csv(folder / SUMMARY / "geometry.csv"),
+        tokens=model_first(pd.concat(tokens, ignore_index=True) if tokens else pd.DataFrame(columns=["model"])),
+        layers=read_csv(folder / SUMMARY / "layers.csv") if forward else pd.DataFrame(columns=["model"]),
+        geometry=read_csv(folder / SUMMARY / "geometry.csv") if forward else pd.DataFrame(columns=["model"]),
         models=models,
-        embedding_matrices=model_first(
-            pd.concat(matrices, ignore_index=True) if matrices else pd.DataFrame(columns=["model", *MATRIX_COLUMNS])
-        ),
+        embedding_matrices=embedding_matrices(folder, names),
         provenance={name: read_json(folder / name / "run.json") for name in names},
         metadata={name: read_metadata(folder / name / "tokens.parquet") for name in names},
-        corpus=read_json(folder / "corpus" / "counts.json"),
+        corpus=read_json(folder / "corpus" / "counts.json") if forward else {},
     )
     check_one_origin(results)
     check_one_sample(results)
     check_summary_current(results.folder, names)
     return results
+
+
+def embedding_matrices(folder: Path, names: list[str]) -> pd.DataFrame:
+    """``summary/embedding_matrices.csv``; for a run written before it, every model of ``names`` that has its
+    ``embedding_matrices.csv`` stacked here."""
+    if (folder / SUMMARY / EMBEDDING_MATRICES).is_file():
+        return read_csv(folder / SUMMARY / EMBEDDING_MATRICES)
+    matrices = [
+        read_csv(folder / name / EMBEDDING_MATRICES).assign(model=name)
+        for name in names
+        if (folder / name / EMBEDDING_MATRICES).is_file()  # the Gaussian null has no weight matrices
+    ]
+    return model_first(
+        pd.concat(matrices, ignore_index=True) if matrices else pd.DataFrame(columns=["model", *MATRIX_COLUMNS])
+    )
 
 
 def model_first(table: pd.DataFrame) -> pd.DataFrame:
@@ -124,9 +133,14 @@ def check_one_sample(results: Results) -> None:
 
 def check_summary_current(folder: Path, models: list[str]) -> None:
     """Refuse summary tables that are not the models' tables as they are now (a per-model table re-made by a run
-    with a target or ``--until`` that left the summary out), naming the first."""
-    for name in ("layers.csv", "geometry.csv"):
-        if not is_stack_of(folder / SUMMARY / name, {model: folder / model / name for model in models}):
+    with a target or ``--until`` that left the summary out), naming the first: ``layers.csv`` and ``geometry.csv``
+    of ``models``, ``embedding_matrices.csv`` of the models it lists."""
+    tables = {name: models for name in ("layers.csv", "geometry.csv") if models}
+    if (folder / SUMMARY / EMBEDDING_MATRICES).is_file():
+        listed = read_csv(folder / SUMMARY / EMBEDDING_MATRICES)["model"].astype(str).drop_duplicates().tolist()
+        tables[EMBEDDING_MATRICES] = listed
+    for name, listed in tables.items():
+        if not is_stack_of(folder / SUMMARY / name, {model: folder / model / name for model in listed}):
             raise StatisticsError(
                 f"{folder / SUMMARY / name} is not the models' {name} as they are now (one was re-made or removed "
                 f"since); {FINISH}"
@@ -161,10 +175,12 @@ def run_folder(folder: Path, run: str | None) -> Path:
     if runs:
         raise CtxvarError(f"{folder} holds the runs {', '.join(runs)}; name one: load_results({str(folder)!r}, run=…)")
     raise CtxvarError(
-        f"{folder} holds no finished run (no {SUMMARY}/models.csv); run snakemake for it first, or pass the "
-        "folder the run wrote (results/<run>)"
+        f"{folder} holds no finished run (no {SUMMARY}/models.csv or {SUMMARY}/{EMBEDDING_MATRICES}); run "
+        "snakemake for it first, or pass the folder the run wrote (results/<run>)"
     )
 
 
 def is_finished_run(folder: Path) -> bool:
-    return (folder / SUMMARY / "models.csv").is_file()
+    """Whether ``folder`` holds a run's summary: its models' tables, or for a run whose every model has
+    ``forward: false`` its embedding matrices' alone."""
+    return (folder / SUMMARY / "models.csv").is_file() or (folder / SUMMARY / EMBEDDING_MATRICES).is_file()

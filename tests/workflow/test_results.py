@@ -60,7 +60,9 @@ def test_load_results_verifies_and_names_what_is_missing(demo, tmp_path):
     shutil.copytree(copy / "demo" / "summary", copy / "other" / "summary")
     with pytest.raises(CtxvarError, match=r"holds the runs demo, other; name one"):
         ctxvar.load_results(copy)
-    with pytest.raises(CtxvarError, match=r"holds no finished run \(no summary/models.csv\)"):
+    with pytest.raises(
+        CtxvarError, match=r"holds no finished run \(no summary/models.csv or summary/embedding_matrices.csv\)"
+    ):
         ctxvar.load_results(tmp_path / "nothing-here")
     layers = copy / "demo" / "summary" / "layers.csv"
     layers.write_text(layers.read_text().replace("tiny-bert", "tiny-BERT", 1))

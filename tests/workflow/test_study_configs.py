@@ -12,6 +12,8 @@ import subprocess
 import pytest
 import yaml
 
+import ctxvar
+
 from support.enwik8_like import write_enwik8_like
 from support.workflow_runs import REPO, scheduled_jobs, snakemake_command
 
@@ -81,6 +83,8 @@ def test_a_slice_of_machina_mercer_draws_every_figure_of_the_study(tmp_path):
     assert "figures/across_checkpoints/isotropy_by_step" in drawn  # every family on one figure
     assert "figures/across_checkpoints/twonn_by_step" not in drawn  # no forward pass, no TwoNN
     assert not list(folder.rglob("tokens.parquet")) and not (folder / "corpus" / "shards").exists()  # no forward
+    results = ctxvar.load_results(folder)  # a run of embedding matrices alone reads back in a notebook
+    assert sorted(set(results.embedding_matrices["model"])) == sorted(checkpoints) and results.tokens.empty
 
 
 def test_a_slice_of_razzhigaev_draws_every_figure_of_the_study(tmp_path):
@@ -108,5 +112,7 @@ def test_a_slice_of_razzhigaev_draws_every_figure_of_the_study(tmp_path):
         "figures/across_checkpoints/twonn_by_step",  # Fig. 2
         "figures/checkpoints/pythia-tiny",  # Figs. 3-4: anisotropy per layer across steps
     } <= drawn
+    results = ctxvar.load_results(folder)
+    assert set(results.embedding_matrices["model"]) == set(results.models["model"])  # every model has weights
     encoders_decoders = (folder / "figures" / "geo06_anisotropy_encoders_decoders.csv").read_text()
     assert "bert-tiny" in encoders_decoders and "gpt2-tiny" in encoders_decoders

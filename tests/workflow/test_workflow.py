@@ -58,6 +58,7 @@ def test_paper_config_dry_run_fans_out_models_times_shards(tmp_path):
         "embedding_matrix_statistics": 6,  # the weights alone: I(W) of the embedding matrices
         "plot_embedding_projection": 6,
         "summarise_models": 1,
+        "summarise_embedding_matrices": 1,
         "plot_model_figure": 6 * PER_MODEL_FIGURES,
         "plot_summary_figure": SUMMARY_FIGURE_COUNT,
         "select_pca_types": 1,
@@ -332,6 +333,7 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(runs_on_the_demo
         "embedding_matrix_statistics": 1,
         "plot_embedding_projection": 1,
         "summarise_models": 1,
+        "summarise_embedding_matrices": 1,
         "plot_model_figure": PER_MODEL_FIGURES,
         "plot_summary_figure": SUMMARY_FIGURE_COUNT - 1,
         "all": 1,
@@ -361,7 +363,10 @@ CONFIG_CHANGES = {
             "all": 1,
         },
     ),
-    "remove-model": ({"models": DEMO["models"][:2]}, {"summarise_models": 1, "plot_summary_figure": 12, "all": 1}),
+    "remove-model": (
+        {"models": DEMO["models"][:2]},
+        {"summarise_models": 1, "summarise_embedding_matrices": 1, "plot_summary_figure": 12, "all": 1},
+    ),
     "shards": (
         {"shards": 4},
         {

@@ -20,3 +20,20 @@ rule embedding_matrix_statistics:
         dtype=config["dtype"],
     script:
         "../scripts/embedding_matrix_statistics.py"
+
+
+rule summarise_embedding_matrices:
+    input:
+        matrices=expand(results("{model}/embedding_matrices.csv"), model=WEIGHTED_MODELS),
+    output:
+        matrices=results("summary/embedding_matrices.csv"),
+    log:
+        logs("summary/summarise_embedding_matrices.log"),
+    benchmark:
+        benchmarks("summary/summarise_embedding_matrices.tsv")
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        models=WEIGHTED_MODELS,
+    script:
+        "../scripts/summarise_embedding_matrices.py"

@@ -6,6 +6,7 @@ from ctxvar.run.end import failure_message, outdated_outputs, report_command, su
 def final_outputs():
     weights = [
         *expand(results("{model}/embedding_matrices.csv"), model=WEIGHTED_MODELS),
+        *([results("summary/embedding_matrices.csv")] if WEIGHTED_MODELS else []),
         *expand(results("{model}/figures/emb01_projection.{ext}"), model=WEIGHTED_MODELS, ext=FIGURE_FILES),
         *expand(results("figures/checkpoints/embedding_matrices/{family}.{ext}"), family=FAMILIES, ext=FIGURE_FILES),
         *expand(

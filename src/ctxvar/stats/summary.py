@@ -34,7 +34,8 @@ MODEL_COLUMNS = [
 
 
 def stack_layers(layer_csvs: dict[str, str]) -> pd.DataFrame:
-    """``{model id: layers.csv}`` → one table with a leading ``model`` column, in the given order."""
+    """``{model id: layers.csv}`` → one table with a leading ``model`` column, in the given order (any per-model
+    CSVs: geometry.csv, embedding_matrices.csv)."""
     frames = [read_csv(path).assign(model=model) for model, path in layer_csvs.items()]
     table = pd.concat(frames, ignore_index=True)
     return table[["model", *[c for c in table.columns if c != "model"]]]
