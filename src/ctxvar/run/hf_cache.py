@@ -146,8 +146,10 @@ def linked_files(snapshot: Path) -> set[Path]:
 def remove_snapshot(repo_id: str, commit: str) -> tuple[list[str], int]:
     """Remove ``snapshots/<commit>`` of ``repo_id`` from the HF cache, and the blobs no other snapshot of the repo
     links to, as ``scan_cache_dir().delete_revisions(commit)`` would, its refs left as they are (see the module's
-    docstring). Returns the paths removed, relative to the cache, and the bytes freed: the sizes of the files
-    behind them that are gone afterwards (a blob of the cache-wide store that another repo links to stays).
+    docstring). A blob is a file of the repo's ``blobs/`` folder: a link to any other file (outside the cache, or
+    of another repo) is removed with the snapshot, and the file it names stays. Returns the paths removed, relative
+    to the cache, and the bytes freed: the sizes of the files behind them that are gone afterwards (a blob of the
+    cache-wide store that another repo links to stays).
     Nothing to remove, ``([], 0)``, when the snapshot is not there."""
     from huggingface_hub import DeleteCacheStrategy
 
@@ -160,9 +162,10 @@ def remove_snapshot(repo_id: str, commit: str) -> tuple[list[str], int]:
         *(linked_files(path) for path in (repo / "snapshots").iterdir() if path.is_dir() and path.name != commit)
     )
     files = linked_files(snapshot)
-    blobs = {path for path in files if snapshot not in path.parents and path not in others}
+    # only the repo's own blobs/: a link to a file elsewhere (outside the cache, another repo) loses the link alone
+    blobs = {path for path in files if path.parent == repo / "blobs" and path not in others}
     sizes = {}
-    for path in files - others:
+    for path in blobs | {path for path in files if snapshot in path.parents}:
         try:
             sizes[os.path.realpath(path)] = os.stat(path).st_size
         except OSError:  # a broken link: nothing behind it to free
