@@ -22,6 +22,7 @@ from ctxvar.config.entries import (
     built_in_run,
     checkpoint_families,
     forward_models,
+    measured_entry,
     model_source as source_of,
     models_by_id,
     pca_model,
@@ -140,7 +141,8 @@ def canonical(value):
 
 
 def model_entry(wildcards):
-    return canonical(MODELS[wildcards.model])
+    """The model's entry as its jobs' params hold it: without ``forward`` (ctxvar.config.entries.measured_entry)."""
+    return canonical(measured_entry(MODELS[wildcards.model]))
 
 
 def model_source(wildcards):
