@@ -35,9 +35,17 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from ctxvar.config.entries import built_in_run, is_local_path, load_revision, model_source, models_by_id, runs_forward
-from ctxvar.corpus.enwik8 import PIECE_CHARACTERS
-from ctxvar.errors import size_text
+from ctxvar.config.entries import (
+    built_in_run,
+    corpus_paths,
+    is_local_path,
+    load_revision,
+    model_source,
+    models_by_id,
+    runs_forward,
+)
+from ctxvar.corpus.enwik8 import PIECE_CHARACTERS, pieces_at_most
+from ctxvar.errors import CtxvarError, size_text
 from ctxvar.models import hub
 from ctxvar.run.disk import model_disk_bytes
 from ctxvar.run.resources import TOKENS_PER_WORD, ModelShape, known_model_shape, shard_tokens
@@ -104,8 +112,8 @@ def gpu_seconds(tokens: int, shape: ModelShape, dtype: str, geometry: bool, jobs
         rows = [row for row in gpu_rates() if row["gpu"] == gpu and row["geometry"] == geometry]
         wanted = RATE_DTYPE.get(dtype, dtype)
         rows = [row for row in rows if row["dtype"] == wanted] or rows
-        work = block_work(shape.n_layers, shape.d)
-        nearest = min(rows, key=lambda row: abs(math.log(row["blocks"] / work)))
+        work = block_work(shape.n_layers, shape.d)  # 0 without blocks (the Gaussian null without its LayerNorm)
+        nearest = min(rows, key=lambda row: abs(math.log(row["blocks"] / max(work, 1))))
         measured = tokens / float(nearest["tokens_per_s"]) + jobs * float(nearest["read_seconds"])
         seconds[gpu] = measured * work / nearest["blocks"]
     return seconds
@@ -122,9 +130,12 @@ def corpus_tokens(config: dict, run_folder) -> int | None:
         rows = drawn(corpus, generated["n_sentences"])
         return int(TOKENS_PER_WORD * rows * generated["mean_words"]) + 2 * rows
     if corpus.get("source") == "enwik8":
-        path = corpus.get("path")
-        size = os.path.getsize(os.path.expanduser(path)) if path and os.path.isfile(os.path.expanduser(path)) else None
-        rows = drawn(corpus, (size or ENWIK8_BYTES) // PIECE_CHARACTERS)
+        path = next(iter(corpus_paths(corpus)), "")  # one file, or a list of one
+        try:  # a zip's text, not its compressed bytes
+            pieces = pieces_at_most(path) if os.path.isfile(path) else ENWIK8_BYTES // PIECE_CHARACTERS
+        except CtxvarError:  # a zip without enwik8: the start says so
+            return None
+        rows = drawn(corpus, pieces)
         return int(TOKENS_PER_WORD * rows * PIECE_CHARACTERS / CHARACTERS_PER_WORD) + 2 * rows
     return None
 
@@ -205,7 +216,10 @@ def large_run(costs: list[ModelCost]) -> bool:
 
 
 def hours(seconds: float) -> str:
-    """Hours to 2 significant digits below 100, else whole: 0.017, 4.6, 46, 1,234."""
+    """Hours to 2 significant digits below 100, else whole: 0.017, 4.6, 46, 1,234; under a thousandth, "< 0.001"
+    (seconds of work, not 5.1e-06)."""
+    if 0 < seconds < 3.6:
+        return "< 0.001"
     return f"{seconds / 3600:.2g}" if seconds < 100 * 3600 else f"{seconds / 3600:,.0f}"
 
 
@@ -295,22 +309,35 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("configfiles", nargs="+")
     parser.add_argument("--results", default="results", help="the results folder (default: results)")
     args = parser.parse_args(argv)
-    from snakemake.utils import update_config, validate
-
-    from ctxvar.config.checks import check_config
-    from ctxvar.config.schema import SCHEMA_PATH, load_config_file
-
-    config: dict = {}
-    for path in args.configfiles:
-        update_config(config, load_config_file(path))
-    validate(config, str(SCHEMA_PATH))
-    check_config(config)
+    try:
+        config = checked_config(args.configfiles)
+    except CtxvarError as error:  # one line, as a start of the workflow says it
+        sys.exit(f"ctxvar error: {error}")
+    except OSError as error:
+        sys.exit(f"ctxvar error: {error.filename}: {error.strerror or error}")
     run = config.get("run") or os.path.splitext(os.path.basename(args.configfiles[-1]))[0]
     costs = plan(config, os.path.join(args.results, run))
     print(block(costs, config, (config.get("hf_cache") or {}).get("remove_after_use", False)))
     import pandas as pd
 
     print(pd.DataFrame(table(costs)).to_markdown(index=False))
+
+
+def checked_config(paths: list[str]) -> dict:
+    """The config ``paths`` make, checked as a start of the workflow checks it (the schema, with its defaults
+    filled in, and :func:`ctxvar.config.checks.check_config`); :class:`CtxvarError` for the first violation."""
+    from snakemake.utils import update_config, validate
+
+    from ctxvar.config.checks import check_config
+    from ctxvar.config.schema import SCHEMA_PATH, check_schema, load_config_file
+
+    config: dict = {}
+    for path in paths:
+        update_config(config, load_config_file(path))
+    check_schema(config)  # one line naming the key; validate's own error is a page
+    validate(config, str(SCHEMA_PATH))
+    check_config(config)
+    return config
 
 
 if __name__ == "__main__":
