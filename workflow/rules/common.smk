@@ -110,7 +110,11 @@ FORWARD_FAMILIES = {family: ids for family, ids in FAMILIES.items() if ids[0] in
 WEIGHTED_MODELS = [mid for mid, entry in MODELS.items() if entry.get("init") != "gaussian"]  # with weight matrices
 GEOMETRY = config["geometry"]
 REMOVE_AFTER_USE = config["hf_cache"]["remove_after_use"]
-FEWER_SENTENCES = CORPUS and start_up_warning(config["corpus"], results("corpus/sentences.parquet"), config["shards"])
+FEWER_SENTENCES = (  # only shards make it matter: a corpus no model runs over (forward: false) is not sharded
+    CORPUS
+    and FORWARD_MODELS
+    and start_up_warning(config["corpus"], results("corpus/sentences.parquet"), config["shards"])
+)
 for warning in (FEWER_SENTENCES, SHARED_RUN):
     if warning:
         print(f"ctxvar warning: {warning}", file=sys.stderr)
