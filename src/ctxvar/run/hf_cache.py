@@ -8,7 +8,8 @@ user's, any other one the run's. A later start, which finds there the snapshots 
 commits not recorded yet, so it never takes the run's downloads for the user's. The ledger is kept whether the
 setting is on or not, so that turning it on in the middle of a sweep removes what the run downloaded before. A
 commit that a start cannot resolve (offline, with no ``refs/<revision>`` in the cache) is recorded by the first start
-that can: a snapshot downloaded meanwhile is then taken for the user's and kept, the safe side.
+that can: a snapshot downloaded meanwhile is then taken for the user's and kept, the safe side. Each entry names
+the cache it judged; a job that sees another one (``HF_HUB_CACHE`` set otherwise for it) removes nothing there.
 
 Once every job that reads a model's files has ended, :func:`release_snapshot` removes the snapshot of a commit the
 ledger gives to the run, with the blobs no other snapshot of the repo links to, and records what it removed and the
@@ -82,13 +83,14 @@ def snapshot_folder(snapshot: dict) -> str:
 
 def record_cache_ledger(run_folder, models: dict[str, dict]) -> None:
     """Add to the run's ledger each Hub snapshot of ``models`` not in it yet, with whether it is in the HF cache
-    now (its ``snapshots/<commit>`` folder, whatever it holds); at the start of a real run, before any job."""
+    now (its ``snapshots/<commit>`` folder, whatever it holds) and which cache that is; at the start of a real run,
+    before any job."""
     recorded = read_ledger(run_folder)
     new = {}
     for snapshot in hub_snapshots(models).values():
         key = snapshot_key(snapshot)
         if snapshot["commit"] is not None and key not in recorded and key not in new:
-            new[key] = {**snapshot, BEFORE: os.path.lexists(snapshot_folder(snapshot))}
+            new[key] = {**snapshot, "cache": str(cache_folder()), BEFORE: os.path.lexists(snapshot_folder(snapshot))}
     if new:
         os.makedirs(run_folder, exist_ok=True)
         write_json({"snapshots": {**recorded, **new}}, ledger_path(run_folder))
@@ -103,6 +105,8 @@ def kept_because(snapshot: dict, run_folder) -> str | None:
         return f"not in the run's ledger ({ledger_path(run_folder)}): kept"
     if entry[BEFORE]:
         return "in the HF cache before the run's first start (the user's): kept"
+    if entry.get("cache", str(cache_folder())) != str(cache_folder()):  # HF_HUB_CACHE changed, or set by the job
+        return f"the ledger judged another HF cache ({entry['cache']}), not this job's ({cache_folder()}): kept"
     return None
 
 

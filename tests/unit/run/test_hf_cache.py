@@ -176,3 +176,14 @@ def test_a_link_out_of_the_repos_blobs_loses_the_link_alone(cache, tmp_path):
     assert outside.read_bytes() == b"the user's own file" * 10
     assert all(blob.exists() for blob in blobs_of(other_repo))
     assert all(path.startswith(f"models--{REPO.replace('/', '--')}/") for path in record["removed"])
+
+
+def test_a_snapshot_in_another_cache_than_the_ledger_judged_stays(cache, tmp_path, monkeypatch):
+    """The ledger judged the cache the start saw; a job that sees another one (HF_HUB_CACHE set by a cluster
+    profile or changed since the first start) may hold the user's own copy of the same commit there: kept."""
+    record_cache_ledger(tmp_path / "results" / "run", models("step0", "step1"))  # step1: not in this cache
+    other = tmp_path / "other-hub"
+    users = add_snapshot(other, REPO, COMMITS["step1"], checkpoint_files(tmp_path / "mine", "step1", 3000))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(other))
+    record = release(tmp_path, "step1")
+    assert record["removed"] == [] and "another HF cache" in record["why"] and users.is_dir()
