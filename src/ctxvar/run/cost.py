@@ -21,7 +21,8 @@ Every number is an estimate, made from what is known before anything runs:
   blocks' multiply-adds, 12 · (L − 1) · d² a token (which the weights' size follows); per GPU kind measured. The
   downloads are not counted in it.
 - **Disk**: the sums of :mod:`ctxvar.run.disk` (merged files and one model's partials at a time); the HF cache
-  holds every download, or with ``hf_cache.remove_after_use`` the largest one.
+  holds every download, or with ``hf_cache.remove_after_use`` the largest one for each model whose jobs run at
+  once (parallel jobs, shards of several models in flight: not a bound on the whole run).
 """
 
 from __future__ import annotations
@@ -259,7 +260,8 @@ def block(costs: list[ModelCost], config: dict, remove_after_use: bool = False) 
     if most and remove_after_use:
         largest = max(d[1] for d in downloads)
         lines.append(
-            f"  HF cache        ≈ {size_text(largest)} at most (the largest checkpoint: each removed once used)"
+            f"  HF cache        ≈ {size_text(largest)} for each model in flight (the largest checkpoint: each "
+            "removed once used; models run side by side hold theirs at once)"
         )
     elif most:
         lines.append(f"  HF cache        ≈ {span} (every download kept; hf_cache.remove_after_use removes them)")
