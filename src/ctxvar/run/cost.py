@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import math
 import os
 import sys
@@ -147,13 +148,28 @@ def drawn(corpus: dict, rows_in_source: int) -> int:
     return min(rows, rows_in_source) if rows else int(corpus.get("fraction", 1.0) * rows_in_source)
 
 
+WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")  # a sharded checkpoint's map
+
+
 def weights_cached(entry: dict, source: str) -> bool:
-    """Whether a Hub model's revision has a weights file in the HF cache's snapshot."""
+    """Whether a Hub model's revision has its weights in the HF cache's snapshot: every file a sharded
+    checkpoint's index names (a ``forward: false`` job fetches only those that hold the embedding matrices),
+    else a weights file."""
     config_path = hub.model_file(source, "config.json", load_revision(entry))
     if config_path is None:
         return False
     snapshot = os.path.dirname(config_path)
-    return any(name.endswith((".safetensors", ".bin")) for name in os.listdir(snapshot))
+    names = os.listdir(snapshot)
+    for index in (name for name in WEIGHT_INDEXES if name in names):
+        try:
+            with open(os.path.join(snapshot, index), encoding="utf-8") as handle:
+                files = set(json.load(handle)["weight_map"].values())
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):  # unreadable: as if not there
+            return False
+        return all(os.path.isfile(os.path.join(snapshot, name)) for name in files)
+    return any(
+        name.endswith((".safetensors", ".bin")) and os.path.isfile(os.path.join(snapshot, name)) for name in names
+    )
 
 
 def model_cost(entry: dict, config: dict, run_folder, tokens: int | None) -> ModelCost:

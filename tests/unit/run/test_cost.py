@@ -224,3 +224,18 @@ def test_the_command_says_what_is_wrong_with_a_config_file_in_one_line(tmp_path,
         cost.main([str(path), "--results", str(tmp_path / "results")])
     message = str(stopped.value.code)
     assert message.startswith("ctxvar error: ") and said in message and "\n" not in message
+
+
+def test_a_sharded_checkpoint_is_cached_only_with_every_shard_its_index_names(tmp_path, monkeypatch):
+    """A forward: false job fetches only the shards that hold the embedding matrices: a later forward pass still
+    downloads the rest."""
+    hub_cache(tmp_path, monkeypatch, "someone/sharded", weights=False)
+    snapshot = next((tmp_path / "hub" / "models--someone--sharded" / "snapshots").iterdir())
+    shards = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    index = {"weight_map": {"embed.weight": shards[0], "layers.0.weight": shards[1]}}
+    (snapshot / "model.safetensors.index.json").write_text(json.dumps(index))
+    (snapshot / shards[0]).write_bytes(b"embedding")
+    entry = entry_of(name="someone/sharded")
+    assert planned(entry, tmp_path / "run", 1000).download[1] > 0
+    (snapshot / shards[1]).write_bytes(b"blocks")
+    assert planned(entry, tmp_path / "run", 1000).download == (0, 0)
