@@ -130,7 +130,7 @@ def run_targets(wildcards):
 
 def cost_plan_block(only_large):
     """The run's cost plan (ctxvar.run.cost) as the block to print, or None (``only_large``: for a small run)."""
-    costs = cost_plan(config, results(""))
+    costs = cost_plan(config, results(""), {model: sums_hash(model) for model in FORWARD_MODELS})
     return cost_block(costs, config, REMOVE_AFTER_USE) if not only_large or large_run(costs) else None
 
 

@@ -50,6 +50,7 @@ from ctxvar.corpus.enwik8 import PIECE_CHARACTERS, pieces_at_most
 from ctxvar.errors import CtxvarError, size_text
 from ctxvar.models import hub
 from ctxvar.run.disk import model_disk_bytes
+from ctxvar.run.end import made_from
 from ctxvar.run.resources import TOKENS_PER_WORD, ModelShape, known_model_shape, shard_tokens
 
 CHARACTERS_PER_WORD = 6  # English prose and Wikipedia markup, spaces included
@@ -206,14 +207,22 @@ def model_cost(entry: dict, config: dict, run_folder, tokens: int | None) -> Mod
     return ModelCost(entry["id"], family, forward, shape, parameters, own_tokens, download, seconds, sums)
 
 
-def plan(config: dict, run_folder) -> list[ModelCost]:
+def plan(config: dict, run_folder, sums: dict[str, str] | None = None) -> list[ModelCost]:
     """One :class:`ModelCost` per model of ``config`` (validated, with the schema's defaults) still to run:
-    a model whose merged sums (or, with ``forward: false``, embedding_matrices.csv) exist is left out."""
+    a model whose merged sums (or, with ``forward: false``, embedding_matrices.csv) exist is left out; given
+    ``sums`` (model → the hash its sums carry under this config, as the workflow computes it), only if its
+    run.json names that hash: sums of another setting (dtype, the corpus, …) are extracted again."""
     tokens = corpus_tokens(config, run_folder) if config.get("corpus") else None
     costs = []
     for mid, entry in models_by_id(config).items():
-        done = "sums.parquet" if runs_forward(entry) else "embedding_matrices.csv"
-        if not os.path.exists(os.path.join(run_folder, mid, done)):
+        folder = os.path.join(run_folder, mid)
+        if runs_forward(entry):
+            done = os.path.exists(os.path.join(folder, "sums.parquet")) and (
+                sums is None or made_from(os.path.join(folder, "run.json")) == {sums.get(mid)}
+            )
+        else:
+            done = os.path.exists(os.path.join(folder, "embedding_matrices.csv"))
+        if not done:
             costs.append(model_cost(entry, config, run_folder, tokens))
     return costs
 
@@ -266,7 +275,8 @@ def block(costs: list[ModelCost], config: dict, remove_after_use: bool = False) 
     kinds = sorted({gpu for cost in forward for gpu in cost.gpu_seconds})
     for gpu in kinds:
         total = sum(cost.gpu_seconds.get(gpu, 0.0) for cost in forward)
-        lines.append(f"  GPU-hours       ≈ {hours(total)} on one {gpu} (rates of bench/results/gpu.csv)")
+        text = hours(total) if hours(total).startswith("<") else f"≈ {hours(total)}"
+        lines.append(f"  GPU-hours       {text} on one {gpu} (rates of bench/results/gpu.csv)")
     if forward and not kinds:
         lines.append("  GPU-hours       unknown until the corpus is sampled (snakemake --until sample_corpus)")
     sums = [cost.sums for cost in forward if cost.sums is not None]

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from ctxvar.config.entries import models_by_id
+from ctxvar.files.atomic import write_json
 from ctxvar.files.parquet import write_table
 from ctxvar.run import cost
 from ctxvar.run.resources import ModelShape, shard_tokens
@@ -239,3 +240,17 @@ def test_a_sharded_checkpoint_is_cached_only_with_every_shard_its_index_names(tm
     assert planned(entry, tmp_path / "run", 1000).download[1] > 0
     (snapshot / shards[1]).write_bytes(b"blocks")
     assert planned(entry, tmp_path / "run", 1000).download == (0, 0)
+
+
+def test_a_model_whose_sums_were_made_under_another_setting_is_planned_again(tmp_path):
+    """The workflow passes the hash each model's sums carry under the config now: sums of another dtype or
+    corpus are extracted again, and the plan must not say there is nothing left to run."""
+    config = {**CONFIG, "models": [{"id": "a", "init": "random", "arch": "gpt2"}]}
+    corpus = {"source": "synthetic", "fraction": 1.0, "synthetic": {"n_sentences": 100, "mean_words": 10}}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "sums.parquet").write_bytes(b"")
+    write_json({"config_hash": "made-before"}, tmp_path / "a" / "run.json")
+    assert cost.plan({**config, "corpus": corpus}, tmp_path, {"a": "made-before"}) == []
+    (again,) = cost.plan({**config, "corpus": corpus}, tmp_path, {"a": "under-this-config"})
+    assert again.model == "a" and again.tokens == 1600
+    assert "GPU-hours       < 0.001 on one" in cost.block([again], config)
