@@ -20,7 +20,8 @@ Every number is an estimate, made from what is known before anything runs:
   job took to read its model's files once per shard, both scaled from the measured model nearest in size by the
   blocks' multiply-adds, 12 · (L − 1) · d² a token (which the weights' size follows); per GPU kind measured. The
   downloads are not counted in it.
-- **Disk**: the sums of :mod:`ctxvar.run.disk` (merged files and one model's partials at a time); the HF cache
+- **Disk**: the sums of :mod:`ctxvar.run.disk` (merged files and one model's partials at a time), an upper bound
+  that takes every token for a type of its own (a real corpus repeats its types: less); the HF cache
   holds every download, or with ``hf_cache.remove_after_use`` the largest one for each model whose jobs run at
   once (parallel jobs, shards of several models in flight: not a bound on the whole run).
 """
@@ -282,7 +283,10 @@ def block(costs: list[ModelCost], config: dict, remove_after_use: bool = False) 
     sums = [cost.sums for cost in forward if cost.sums is not None]
     if sums:
         peak = sum(merged for merged, _ in sums) + max(partials for _, partials in sums)
-        lines.append(f"  disk            ≈ {size_text(peak)} of sums at the peak (one model's partials at a time)")
+        lines.append(
+            f"  disk            ≤ {size_text(peak)} of sums at the peak (one model's partials at a time; an upper "
+            "bound, every token a type of its own)"
+        )
     if most and remove_after_use:
         largest = max(d[1] for d in downloads)
         lines.append(
