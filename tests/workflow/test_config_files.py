@@ -135,3 +135,17 @@ def test_naming_config_yaml_first_extends_it_but_never_takes_its_run(workdir):
     (workdir / "studies" / "other.yaml").write_text(yaml.safe_dump(STUDY))
     run = dry_run(workdir, "studies/other.yaml")
     assert "results/other/tiny/" in run.stdout and "results/paper/" not in run.stdout
+
+
+def test_a_corpus_no_model_runs_over_gives_no_warning_about_its_shards(workdir):
+    """Models with forward: false are not sharded: a corpus smaller than shards: is no matter for them."""
+    weights_only = {
+        "corpus": {"source": "synthetic", "rows": 2},
+        "shards": 8,
+        "models": [{"id": "tiny", "init": "random", "arch": "bert", "forward": False}],
+    }
+    (workdir / "studies" / "weights_only.yaml").write_text(yaml.safe_dump(weights_only))
+    run = dry_run(workdir, "studies/weights_only.yaml")
+    assert run.returncode == 0, run.stderr
+    assert "ctxvar warning" not in run.stderr, run.stderr
+    assert "extract_statistics" not in scheduled_jobs(run)

@@ -22,6 +22,7 @@ from ctxvar.config.entries import (
     built_in_run,
     checkpoint_families,
     forward_models,
+    measured_entry,
     model_source as source_of,
     models_by_id,
     pca_model,
@@ -110,7 +111,11 @@ FORWARD_FAMILIES = {family: ids for family, ids in FAMILIES.items() if ids[0] in
 WEIGHTED_MODELS = [mid for mid, entry in MODELS.items() if entry.get("init") != "gaussian"]  # with weight matrices
 GEOMETRY = config["geometry"]
 REMOVE_AFTER_USE = config["hf_cache"]["remove_after_use"]
-FEWER_SENTENCES = CORPUS and start_up_warning(config["corpus"], results("corpus/sentences.parquet"), config["shards"])
+FEWER_SENTENCES = (  # only shards make it matter: a corpus no model runs over (forward: false) is not sharded
+    CORPUS
+    and FORWARD_MODELS
+    and start_up_warning(config["corpus"], results("corpus/sentences.parquet"), config["shards"])
+)
 for warning in (FEWER_SENTENCES, SHARED_RUN):
     if warning:
         print(f"ctxvar warning: {warning}", file=sys.stderr)
@@ -125,9 +130,13 @@ def run_targets(wildcards):
 
 
 def cost_plan_block(only_large):
-    """The run's cost plan (ctxvar.run.cost) as the block to print, or None (``only_large``: for a small run)."""
-    costs = cost_plan(config, results(""))
-    return cost_block(costs, config, REMOVE_AFTER_USE) if not only_large or large_run(costs) else None
+    """The run's cost plan (ctxvar.run.cost) as the block to print, or None (``only_large``: for a small run). The
+    plan is advice: a fault in it is one warning line, never the end of the run."""
+    try:
+        costs = cost_plan(config, results(""), {model: sums_hash(model) for model in FORWARD_MODELS})
+        return cost_block(costs, config, REMOVE_AFTER_USE) if not only_large or large_run(costs) else None
+    except Exception as error:  # noqa: BLE001 - any fault of the estimate, reported and passed over
+        return f"ctxvar warning: no cost plan ({type(error).__name__}: {error}); the run itself is not affected"
 
 
 wildcard_constraints:
@@ -141,7 +150,8 @@ def canonical(value):
 
 
 def model_entry(wildcards):
-    return canonical(MODELS[wildcards.model])
+    """The model's entry as its jobs' params hold it: without ``forward`` (ctxvar.config.entries.measured_entry)."""
+    return canonical(measured_entry(MODELS[wildcards.model]))
 
 
 def model_source(wildcards):

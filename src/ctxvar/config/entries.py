@@ -193,6 +193,14 @@ def runs_forward(entry: dict) -> bool:
     return entry.get("forward", True)
 
 
+def measured_entry(entry: dict) -> dict:
+    """``entry`` as what its jobs compute depends on it: without ``forward``, which decides which outputs the run
+    makes of the model, never what they hold. Its jobs' params and its sums' hash hold this, so that the schema's
+    default (written into every entry) kept the hashes of runs made before the key, and so that setting or
+    removing ``forward: false`` re-runs none of the model's jobs."""
+    return {key: value for key, value in entry.items() if key != "forward"}
+
+
 def reads_corpus(entry: dict) -> bool:
     """Whether the model needs the corpus: for its forward pass, or to train its tokenizer (init random and
     gaussian build one on the corpus)."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from ctxvar.config.entries import measured_entry
+
 ANALYSIS_ONLY_GEOMETRY = ("spectrum_k", "batches")  # geometry keys that leave the partial sums as they are
 # (batches enters below only when above 1); every other key, a new sum's switch among them, enters the hash
 EXTRACTION_GEOMETRY_ORDER = ("covariance", "cosine", "twonn", "sample_size", "seed", "ethayarajh")
@@ -64,7 +66,7 @@ def extraction_config_hash(config: dict, model: dict, declared_sums: list) -> st
     settings = {
         "corpus": corpus_settings(config["corpus"]),
         "shards": config["shards"],
-        "model": model,
+        "model": measured_entry(model),
         "dtype": config["dtype"],
         "tokens": config["tokens"],
         "type_key_rule": TYPE_KEY_RULE,

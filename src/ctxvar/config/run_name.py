@@ -33,8 +33,12 @@ def check_study_named(config: dict, cli_files: list[str], workflow_dir) -> None:
 
 
 def reads_corpus_any(config: dict) -> bool:
-    """Whether a model of ``config`` reads the corpus (true too while there is no models: section)."""
-    return "models" not in config or any(map(reads_corpus, config["models"]))
+    """Whether a model of ``config`` reads the corpus; true too while there is no models: section, or one that
+    is not a list of entries (this runs before the schema, which then names what is wrong with it)."""
+    models = config.get("models")
+    if not isinstance(models, list) or not all(isinstance(entry, dict) for entry in models):
+        return True
+    return any(map(reads_corpus, models))
 
 
 def relative_if_below(path) -> str:

@@ -20,14 +20,17 @@ Every number is an estimate, made from what is known before anything runs:
   job took to read its model's files once per shard, both scaled from the measured model nearest in size by the
   blocks' multiply-adds, 12 · (L − 1) · d² a token (which the weights' size follows); per GPU kind measured. The
   downloads are not counted in it.
-- **Disk**: the sums of :mod:`ctxvar.run.disk` (merged files and one model's partials at a time); the HF cache
-  holds every download, or with ``hf_cache.remove_after_use`` the largest one.
+- **Disk**: the sums of :mod:`ctxvar.run.disk` (merged files and one model's partials at a time), an upper bound
+  that takes every token for a type of its own (a real corpus repeats its types: less); the HF cache
+  holds every download, or with ``hf_cache.remove_after_use`` the largest one for each model whose jobs run at
+  once (parallel jobs, shards of several models in flight: not a bound on the whole run).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import math
 import os
 import sys
@@ -35,11 +38,20 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from ctxvar.config.entries import built_in_run, is_local_path, load_revision, model_source, models_by_id, runs_forward
-from ctxvar.corpus.enwik8 import PIECE_CHARACTERS
-from ctxvar.errors import size_text
+from ctxvar.config.entries import (
+    built_in_run,
+    corpus_paths,
+    is_local_path,
+    load_revision,
+    model_source,
+    models_by_id,
+    runs_forward,
+)
+from ctxvar.corpus.enwik8 import PIECE_CHARACTERS, pieces_at_most
+from ctxvar.errors import CtxvarError, size_text
 from ctxvar.models import hub
 from ctxvar.run.disk import model_disk_bytes
+from ctxvar.run.end import made_from
 from ctxvar.run.resources import TOKENS_PER_WORD, ModelShape, known_model_shape, shard_tokens
 
 CHARACTERS_PER_WORD = 6  # English prose and Wikipedia markup, spaces included
@@ -104,8 +116,8 @@ def gpu_seconds(tokens: int, shape: ModelShape, dtype: str, geometry: bool, jobs
         rows = [row for row in gpu_rates() if row["gpu"] == gpu and row["geometry"] == geometry]
         wanted = RATE_DTYPE.get(dtype, dtype)
         rows = [row for row in rows if row["dtype"] == wanted] or rows
-        work = block_work(shape.n_layers, shape.d)
-        nearest = min(rows, key=lambda row: abs(math.log(row["blocks"] / work)))
+        work = block_work(shape.n_layers, shape.d)  # 0 without blocks (the Gaussian null without its LayerNorm)
+        nearest = min(rows, key=lambda row: abs(math.log(row["blocks"] / max(work, 1))))
         measured = tokens / float(nearest["tokens_per_s"]) + jobs * float(nearest["read_seconds"])
         seconds[gpu] = measured * work / nearest["blocks"]
     return seconds
@@ -122,9 +134,12 @@ def corpus_tokens(config: dict, run_folder) -> int | None:
         rows = drawn(corpus, generated["n_sentences"])
         return int(TOKENS_PER_WORD * rows * generated["mean_words"]) + 2 * rows
     if corpus.get("source") == "enwik8":
-        path = corpus.get("path")
-        size = os.path.getsize(os.path.expanduser(path)) if path and os.path.isfile(os.path.expanduser(path)) else None
-        rows = drawn(corpus, (size or ENWIK8_BYTES) // PIECE_CHARACTERS)
+        path = next(iter(corpus_paths(corpus)), "")  # one file, or a list of one
+        try:  # a zip's text, not its compressed bytes
+            pieces = pieces_at_most(path) if os.path.isfile(path) else ENWIK8_BYTES // PIECE_CHARACTERS
+        except CtxvarError:  # a zip without enwik8: the start says so
+            return None
+        rows = drawn(corpus, pieces)
         return int(TOKENS_PER_WORD * rows * PIECE_CHARACTERS / CHARACTERS_PER_WORD) + 2 * rows
     return None
 
@@ -135,13 +150,28 @@ def drawn(corpus: dict, rows_in_source: int) -> int:
     return min(rows, rows_in_source) if rows else int(corpus.get("fraction", 1.0) * rows_in_source)
 
 
+WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")  # a sharded checkpoint's map
+
+
 def weights_cached(entry: dict, source: str) -> bool:
-    """Whether a Hub model's revision has a weights file in the HF cache's snapshot."""
+    """Whether a Hub model's revision has its weights in the HF cache's snapshot: every file a sharded
+    checkpoint's index names (a ``forward: false`` job fetches only those that hold the embedding matrices),
+    else a weights file."""
     config_path = hub.model_file(source, "config.json", load_revision(entry))
     if config_path is None:
         return False
     snapshot = os.path.dirname(config_path)
-    return any(name.endswith((".safetensors", ".bin")) for name in os.listdir(snapshot))
+    names = os.listdir(snapshot)
+    for index in (name for name in WEIGHT_INDEXES if name in names):
+        try:
+            with open(os.path.join(snapshot, index), encoding="utf-8") as handle:
+                files = set(json.load(handle)["weight_map"].values())
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):  # unreadable: as if not there
+            return False
+        return all(os.path.isfile(os.path.join(snapshot, name)) for name in files)
+    return any(
+        name.endswith((".safetensors", ".bin")) and os.path.isfile(os.path.join(snapshot, name)) for name in names
+    )
 
 
 def model_cost(entry: dict, config: dict, run_folder, tokens: int | None) -> ModelCost:
@@ -178,14 +208,22 @@ def model_cost(entry: dict, config: dict, run_folder, tokens: int | None) -> Mod
     return ModelCost(entry["id"], family, forward, shape, parameters, own_tokens, download, seconds, sums)
 
 
-def plan(config: dict, run_folder) -> list[ModelCost]:
+def plan(config: dict, run_folder, sums: dict[str, str] | None = None) -> list[ModelCost]:
     """One :class:`ModelCost` per model of ``config`` (validated, with the schema's defaults) still to run:
-    a model whose merged sums (or, with ``forward: false``, embedding_matrices.csv) exist is left out."""
+    a model whose merged sums (or, with ``forward: false``, embedding_matrices.csv) exist is left out; given
+    ``sums`` (model → the hash its sums carry under this config, as the workflow computes it), only if its
+    run.json names that hash: sums of another setting (dtype, the corpus, …) are extracted again."""
     tokens = corpus_tokens(config, run_folder) if config.get("corpus") else None
     costs = []
     for mid, entry in models_by_id(config).items():
-        done = "sums.parquet" if runs_forward(entry) else "embedding_matrices.csv"
-        if not os.path.exists(os.path.join(run_folder, mid, done)):
+        folder = os.path.join(run_folder, mid)
+        if runs_forward(entry):
+            done = os.path.exists(os.path.join(folder, "sums.parquet")) and (
+                sums is None or made_from(os.path.join(folder, "run.json")) == {sums.get(mid)}
+            )
+        else:
+            done = os.path.exists(os.path.join(folder, "embedding_matrices.csv"))
+        if not done:
             costs.append(model_cost(entry, config, run_folder, tokens))
     return costs
 
@@ -205,7 +243,10 @@ def large_run(costs: list[ModelCost]) -> bool:
 
 
 def hours(seconds: float) -> str:
-    """Hours to 2 significant digits below 100, else whole: 0.017, 4.6, 46, 1,234."""
+    """Hours to 2 significant digits below 100, else whole: 0.017, 4.6, 46, 1,234; under a thousandth, "< 0.001"
+    (seconds of work, not 5.1e-06)."""
+    if 0 < seconds < 3.6:
+        return "< 0.001"
     return f"{seconds / 3600:.2g}" if seconds < 100 * 3600 else f"{seconds / 3600:,.0f}"
 
 
@@ -235,17 +276,22 @@ def block(costs: list[ModelCost], config: dict, remove_after_use: bool = False) 
     kinds = sorted({gpu for cost in forward for gpu in cost.gpu_seconds})
     for gpu in kinds:
         total = sum(cost.gpu_seconds.get(gpu, 0.0) for cost in forward)
-        lines.append(f"  GPU-hours       ≈ {hours(total)} on one {gpu} (rates of bench/results/gpu.csv)")
+        text = hours(total) if hours(total).startswith("<") else f"≈ {hours(total)}"
+        lines.append(f"  GPU-hours       {text} on one {gpu} (rates of bench/results/gpu.csv)")
     if forward and not kinds:
         lines.append("  GPU-hours       unknown until the corpus is sampled (snakemake --until sample_corpus)")
     sums = [cost.sums for cost in forward if cost.sums is not None]
     if sums:
         peak = sum(merged for merged, _ in sums) + max(partials for _, partials in sums)
-        lines.append(f"  disk            ≈ {size_text(peak)} of sums at the peak (one model's partials at a time)")
+        lines.append(
+            f"  disk            ≤ {size_text(peak)} of sums at the peak (one model's partials at a time; an upper "
+            "bound, every token a type of its own)"
+        )
     if most and remove_after_use:
         largest = max(d[1] for d in downloads)
         lines.append(
-            f"  HF cache        ≈ {size_text(largest)} at most (the largest checkpoint: each removed once used)"
+            f"  HF cache        ≈ {size_text(largest)} for each model in flight (the largest checkpoint: each "
+            "removed once used; models run side by side hold theirs at once)"
         )
     elif most:
         lines.append(f"  HF cache        ≈ {span} (every download kept; hf_cache.remove_after_use removes them)")
@@ -295,22 +341,35 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("configfiles", nargs="+")
     parser.add_argument("--results", default="results", help="the results folder (default: results)")
     args = parser.parse_args(argv)
-    from snakemake.utils import update_config, validate
-
-    from ctxvar.config.checks import check_config
-    from ctxvar.config.schema import SCHEMA_PATH, load_config_file
-
-    config: dict = {}
-    for path in args.configfiles:
-        update_config(config, load_config_file(path))
-    validate(config, str(SCHEMA_PATH))
-    check_config(config)
+    try:
+        config = checked_config(args.configfiles)
+    except CtxvarError as error:  # one line, as a start of the workflow says it
+        sys.exit(f"ctxvar error: {error}")
+    except OSError as error:
+        sys.exit(f"ctxvar error: {error.filename}: {error.strerror or error}")
     run = config.get("run") or os.path.splitext(os.path.basename(args.configfiles[-1]))[0]
     costs = plan(config, os.path.join(args.results, run))
     print(block(costs, config, (config.get("hf_cache") or {}).get("remove_after_use", False)))
     import pandas as pd
 
     print(pd.DataFrame(table(costs)).to_markdown(index=False))
+
+
+def checked_config(paths: list[str]) -> dict:
+    """The config ``paths`` make, checked as a start of the workflow checks it (the schema, with its defaults
+    filled in, and :func:`ctxvar.config.checks.check_config`); :class:`CtxvarError` for the first violation."""
+    from snakemake.utils import update_config, validate
+
+    from ctxvar.config.checks import check_config
+    from ctxvar.config.schema import SCHEMA_PATH, check_schema, load_config_file
+
+    config: dict = {}
+    for path in paths:
+        update_config(config, load_config_file(path))
+    check_schema(config)  # one line naming the key; validate's own error is a page
+    validate(config, str(SCHEMA_PATH))
+    check_config(config)
+    return config
 
 
 if __name__ == "__main__":

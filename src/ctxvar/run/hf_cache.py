@@ -8,7 +8,8 @@ user's, any other one the run's. A later start, which finds there the snapshots 
 commits not recorded yet, so it never takes the run's downloads for the user's. The ledger is kept whether the
 setting is on or not, so that turning it on in the middle of a sweep removes what the run downloaded before. A
 commit that a start cannot resolve (offline, with no ``refs/<revision>`` in the cache) is recorded by the first start
-that can: a snapshot downloaded meanwhile is then taken for the user's and kept, the safe side.
+that can: a snapshot downloaded meanwhile is then taken for the user's and kept, the safe side. Each entry names
+the cache it judged; a job that sees another one (``HF_HUB_CACHE`` set otherwise for it) removes nothing there.
 
 Once every job that reads a model's files has ended, :func:`release_snapshot` removes the snapshot of a commit the
 ledger gives to the run, with the blobs no other snapshot of the repo links to, and records what it removed and the
@@ -82,13 +83,14 @@ def snapshot_folder(snapshot: dict) -> str:
 
 def record_cache_ledger(run_folder, models: dict[str, dict]) -> None:
     """Add to the run's ledger each Hub snapshot of ``models`` not in it yet, with whether it is in the HF cache
-    now (its ``snapshots/<commit>`` folder, whatever it holds); at the start of a real run, before any job."""
+    now (its ``snapshots/<commit>`` folder, whatever it holds) and which cache that is; at the start of a real run,
+    before any job."""
     recorded = read_ledger(run_folder)
     new = {}
     for snapshot in hub_snapshots(models).values():
         key = snapshot_key(snapshot)
         if snapshot["commit"] is not None and key not in recorded and key not in new:
-            new[key] = {**snapshot, BEFORE: os.path.lexists(snapshot_folder(snapshot))}
+            new[key] = {**snapshot, "cache": str(cache_folder()), BEFORE: os.path.lexists(snapshot_folder(snapshot))}
     if new:
         os.makedirs(run_folder, exist_ok=True)
         write_json({"snapshots": {**recorded, **new}}, ledger_path(run_folder))
@@ -103,6 +105,8 @@ def kept_because(snapshot: dict, run_folder) -> str | None:
         return f"not in the run's ledger ({ledger_path(run_folder)}): kept"
     if entry[BEFORE]:
         return "in the HF cache before the run's first start (the user's): kept"
+    if entry.get("cache", str(cache_folder())) != str(cache_folder()):  # HF_HUB_CACHE changed, or set by the job
+        return f"the ledger judged another HF cache ({entry['cache']}), not this job's ({cache_folder()}): kept"
     return None
 
 
@@ -146,8 +150,10 @@ def linked_files(snapshot: Path) -> set[Path]:
 def remove_snapshot(repo_id: str, commit: str) -> tuple[list[str], int]:
     """Remove ``snapshots/<commit>`` of ``repo_id`` from the HF cache, and the blobs no other snapshot of the repo
     links to, as ``scan_cache_dir().delete_revisions(commit)`` would, its refs left as they are (see the module's
-    docstring). Returns the paths removed, relative to the cache, and the bytes freed: the sizes of the files
-    behind them that are gone afterwards (a blob of the cache-wide store that another repo links to stays).
+    docstring). A blob is a file of the repo's ``blobs/`` folder: a link to any other file (outside the cache, or
+    of another repo) is removed with the snapshot, and the file it names stays. Returns the paths removed, relative
+    to the cache, and the bytes freed: the sizes of the files behind them that are gone afterwards (a blob of the
+    cache-wide store that another repo links to stays).
     Nothing to remove, ``([], 0)``, when the snapshot is not there."""
     from huggingface_hub import DeleteCacheStrategy
 
@@ -160,9 +166,10 @@ def remove_snapshot(repo_id: str, commit: str) -> tuple[list[str], int]:
         *(linked_files(path) for path in (repo / "snapshots").iterdir() if path.is_dir() and path.name != commit)
     )
     files = linked_files(snapshot)
-    blobs = {path for path in files if snapshot not in path.parents and path not in others}
+    # only the repo's own blobs/: a link to a file elsewhere (outside the cache, another repo) loses the link alone
+    blobs = {path for path in files if path.parent == repo / "blobs" and path not in others}
     sizes = {}
-    for path in files - others:
+    for path in blobs | {path for path in files if snapshot in path.parents}:
         try:
             sizes[os.path.realpath(path)] = os.stat(path).st_size
         except OSError:  # a broken link: nothing behind it to free

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 
-from ctxvar.config.entries import models_by_id
+from ctxvar.config.entries import measured_entry, models_by_id
 from ctxvar.config.hashes import corpus_hash, corpus_settings, extraction_config_hash, extraction_geometry
 
 from support.workflow_runs import DEMO
@@ -73,3 +73,16 @@ def test_corpus_rows_at_null_keeps_the_hashes_of_configs_without_it_and_a_number
     before = extraction_config_hash(config, entry, [])
     assert extraction_config_hash(with_null, entry, []) == before != extraction_config_hash(with_rows, entry, [])
     assert corpus_settings(with_rows["corpus"])["rows"] == 128
+
+
+def test_forward_leaves_the_extraction_hash_as_entries_without_the_key_have_it():
+    """The schema writes forward: true into every entry: the hash (and the jobs' params, which hold the same
+    entry) must stay those of runs made before the key, or every finished model would be extracted again; and
+    setting forward: false on a model, then removing it, re-uses its sums."""
+    config = copy.deepcopy(DEMO)
+    entry = models_by_id(config)["tiny-bert"]
+    assert "forward" not in entry
+    before = extraction_config_hash(config, entry, [])
+    for forward in (True, False):
+        assert extraction_config_hash(config, {**entry, "forward": forward}, []) == before
+    assert measured_entry({**entry, "forward": False}) == entry

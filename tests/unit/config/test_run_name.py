@@ -38,3 +38,10 @@ def test_a_study_without_models_or_corpus_is_refused_naming_what_it_would_have_i
     check_study_named(weights_only, ["studies/x.yaml"], REPO)  # no model reads a corpus
     with pytest.raises(ConfigError, match="has no corpus: section"):
         check_study_named({"models": [{"name": "gpt2"}]}, ["studies/x.yaml"], REPO)
+
+
+@pytest.mark.parametrize("models", [["gpt2"], 3, None])
+def test_a_models_section_the_schema_refuses_still_gets_the_one_line_about_the_missing_corpus(models):
+    """The check runs before the schema: models: [gpt2] (a name, not an entry) raised AttributeError there."""
+    with pytest.raises(ConfigError, match="^x.yaml has no corpus: section"):
+        check_study_named({"models": models}, ["x.yaml"], REPO)

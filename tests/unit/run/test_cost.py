@@ -2,19 +2,22 @@
 tokens come from the sampled corpus or the settings that fix the corpus's size; a local, built or cached model
 downloads nothing, a Hub model its checkpoint, a model with forward: false its matrices up to its checkpoint; the
 block says what it could not estimate; models already done are left out; every Hub model of the study configs
-has a shape to plan with offline."""
+has a shape to plan with offline; a model without blocks plans no GPU time; python -m ctxvar.run.cost says what is
+wrong with a config file in one line."""
 
 from __future__ import annotations
 
 import json
 import math
 import sys
+import zipfile
 
 import pyarrow as pa
 import pytest
 import yaml
 
 from ctxvar.config.entries import models_by_id
+from ctxvar.files.atomic import write_json
 from ctxvar.files.parquet import write_table
 from ctxvar.run import cost
 from ctxvar.run.resources import ModelShape, shard_tokens
@@ -168,3 +171,86 @@ def test_the_table_gives_one_row_per_models_entry_and_no_gpu_minutes_without_a_f
         }
     ]
     assert not math.isnan(least)
+
+
+def test_a_model_without_blocks_plans_no_gpu_time():
+    """The Gaussian null model with layer_norm: false has one hidden state and no blocks: nothing to scale a rate
+    by, and no GPU time (its plan was a division by zero that stopped every dry run and start of its config)."""
+    entry = entry_of(id="g", init="gaussian", layer_norm=False)
+    synthetic = {"source": "synthetic", "fraction": 1.0, "synthetic": {"n_sentences": 100, "mean_words": 10}}
+    (planned_cost,) = cost.plan({**CONFIG, "models": [entry], "corpus": synthetic}, "/nonexistent")
+    assert planned_cost.shape.n_layers == 1 and set(planned_cost.gpu_seconds.values()) == {0.0}
+
+
+def test_a_local_enwik8_counts_its_texts_pieces_in_a_zip_or_a_list_of_one(tmp_path):
+    """The zip's member, not its compressed bytes (a third of them for enwik8); a path given as a list of one file,
+    which the config allows, plans as the file (it stopped every dry run with a TypeError)."""
+    text = "word " * (512 * 300 // 5)
+    with zipfile.ZipFile(tmp_path / "enwik8.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("enwik8", text)
+    (tmp_path / "enwik8").write_text(text)
+    plain = {"source": "enwik8", "path": str(tmp_path / "enwik8"), "fraction": 1.0, "rows": None}
+    expected = cost.corpus_tokens({"corpus": plain}, tmp_path)
+    assert expected == int(1.4 * 300 * 512 / 6) + 600
+    assert cost.corpus_tokens({"corpus": {**plain, "path": str(tmp_path / "enwik8.zip")}}, tmp_path) == expected
+    assert cost.corpus_tokens({"corpus": {**plain, "path": [plain["path"]]}}, tmp_path) == expected
+
+
+def test_hours_below_a_thousandth_read_as_such():
+    assert [cost.hours(s) for s in (0, 0.02, 61, 342, 16_560, 4_440_000)] == [
+        "0",
+        "< 0.001",
+        "0.017",
+        "0.095",
+        "4.6",
+        "1,233",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (None, "missing.yaml: No such file or directory"),
+        ("models: [\n", "not valid YAML"),
+        ("models: 3\n", "models: 3 is not a list"),
+        ("", "config: 'models' is a required property"),
+        ("models: [{id: r, init: random, arch: gpt2, forward: false}]\n", "corpus: section missing"),
+    ],
+)
+def test_the_command_says_what_is_wrong_with_a_config_file_in_one_line(tmp_path, capsys, content, said):
+    path = tmp_path / "missing.yaml"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(SystemExit) as stopped:
+        cost.main([str(path), "--results", str(tmp_path / "results")])
+    message = str(stopped.value.code)
+    assert message.startswith("ctxvar error: ") and said in message and "\n" not in message
+
+
+def test_a_sharded_checkpoint_is_cached_only_with_every_shard_its_index_names(tmp_path, monkeypatch):
+    """A forward: false job fetches only the shards that hold the embedding matrices: a later forward pass still
+    downloads the rest."""
+    hub_cache(tmp_path, monkeypatch, "someone/sharded", weights=False)
+    snapshot = next((tmp_path / "hub" / "models--someone--sharded" / "snapshots").iterdir())
+    shards = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    index = {"weight_map": {"embed.weight": shards[0], "layers.0.weight": shards[1]}}
+    (snapshot / "model.safetensors.index.json").write_text(json.dumps(index))
+    (snapshot / shards[0]).write_bytes(b"embedding")
+    entry = entry_of(name="someone/sharded")
+    assert planned(entry, tmp_path / "run", 1000).download[1] > 0
+    (snapshot / shards[1]).write_bytes(b"blocks")
+    assert planned(entry, tmp_path / "run", 1000).download == (0, 0)
+
+
+def test_a_model_whose_sums_were_made_under_another_setting_is_planned_again(tmp_path):
+    """The workflow passes the hash each model's sums carry under the config now: sums of another dtype or
+    corpus are extracted again, and the plan must not say there is nothing left to run."""
+    config = {**CONFIG, "models": [{"id": "a", "init": "random", "arch": "gpt2"}]}
+    corpus = {"source": "synthetic", "fraction": 1.0, "synthetic": {"n_sentences": 100, "mean_words": 10}}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "sums.parquet").write_bytes(b"")
+    write_json({"config_hash": "made-before"}, tmp_path / "a" / "run.json")
+    assert cost.plan({**config, "corpus": corpus}, tmp_path, {"a": "made-before"}) == []
+    (again,) = cost.plan({**config, "corpus": corpus}, tmp_path, {"a": "under-this-config"})
+    assert again.model == "a" and again.tokens == 1600
+    assert "GPU-hours       < 0.001 on one" in cost.block([again], config)

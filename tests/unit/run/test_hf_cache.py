@@ -4,6 +4,8 @@ blobs no other snapshot links to, one the user had stays, and a release run agai
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from huggingface_hub import constants, scan_cache_dir
 
@@ -154,3 +156,34 @@ def test_a_damaged_ledger_stops_the_start_with_one_line(cache, tmp_path):
     write_json({"snapshots": {"org/tiny@x": {"in_cache_before_run": "yes"}}}, run / LEDGER)
     with pytest.raises(ConfigError, match=f"^{run / LEDGER}: the record of which Hub checkpoints were in the HF"):
         record_cache_ledger(run, models("step0"))
+
+
+def test_a_link_out_of_the_repos_blobs_loses_the_link_alone(cache, tmp_path):
+    """A snapshot entry that links to a file outside the cache (a user's weights linked in by hand), or to another
+    repo's blob, is no blob of this repo: the removal takes the link and never the file it names."""
+    record_cache_ledger(tmp_path / "results" / "run", models("step0", "step1"))
+    downloaded = download(cache, tmp_path, "step1")
+    outside = tmp_path / "home" / "weights.bin"
+    outside.parent.mkdir()
+    outside.write_bytes(b"the user's own file" * 10)
+    other_repo = add_snapshot(cache, "org/other", "9" * 40, checkpoint_files(tmp_path / "files9", "other", 700))
+    (downloaded / "absolute.bin").symlink_to(outside)
+    (downloaded / "relative.bin").symlink_to(os.path.relpath(outside, downloaded))
+    (downloaded / "foreign.safetensors").symlink_to(os.path.realpath(other_repo / "model.safetensors"))
+
+    record = release(tmp_path, "step1")
+    assert not downloaded.exists() and record["bytes_freed"] == 3000
+    assert outside.read_bytes() == b"the user's own file" * 10
+    assert all(blob.exists() for blob in blobs_of(other_repo))
+    assert all(path.startswith(f"models--{REPO.replace('/', '--')}/") for path in record["removed"])
+
+
+def test_a_snapshot_in_another_cache_than_the_ledger_judged_stays(cache, tmp_path, monkeypatch):
+    """The ledger judged the cache the start saw; a job that sees another one (HF_HUB_CACHE set by a cluster
+    profile or changed since the first start) may hold the user's own copy of the same commit there: kept."""
+    record_cache_ledger(tmp_path / "results" / "run", models("step0", "step1"))  # step1: not in this cache
+    other = tmp_path / "other-hub"
+    users = add_snapshot(other, REPO, COMMITS["step1"], checkpoint_files(tmp_path / "mine", "step1", 3000))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(other))
+    record = release(tmp_path, "step1")
+    assert record["removed"] == [] and "another HF cache" in record["why"] and users.is_dir()
