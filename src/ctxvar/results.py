@@ -72,7 +72,7 @@ def load_results(folder="results", run: str | None = None) -> Results:
     """
     folder = run_folder(Path(folder), run)
     forward = (folder / SUMMARY / "models.csv").is_file()  # else every model has forward: false
-    models = read_csv(folder / SUMMARY / "models.csv") if forward else pd.DataFrame(columns=["model"])
+    models = read_csv(folder / SUMMARY / "models.csv") if forward else pd.DataFrame(columns=["model", SUMS_COLUMN])
     names = models["model"].astype(str).tolist()
     tokens = [read_table(folder / name / "tokens.parquet").to_pandas().assign(model=name) for name in names]
     results = Results(

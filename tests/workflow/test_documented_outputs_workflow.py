@@ -27,7 +27,13 @@ RUN = DEMO["run"]
 # Documented files the demo does not write: partials and running merges are deleted once merged
 # (keep_partials: false), and no entry is an init: archive.
 # partials are deleted once merged; no demo model is an archive; the sampling's corpus copies are removed when it ends
-NOT_IN_THE_DEMO = ("results/{run}/partials/", "results/{run}/models/{id}.archive.json", "results/{run}/corpus/.ctxvar-")
+NOT_IN_THE_DEMO = (
+    "results/{run}/partials/",
+    "results/{run}/models/{id}.archive.json",
+    "results/{run}/corpus/.ctxvar-",
+    "results/{run}/hf_cache.json",  # Hub models only
+    "results/{run}/{id}/hf_cache_release.json",
+)
 PCA_ONLY = ("/pca/", "/fig01_pca.", "/fig08_selected_tokens.", "/table2.")  # figures.pca.model: the first model
 WEIGHTED_ONLY = ("/embedding_matrices.csv", "/embedding_projection.parquet", "/emb01_projection.")  # not gaussian
 

@@ -229,13 +229,14 @@ def plan(config: dict, run_folder, sums: dict[str, str] | None = None) -> list[M
 
 
 LARGE_GPU_HOURS = 1.0
-LARGE_DOWNLOAD_BYTES = 10 * 10**9
+LARGE_DOWNLOAD_BYTES = 10**9
 
 
 def large_run(costs: list[ModelCost]) -> bool:
-    """Whether a real run prints its plan before its first job: an hour of GPU time on a measured GPU, or 10 GB
-    of downloads, or a part that cannot be estimated (a corpus not sampled yet, a shape unknown)."""
-    if any(cost.download is None or (cost.forward and not cost.gpu_seconds) for cost in costs):
+    """Whether a real run prints its plan before its first job: an hour of GPU time on a measured GPU, 1 GB of
+    downloads, or a model of unknown size. A corpus not sampled yet alone does not make a run large: a first
+    start has not sampled its corpus, and a run of local models on it would print a plan of unknowns."""
+    if any(cost.download is None for cost in costs):
         return True
     kinds = {gpu for cost in costs for gpu in cost.gpu_seconds}
     most_hours = max((sum(c.gpu_seconds.get(gpu, 0.0) for c in costs) / 3600 for gpu in kinds), default=0.0)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 from support.workflow_runs import REPO
 
 PERFORMANCE = (REPO / "docs" / "performance.md").read_text()
@@ -50,20 +48,3 @@ def test_the_streamed_weights_are_quoted_from_their_results_file():
 
 def test_the_memory_plans_are_quoted_from_their_results_file():
     assert_quoted("memory_plans", "## Memory plans of large models", 13)  # 6 paper models, 7B, 13B, 70B, 405B twice
-
-
-@pytest.mark.parametrize("config", ["config.yaml", "config/machina_mercer_2024.yaml", "config/razzhigaev_2024.yaml"])
-def test_the_cost_plans_of_the_studies_are_the_commands_output(config, tmp_path, monkeypatch, capsys):
-    """Each study's plan as ``python -m ctxvar.run.cost`` prints it with nothing in the HF cache and nothing run."""
-    from huggingface_hub import constants
-
-    from ctxvar.run import cost
-
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.chdir(REPO)
-    cost.main([config, "--results", str(tmp_path / "results")])
-    printed = capsys.readouterr().out.rstrip()
-    section = PERFORMANCE[PERFORMANCE.index("## Cost plans of the studies") :]
-    quoted = section[section.index(f"`python -m ctxvar.run.cost {config}`") :]
-    assert quoted.split("```text\n", 1)[1].split("\n```", 1)[0] == printed

@@ -79,7 +79,7 @@ def test_the_quick_starts_cost_is_what_bench_peak_disk_measured():
 
 def test_the_studies_table_quotes_the_cost_plans_of_docs_performance():
     """Every number in the README's row of a study is one that docs/performance.md's cost plans (generated and
-    checked by test_performance_doc) or its projection of the paper give."""
+    checked by tests/bench/test_cost_plans.py) or its projection of the paper give."""
     readme = (REPO / "README.md").read_text()
     performance = (REPO / "docs" / "performance.md").read_text()
     table = readme[readme.index("## The seed studies") :].split("\n\n")[1]

@@ -118,9 +118,12 @@ def test_downloads_nothing_for_local_built_or_cached_models_else_the_checkpoint(
     assert (unknown.shape, unknown.download, unknown.gpu_seconds) == (None, None, {})
 
 
+HF = {"source": "hf", "name": "bookcorpus"}
+
+
 def test_the_block_totals_the_models_and_says_what_it_could_not_estimate(tmp_path):
     config = {**CONFIG, "models": [{"name": "EleutherAI/pythia-70m"}, {"name": "nobody/unknown"}]}
-    costs = cost.plan({**config, "corpus": {"source": "hf", "name": "bookcorpus"}}, tmp_path)
+    costs = cost.plan({**config, "corpus": HF}, tmp_path)
     text = cost.block(costs, config)
     assert "unknown until the corpus is sampled" in text and "1 of unknown size, not counted" in text
     assert cost.large_run(costs)
@@ -130,6 +133,10 @@ def test_the_block_totals_the_models_and_says_what_it_could_not_estimate(tmp_pat
     gpu = next(iter(small[0].gpu_seconds))
     assert f"on one {gpu}" in text and "forward tokens  ≈ 1,600 a model" in text
     assert not cost.large_run(small)  # a 141 MB download and seconds of GPU time
+    local = cost.plan({**config, "models": [{"id": "r", "init": "random", "arch": "gpt2"}], "corpus": HF}, tmp_path)
+    assert not cost.large_run(local)  # a corpus not sampled yet: local models print no plan of unknowns
+    pythia = cost.plan({**config, "models": [{"name": "EleutherAI/pythia-1b"}], "corpus": HF}, tmp_path)
+    assert cost.large_run(pythia)  # 2 GB to download
     removed = cost.block(small, config, remove_after_use=True)
     assert "each removed once used" in removed
 

@@ -1,0 +1,28 @@
+"""The cost plans docs/performance.md quotes (Cost plans of the studies) are ``python -m ctxvar.run.cost``'s output
+for each study config, made from the committed benchmark's rates: in the bench tier, beside the benchmarks, since
+a plan's disk numbers follow the declared sums, which docs/architecture.md's recipe for a new sum changes."""
+
+from __future__ import annotations
+
+import pytest
+
+from support.workflow_runs import REPO
+
+PERFORMANCE = (REPO / "docs" / "performance.md").read_text()
+
+
+@pytest.mark.parametrize("config", ["config.yaml", "config/machina_mercer_2024.yaml", "config/razzhigaev_2024.yaml"])
+def test_the_cost_plans_of_the_studies_are_the_commands_output(config, tmp_path, monkeypatch, capsys):
+    """Each study's plan as ``python -m ctxvar.run.cost`` prints it with nothing in the HF cache and nothing run."""
+    from huggingface_hub import constants
+
+    from ctxvar.run import cost
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(REPO)
+    cost.main([config, "--results", str(tmp_path / "results")])
+    printed = capsys.readouterr().out.rstrip()
+    section = PERFORMANCE[PERFORMANCE.index("## Cost plans of the studies") :]
+    quoted = section[section.index(f"`python -m ctxvar.run.cost {config}`") :]
+    assert quoted.split("```text\n", 1)[1].split("\n```", 1)[0] == printed
