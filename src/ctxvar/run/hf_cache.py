@@ -12,7 +12,8 @@ that can: a snapshot downloaded meanwhile is then taken for the user's and kept,
 the cache it judged; a job that sees another one (``HF_HUB_CACHE`` set otherwise for it) removes nothing there.
 
 Once every job that reads a model's files has ended, :func:`release_snapshot` removes the snapshot of a commit the
-ledger gives to the run, with the blobs no other snapshot of the repo links to, and records what it removed and the
+ledger gives to the run, with the blobs of its weight files that no other snapshot of the repo links to (the small
+files, tokenizer and configuration, keep theirs: see :func:`remove_snapshot`), and records what it removed and the
 bytes freed. ``refs/<revision>`` stays, so that an offline start still knows the commit the revision names and
 re-runs nothing. huggingface_hub deletes the files (its ``DeleteCacheStrategy``, which also frees a blob of its
 cache-wide store once no repo links to it); which files is found here rather than by ``scan_cache_dir``, which skips
@@ -36,6 +37,17 @@ from ctxvar.models import hub
 log = logging.getLogger(__name__)
 
 LEDGER = "hf_cache.json"  # in the run's folder
+WEIGHT_SUFFIXES = (
+    ".safetensors",
+    ".bin",
+    ".pt",
+    ".pth",
+    ".ckpt",
+    ".h5",
+    ".msgpack",
+    ".gguf",
+    ".onnx",
+)  # whose blobs go
 BEFORE = "in_cache_before_run"  # a ledger entry's verdict: the user's snapshot (true) or the run's (false)
 
 
@@ -137,24 +149,25 @@ def cache_folder() -> Path:
     return Path(constants.HF_HUB_CACHE).expanduser().resolve()
 
 
-def linked_files(snapshot: Path) -> set[Path]:
-    """The files ``snapshot``'s entries stand for: the first hop of a link (a repo's ``blobs/<etag>``, which may
-    itself link into huggingface_hub's cache-wide store), else the file itself (a cache without links)."""
+def linked_files(snapshot: Path, suffixes: tuple[str, ...] = ("",)) -> set[Path]:
+    """The files ``snapshot``'s entries (those whose names end with one of ``suffixes``) stand for: the first hop of
+    a link (a repo's ``blobs/<etag>``, which may itself link into huggingface_hub's cache-wide store), else the file
+    itself (a cache without links)."""
     return {
         Path(os.path.abspath(path.parent / os.readlink(path))) if path.is_symlink() else path
         for path in snapshot.rglob("*")
-        if not path.is_dir()
+        if not path.is_dir() and path.name.endswith(suffixes)
     }
 
 
 def remove_snapshot(repo_id: str, commit: str) -> tuple[list[str], int]:
-    """Remove ``snapshots/<commit>`` of ``repo_id`` from the HF cache, and the blobs no other snapshot of the repo
-    links to, as ``scan_cache_dir().delete_revisions(commit)`` would, its refs left as they are (see the module's
-    docstring). A blob is a file of the repo's ``blobs/`` folder: a link to any other file (outside the cache, or
-    of another repo) is removed with the snapshot, and the file it names stays. Returns the paths removed, relative
-    to the cache, and the bytes freed: the sizes of the files behind them that are gone afterwards (a blob of the
-    cache-wide store that another repo links to stays).
-    Nothing to remove, ``([], 0)``, when the snapshot is not there."""
+    """Remove ``snapshots/<commit>`` of ``repo_id`` from the HF cache, and the blobs of its weight files
+    (:data:`WEIGHT_SUFFIXES`) that no other snapshot of the repo links to, as ``scan_cache_dir().delete_revisions(
+    commit)`` would for those, its refs left as they are (see the module's docstring). A blob is a file of the
+    repo's ``blobs/`` folder: a link to any other file (outside the cache, or of another repo) is removed with the
+    snapshot, and the file it names stays. Returns the paths removed, relative to the cache, and the bytes freed:
+    the sizes of the files behind them that are gone afterwards (a blob of the cache-wide store that another repo
+    links to stays). Nothing to remove, ``([], 0)``, when the snapshot is not there."""
     from huggingface_hub import DeleteCacheStrategy
 
     cache = cache_folder()
@@ -166,8 +179,11 @@ def remove_snapshot(repo_id: str, commit: str) -> tuple[list[str], int]:
         *(linked_files(path) for path in (repo / "snapshots").iterdir() if path.is_dir() and path.name != commit)
     )
     files = linked_files(snapshot)
-    # only the repo's own blobs/: a link to a file elsewhere (outside the cache, another repo) loses the link alone
-    blobs = {path for path in files if path.parent == repo / "blobs" and path not in others}
+    # Only the repo's own blobs/ (a link to a file elsewhere, outside the cache or another repo's, loses the link
+    # alone), and only the weights': a download of another revision links a blob it finds already there without
+    # huggingface_hub's lock, so a small file revisions share (a tokenizer's) could lose its blob under it.
+    weights = linked_files(snapshot, WEIGHT_SUFFIXES)
+    blobs = {path for path in weights if path.parent == repo / "blobs" and path not in others}
     sizes = {}
     for path in blobs | {path for path in files if snapshot in path.parents}:
         try:

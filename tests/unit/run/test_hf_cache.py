@@ -5,6 +5,7 @@ blobs no other snapshot links to, one the user had stays, and a release run agai
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from huggingface_hub import constants, scan_cache_dir
@@ -98,6 +99,21 @@ def test_a_snapshot_the_run_downloaded_leaves_with_the_blobs_no_other_snapshot_l
     repo = f"models--{REPO.replace('/', '--')}"
     assert record["removed"] == [f"{repo}/snapshots/{COMMITS['step1']}", *(f"{repo}/blobs/{b.name}" for b in own)]
     assert (repo_folder(cache, REPO) / "refs" / "step1").read_text() == COMMITS["step1"]  # offline starts know it
+
+
+def test_a_small_file_of_the_runs_snapshot_keeps_its_blob_and_its_weights_lose_theirs(cache, tmp_path):
+    """A download of another revision links a blob it finds already there without huggingface_hub's lock: only
+    the weights' blobs, nearly all of the bytes, are deleted, so a small file the revisions share never loses its
+    blob under a download in flight."""
+    record_cache_ledger(tmp_path / "results" / "run", models("step0", "step1"))
+    files = Path(checkpoint_files(tmp_path / "files-step1", "step1", 3000))
+    (files / "config.json").write_text('{"step": 1}')  # a small file of step1's own
+    downloaded = add_snapshot(cache, REPO, COMMITS["step1"], files)
+    config_blob = Path(os.path.realpath(downloaded / "config.json"))
+    weights_blob = Path(os.path.realpath(downloaded / "model.safetensors"))
+    record = release(tmp_path, "step1")
+    assert not downloaded.exists() and not weights_blob.exists() and config_blob.is_file()
+    assert record["bytes_freed"] == 3000
 
 
 def test_the_users_snapshot_stays(cache, tmp_path):
