@@ -89,3 +89,15 @@ def test_the_studies_table_quotes_the_cost_plans_of_docs_performance():
         cost = row.rstrip(" |").rsplit(" | ", 1)[1]
         for number in re.findall(r"\d[\d,.]*(?: (?:GB|TB|s))?", cost.replace("21 checkpoints", "")):
             assert number in performance, f"README's cost {number!r} is not in docs/performance.md"
+
+
+@pytest.mark.parametrize("study", ["machina_mercer_2024.yaml", "razzhigaev_2024.yaml"])
+def test_a_study_configs_header_quotes_its_cost_plan(study):
+    """The numbers of a study config's "Cost" lines are those of its plan in docs/performance.md."""
+    header = [line for line in (REPO / "config" / study).read_text().splitlines() if line.startswith("#")]
+    text = " ".join(line.lstrip("# ") for line in header)
+    cost = text[text.index("Cost (") :].split("A smaller slice")[0]
+    plan = (REPO / "docs" / "performance.md").read_text()
+    plan = plan[plan.index(f"`python -m ctxvar.run.cost config/{study}`") :].split("```", 2)[1]
+    numbers = re.findall(r"\d[\d,.]*(?: (?:GB|TB))", cost) + re.findall(r"≈ [\d.]+ GPU-hours", cost)
+    assert numbers and all(number.replace(" GPU-hours", "") in plan for number in numbers), numbers
