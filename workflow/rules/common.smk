@@ -122,8 +122,8 @@ for warning in (FEWER_SENTENCES, SHARED_RUN):
 
 
 def run_targets(wildcards):
-    """The default target's input: :func:`final_outputs`; in a dry run, which runs no hooks, the cost plan is printed first
-    (a real run prints it in onstart, when the run is large)."""
+    """The default target's input: :func:`final_outputs`; in a dry run, which runs no hooks, the cost plan is
+    printed first (a real run prints it in onstart, when the run is large)."""
     if workflow.dryrun:
         print(cost_plan_block(only_large=False), file=sys.stderr)
     return final_outputs()
