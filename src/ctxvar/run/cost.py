@@ -50,6 +50,7 @@ from ctxvar.config.entries import (
 from ctxvar.corpus.enwik8 import PIECE_CHARACTERS, pieces_at_most
 from ctxvar.errors import CtxvarError, size_text
 from ctxvar.models import hub
+from ctxvar.models.completeness import SHARD_INDEX
 from ctxvar.run.disk import model_disk_bytes
 from ctxvar.run.end import made_from
 from ctxvar.run.resources import TOKENS_PER_WORD, ModelShape, known_model_shape, shard_tokens
@@ -150,7 +151,7 @@ def drawn(corpus: dict, rows_in_source: int) -> int:
     return min(rows, rows_in_source) if rows else int(corpus.get("fraction", 1.0) * rows_in_source)
 
 
-WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")  # a sharded checkpoint's map
+WEIGHT_INDEXES = (SHARD_INDEX, "pytorch_model.bin.index.json")  # a sharded checkpoint's map
 
 
 def weights_cached(entry: dict, source: str) -> bool:
@@ -196,12 +197,10 @@ def model_cost(entry: dict, config: dict, run_folder, tokens: int | None) -> Mod
         whole = parameters * stored
         download = (whole, whole) if forward else (min(2 * shape.vocab_size * shape.d * stored, whole), whole)
     own_tokens = tokens if forward else 0
-    seconds = {}
+    seconds, sums = {}, None
     if forward and shape is not None and tokens is not None:
         geometry = any(config["geometry"][switch] for switch in ("covariance", "cosine", "twonn", "ethayarajh"))
         seconds = gpu_seconds(tokens, shape, config["dtype"], geometry, jobs=config["shards"])
-    sums = None
-    if forward and shape is not None and tokens is not None:
         per_shard = [math.ceil(tokens / config["shards"])] * config["shards"]
         sums = model_disk_bytes(entry["id"], shape, per_shard, config, run_folder)
     family = entry.get("family") or entry["id"]
@@ -276,8 +275,8 @@ def block(costs: list[ModelCost], config: dict, remove_after_use: bool = False) 
     )
     kinds = sorted({gpu for cost in forward for gpu in cost.gpu_seconds})
     for gpu in kinds:
-        total = sum(cost.gpu_seconds.get(gpu, 0.0) for cost in forward)
-        text = hours(total) if hours(total).startswith("<") else f"≈ {hours(total)}"
+        total = hours(sum(cost.gpu_seconds.get(gpu, 0.0) for cost in forward))
+        text = total if total.startswith("<") else f"≈ {total}"
         lines.append(f"  GPU-hours       {text} on one {gpu} (rates of bench/results/gpu.csv)")
     if forward and not kinds:
         lines.append("  GPU-hours       unknown until the corpus is sampled (snakemake --until sample_corpus)")
