@@ -215,6 +215,8 @@ def convert_gguf(entry: dict, out_dir) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import is_gguf_available
 
+    from ctxvar.models.loading import torch_kernels_only
+
     path = archive_path(entry)
     check_sha256(path, entry["sha256"][path.name], entry, str(path))
     if not is_gguf_available(GGUF_MIN_VERSION):
@@ -238,7 +240,12 @@ def convert_gguf(entry: dict, out_dir) -> None:
         with transformers_into_log():
             tokenizer = AutoTokenizer.from_pretrained(path.parent, **options)
             model, info = AutoModelForCausalLM.from_pretrained(
-                path.parent, dtype=torch.float32, output_loading_info=True, ignore_mismatched_sizes=True, **options
+                path.parent,
+                dtype=torch.float32,
+                output_loading_info=True,
+                ignore_mismatched_sizes=True,
+                **options,
+                **torch_kernels_only(),
             )
     except Exception as error:  # gguf, transformers and numpy raise many types; all mean "cannot convert"
         from transformers import __version__

@@ -50,6 +50,16 @@ def described(entry: dict, source: str) -> str:
     return f"model {entry['id']!r} ({source})"
 
 
+def torch_kernels_only() -> dict:
+    """``from_pretrained``'s ``use_kernels=False`` where the installed transformers takes it (it does from the
+    release that added Hub kernels, and from 5.x on it turns them on by default when the ``kernels`` package is
+    installed): the model's own torch code, never layers replaced by kernels fetched from the Hub, which change the
+    numbers, need the network and refuse a model built on ``meta``. Nothing on a transformers without them."""
+    from transformers import PreTrainedModel
+
+    return {"use_kernels": False} if hasattr(PreTrainedModel, "set_use_kernels") else {}
+
+
 def _options(entry: dict, source: str) -> dict:
     options = {
         "revision": load_revision(entry),
@@ -106,6 +116,7 @@ def load_model(entry: dict, source: str, dtype: str, device: torch.device):
         "output_loading_info": True,
         "ignore_mismatched_sizes": True,  # reported as mismatched_keys and refused below, with their shapes
         **pooler_option(config),
+        **torch_kernels_only(),
     }
     with transformers_into_log():
         model, info = _from_pretrained(AutoModel, source, entry, {**_options(entry, source), **options})
@@ -207,6 +218,7 @@ def load_with_head(entry: dict, source: str, dtype: str):
         "device_map": {"": "cpu"},
         "output_loading_info": True,
         "ignore_mismatched_sizes": True,  # reported as mismatched_keys and refused below, with their shapes
+        **torch_kernels_only(),
     }
     with transformers_into_log():
         model, info = _from_pretrained(model_class, source, entry, {**_options(entry, source), **options})
