@@ -32,6 +32,15 @@ DECODERS = {
     "mistral": dict(**GROUPED, sliding_window=6),
     "qwen2": dict(**GROUPED, use_sliding_window=True, sliding_window=6, max_window_layers=1),
     "gemma2": dict(**GROUPED, head_dim=8, sliding_window=6),
+    "gptj": dict(n_embd=32, n_layer=3, n_head=4, rotary_dim=4),
+    "falcon": DECODER_SIZES,  # its blocks return tuples
+    "bloom": dict(hidden_size=32, n_layer=3, n_head=4),
+    "mpt": dict(d_model=32, n_layers=3, n_heads=4, expansion_ratio=2),
+}
+# Encoders beyond BERT and RoBERTa: DeBERTa-v2's layers return tuples; ALBERT's 3 layers share one block.
+ENCODERS = {
+    "deberta-v2": DECODER_SIZES,
+    "albert": dict(**DECODER_SIZES, embedding_size=16),
 }
 
 

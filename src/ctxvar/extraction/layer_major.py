@@ -1,20 +1,25 @@
 """Layer-major extraction: the shard's batches embedded once, then each block of the model over every batch's
 hidden states in turn, each layer's sums finished (and handed on) before the next layer computes.
 
-No per-family code: the blocks are the model's longest ``ModuleList`` (``.layers``, ``.h``, ``.encoder.layer``),
-and each block's call arguments (attention mask from the model's masking helpers, rotary
-``position_embeddings``, ``position_ids``, cache off) are the ones the model's own forward builds. They are
-recorded by running that forward once per batch with every block replaced by a stub that records its arguments
-and returns its input (:func:`recorded_calls`): the embedding and the masks, no block's work. Block 0's input is
-hidden state 0. Hidden state L, the last, is what ``output_hidden_states`` gives: the model's forward is run once
-more per batch with the last block's stub returning the last block's real output (:func:`last_hidden_state`), so
-that the model's own tail (a final norm, a projection, or nothing) makes it.
+No per-family code: the blocks are the model's longest ``ModuleList`` (``.layers``, ``.h``, ``.encoder.layer``) of
+``num_hidden_layers`` modules, or, where layers share their weights (ALBERT), the innermost list whose modules run
+in turn for runs of consecutive layers; and each block's call arguments (attention mask from the model's masking
+helpers, rotary ``position_embeddings``, ``position_ids``, ALiBi, relative positions, cache off) are the ones the
+model's own forward builds. They are recorded by running that forward once per batch with every block replaced by
+a stub that records its arguments and returns its input in the form the real block returns it (a tensor, or first
+in a tuple as Falcon's, BLOOM's, MPT's and DeBERTa-v2's blocks return it: :class:`OutputForm`, learnt from the
+first block's real output on the probe): the embedding and the masks, no block's work. Block 0's input is hidden
+state 0. Hidden state L, the last, is what ``output_hidden_states`` gives: the model's forward is run once more per
+batch with the last block's stub returning the last block's real output (:func:`last_hidden_state`), so that the
+model's own tail (a final norm, a projection, or nothing) makes it.
 
 Hidden state ℓ of a batch is then bitwise the ``output_hidden_states[ℓ]`` of the whole-model forward pass: the
 same modules run on the same tensors with the same arguments. Each job checks this first on a probe (two rows of
-its shortest batch, :func:`probe_mismatch`); a model whose blocks it cannot find, that calls them other than
-once each in order, or whose probe differs, runs the whole-model path (:mod:`ctxvar.extraction.passes`), and the
-log says which and why.
+its shortest batch, :func:`probe_mismatch`); a model whose blocks it cannot find, that calls them other than as
+found, whose probe differs, or whose own code fails on the probe in any way, runs the whole-model path
+(:mod:`ctxvar.extraction.passes`), and one log line names the family and the reason (with ``extraction_order:
+layer_major``, one line of error). ``tests/integration/extraction/test_architectures.py`` sorts every model type
+of the installed transformers into the two paths (docs/architectures.md).
 
 Memory (see :func:`memory_plan`): the model, the shard's hidden states (padded tokens × d in the forward dtype)
 with each batch's recorded arguments, one layer's sums and one batch's transients through one block. Hidden
@@ -24,6 +29,7 @@ states that do not fit the device wait in pinned host memory and move per batch.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Iterator, NamedTuple
@@ -31,7 +37,7 @@ from typing import Iterator, NamedTuple
 import torch
 from tqdm.auto import tqdm
 
-from ctxvar.errors import DeviceMemoryError, ModelLoadError
+from ctxvar.errors import CtxvarError, DeviceMemoryError, ModelLoadError, first_line
 from ctxvar.extraction.accumulator import splits_gram
 from ctxvar.extraction.budget import activation_bytes, batch_bytes, reserve_bytes, smaller_dtype, state_bytes
 from ctxvar.extraction.passes import forward_options, host_layers, job_sums
@@ -47,10 +53,73 @@ ORDERS = ("auto", "layer_major", "whole_model")  # config ``extraction_order``
 
 @dataclass(frozen=True)
 class Blocks:
-    """The model's blocks: its ``ModuleList`` at ``name``."""
+    """The model's blocks: its ``ModuleList`` at ``name``; ``order``: the module each layer runs, in turn (one each,
+    or, for layers that share their weights, as ALBERT's groups, each module for a run of consecutive layers);
+    ``form``: what a block returns (:class:`OutputForm`), learnt on the probe."""
 
     name: str
     modules: torch.nn.ModuleList
+    order: tuple[int, ...] = ()
+    form: "OutputForm | None" = None
+
+    def __post_init__(self):
+        if not self.order:
+            object.__setattr__(self, "order", tuple(range(len(self.modules))))
+
+    @property
+    def shared(self) -> bool:
+        """Whether some module runs for several layers."""
+        return len(self.order) != len(self.modules)
+
+    def of_layer(self, index: int) -> torch.nn.Module:
+        """The module that computes hidden state ``index + 1`` from hidden state ``index``."""
+        return self.modules[self.order[index]]
+
+
+@dataclass(frozen=True)
+class OutputForm:
+    """What a block's forward returns: its output hidden states alone (``kind`` "tensor"), or them first in a
+    ``tuple`` or ``list`` of ``length`` (attention weights, a cache: None here, as nothing asks for them), or
+    first in a transformers ``ModelOutput`` of class ``cls`` and first field ``field``."""
+
+    kind: str
+    length: int = 1
+    cls: type | None = None
+    field: str | None = None
+
+    @classmethod
+    def of(cls, output, hidden: torch.Tensor) -> "OutputForm":
+        """The form of a real block ``output`` for input ``hidden``; :class:`Unrecognised` unless its hidden states
+        come first with the input's shape."""
+        if isinstance(output, torch.Tensor):
+            form = cls("tensor")
+        elif isinstance(output, (tuple, list)) and not hasattr(output, "keys"):
+            form = cls(type(output).__name__, len(output))
+        elif hasattr(output, "keys") and hasattr(output, "to_tuple") and len(output.keys()):
+            form = cls("model_output", cls=type(output), field=next(iter(output.keys())))
+        else:
+            raise Unrecognised(f"a block returns {type(output).__name__}, not hidden states")
+        first = form.hidden(output)
+        if not isinstance(first, torch.Tensor) or first.shape != hidden.shape:
+            got = tuple(first.shape) if isinstance(first, torch.Tensor) else type(first).__name__
+            raise Unrecognised(f"a block returns {got} first, not hidden states of its input's shape")
+        return form
+
+    def hidden(self, output) -> torch.Tensor:
+        """The output hidden states in a block's ``output`` of this form."""
+        return output if self.kind == "tensor" else output[0]
+
+    def wrap(self, hidden: torch.Tensor):
+        """``hidden`` as a block of this form returns it, the other entries None."""
+        if self.kind == "tensor":
+            return hidden
+        if self.kind == "model_output":
+            return self.cls(**{self.field: hidden})
+        entries = (hidden, *[None] * (self.length - 1))
+        return entries if self.kind == "tuple" else list(entries)
+
+
+TENSOR = OutputForm("tensor")
 
 
 class BlockCall(NamedTuple):
@@ -65,19 +134,29 @@ class Unrecognised(Exception):
 
 
 def find_blocks(model: torch.nn.Module) -> Blocks:
-    """The model's longest ``ModuleList`` (the first of the longest), which must hold ``num_hidden_layers``
-    modules; else :class:`Unrecognised`."""
+    """The model's blocks: its longest ``ModuleList`` (the first of the longest) of ``num_hidden_layers`` modules;
+    else, for layers that share weights (ALBERT's ``num_hidden_groups``), the first of the longest whose length
+    divides ``num_hidden_layers`` (the innermost of those), layer i running module ⌊i·G/L⌋ of G; else
+    :class:`Unrecognised`."""
     lists = [(name, module) for name, module in model.named_modules() if isinstance(module, torch.nn.ModuleList)]
     if not lists:
         raise Unrecognised(f"{type(model).__name__} has no ModuleList of blocks")
-    name, modules = max(lists, key=lambda item: len(item[1]))
     expected = getattr(model.config, "num_hidden_layers", None)
-    if len(modules) != expected:
-        raise Unrecognised(
-            f"{type(model).__name__}'s longest ModuleList {name!r} has {len(modules)} modules, its config "
-            f"{expected} hidden layers"
-        )
-    return Blocks(name, modules)
+    if not isinstance(expected, int) or expected < 1:
+        raise Unrecognised(f"{type(model).__name__}'s config gives no number of hidden layers")
+    whole = [(name, modules) for name, modules in lists if len(modules) == expected]
+    if whole and len(whole[0][1]) == max(len(modules) for _, modules in lists):
+        name, modules = max(whole, key=lambda item: len(item[1]))
+        return Blocks(name, modules)
+    shared = [(name, modules) for name, modules in lists if 0 < len(modules) < expected and not expected % len(modules)]
+    if not whole and shared:  # the innermost of the longest: transformers records hidden states on its modules
+        name, modules = max(shared, key=lambda item: (len(item[1]), item[0].count(".")))
+        return Blocks(name, modules, tuple(i * len(modules) // expected for i in range(expected)))
+    name, modules = max(lists, key=lambda item: len(item[1]))
+    raise Unrecognised(
+        f"{type(model).__name__}'s longest ModuleList {name!r} has {len(modules)} modules, its config "
+        f"{expected} hidden layers"
+    )
 
 
 def _split_input(args: tuple, kwargs: dict) -> tuple[torch.Tensor, BlockCall]:
@@ -90,11 +169,16 @@ def _split_input(args: tuple, kwargs: dict) -> tuple[torch.Tensor, BlockCall]:
 
 @contextlib.contextmanager
 def _stubbed(blocks: Blocks, forward_of):
-    """Within the block, block i's ``forward`` is ``forward_of(i)`` (the module's hooks still run around it);
-    after it, what it was (a wrapper set on the instance, as accelerate's hooks set one, is put back)."""
+    """Within the block, the blocks' ``forward`` is ``forward_of(layer, module)`` at the model's ``layer``-th block
+    call, which is to ``module`` (the module's hooks still run around it); after it, what it was (a wrapper set on
+    the instance, as accelerate's hooks set one, is put back)."""
     own = [block.__dict__.get("forward") for block in blocks.modules]
+    calls = iter(range(1 << 62))
     for index, block in enumerate(blocks.modules):
-        stub = forward_of(index)
+
+        def stub(*args, _module=index, **kwargs):
+            return forward_of(next(calls), _module)(*args, **kwargs)
+
         stub.is_stub = True  # does no block's work: streamed weights are not read for it
         block.forward = stub
     try:
@@ -109,44 +193,49 @@ def _stubbed(blocks: Blocks, forward_of):
 
 def recorded_calls(model, blocks: Blocks, batch: DeviceBatch, options: dict) -> tuple[torch.Tensor, list[BlockCall]]:
     """Hidden state 0 of ``batch`` (block 0's input) and every block's :class:`BlockCall`, as the model's forward
-    builds them, with no block's work done. :class:`Unrecognised` unless each block is called once, in order."""
+    builds them, with no block's work done (each stub returns its input in the blocks' :class:`OutputForm`).
+    :class:`Unrecognised` unless the blocks are called as ``blocks.order`` says, each layer once, in turn."""
     calls: list[tuple[int, torch.Tensor, BlockCall]] = []
+    form = blocks.form or TENSOR
 
-    def recorder(index: int):
+    def recorder(layer: int, module: int):
         def forward(*args, **kwargs):
             hidden, call = _split_input(args, kwargs)
-            calls.append((index, hidden, call))
-            return hidden
+            calls.append((module, hidden, call))
+            return form.wrap(hidden)
 
         return forward
 
     with _stubbed(blocks, recorder):
         model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, **options)
-    order = [index for index, _, _ in calls]
-    if order != list(range(len(blocks.modules))):
+    order = tuple(module for module, _, _ in calls)
+    if order != blocks.order:
         raise Unrecognised(
-            f"{type(model).__name__}'s forward calls its blocks {blocks.name!r} in the order {order[:8]}, "
-            "not once each in turn"
+            f"{type(model).__name__}'s forward calls its blocks {blocks.name!r} in the order {list(order[:8])}, "
+            f"not {list(blocks.order[:8])} (each layer once, in turn)"
         )
     return calls[0][1], [call for _, _, call in calls]
 
 
-def run_block(block: torch.nn.Module, hidden: torch.Tensor, call: BlockCall) -> torch.Tensor:
-    """``block``'s output hidden states for input ``hidden``; :class:`Unrecognised` when it returns anything else."""
-    output = block(hidden, *call.args, **call.kwargs)
-    if not isinstance(output, torch.Tensor):
-        raise Unrecognised(f"block {type(block).__name__} returns {type(output).__name__}, not a tensor")
-    return output
+def run_block(blocks: Blocks, layer: int, hidden: torch.Tensor, call: BlockCall) -> torch.Tensor:
+    """Hidden state ``layer + 1``: the output hidden states of the block of ``layer`` for input ``hidden``."""
+    form = blocks.form or TENSOR
+    output = blocks.of_layer(layer)(hidden, *call.args, **call.kwargs)
+    if form.kind == "tensor" and not isinstance(output, torch.Tensor):
+        raise Unrecognised(f"block {type(blocks.of_layer(layer)).__name__} returns {type(output).__name__}")
+    return form.hidden(output)
 
 
 def last_hidden_state(model, blocks: Blocks, batch: DeviceBatch, options: dict, output: torch.Tensor) -> torch.Tensor:
     """The last entry of ``output_hidden_states`` for ``batch`` when the last block returns ``output``: the model's
-    forward with every other block passing its input through (its final norm, if any, then applies)."""
-    last = len(blocks.modules) - 1
+    forward with every other block passing its input through (its final norm, or projection, if any, then
+    applies)."""
+    last = len(blocks.order) - 1
+    form = blocks.form or TENSOR
 
-    def passing(index: int):
+    def passing(layer: int, module: int):
         def forward(*args, **kwargs):
-            return output if index == last else _split_input(args, kwargs)[0]
+            return form.wrap(output if layer == last else _split_input(args, kwargs)[0])
 
         return forward
 
@@ -162,30 +251,48 @@ def batch_states(model, blocks: Blocks, batch: DeviceBatch, options: dict) -> li
     :func:`last_hidden_state`)."""
     hidden, calls = recorded_calls(model, blocks, batch, options)
     states = [hidden]
-    for block, call in zip(blocks.modules, calls):
-        states.append(run_block(block, states[-1], call))
+    for layer, call in enumerate(calls):
+        states.append(run_block(blocks, layer, states[-1], call))
     states[-1] = last_hidden_state(model, blocks, batch, options, states[-1])
     return states
 
 
-def probe_mismatch(model, blocks: Blocks, batch: DeviceBatch) -> str | None:
-    """None when :func:`batch_states` of ``batch`` equal the whole-model ``output_hidden_states`` bit for bit;
-    else what differs."""
-    options = forward_options(model)
-    with torch.inference_mode():
+def output_form(model, blocks: Blocks, batch: DeviceBatch, options: dict) -> tuple[Blocks, tuple]:
+    """``blocks`` with the :class:`OutputForm` their first call returns, and the whole model's
+    ``output_hidden_states`` for ``batch``, learnt in one forward pass of the whole model."""
+    seen = []
+
+    def hook(module, args, kwargs, output):
+        if not seen:
+            seen.append(OutputForm.of(output, _split_input(args, kwargs)[0]))
+
+    handle = blocks.of_layer(0).register_forward_hook(hook, with_kwargs=True)
+    try:
         whole = model(
             input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=True, **options
         ).hidden_states
-        try:
-            states = batch_states(model, blocks, batch, options)
-        except Unrecognised as error:
-            return str(error)
+    finally:
+        handle.remove()
+    if not seen:
+        raise Unrecognised(f"{type(model).__name__}'s forward does not call its blocks {blocks.name!r}")
+    return dataclasses.replace(blocks, form=seen[0]), whole
+
+
+def probe_mismatch(model, blocks: Blocks, batch: DeviceBatch) -> tuple[Blocks, str | None]:
+    """``blocks`` with their :class:`OutputForm`, and None when :func:`batch_states` of ``batch`` equal the
+    whole-model ``output_hidden_states`` bit for bit; else what differs (:class:`Unrecognised` where the layout
+    is not one the driver runs)."""
+    options = forward_options(model)
+    with torch.inference_mode():
+        blocks, whole = output_form(model, blocks, batch, options)
+        states = batch_states(model, blocks, batch, options)
     if whole is None or len(whole) != len(states):
-        return f"the whole model gives {None if whole is None else len(whole)} hidden states, the blocks {len(states)}"
+        got = None if whole is None else len(whole)
+        return blocks, f"the whole model gives {got} hidden states, the blocks {len(states)}"
     for layer, (expected, got) in enumerate(zip(whole, states)):
         if not _same_bits(expected, got):
-            return f"hidden state {layer} of a probe differs from the whole model's"
-    return None
+            return blocks, f"hidden state {layer} of a probe differs from the whole model's"
+    return blocks, None
 
 
 def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -202,23 +309,30 @@ def probe_batch(batches: list[DeviceBatch]) -> DeviceBatch:
 
 def choose_blocks(model, batches: list[DeviceBatch], order: str, model_id: str) -> Blocks | None:
     """The blocks to run layer-major, or None for the whole-model path: ``order`` (config ``extraction_order``)
-    ``whole_model``, or ``auto`` with a layout :func:`find_blocks` and :func:`probe_mismatch` refuse (logged with
-    the reason). ``layer_major`` with such a layout is a :class:`ctxvar.errors.ModelLoadError`."""
+    ``whole_model``, or ``auto`` with a layout :func:`find_blocks` and :func:`probe_mismatch` refuse, or a probe
+    that fails in any way (logged in one line with the family and the reason). ``layer_major`` with such a
+    layout is a :class:`ctxvar.errors.ModelLoadError` naming the same, before any work."""
     if order == "whole_model" or not batches:
         return None
+    family = getattr(model.config, "model_type", type(model).__name__)
     try:
-        blocks = find_blocks(model)
-        mismatch = probe_mismatch(model, blocks, probe_batch(batches))
-        if mismatch:
-            raise Unrecognised(f"layer by layer, {mismatch}")
+        blocks, mismatch = probe_mismatch(model, find_blocks(model), probe_batch(batches))
+        reason = f"layer by layer, {mismatch}" if mismatch else None
     except Unrecognised as error:
-        if order == "layer_major":
-            raise ModelLoadError(
-                f"model {model_id!r} cannot run layer-major: {error}; set extraction_order: auto or whole_model"
-            ) from None
-        log.info("model %r runs whole-model, not layer-major: %s", model_id, error)
-        return None
-    return blocks
+        reason = str(error)
+    except (CtxvarError, torch.cuda.OutOfMemoryError):
+        raise  # a file that changed, the device's limit: not the layout's, and the whole model would meet them too
+    except Exception as error:  # the model's own code raises many types; each means "not block by block"
+        reason = f"its probe failed: {type(error).__name__}: {first_line(error)}"
+    if reason is None:
+        return blocks
+    if order == "layer_major":
+        raise ModelLoadError(
+            f"model {model_id!r} ({family}) cannot run layer-major: {reason}; set extraction_order: auto or "
+            "whole_model"
+        )
+    log.info("model %r (%s) runs whole-model, not layer-major: %s", model_id, family, reason)
+    return None
 
 
 @dataclass(frozen=True)
@@ -470,7 +584,7 @@ def layer_major_sums(
     states = HiddenStates(device, plan.states_on_host)
     calls: list[list[BlockCall]] = []
     hits = None
-    n_blocks = len(blocks.modules)
+    n_blocks = len(blocks.order)
     with torch.inference_mode():
         for batch in on_device:
             hidden, batch_calls = recorded_calls(model, blocks, batch, options)
@@ -491,7 +605,7 @@ def layer_major_sums(
             for b, batch in enumerate(on_device):
                 state = states[b]
                 if layer > 0:
-                    state = run_block(blocks.modules[layer - 1], state, calls[b][layer - 1])
+                    state = run_block(blocks, layer - 1, state, calls[b][layer - 1])
                     if layer == n_blocks:
                         state = last_hidden_state(model, blocks, batch, options, state)
                     else:

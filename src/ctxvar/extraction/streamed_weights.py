@@ -279,6 +279,8 @@ def load_for_job(settings: ExtractionSettings, device: torch.device):
         return loading.load_model(entry, source, settings.dtype, device), None
     try:
         blocks = find_blocks(model)
+        if blocks.shared:
+            raise Unrecognised(f"its {len(blocks.order)} layers share the weights of {len(blocks.modules)} block(s)")
         files = hashing.weight_files(entry, source, model)
         stored = stored_tensors(files.paths)
         keys = checkpoint_keys(model, stored)

@@ -20,10 +20,10 @@ from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.files.parquet import write_table
 
 from support.pipeline_runs import TEST_DEVICE, both_orders
-from support.tiny_models import DECODERS, tiny_model
+from support.tiny_models import DECODERS, ENCODERS, tiny_model
 
 EVERY_SWITCH = GeometryOptions(covariance=True, cosine=True, sample_size=40, ethayarajh=True)
-FAMILIES = ["bert", "roberta", "gpt2", "gpt_neox", "opt", "llama", "mistral", "qwen2", "gemma2"]
+FAMILIES = ["bert", "roberta", "gpt2", *DECODERS, *ENCODERS]
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,8 @@ def family_models(tmp_path_factory, tiny_models):
     folders = {family: tiny_models[family] for family in ("bert", "roberta", "gpt2")}
     for seed, family in enumerate(FAMILIES[3:]):
         folder = tmp_path_factory.mktemp("families") / family
-        folders[family] = tiny_model(folder, family, tiny_models["gpt2"], seed, norms_seed=seed, **DECODERS[family])
+        sizes = {**DECODERS, **ENCODERS}[family]
+        folders[family] = tiny_model(folder, family, tiny_models["gpt2"], seed, norms_seed=seed, **sizes)
     return folders
 
 
@@ -82,9 +83,56 @@ def test_a_layout_without_blocks_runs_whole_model_and_the_log_says_why(tmp_path,
     job.model.layers = torch.nn.Sequential(*job.model.layers)  # no ModuleList: a layout the driver cannot find
     with caplog.at_level(logging.INFO, logger="ctxvar.extraction.layer_major"):
         assert choose_blocks(job.model, batches, "auto", "tiny") is None
-    assert "runs whole-model, not layer-major: LlamaModel has no ModuleList of blocks" in caplog.text
-    with pytest.raises(ModelLoadError, match="cannot run layer-major: LlamaModel has no ModuleList of blocks; set"):
+    assert "'tiny' (llama) runs whole-model, not layer-major: LlamaModel has no ModuleList of blocks" in caplog.text
+    with pytest.raises(ModelLoadError, match=r"'tiny' \(llama\) cannot run layer-major: LlamaModel has no ModuleList"):
         choose_blocks(job.model, batches, "layer_major", "tiny")
+
+
+def test_a_probe_that_raises_anything_falls_back_to_the_whole_model_in_one_line(
+    tmp_path, family_models, monkeypatch, caplog
+):
+    """Whatever a family's own code raises while the blocks are probed (here: a block that indexes what a stub
+    returns), ``auto`` runs the whole model and logs the family and the reason in one line; ``layer_major`` forced
+    is one line of error before any work. A file changed under the job or the device's memory still stops it."""
+    from ctxvar.errors import IntegrityError
+    from ctxvar.extraction import layer_major
+
+    from support.pipeline_runs import shard_of
+
+    settings = ExtractionSettings(
+        model={"id": "tiny"}, source=family_models["falcon"], device=TEST_DEVICE, progress=False, config_hash="t"
+    )
+    job = prepare_shard(shard_of(tmp_path, ["a short sentence here", "and another one"]), settings, False)
+    batches = job.padded().to(job.device)
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("Given normalized_shape=[32], expected input with shape [*, 32]\nsecond line")
+
+    monkeypatch.setattr(layer_major, "batch_states", fails)
+    with caplog.at_level(logging.INFO, logger="ctxvar.extraction.layer_major"):
+        assert choose_blocks(job.model, batches, "auto", "tiny") is None
+    (line,) = [record.getMessage() for record in caplog.records if "runs whole-model" in record.getMessage()]
+    assert line == (
+        "model 'tiny' (falcon) runs whole-model, not layer-major: its probe failed: RuntimeError: Given "
+        "normalized_shape=[32], expected input with shape [*, 32]"
+    )
+    with pytest.raises(ModelLoadError) as raised:
+        choose_blocks(job.model, batches, "layer_major", "tiny")
+    assert "\n" not in str(raised.value) and "(falcon) cannot run layer-major: its probe failed" in str(raised.value)
+    for error in (IntegrityError("a file changed"), torch.cuda.OutOfMemoryError("CUDA out of memory")):
+        monkeypatch.setattr(layer_major, "batch_states", lambda *args, error=error: (_ for _ in ()).throw(error))
+        with pytest.raises(type(error)):
+            choose_blocks(job.model, batches, "auto", "tiny")
+
+
+def test_shared_layers_run_their_block_once_per_layer_in_order(family_models):
+    """ALBERT's one block, run for each of its layers: the driver finds the innermost list and the order."""
+    from ctxvar.models.loading import load_model
+
+    model = load_model({"id": "albert"}, family_models["albert"], "float32", torch.device("cpu"))
+    blocks = find_blocks(model)
+    assert blocks.name == "encoder.albert_layer_groups.0.albert_layers" and blocks.order == (0, 0, 0)
+    assert blocks.shared and blocks.of_layer(2) is blocks.modules[0]
 
 
 def test_hidden_states_held_in_host_memory_give_the_same_bits(tmp_path, monkeypatch, family_models, corpus_texts):
@@ -149,7 +197,7 @@ def test_stubbed_blocks_get_their_own_forward_back():
 
     hooked.forward = wrapper
     blocks = Blocks("layers", torch.nn.ModuleList([hooked, plain]))
-    with _stubbed(blocks, lambda index: lambda x: index):
-        assert (hooked(None), plain(None)) == (0, 1)
+    with _stubbed(blocks, lambda layer, module: lambda x: (layer, module)):
+        assert (hooked(None), plain(None), hooked(None)) == ((0, 0), (1, 1), (2, 0))
     assert hooked.forward is wrapper and "forward" not in plain.__dict__
     assert plain(torch.ones(2)).shape == (2,)

@@ -135,7 +135,7 @@ def test_a_model_whose_probe_is_refused_is_loaded_whole(tmp_path, llama, corpus_
     one."""
     from ctxvar.extraction import layer_major
 
-    monkeypatch.setattr(layer_major, "probe_mismatch", lambda model, blocks, batch: "a refused probe")
+    monkeypatch.setattr(layer_major, "probe_mismatch", lambda model, blocks, batch: (blocks, "a refused probe"))
     shard = shard_of(tmp_path, corpus_texts[:12])
     (sums, _), (whole, _), log = streamed_and_whole(tmp_path, shard, llama, llama, "float32", caplog)
     assert STREAMED in log and "its weights are not streamed: the whole model is loaded" in log

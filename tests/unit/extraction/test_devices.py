@@ -223,7 +223,7 @@ def test_a_job_that_fails_after_its_claim_gives_it_up(
     )
 
     def out_of_memory(*args):
-        raise RuntimeError("CUDA out of memory")
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory")
 
     monkeypatch.setattr(failing, "run_batches" if order == "whole_model" else "run_block", out_of_memory)
     assert gpus.claim_gpu(poll_seconds=0.05) == 0  # as prepare_shard claims on a GPU
