@@ -1,7 +1,7 @@
 """Layer-major extraction: the shard's batches embedded once, then each block of the model over every batch's
 hidden states in turn, each layer's sums finished (and handed on) before the next layer computes.
 
-No per-family code: the blocks are the model's longest ``ModuleList`` (``.layers``, ``.h``, ``.encoder.layer``) of
+No per-family code: the blocks are the model's first ``ModuleList`` (``.layers``, ``.h``, ``.encoder.layer``) of
 ``num_hidden_layers`` modules, or, where layers share their weights (ALBERT), the innermost list whose modules run
 in turn for runs of consecutive layers; and each block's call arguments (attention mask from the model's masking
 helpers, rotary ``position_embeddings``, ``position_ids``, ALiBi, relative positions, cache off) are the ones the
@@ -134,8 +134,8 @@ class Unrecognised(Exception):
 
 
 def find_blocks(model: torch.nn.Module) -> Blocks:
-    """The model's blocks: its longest ``ModuleList`` (the first of the longest) of ``num_hidden_layers`` modules;
-    else, for layers that share weights (ALBERT's ``num_hidden_groups``), the first of the longest whose length
+    """The model's blocks: its first ``ModuleList`` of ``num_hidden_layers`` modules (in ``named_modules`` order: the
+    outermost); else, for layers that share weights (ALBERT's ``num_hidden_groups``), the longest whose length
     divides ``num_hidden_layers`` (the innermost of those), layer i running module ⌊i·G/L⌋ of G; else
     :class:`Unrecognised`."""
     lists = [(name, module) for name, module in model.named_modules() if isinstance(module, torch.nn.ModuleList)]
@@ -145,11 +145,10 @@ def find_blocks(model: torch.nn.Module) -> Blocks:
     if not isinstance(expected, int) or expected < 1:
         raise Unrecognised(f"{type(model).__name__}'s config gives no number of hidden layers")
     whole = [(name, modules) for name, modules in lists if len(modules) == expected]
-    if whole and len(whole[0][1]) == max(len(modules) for _, modules in lists):
-        name, modules = max(whole, key=lambda item: len(item[1]))
-        return Blocks(name, modules)
+    if whole:
+        return Blocks(*whole[0])
     shared = [(name, modules) for name, modules in lists if 0 < len(modules) < expected and not expected % len(modules)]
-    if not whole and shared:  # the innermost of the longest: transformers records hidden states on its modules
+    if shared:  # the innermost of the longest: transformers records hidden states on its modules
         name, modules = max(shared, key=lambda item: (len(item[1]), item[0].count(".")))
         return Blocks(name, modules, tuple(i * len(modules) // expected for i in range(expected)))
     name, modules = max(lists, key=lambda item: len(item[1]))
@@ -307,29 +306,35 @@ def probe_batch(batches: list[DeviceBatch]) -> DeviceBatch:
     return DeviceBatch(last.input_ids[:2], last.attention_mask[:2], None, None)
 
 
-def choose_blocks(model, batches: list[DeviceBatch], order: str, model_id: str) -> Blocks | None:
-    """The blocks to run layer-major, or None for the whole-model path: ``order`` (config ``extraction_order``)
-    ``whole_model``, or ``auto`` with a layout :func:`find_blocks` and :func:`probe_mismatch` refuse, or a probe
-    that fails in any way (logged in one line with the family and the reason). ``layer_major`` with such a
-    layout is a :class:`ctxvar.errors.ModelLoadError` naming the same, before any work."""
-    if order == "whole_model" or not batches:
-        return None
-    family = getattr(model.config, "model_type", type(model).__name__)
+def layer_major_verdict(model, batch: DeviceBatch) -> tuple[Blocks | None, str | None]:
+    """``(blocks, None)`` when ``model`` runs layer-major bit for bit on the probe ``batch``; else ``(None, the
+    reason)``: a layout :func:`find_blocks` and :func:`probe_mismatch` refuse, or a probe that fails in any way
+    but through ctxvar's own checks (a file changed under the job) or the device's memory, which are raised."""
     try:
-        blocks, mismatch = probe_mismatch(model, find_blocks(model), probe_batch(batches))
-        reason = f"layer by layer, {mismatch}" if mismatch else None
+        blocks, mismatch = probe_mismatch(model, find_blocks(model), batch)
+        return (blocks, None) if mismatch is None else (None, f"layer by layer, {mismatch}")
     except Unrecognised as error:
-        reason = str(error)
+        return None, str(error)
     except (CtxvarError, torch.cuda.OutOfMemoryError):
         raise  # a file that changed, the device's limit: not the layout's, and the whole model would meet them too
     except Exception as error:  # the model's own code raises many types; each means "not block by block"
-        reason = f"its probe failed: {type(error).__name__}: {first_line(error)}"
+        return None, f"its probe failed: {type(error).__name__}: {first_line(error)}"
+
+
+def choose_blocks(model, batches: list[DeviceBatch], order: str, model_id: str) -> Blocks | None:
+    """The blocks to run layer-major, or None for the whole-model path: ``order`` (config ``extraction_order``)
+    ``whole_model``, or ``auto`` with a model :func:`layer_major_verdict` refuses on :func:`probe_batch` (logged
+    in one line with the family and the reason). ``layer_major`` with such a model is a
+    :class:`ctxvar.errors.ModelLoadError` naming the same, before any work."""
+    if order == "whole_model" or not batches:
+        return None
+    blocks, reason = layer_major_verdict(model, probe_batch(batches))
     if reason is None:
         return blocks
+    family = getattr(model.config, "model_type", type(model).__name__)
     if order == "layer_major":
         raise ModelLoadError(
-            f"model {model_id!r} ({family}) cannot run layer-major: {reason}; set extraction_order: auto or "
-            "whole_model"
+            f"model {model_id!r} ({family}) cannot run layer-major: {reason}; set extraction_order: auto or whole_model"
         )
     log.info("model %r (%s) runs whole-model, not layer-major: %s", model_id, family, reason)
     return None
