@@ -41,7 +41,7 @@ def stable_hash(obj) -> str:
 CORPUS_HASH = "corpus_hash"  # the key that names one corpus sample in counts.json and in each model's run.json
 # corpus keys that came after runs were made, left out of the params and the hashes at null, the value that samples
 # as configs without them did: such runs keep their corpus and extraction hashes, and their sample
-UNSET_AT_NULL = ("rows",)
+UNSET_AT_NULL = ("rows", "revision", "data_dir")
 
 
 def corpus_settings(corpus: dict) -> dict:

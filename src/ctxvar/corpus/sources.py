@@ -2,9 +2,10 @@
 documentation.
 
 Every source goes through ``datasets``: Hub datasets with ``load_dataset(name, revision=commit)`` (the HF cache
-and ``HF_HUB_OFFLINE`` apply as usual), local files with the ``text``/``parquet``/``json`` builders over private
-copies checked against the run's fingerprint (:func:`snapshot`; no cache is consulted or kept), and the synthetic
-corpus, the Python documentation's prose (:mod:`ctxvar.corpus.python_docs`) and enwik8's pieces
+and ``HF_HUB_OFFLINE`` apply as usual; a dataset whose loading script ``datasets`` refuses is read from the Hub's
+Parquet export of it, :func:`load_hub_dataset`), local files with the ``text``/``parquet``/``json`` builders over
+private copies checked against the run's fingerprint (:func:`snapshot`; no cache is consulted or kept), and the
+synthetic corpus, the Python documentation's prose (:mod:`ctxvar.corpus.python_docs`) and enwik8's pieces
 (:mod:`ctxvar.corpus.enwik8`, cut from such a private copy or from its Hub dataset) with ``Dataset.from_dict``.
 """
 
@@ -137,10 +138,20 @@ def remove_left_copies(folder) -> None:
 
 
 def load_hub_dataset(corpus: dict):
-    """The Hub dataset ``corpus.name`` at the commit resolved at start-up (:func:`hub_commit`), through the HF
-    cache, which keeps a commit's files and the Arrow tables built from them under the commit's hash."""
+    """The Hub dataset ``corpus.name`` at the commit resolved at start-up (:func:`hub_commit`; outside a run,
+    ``corpus.revision`` as written), through the HF cache, which keeps a commit's files and the Arrow tables built
+    from them under the commit's hash; of its files those under ``corpus.data_dir`` where set.
+
+    A dataset with data files (Parquet, text, …) is read by ``datasets``' own builders, its files in the order of
+    their paths. The Hub's Parquet export of a dataset (revision ``refs/convert/parquet``) holds each configuration's
+    split in ``{config}/{split}/0000.parquet``, ``0001.parquet``, …, numbered in the order its rows were written,
+    so that with ``data_dir`` the configuration's folder the rows come in the dataset's own order; ``datasets`` 4
+    and later read it where they refuse the dataset's loading script (:func:`script_refused`)."""
     options = {"name": corpus.get("config_name"), "split": corpus["split"]}
-    return hub_dataset(corpus["name"], hub_commit(corpus), "a local file (corpus.source: text)", options)
+    if corpus.get("data_dir"):
+        options["data_dir"] = corpus["data_dir"]
+    revision = hub_commit(corpus) or corpus.get("revision")
+    return hub_dataset(corpus["name"], revision, "a local file (corpus.source: text)", options)
 
 
 def load_enwik8_hub_dataset(corpus: dict):
@@ -164,10 +175,44 @@ def hub_dataset(name: str, revision: str | None, local: str, options: dict):
     try:
         return datasets.load_dataset(name, revision=revision, **options)
     except Exception as error:  # datasets raises many types; all mean "cannot load"
+        if script_refused(error):
+            raise CorpusError(script_refusal(name, error, options)) from error
         raise CorpusError(
             f"corpus: cannot load {name!r} ({type(error).__name__}: {first_line(error)}); "
             f"if the Hub is unreachable, use a cached dataset, {local} or config/demo.yaml"
         ) from error
+
+
+def script_refused(error: BaseException) -> bool:
+    """Whether ``error`` is ``datasets`` refusing to run a dataset's loading script: ``datasets`` 4 and later run
+    none ("Dataset scripts are no longer supported, but found X.py"); 2.20 to 3.x run one only when trusted
+    ("… contains custom code which must be executed …", pass ``trust_remote_code=True``)."""
+    text = str(error)
+    return isinstance(error, (RuntimeError, ValueError)) and (
+        "scripts are no longer supported" in text or "trust_remote_code" in text
+    )
+
+
+def script_refusal(name: str, error: BaseException, options: dict) -> str:
+    """One line: ``datasets`` refuses the loading script of the Hub dataset ``name``, why, and the route that reads
+    its rows without a script, the Hub's Parquet export (:func:`load_hub_dataset`); where ``datasets`` (2.20 to 3.x)
+    would run the script once trusted, also how to trust it."""
+    import datasets
+
+    folder = (
+        options.get("data_dir") or options.get("name") or "the folder of its configuration (BookCorpus: plain_text)"
+    )
+    trust = (
+        ""
+        if "no longer supported" in str(error)
+        else f", or let datasets {datasets.__version__} run the script: HF_DATASETS_TRUST_REMOTE_CODE=1"
+    )
+    return (
+        f"corpus: dataset {name!r} is read by a loading script, which datasets {datasets.__version__} refuses to run "
+        f"({type(error).__name__}: {first_line(error)}); read the Hub's Parquet export of it instead "
+        f"(corpus.revision: refs/convert/parquet, corpus.data_dir: {folder}; docs/configuration.md, Hub datasets)"
+        f"{trust}, or a local copy of its files (corpus.source: text or parquet)"
+    )
 
 
 def load_local_copies(corpus: dict, copies: list[str], cache_dir: str):

@@ -2,7 +2,7 @@
 or the device. Extraction's geometry params are the same text whatever the order of the config's keys: Snakemake
 compares a job's params as text, so a reordered config.yaml must not re-run extraction. corpus.rows at null, its
 default, leaves the sampling's params and both hashes as configs without the key have them; any number of rows
-changes them, so the corpus is sampled again."""
+changes them, so the corpus is sampled again; so do corpus.revision and corpus.data_dir."""
 
 from __future__ import annotations
 
@@ -73,6 +73,20 @@ def test_corpus_rows_at_null_keeps_the_hashes_of_configs_without_it_and_a_number
     before = extraction_config_hash(config, entry, [])
     assert extraction_config_hash(with_null, entry, []) == before != extraction_config_hash(with_rows, entry, [])
     assert corpus_settings(with_rows["corpus"])["rows"] == 128
+
+
+def test_corpus_revision_and_data_dir_at_null_keep_the_hashes_of_configs_without_them():
+    """The schema writes revision: null and data_dir: null into every corpus: runs made before the keys keep their
+    sample and sums; the Parquet export of a Hub dataset (a revision, a data_dir) is another corpus."""
+    config = copy.deepcopy(DEMO)
+    assert not {"revision", "data_dir"} & set(config["corpus"])
+    entry = models_by_id(config)["tiny-bert"]
+    with_null = {**config, "corpus": {**config["corpus"], "revision": None, "data_dir": None}}
+    export = {**config, "corpus": {**config["corpus"], "revision": "refs/convert/parquet", "data_dir": "plain_text"}}
+    assert corpus_settings(with_null["corpus"]) == config["corpus"]
+    assert corpus_hash(with_null["corpus"]) == corpus_hash(config["corpus"]) != corpus_hash(export["corpus"])
+    before = extraction_config_hash(config, entry, [])
+    assert extraction_config_hash(with_null, entry, []) == before != extraction_config_hash(export, entry, [])
 
 
 def test_forward_leaves_the_extraction_hash_as_entries_without_the_key_have_it():

@@ -323,6 +323,15 @@ def test_enwik8_without_a_path_is_its_hub_exports_commit_known_offline(hub_answe
     assert corpus_inputs(corpus) == online == {"commit": COMMIT}
 
 
+def test_a_datasets_parquet_export_is_the_commit_its_branch_names_known_offline(hub_answers, monkeypatch):
+    corpus = {"source": "hf", "name": "bookcorpus/bookcorpus", "revision": "refs/convert/parquet"}
+    online = corpus_inputs(corpus)
+    ref = hub_answers / "datasets--bookcorpus--bookcorpus" / "refs" / "refs" / "convert" / "parquet"
+    assert ref.read_text() == COMMIT
+    go_offline(monkeypatch)
+    assert corpus_inputs(corpus) == online == {"commit": COMMIT}
+
+
 def test_enwik8_from_a_local_file_is_its_fingerprint(tmp_path):
     path = tmp_path / "enwik8.zip"
     path.write_bytes(b"PK")
