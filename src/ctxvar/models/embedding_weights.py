@@ -4,18 +4,23 @@ The matrices' names are the model's own: the class :func:`ctxvar.models.loading.
 built from config.json on the ``meta`` device (no weight read, no memory), its weights tied as transformers ties
 them on loading (``tie_weights``: ``tie_word_embeddings`` and the class's ``_tied_weights_keys``), and
 ``get_input_embeddings``/``get_output_embeddings`` name the two matrices (one, when the output matrix is the input
-matrix; none for the output of a class without a head). Each is read with ``safetensors.safe_open`` under the key
-transformers' loader maps to its name (the class's renamings, such as GPT-NeoX's ``embed_out`` → ``lm_head``, and
-the base model's prefix added or taken off) from ``model.safetensors``, or
-from the one shard file ``model.safetensors.index.json``'s ``weight_map`` names for it: only those files are
-opened, and, for a Hub id, only the index and those files are downloaded, at the commit config.json was read from
-(``hf_hub_download`` with ``revision=``; the HF cache and ``HF_HUB_OFFLINE`` apply). Each tensor is converted to
-the dtype the whole model would hold it in, so the matrices are those of the loaded model, value for value.
+matrix; none for the output of a class without a head). Each is read under the key transformers' loader maps to
+its name (the class's renamings, such as GPT-NeoX's ``embed_out`` → ``lm_head``, and the base model's prefix added
+or taken off) with ``safetensors.safe_open`` from ``model.safetensors``, or from the one shard file
+``model.safetensors.index.json``'s ``weight_map`` names for it: only those files are opened, and, for a Hub id,
+only the index and those files are downloaded, at the commit config.json was read from (``hf_hub_download`` with
+``revision=``; the HF cache and ``HF_HUB_OFFLINE`` apply). Each tensor is converted to the dtype the whole
+model would hold it in, so the matrices are those of the loaded model, value for value.
 
-Whatever cannot be resolved so (no safetensors, only ``pytorch_model.bin``; custom model code; a quantized
+A matrix whose row count in the files is not the one config.json builds (a head padded past the vocabulary, as
+many are to a multiple of 64 or 128) is read as the files hold it, every row, with a warning in the log and the
+shape config.json builds in the record (``built_shape``): the whole model loaded could not hold it (transformers
+initialises it at random), so this is the one route that measures it.
+
+Whatever else cannot be resolved so (no safetensors, only ``pytorch_model.bin``; custom model code; a quantized
 checkpoint or a matrix whose values transformers converts on loading; a matrix missing from the files, under two
-names, or of another shape than config.json builds) returns None, with the reason in the log: the caller then
-loads the whole model, whose loading report names any fault.
+names, or of another number of columns than config.json builds) raises :class:`Unresolved`, with the reason in the
+log: the caller then loads the whole model, whose loading report names any fault.
 
 What was read is recorded (:class:`EmbeddingWeights`): each file (relative to the model's folder or snapshot) and
 each tensor with its dtype, shape and the SHA-256 of its bytes as stored, and their
@@ -57,19 +62,19 @@ class EmbeddingWeights:
     record: dict = field(default_factory=dict)
 
 
-def read_embedding_weights(entry: dict, source: str, dtype: str) -> EmbeddingWeights | None:
+def read_embedding_weights(entry: dict, source: str, dtype: str) -> EmbeddingWeights:
     """The embedding matrices of the model of ``entry`` at ``source`` (a folder or a Hub id) in the job's ``dtype``,
-    read alone; None, with the reason in the log, where they cannot be (module docstring)."""
+    read alone; :class:`Unresolved`, its reason also in the log, where they cannot be (module docstring)."""
     what = loading.described(entry, source)
     try:
         return read_matrices(entry, source, dtype, what)
     except Unresolved as reason:
         log.info("%s: the embedding matrices cannot be read alone (%s); the whole model is loaded", what, reason)
-        return None
+        raise
 
 
 def read_matrices(entry: dict, source: str, dtype: str, what: str) -> EmbeddingWeights:
-    """:func:`read_embedding_weights`, raising :class:`Unresolved` where it returns None."""
+    """:func:`read_embedding_weights` without the log line."""
     if entry.get("trust_remote_code"):
         raise Unresolved("the model's class is its own code (trust_remote_code)")
     if os.path.isdir(source):
@@ -157,6 +162,7 @@ class CheckpointFiles:
         commit = getattr(config, "_commit_hash", None)
         self.revision = commit if isinstance(commit, str) and hub.COMMIT.fullmatch(commit) else load_revision(entry)
         self.read_files: dict[str, str] = {}  # name relative to the folder or snapshot → path
+        self.built_shapes: dict[str, tuple[int, ...]] = {}  # key → the shape config.json builds, where not the file's
         single = self.path(SINGLE_FILE)
         index = None if single else self.path(SHARD_INDEX)
         if not (single or index):
@@ -240,30 +246,56 @@ class CheckpointFiles:
         return {CONFIG_FILE, SHARD_INDEX} | {self.weight_map[key] for key in keys}
 
     def read(self, key: str, like: torch.Tensor, digest: hashing.WeightsDigest) -> torch.Tensor:
-        """The tensor ``key`` as the loaded model holds ``like`` (its dtype; its shape, or :class:`Unresolved`),
-        its bytes as stored added to ``digest``; the file must not change while it is read."""
-        from safetensors import safe_open
-
+        """The tensor ``key`` as the loaded model holds ``like`` (its dtype), its bytes as stored added to
+        ``digest``; the file must not change while it is read. Of the shape config.json builds, or of another row
+        count (a head padded past the vocabulary), which is measured as the files hold it and recorded
+        (``built_shape``); another shape, or a dtype torch does not name, is :class:`Unresolved`."""
         name, path = self.file_of(key)
         self.read_files[name] = path
+        from safetensors import safe_open
+
         state = hashing.file_state(os.stat(path))
         with safe_open(path, "pt") as weights:
             tensor = weights.get_tensor(key)
-        hashing.check_unchanged(self.what, path, state, os.stat(path))
-        if tuple(tensor.shape) != tuple(like.shape) or tensor.dtype not in hashing.SAFETENSORS_DTYPES:
-            raise Unresolved(f"{key} is {tensor.dtype} {tuple(tensor.shape)} in the files, {tuple(like.shape)} built")
+        found, built = tuple(tensor.shape), tuple(like.shape)
+        if len(found) != len(built) or found[1:] != built[1:] or tensor.dtype not in hashing.SAFETENSORS_DTYPES:
+            raise Unresolved(f"{key} is {tensor.dtype} {found} in the files, {built} built")
+        if found != built:
+            self.built_shapes[key] = built
+            log.warning(
+                "%s: %s has %d rows in the files, another row count than the %d config.json builds (its "
+                "vocabulary): measured as the files hold it, every row",
+                self.what,
+                key,
+                found[0],
+                built[0],
+            )
         digest.add_tensor(key, tensor, name)
+        hashing.check_unchanged(self.what, path, state, os.stat(path))
         return tensor.to(like.dtype)
 
+    def built_shape(self, key: str) -> dict:
+        """``{"built_shape": "rows,columns"}``, the shape config.json builds, for a tensor the files hold with
+        another row count; else nothing."""
+        built = self.built_shapes.get(key)
+        return {"built_shape": ",".join(map(str, built))} if built else {}
+
     def record(self, digest: hashing.WeightsDigest, config) -> dict:
-        """What was read: the files (bytes), each tensor (file, dtype, shape, SHA-256 of its bytes), their
+        """What was read: the files (bytes), each tensor (file, dtype, shape, SHA-256 of its bytes, and the shape
+        config.json builds where the file's has another row count), their
         :class:`~ctxvar.models.hashing.WeightsDigest` and the config's SHA-256; the Hub commit for a Hub id."""
         return {
             "read": "tensors",
             **({} if self.local else {"commit": self.revision}),
             "files": {name: os.path.getsize(path) for name, path in sorted(self.read_files.items())},
             "tensors": {
-                name: {"file": where, "dtype": dtype, "shape": shape, "sha256": sha}
+                name: {
+                    "file": where,
+                    "dtype": dtype,
+                    "shape": shape,
+                    "sha256": sha,
+                    **self.built_shape(name),
+                }
                 for name, (dtype, shape, sha, where) in sorted(digest.tensors.items())
             },
             "weights_sha256": digest.hexdigest(),

@@ -154,7 +154,8 @@ def test_pickled_weights_alone_load_the_whole_model_and_say_so(tmp_path, tiny_mo
         path.unlink()
     (Path(source) / "pytorch_model.bin").write_bytes(b"not read")
     with caplog.at_level(logging.INFO, logger="ctxvar.models.embedding_weights"):
-        assert embedding_weights.read_embedding_weights({"id": "m"}, source, "float32") is None
+        with pytest.raises(embedding_weights.Unresolved):
+            embedding_weights.read_embedding_weights({"id": "m"}, source, "float32")
     assert "neither model.safetensors nor model.safetensors.index.json" in caplog.text
     assert "the whole model is loaded" in caplog.text
 
