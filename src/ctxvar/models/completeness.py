@@ -29,6 +29,8 @@ NOT_HIDDEN_STATE_MODULES = ("pooler",)
 SINGLE_FILE = "model.safetensors"
 SHARD_INDEX = "model.safetensors.index.json"
 SHARD_FILES = "model-*-of-*.safetensors"  # the names save_pretrained gives a sharded checkpoint's files
+PICKLED_FILE = "pytorch_model.bin"  # a checkpoint saved before safetensors: pickled by torch.save
+PICKLED_INDEX = "pytorch_model.bin.index.json"  # a sharded one's map of tensors to pytorch_model-*-of-*.bin
 REFETCH = "download the model again, or save_pretrained it again"  # how a damaged or incomplete model is restored
 INCONSISTENT = "the model directory is incomplete or its config.json does not match its weights: restore the files"
 # A tokenizer with fewer entries than this share of the model's embedding rows belongs to another model.

@@ -2,13 +2,14 @@
 
 The matrices are the weights as the model holds them (every row, padding rows included): those that
 transformers' ``get_input_embeddings`` and ``get_output_embeddings`` give of the model with its language-modelling
-head (:func:`ctxvar.models.loading.load_with_head`), read alone from its safetensors files where their names
-resolve (:mod:`ctxvar.models.embedding_weights`: the files holding them, nothing else), else from the whole model
-loaded so; the same values either way. A matrix of another row count than config.json builds (a head padded past
-the vocabulary) is measured as the files hold it, read alone: the whole model cannot hold it, and refuses it. A
-model whose output matrix is the input matrix (tied weights: the same storage, or equal values) has one matrix,
-``tied``; a model whose files hold no head (config.json's ``architectures`` names none) has only ``input``. Each
-matrix is measured uncentred and centred (W − mean row), in float64 (:mod:`ctxvar.stats.partition_isotropy`).
+head (:func:`ctxvar.models.loading.load_with_head`), read alone from its weight files where their names
+resolve (:mod:`ctxvar.models.embedding_weights`: the safetensors, or pickled ``pytorch_model.bin``, files holding
+them, nothing else), else from the whole model loaded so; the same values either way. A matrix of another row
+count than config.json builds (a head padded past the vocabulary) is measured as the files hold it, read alone:
+the whole model cannot hold it, and refuses it. A model whose output matrix is the input matrix (tied weights: the
+same storage, or equal values) has one matrix, ``tied``; a model whose files hold no head (config.json's
+``architectures`` names none) has only ``input``. Each matrix is measured uncentred and centred (W − mean row), in
+float64 (:mod:`ctxvar.stats.partition_isotropy`).
 
 embedding_matrices.csv, one row per (matrix, centred):
 

@@ -20,7 +20,7 @@ from ctxvar.models import embedding_weights
 from ctxvar.stats.embedding_matrices import embedding_matrix_statistics
 
 from support.embedding_matrix_reference import check_table, reference_rows
-from support.tiny_models import untied_gpt2
+from support.tiny_models import pickled, untied_gpt2
 
 pytestmark = pytest.mark.integration
 
@@ -62,9 +62,14 @@ def refuse(*args):
     raise embedding_weights.Unresolved("refused by the test")
 
 
-def test_an_output_matrix_padded_past_the_vocabulary_is_measured_as_the_files_hold_it(tiny_models, tmp_path, caplog):
+@pytest.mark.parametrize("saved", ["safetensors", "pytorch_model.bin"])
+def test_an_output_matrix_padded_past_the_vocabulary_is_measured_as_the_files_hold_it(
+    tiny_models, tmp_path, caplog, saved
+):
     source = padded_head(tiny_models, tmp_path)
     stored = load_file(f"{source}/model.safetensors")  # the padded matrix, from the file
+    if saved == "pytorch_model.bin":
+        pickled(source)
     csv, projection = tmp_path / "m.csv", tmp_path / "p.parquet"
     with caplog.at_level(logging.WARNING, logger="ctxvar.models.embedding_weights"):
         embedding_matrix_statistics({"id": "m"}, source, "float32", csv, projection)
