@@ -4,6 +4,7 @@ models, and any transformers family for a saved tokenizer, norms randomised wher
 package's data path without Snakemake (shard, extract, merge, as the jobs do) and ``oracle`` computes the same
 statistics by brute force, every embedding in memory; ``effective_rank_reference``, ``ethayarajh_reference`` and
 ``machina_mercer_reference`` are the published definitions and code the geometry metrics are checked against,
+``embedding_matrix_reference`` embedding_matrices.csv's rows by brute force from a matrix,
 ``razzhigaev_reference`` the published code the enwik8 source's pieces are checked against, on the generated
 enwik8-like files of ``enwik8_like``;
 ``declared_sums`` builds sums files by hand with every sum the declarations keep; ``byte_flips`` damages files one

@@ -6,6 +6,7 @@ random-init norms are the identity and would make Q constant across types. :func
 transformers knows, initialised by transformers under a seed, for the vocabulary of a tokenizer already saved (the
 session's tiny GPT-2's, say), with its norms randomised where a test asks (:func:`randomise_norms`, which covers
 RMSNorm too). The sizes are the caller's, so that each test keeps the model, and the numbers, it was written for.
+:func:`pickled` saves a model's checkpoint again as transformers saved them before safetensors.
 """
 
 from __future__ import annotations
@@ -89,6 +90,33 @@ def untied_gpt2(folder, tokenizer_dir, head: bool = True) -> str:
     head's matrix."""
     sizes = dict(n_embd=16, n_layer=1, n_head=2, tie_word_embeddings=False)
     return tiny_model(folder, "gpt2", tokenizer_dir, 0, head=head, token_ids=False, **sizes)
+
+
+def pickled(folder, zip_format: bool = True) -> str:
+    """``folder``'s saved model (as text) made a checkpoint of before safetensors, as transformers saved those:
+    each ``model*.safetensors`` written by ``torch.save`` as ``pytorch_model*.bin`` (``model.safetensors`` as
+    ``pytorch_model.bin``, ``model-00001-of-00003.safetensors`` as ``pytorch_model-00001-of-00003.bin``) and the
+    index as ``pytorch_model.bin.index.json``, the safetensors removed; in torch's older format (not a zip, which
+    cannot be memory-mapped) unless ``zip_format``."""
+    import json
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    renamed = {}
+    for path in sorted(folder.glob("model*.safetensors")):
+        name = "pytorch_" + path.name.removesuffix(".safetensors") + ".bin"
+        torch.save(load_file(path), folder / name, _use_new_zipfile_serialization=zip_format)
+        renamed[path.name] = name
+        path.unlink()
+    index = folder / "model.safetensors.index.json"
+    if index.exists():
+        content = json.loads(index.read_text())
+        content["weight_map"] = {key: renamed[file] for key, file in content["weight_map"].items()}
+        (folder / "pytorch_model.bin.index.json").write_text(json.dumps(content))
+        index.unlink()
+    return str(folder)
 
 
 def randomise_norms(model: torch.nn.Module, seed: int) -> None:

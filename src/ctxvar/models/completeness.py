@@ -29,6 +29,8 @@ NOT_HIDDEN_STATE_MODULES = ("pooler",)
 SINGLE_FILE = "model.safetensors"
 SHARD_INDEX = "model.safetensors.index.json"
 SHARD_FILES = "model-*-of-*.safetensors"  # the names save_pretrained gives a sharded checkpoint's files
+PICKLED_FILE = "pytorch_model.bin"  # a checkpoint saved before safetensors: pickled by torch.save
+PICKLED_INDEX = "pytorch_model.bin.index.json"  # a sharded one's map of tensors to pytorch_model-*-of-*.bin
 REFETCH = "download the model again, or save_pretrained it again"  # how a damaged or incomplete model is restored
 INCONSISTENT = "the model directory is incomplete or its config.json does not match its weights: restore the files"
 # A tokenizer with fewer entries than this share of the model's embedding rows belongs to another model.
@@ -85,11 +87,13 @@ def refuse_mismatched(info: dict, what: str, remedy: str = INCONSISTENT) -> None
         )
 
 
-def check_matrices_loaded(model, info: dict, what: str) -> None:
+def check_matrices_loaded(model, info: dict, what: str, alone: str | None = None) -> None:
     """Refuse a model loaded with its head whose input or output embedding matrix (``get_input_embeddings``,
-    ``get_output_embeddings``) is not the files' own: missing from them (initialised at random), or any tensor of
-    another shape than config.json says. A tied output matrix is the input matrix, loaded once."""
+    ``get_output_embeddings``) is not the files' own: missing from them (initialised at random), of another row
+    count than config.json builds (:func:`refuse_other_rows`; ``alone``: why the matrices were not read alone), or
+    any tensor of another shape than config.json says. A tied output matrix is the input matrix, loaded once."""
     log_loading_report(what, info)
+    refuse_other_rows(model, info, what, alone)
     refuse_mismatched(info, what)
     missing = set(info.get("missing_keys") or ())
     head = model.get_output_embeddings()
@@ -100,6 +104,28 @@ def check_matrices_loaded(model, info: dict, what: str) -> None:
             raise ModelLoadError(
                 f"{what}: its {kind} embedding matrix {names[0]} {tuple(weight.shape)} is not in its weight files "
                 f"and would be initialised at random; {INCONSISTENT}"
+            )
+
+
+def refuse_other_rows(model, info: dict, what: str, alone: str | None) -> None:
+    """Refuse, naming both shapes, an input or output embedding matrix that the files hold with another row count
+    than config.json builds (a head padded past the vocabulary, as many are to a multiple of 64 or 128). Such a
+    matrix is sound, and read alone it is measured as the files hold it (:mod:`ctxvar.models.embedding_weights`);
+    the whole model loaded cannot hold it (transformers initialises it at random), so this route, taken where it
+    cannot be read alone (``alone`` says why), refuses it rather than blame the files."""
+    kinds = {}
+    for kind, module in (("input", model.get_input_embeddings()), ("output", model.get_output_embeddings())):
+        weight = getattr(module, "weight", None)
+        if weight is not None:
+            kinds.update((n, kind) for n, p in model.named_parameters(remove_duplicate=False) if p is weight)
+    for name, found, built in info.get("mismatched_keys") or ():
+        found, built = tuple(found), tuple(built)
+        if name in kinds and len(found) == len(built) == 2 and found[1] == built[1]:
+            raise ModelLoadError(
+                f"{what}: its {kinds[name]} embedding matrix {name} is {found} in the files, {built} as config.json "
+                f"builds it (another row count than its vocabulary), which the whole model loaded cannot hold (it "
+                f"would be initialised at random), and the matrices cannot be read alone, as the files hold them "
+                f"({alone or 'the job log says why'}); it is not measured"
             )
 
 

@@ -1,26 +1,38 @@
-"""A model's input and output embedding matrices read from its safetensors files alone, without the rest of it.
+"""A model's input and output embedding matrices read from its weight files alone, without the rest of it.
 
 The matrices' names are the model's own: the class :func:`ctxvar.models.loading.load_with_head` would load is
 built from config.json on the ``meta`` device (no weight read, no memory), its weights tied as transformers ties
 them on loading (``tie_weights``: ``tie_word_embeddings`` and the class's ``_tied_weights_keys``), and
 ``get_input_embeddings``/``get_output_embeddings`` name the two matrices (one, when the output matrix is the input
-matrix; none for the output of a class without a head). Each is read with ``safetensors.safe_open`` under the key
-transformers' loader maps to its name (the class's renamings, such as GPT-NeoX's ``embed_out`` → ``lm_head``, and
-the base model's prefix added or taken off) from ``model.safetensors``, or
-from the one shard file ``model.safetensors.index.json``'s ``weight_map`` names for it: only those files are
-opened, and, for a Hub id, only the index and those files are downloaded, at the commit config.json was read from
-(``hf_hub_download`` with ``revision=``; the HF cache and ``HF_HUB_OFFLINE`` apply). Each tensor is converted to
-the dtype the whole model would hold it in, so the matrices are those of the loaded model, value for value.
+matrix; none for the output of a class without a head). Each is read under the key transformers' loader maps to
+its name (the class's renamings, such as GPT-NeoX's ``embed_out`` → ``lm_head``, and the base model's prefix added
+or taken off) from the checkpoint transformers would load, in its order: ``model.safetensors``, else the one shard
+file ``model.safetensors.index.json``'s ``weight_map`` names for it (``safetensors.safe_open``); where there are no
+safetensors (a checkpoint saved before them, such as Pythia's older steps), ``pytorch_model.bin``, else the one
+shard file of ``pytorch_model.bin.index.json``, unpickled as transformers unpickles it
+(``torch.load(weights_only=True, mmap=True)``: torch's unpickler of tensors and plain values, memory-mapped, so that
+of the file only the pickle's index and the matrices' bytes are read). Only those files are opened, and, for a Hub
+id, only the index and those files are downloaded, at the commit config.json was read from (``hf_hub_download``
+with ``revision=``; the HF cache and ``HF_HUB_OFFLINE`` apply). Each tensor is converted to the dtype the whole
+model would hold it in, so the matrices are those of the loaded model, value for value.
 
-Whatever cannot be resolved so (no safetensors, only ``pytorch_model.bin``; custom model code; a quantized
-checkpoint or a matrix whose values transformers converts on loading; a matrix missing from the files, under two
-names, or of another shape than config.json builds) returns None, with the reason in the log: the caller then
-loads the whole model, whose loading report names any fault.
+A matrix whose row count in the files is not the one config.json builds (a head padded past the vocabulary, as
+many are to a multiple of 64 or 128) is read as the files hold it, every row, with a warning in the log and the
+shape config.json builds in the record (``built_shape``): the whole model loaded could not hold it (transformers
+initialises it at random), so this is the one route that measures it.
+
+Whatever else cannot be resolved so (custom model code; a quantized checkpoint or a matrix whose values
+transformers converts on loading; a matrix missing from the files, under two names, or of another number of columns
+than config.json builds) raises :class:`Unresolved`, with the reason in the log: the caller then loads the whole
+model, whose loading report names any fault. A pickled checkpoint is not loaded whole (a whole model is loaded from
+safetensors only), so there such a reason stops the job, in one line.
 
 What was read is recorded (:class:`EmbeddingWeights`): each file (relative to the model's folder or snapshot) and
-each tensor with its dtype, shape and the SHA-256 of its bytes as stored, and their
-:class:`~ctxvar.models.hashing.WeightsDigest`. A file replaced or written to while it is read is refused; in a
-folder with a ``SHA256SUMS`` (a model the run built or unpacked), the files read are checked against it first.
+each tensor with its dtype, shape and the SHA-256 of its bytes as stored (a pickled tensor's values, which are the
+bytes the same tensor has in a safetensors file), and their :class:`~ctxvar.models.hashing.WeightsDigest`: the same
+tensors saved as safetensors or pickled record the same. A file replaced or written to while it is read is refused;
+in a folder with a ``SHA256SUMS`` (a model the run built or unpacked), the files read are checked against it
+first.
 """
 
 from __future__ import annotations
@@ -28,6 +40,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+import zipfile
 from dataclasses import dataclass, field
 
 import torch
@@ -36,11 +50,12 @@ from ctxvar.config.entries import built_in_run, load_revision
 from ctxvar.errors import ModelLoadError, first_line
 from ctxvar.files.atomic import verify_manifest
 from ctxvar.models import completeness, hashing, hub, loading
-from ctxvar.models.completeness import REFETCH, SHARD_INDEX, SINGLE_FILE
+from ctxvar.models.completeness import PICKLED_FILE, PICKLED_INDEX, REFETCH, SHARD_INDEX, SINGLE_FILE
 
 log = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.json"
+CONVERT = "convert it to safetensors where you trust it: from_pretrained then save_pretrained writes model.safetensors"
 
 
 class Unresolved(Exception):
@@ -57,19 +72,35 @@ class EmbeddingWeights:
     record: dict = field(default_factory=dict)
 
 
-def read_embedding_weights(entry: dict, source: str, dtype: str) -> EmbeddingWeights | None:
+def read_embedding_weights(entry: dict, source: str, dtype: str) -> EmbeddingWeights:
     """The embedding matrices of the model of ``entry`` at ``source`` (a folder or a Hub id) in the job's ``dtype``,
-    read alone; None, with the reason in the log, where they cannot be (module docstring)."""
+    read alone; :class:`Unresolved`, its reason also in the log, where they cannot be (module docstring)."""
     what = loading.described(entry, source)
     try:
         return read_matrices(entry, source, dtype, what)
     except Unresolved as reason:
         log.info("%s: the embedding matrices cannot be read alone (%s); the whole model is loaded", what, reason)
-        return None
+        raise
+
+
+def unpickling_reason(error: Exception) -> str:
+    """The line of torch's error that says why a file cannot be unpickled weights-only (the global it would
+    have to import, say): torch's first line is the same for every file."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].startswith("Weights only load failed"):
+        return lines[1]
+    return first_line(error)
+
+
+def weights_only_is_safe() -> bool:
+    """Whether this torch's weights-only unpickler is one transformers trusts: 2.6 or later (CVE-2025-32434)."""
+    release = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    return release is not None and tuple(map(int, release.groups())) >= (2, 6)
 
 
 def read_matrices(entry: dict, source: str, dtype: str, what: str) -> EmbeddingWeights:
-    """:func:`read_embedding_weights`, raising :class:`Unresolved` where it returns None."""
+    """:func:`read_embedding_weights` without the log line. Where the checkpoint is pickled, what stops the read
+    alone stops the job, named in one line: the whole model is loaded from safetensors only."""
     if entry.get("trust_remote_code"):
         raise Unresolved("the model's class is its own code (trust_remote_code)")
     if os.path.isdir(source):
@@ -78,11 +109,22 @@ def read_matrices(entry: dict, source: str, dtype: str, what: str) -> EmbeddingW
     skeleton = empty_with_head(config, dtype, what)
     wanted = wanted_matrices(skeleton)  # kind → (module name, the parameter the loaded model would hold)
     files = CheckpointFiles(entry, source, config, what)
-    keys = {kind: files.key_of(module_name, skeleton) for kind, (module_name, _) in wanted.items()}
-    if files.local:
-        verify_manifest(source, built_in_run(entry), files.names_read(keys.values()))
-    digest = hashing.WeightsDigest(what)
-    matrices = {kind: files.read(keys[kind], like, digest) for kind, (_, like) in wanted.items()}
+    try:
+        keys = {kind: files.key_of(module_name, skeleton) for kind, (module_name, _) in wanted.items()}
+        if files.local:
+            verify_manifest(source, built_in_run(entry), files.names_read(keys.values()))
+        digest = hashing.WeightsDigest(what)
+        matrices = {kind: files.read(keys[kind], like, digest) for kind, (_, like) in wanted.items()}
+    except Unresolved as reason:
+        if not files.pickled:
+            raise
+        raise ModelLoadError(
+            f"{what}: the embedding matrices of its pickled checkpoint "
+            f"({files.single_name if files.single else files.index_name}, no safetensors) cannot be read alone "
+            f"({reason}), and a whole model, whose loading report would say more, is loaded from safetensors only; "
+            f"{CONVERT}"
+        ) from reason
+    files.unpickled.clear()  # the memory-mapped files: the matrices are copies
     if "output" in matrices and torch.equal(matrices["output"], matrices["input"]):
         matrices = {"tied": matrices["input"]}  # equal values: one matrix, as the whole model's are measured
     log.info("%s: read %s from %s alone", what, ", ".join(sorted(keys.values())), ", ".join(sorted(files.read_files)))
@@ -149,18 +191,33 @@ def wanted_matrices(model) -> dict[str, tuple[str, torch.Tensor]]:
 
 
 class CheckpointFiles:
-    """The safetensors files of a model (a folder, or a Hub id's snapshot at the commit its config came from) as
-    far as they are read: the single file or the index, then the shard files holding the tensors read."""
+    """The weight files of a model (a folder, or a Hub id's snapshot at the commit its config came from) as far as
+    they are read: the single file or the index, then the shard files holding the tensors read. Safetensors where
+    the checkpoint has them, else ``pytorch_model.bin`` or ``pytorch_model.bin.index.json``'s shards (a checkpoint
+    saved before safetensors), in transformers' order; a pickled file is unpickled by torch's weights-only
+    unpickler, memory-mapped (:meth:`pickled_tensors`)."""
 
     def __init__(self, entry: dict, source: str, config, what: str) -> None:
         self.source, self.what, self.local = source, what, os.path.isdir(source)
         commit = getattr(config, "_commit_hash", None)
         self.revision = commit if isinstance(commit, str) and hub.COMMIT.fullmatch(commit) else load_revision(entry)
         self.read_files: dict[str, str] = {}  # name relative to the folder or snapshot → path
-        single = self.path(SINGLE_FILE)
-        index = None if single else self.path(SHARD_INDEX)
-        if not (single or index):
-            raise Unresolved(f"it has neither {SINGLE_FILE} nor {SHARD_INDEX} (only pickled weights, or none)")
+        self.unpickled: dict[str, tuple[dict, tuple[int, ...]]] = {}  # path → (its tensors, its state when read)
+        self.built_shapes: dict[str, tuple[int, ...]] = {}  # key → the shape config.json builds, where not the file's
+        for single_name, index_name in ((SINGLE_FILE, SHARD_INDEX), (PICKLED_FILE, PICKLED_INDEX)):
+            single = self.path(single_name)
+            index = None if single else self.path(index_name)
+            if single or index:
+                break
+        else:
+            raise Unresolved(f"it has none of {SINGLE_FILE}, {SHARD_INDEX}, {PICKLED_FILE} and {PICKLED_INDEX}")
+        self.pickled = single_name == PICKLED_FILE
+        if self.pickled and single and self.local and os.path.isfile(os.path.join(source, index_name)):
+            raise ModelLoadError(
+                f"{what}: the directory holds two checkpoints, {single} and the sharded one of "
+                f"{os.path.join(source, index_name)}; keep one of them (delete the other)"
+            )
+        self.single_name, self.index_name = single_name, index_name
         self.weight_map = self.index(index) if index else None
         self.single = single
         self.names: dict | None = None  # loaded_names, once asked for
@@ -186,7 +243,7 @@ class CheckpointFiles:
 
     def index(self, path: str) -> dict[str, str]:
         """The index's ``weight_map`` (tensor → shard file), its shard names checked to be files beside it."""
-        self.read_files[SHARD_INDEX] = path
+        self.read_files[self.index_name] = path
         try:
             with open(path, encoding="utf-8") as handle:
                 weight_map = json.load(handle)["weight_map"]
@@ -200,9 +257,12 @@ class CheckpointFiles:
         return weight_map
 
     def stored_keys(self) -> set[str]:
-        """Every tensor name of the checkpoint: the index's, or the single file's header's."""
+        """Every tensor name of the checkpoint: the index's, or the single file's (its header's, or its unpickled
+        keys)."""
         if self.weight_map is not None:
             return set(self.weight_map)
+        if self.pickled:
+            return set(self.pickled_tensors(self.single)[0])
         from safetensors import safe_open
 
         with safe_open(self.single, "pt") as weights:
@@ -226,44 +286,115 @@ class CheckpointFiles:
     def file_of(self, key: str) -> tuple[str, str]:
         """``(name, path)`` of the file holding the tensor ``key``."""
         if self.weight_map is None:
-            return SINGLE_FILE, self.single
+            return self.single_name, self.single
         name = self.weight_map[key]
         path = self.path(name)
+        if path is None and self.pickled:  # no whole model to fall back on: one line
+            raise ModelLoadError(
+                f"{self.what}: {name}, which {self.index_name} maps {key} to, is not there; restore the files "
+                f"({REFETCH})"
+            )
         if path is None:
-            raise Unresolved(f"{name}, which {SHARD_INDEX} maps {key} to, is not there")
+            raise Unresolved(f"{name}, which {self.index_name} maps {key} to, is not there")
         return name, path
 
     def names_read(self, keys) -> set[str]:
         """The files a read of the tensors ``keys`` opens, relative to the folder (config.json included)."""
         if self.weight_map is None:
-            return {CONFIG_FILE, SINGLE_FILE}
-        return {CONFIG_FILE, SHARD_INDEX} | {self.weight_map[key] for key in keys}
+            return {CONFIG_FILE, self.single_name}
+        return {CONFIG_FILE, self.index_name} | {self.weight_map[key] for key in keys}
 
-    def read(self, key: str, like: torch.Tensor, digest: hashing.WeightsDigest) -> torch.Tensor:
-        """The tensor ``key`` as the loaded model holds ``like`` (its dtype; its shape, or :class:`Unresolved`),
-        its bytes as stored added to ``digest``; the file must not change while it is read."""
+    def pickled_tensors(self, path: str) -> tuple[dict, tuple[int, ...]]:
+        """``(tensors, the file's state before it was read)`` of the pickled checkpoint file ``path``, unpickled
+        once as transformers does (``torch.load(weights_only=True)``: torch's unpickler of tensors and plain
+        values, which runs no code the file names; memory-mapped where the file is torch's zip format, so that
+        only the tensors used are read from disk)."""
+        if path not in self.unpickled:
+            if not weights_only_is_safe():
+                raise ModelLoadError(
+                    f"{self.what}: {path} is pickled, and torch {torch.__version__}'s weights-only unpickler is not "
+                    f"safe (CVE-2025-32434): upgrade torch to 2.6 or later, or {CONVERT}"
+                )
+            state = hashing.file_state(os.stat(path))
+            mmap = {"mmap": True} if zipfile.is_zipfile(path) else {}  # torch's older format maps nothing
+            try:
+                tensors = torch.load(path, map_location="cpu", weights_only=True, **mmap)
+            except Exception as error:  # UnpicklingError, RuntimeError of a damaged zip, EOFError, …
+                reason = unpickling_reason(error)
+                raise ModelLoadError(
+                    f"{self.what}: {path} cannot be read by torch's weights-only unpickler ({reason}): restore it "
+                    f"({REFETCH}), or {CONVERT}"
+                ) from error
+            if not isinstance(tensors, dict):
+                raise ModelLoadError(
+                    f"{self.what}: {path} holds a {type(tensors).__name__}, not a state dict of named tensors; "
+                    f"restore it ({REFETCH})"
+                )
+            self.unpickled[path] = tensors, state
+        return self.unpickled[path]
+
+    def stored(self, key: str, path: str) -> tuple[torch.Tensor, tuple[int, ...]]:
+        """``(the tensor key as stored in the file path, the file's state before it was read)``."""
+        if self.pickled:
+            tensors, state = self.pickled_tensors(path)
+            tensor = tensors.get(key)
+            if not isinstance(tensor, torch.Tensor):
+                raise ModelLoadError(f"{self.what}: {path} holds no tensor {key}; restore the files ({REFETCH})")
+            return tensor, state
         from safetensors import safe_open
 
-        name, path = self.file_of(key)
-        self.read_files[name] = path
         state = hashing.file_state(os.stat(path))
         with safe_open(path, "pt") as weights:
-            tensor = weights.get_tensor(key)
-        hashing.check_unchanged(self.what, path, state, os.stat(path))
-        if tuple(tensor.shape) != tuple(like.shape) or tensor.dtype not in hashing.SAFETENSORS_DTYPES:
-            raise Unresolved(f"{key} is {tensor.dtype} {tuple(tensor.shape)} in the files, {tuple(like.shape)} built")
+            return weights.get_tensor(key), state
+
+    def read(self, key: str, like: torch.Tensor, digest: hashing.WeightsDigest) -> torch.Tensor:
+        """The tensor ``key`` as the loaded model holds ``like`` (its dtype), its bytes as stored added to
+        ``digest``; the file must not change while it is read. Of the shape config.json builds, or of another row
+        count (a head padded past the vocabulary), which is measured as the files hold it and recorded
+        (``built_shape``); another shape, or a dtype torch does not name, is :class:`Unresolved`."""
+        name, path = self.file_of(key)
+        self.read_files[name] = path
+        tensor, state = self.stored(key, path)
+        found, built = tuple(tensor.shape), tuple(like.shape)
+        if len(found) != len(built) or found[1:] != built[1:] or tensor.dtype not in hashing.SAFETENSORS_DTYPES:
+            raise Unresolved(f"{key} is {tensor.dtype} {found} in the files, {built} built")
+        if found != built:
+            self.built_shapes[key] = built
+            log.warning(
+                "%s: %s has %d rows in the files, another row count than the %d config.json builds (its "
+                "vocabulary): measured as the files hold it, every row",
+                self.what,
+                key,
+                found[0],
+                built[0],
+            )
         digest.add_tensor(key, tensor, name)
-        return tensor.to(like.dtype)
+        converted = tensor.to(like.dtype, copy=True)  # a copy: a memory-mapped tensor would follow the file
+        hashing.check_unchanged(self.what, path, state, os.stat(path))
+        return converted
+
+    def built_shape(self, key: str) -> dict:
+        """``{"built_shape": "rows,columns"}``, the shape config.json builds, for a tensor the files hold with
+        another row count; else nothing."""
+        built = self.built_shapes.get(key)
+        return {"built_shape": ",".join(map(str, built))} if built else {}
 
     def record(self, digest: hashing.WeightsDigest, config) -> dict:
-        """What was read: the files (bytes), each tensor (file, dtype, shape, SHA-256 of its bytes), their
+        """What was read: the files (bytes), each tensor (file, dtype, shape, SHA-256 of its bytes, and the shape
+        config.json builds where the file's has another row count), their
         :class:`~ctxvar.models.hashing.WeightsDigest` and the config's SHA-256; the Hub commit for a Hub id."""
         return {
             "read": "tensors",
             **({} if self.local else {"commit": self.revision}),
             "files": {name: os.path.getsize(path) for name, path in sorted(self.read_files.items())},
             "tensors": {
-                name: {"file": where, "dtype": dtype, "shape": shape, "sha256": sha}
+                name: {
+                    "file": where,
+                    "dtype": dtype,
+                    "shape": shape,
+                    "sha256": sha,
+                    **self.built_shape(name),
+                }
                 for name, (dtype, shape, sha, where) in sorted(digest.tensors.items())
             },
             "weights_sha256": digest.hexdigest(),

@@ -33,7 +33,7 @@ def load_error(what: str, directory: str, cls, error: Exception) -> ModelLoadErr
     damaged = damaged_file(directory)
     if damaged:
         return ModelLoadError(f"{what}: {damaged[0]} is damaged ({damaged[1]}); restore it ({completeness.REFETCH})")
-    kind = cls.__name__[4:].lower()
+    kind = "model" if hasattr(cls, "_model_mapping") else cls.__name__[4:].lower()  # AutoModelFor…LM too
     if not os.path.isfile(os.path.join(directory, "config.json")):
         return ModelLoadError(f"{what}: no config.json in {directory}; save the model there with save_pretrained")
     if kind == "tokenizer" and not any(glob.glob(os.path.join(glob.escape(directory), p)) for p in VOCABULARY_FILES):
@@ -44,7 +44,7 @@ def load_error(what: str, directory: str, cls, error: Exception) -> ModelLoadErr
     if kind == "model" and not glob.glob(os.path.join(glob.escape(directory), "*.safetensors")):
         pickled = [
             name
-            for name in ("pytorch_model.bin", "pytorch_model.bin.index.json")
+            for name in (completeness.PICKLED_FILE, completeness.PICKLED_INDEX)
             if os.path.isfile(os.path.join(directory, name))
         ]
         return ModelLoadError(

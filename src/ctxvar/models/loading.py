@@ -193,7 +193,7 @@ def keep_in_float32(model, dtype: torch.dtype) -> None:
             module._buffers[leaf] = tensor.to(torch.float32)
 
 
-def load_with_head(entry: dict, source: str, dtype: str):
+def load_with_head(entry: dict, source: str, dtype: str, alone: str | None = None):
     """``(model, loading report)``: the model with its language-modelling head, on the CPU in ``dtype``, in eval
     mode, for its input and output embedding matrices (``get_input_embeddings``, ``get_output_embeddings``).
 
@@ -202,7 +202,8 @@ def load_with_head(entry: dict, source: str, dtype: str):
     matrix: it is loaded as the base model, whose output matrix is None, even where its config ties one to the
     input matrix. The loading report is read: an embedding matrix missing from the files, or a tensor of
     another shape (transformers would initialise either at random), stops the job
-    (:func:`ctxvar.models.completeness.check_matrices_loaded`).
+    (:func:`ctxvar.models.completeness.check_matrices_loaded`; ``alone``: why the matrices were not read alone,
+    which names the cause when an embedding matrix has another row count than config.json builds).
     """
     from transformers import AutoConfig
 
@@ -222,7 +223,7 @@ def load_with_head(entry: dict, source: str, dtype: str):
     }
     with transformers_into_log():
         model, info = _from_pretrained(model_class, source, entry, {**_options(entry, source), **options})
-    completeness.check_matrices_loaded(model, info, what)
+    completeness.check_matrices_loaded(model, info, what, alone)
     return model.eval(), info
 
 

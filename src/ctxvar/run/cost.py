@@ -12,9 +12,10 @@ Every number is an estimate, made from what is known before anything runs:
   ``hub_shapes.csv`` beside this module (the published shapes of the studies' Hub models); else unknown, and left
   out of the sums, saying how many were.
 - **Downloads**: nothing for a local, built or cached model (a weights file in the revision's snapshot); else
-  the checkpoint, parameters × bytes per stored parameter. A model with ``forward: false`` reads its embedding
-  matrices alone where the checkpoint has safetensors (``V · d`` each, at most two) and the whole checkpoint
-  where it has only ``pytorch_model.bin``: both ends are given.
+  the checkpoint, parameters × bytes per stored parameter. A model with ``forward: false`` downloads the files
+  holding its embedding matrices: the matrices alone where they are in files of their own (``V · d`` each, at most
+  two) and the whole checkpoint where it is one file (``model.safetensors``, ``pytorch_model.bin``): both ends are
+  given.
 - **GPU time**: tokens at the rate ``bench/gpu.py`` measured (``gpu_rates.csv``, made by ``bench/gpu_rates.py``)
   for the same dtype (float16 at bfloat16's) and job (the paper's sums, or with geometry), plus the seconds that
   job took to read its model's files once per shard, both scaled from the measured model nearest in size by the

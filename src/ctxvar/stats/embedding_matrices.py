@@ -2,18 +2,20 @@
 
 The matrices are the weights as the model holds them (every row, padding rows included): those that
 transformers' ``get_input_embeddings`` and ``get_output_embeddings`` give of the model with its language-modelling
-head (:func:`ctxvar.models.loading.load_with_head`), read alone from its safetensors files where their names
-resolve (:mod:`ctxvar.models.embedding_weights`: the files holding them, nothing else), else from the whole model
-loaded so; the same values either way. A model whose output matrix is the input
-matrix (tied weights: the same storage, or equal values) has one matrix, ``tied``; a model whose files hold no
-head (config.json's ``architectures`` names none) has only ``input``. Each matrix is measured
-uncentred and centred (W − mean row), in float64 (:mod:`ctxvar.stats.partition_isotropy`).
+head (:func:`ctxvar.models.loading.load_with_head`), read alone from its weight files where their names
+resolve (:mod:`ctxvar.models.embedding_weights`: the safetensors, or pickled ``pytorch_model.bin``, files holding
+them, nothing else), else from the whole model loaded so; the same values either way. A matrix of another row
+count than config.json builds (a head padded past the vocabulary) is measured as the files hold it, read alone:
+the whole model cannot hold it, and refuses it. A model whose output matrix is the input matrix (tied weights: the
+same storage, or equal values) has one matrix, ``tied``; a model whose files hold no head (config.json's
+``architectures`` names none) has only ``input``. Each matrix is measured uncentred and centred (W − mean row), in
+float64 (:mod:`ctxvar.stats.partition_isotropy`).
 
 embedding_matrices.csv, one row per (matrix, centred):
 
     matrix         input, output, or tied (one matrix serving as both)
     tied           whether the model's output matrix is its input matrix
-    rows, dim      n and d of W
+    rows, dim      n and d of W (n: every row the files hold)
     centred        whether the row mean was subtracted
     isotropy       I(W) = min Z(c) / max Z(c) over ±the eigenvectors of WᵀW
     log_isotropy   log I(W) (I(W) underflows to 0 below e^−745)
@@ -27,7 +29,8 @@ embedding_matrices.csv, one row per (matrix, centred):
 embedding_projection.parquet: per matrix and centring, every row's two coordinates on the matrix's first two
 right singular vectors (columns matrix, centred, row, x, y; float32 coordinates). Its metadata holds the model id
 (``model``) and what was read (``weights``: ``read``, ``tensors`` or ``model``; the ``files`` read with their
-sizes; for tensors read alone each tensor's file, dtype, shape and SHA-256; the ``weights_sha256`` of the tensors
+sizes; for tensors read alone each tensor's file, dtype, shape and SHA-256, and ``built_shape`` where config.json
+builds another; the ``weights_sha256`` of the tensors
 or of the whole files, :class:`ctxvar.models.hashing.WeightsDigest`; ``config_sha256``; a Hub id's ``commit``).
 """
 
@@ -154,21 +157,25 @@ def embedding_matrix_statistics(entry: dict, source: str, dtype: str, csv_path, 
 
 
 def read_matrices(entry: dict, source: str, dtype: str) -> tuple[dict[str, np.ndarray], dict]:
-    """``(matrices, what was read)``: the matrices alone from the safetensors files where they can be
+    """``(matrices, what was read)``: the matrices alone from the files holding them where they can be
     (:func:`ctxvar.models.embedding_weights.read_embedding_weights`), else from the whole model loaded with its head
     (:func:`whole_model_matrices`)."""
-    from ctxvar.models.embedding_weights import read_embedding_weights
+    from ctxvar.models.embedding_weights import Unresolved, read_embedding_weights
 
-    read = read_embedding_weights(entry, source, dtype)
-    if read is None:
-        return whole_model_matrices(entry, source, dtype)
+    try:
+        read = read_embedding_weights(entry, source, dtype)
+    except Unresolved as reason:
+        return whole_model_matrices(entry, source, dtype, alone=str(reason))
     return {name: float64_array(w) for name, w in read.matrices.items()}, read.record
 
 
-def whole_model_matrices(entry: dict, source: str, dtype: str) -> tuple[dict[str, np.ndarray], dict]:
+def whole_model_matrices(
+    entry: dict, source: str, dtype: str, alone: str | None = None
+) -> tuple[dict[str, np.ndarray], dict]:
     """``(matrices, what was read)`` of the model loaded whole with its head: its weight files (a folder's checked
     against its ``SHA256SUMS`` first) and the SHA-256 of every tensor in them
-    (:func:`ctxvar.models.hashing.weights_sha256`)."""
+    (:func:`ctxvar.models.hashing.weights_sha256`). ``alone``: why the matrices could not be read alone (named
+    where that stops the job)."""
     from ctxvar.config.entries import built_in_run
     from ctxvar.files.atomic import verify_manifest
     from ctxvar.models import hashing
@@ -176,7 +183,7 @@ def whole_model_matrices(entry: dict, source: str, dtype: str) -> tuple[dict[str
 
     if os.path.isdir(source):
         verify_manifest(source, built_in_run(entry))
-    model, info = load_with_head(entry, source, dtype)
+    model, info = load_with_head(entry, source, dtype, alone)
     matrices = embedding_matrices(model, info.get("missing_keys") or ())
     files = hashing.weight_files(entry, source, model)
     record = {

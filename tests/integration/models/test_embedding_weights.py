@@ -1,6 +1,9 @@
 """The embedding matrices read alone from a model's safetensors files: only the files holding them are opened
 (and, from the HF cache, only they need be there), the matrices are the whole model's bit for bit, tied and untied
-heads alike, what was read is recorded with its hashes, and what cannot be resolved loads the whole model."""
+heads alike, what was read is recorded with its hashes, and what cannot be resolved loads the whole model. A
+checkpoint saved before safetensors (pytorch_model.bin, or its shards) is unpickled weights-only, giving the numbers
+and hashes of the same weights as safetensors; what keeps its matrices from being read alone stops the job in one
+line, since no whole model is loaded from a pickle."""
 
 from __future__ import annotations
 
@@ -12,14 +15,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import safetensors
+import torch
 from safetensors.torch import load_file
 
+from ctxvar.errors import ModelLoadError
 from ctxvar.files.atomic import read_csv
-from ctxvar.files.parquet import read_table
+from ctxvar.files.parquet import read_metadata, read_table
 from ctxvar.models import embedding_weights
 from ctxvar.stats.embedding_matrices import embedding_matrix_statistics, read_matrices, whole_model_matrices
 
-from support.tiny_models import tiny_model
+from support.tiny_models import pickled, tiny_model
 
 pytestmark = pytest.mark.integration
 
@@ -123,14 +128,20 @@ def test_what_was_read_follows_the_bytes_of_the_matrices(tmp_path, tiny_models):
     assert after["weights_sha256"] != before["weights_sha256"]
 
 
-def test_a_hub_snapshot_needs_only_the_index_and_the_shards_holding_the_matrices(tmp_path, tiny_models, monkeypatch):
+@pytest.mark.parametrize("index", ["model.safetensors.index.json", "pytorch_model.bin.index.json"])
+def test_a_hub_snapshot_needs_only_the_index_and_the_shards_holding_the_matrices(
+    tmp_path, tiny_models, monkeypatch, index
+):
     """From the HF cache (offline), at the commit the entry resolved: a snapshot holding config.json, the index
-    and the shard files of the two matrices, and none of the others, is enough."""
+    and the shard files of the two matrices, and none of the others, is enough; safetensors or pickled shards."""
     from huggingface_hub import constants
 
     source = sharded(tmp_path / "neox", tiny_models)
-    weight_map = json.loads((Path(source) / "model.safetensors.index.json").read_text())["weight_map"]
-    needed = {"config.json", "model.safetensors.index.json"}
+    whole, _ = whole_model_matrices({"id": "m"}, source, "float32")
+    if index.startswith("pytorch_model"):
+        source = pickled(source)
+    weight_map = json.loads((Path(source) / index).read_text())["weight_map"]
+    needed = {"config.json", index}
     needed |= {weight_map["gpt_neox.embed_in.weight"], weight_map["embed_out.weight"]}
     commit = "0123456789abcdef0123456789abcdef01234567"
     repo = tmp_path / "hub" / "models--org--tiny"
@@ -144,19 +155,124 @@ def test_a_hub_snapshot_needs_only_the_index_and_the_shards_holding_the_matrices
     entry = {"id": "m", "name": "org/tiny", "inputs": {"commit": commit}}
     matrices, record = read_matrices(entry, "org/tiny", "float32")
     assert record["commit"] == commit and set(record["files"]) == needed - {"config.json"}
-    whole, _ = whole_model_matrices({"id": "m"}, source, "float32")
     assert_same_matrices(matrices, whole)
 
 
-def test_pickled_weights_alone_load_the_whole_model_and_say_so(tmp_path, tiny_models, caplog):
+def test_a_damaged_pickled_checkpoint_is_refused_in_one_line_naming_it(tmp_path, tiny_models):
     source = sharded(tmp_path / "neox", tiny_models)
     for path in Path(source).glob("model*.safetensors*"):
         path.unlink()
-    (Path(source) / "pytorch_model.bin").write_bytes(b"not read")
-    with caplog.at_level(logging.INFO, logger="ctxvar.models.embedding_weights"):
-        assert embedding_weights.read_embedding_weights({"id": "m"}, source, "float32") is None
-    assert "neither model.safetensors nor model.safetensors.index.json" in caplog.text
-    assert "the whole model is loaded" in caplog.text
+    (Path(source) / "pytorch_model.bin").write_bytes(b"not a pickle")
+    message = refusal({"id": "m"}, source)
+    assert f"{source}/pytorch_model.bin cannot be read by torch's weights-only unpickler" in message
+    assert "restore it" in message and "convert it to safetensors" in message
+
+
+def refusal(entry: dict, source: str) -> str:
+    """The one line the embedding-matrix job stops with."""
+    with pytest.raises(ModelLoadError) as error:
+        read_matrices(entry, source, "float32")
+    assert "\n" not in str(error.value)
+    return str(error.value)
+
+
+@pytest.fixture
+def unpickled(monkeypatch) -> list[tuple[str, dict]]:
+    """``(file name, options)`` of each ``torch.load`` while the test runs."""
+    calls: list[tuple[str, dict]] = []
+    real = torch.load
+
+    def recording(path, *args, **kwargs):
+        calls.append((Path(path).name, kwargs))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", recording)
+    return calls
+
+
+@pytest.mark.parametrize("layout", ["one file", "shards", "torch's older format"])
+def test_a_pickled_checkpoint_gives_the_numbers_and_hashes_of_the_same_weights_as_safetensors(
+    tmp_path, tiny_models, unpickled, layout
+):
+    """A checkpoint saved before safetensors (pytorch_model.bin, or pytorch_model.bin.index.json's shards), run
+    through the forward: false job's function: unpickled weights-only, memory-mapped (torch's zip format), only the
+    files holding the matrices; the tables are those of the same weights as safetensors, and what was read records
+    the same tensors with the same hashes."""
+    if layout == "shards":
+        saved = sharded(tmp_path / "safetensors", tiny_models)
+    else:
+        saved = tiny_model(tmp_path / "safetensors", "gpt_neox", tiny_models["gpt2"], 0, head=True, **NEOX)
+    source = pickled(shutil.copytree(saved, tmp_path / "pickled"), zip_format=layout != "torch's older format")
+    assert not list(Path(source).glob("*.safetensors"))
+    tables = {}
+    for name, folder in (("safetensors", saved), ("pickled", source)):
+        csv, projection = tmp_path / name / "m.csv", tmp_path / name / "p.parquet"
+        embedding_matrix_statistics({"id": "m"}, folder, "float32", csv, projection)
+        tables[name] = read_csv(csv), read_table(projection), read_metadata(projection)["weights"]
+    assert tables["pickled"][0].equals(tables["safetensors"][0])
+    assert tables["pickled"][1].equals(tables["safetensors"][1])
+    assert list(tables["pickled"][0]["matrix"]) == ["input", "input", "output", "output"]
+    record, reference = tables["pickled"][2], tables["safetensors"][2]
+    assert record["read"] == "tensors" and record["weights_sha256"] == reference["weights_sha256"]
+    for key, entry in record["tensors"].items():
+        assert {k: v for k, v in entry.items() if k != "file"} == {
+            k: v for k, v in reference["tensors"][key].items() if k != "file"
+        }
+    if layout == "shards":
+        weight_map = json.loads((Path(source) / "pytorch_model.bin.index.json").read_text())["weight_map"]
+        holding = {weight_map["gpt_neox.embed_in.weight"], weight_map["embed_out.weight"]}
+        assert set(record["files"]) == holding | {"pytorch_model.bin.index.json"}
+        assert len(set(weight_map.values())) > len(holding)
+    else:
+        holding = {"pytorch_model.bin"}
+        assert set(record["files"]) == holding
+    assert {name for name, _ in unpickled} == holding
+    mapped = layout != "torch's older format"
+    assert all(
+        options == {"map_location": "cpu", "weights_only": True, **({"mmap": True} if mapped else {})}
+        for _, options in unpickled
+    )
+
+
+def test_a_pickled_checkpoint_whose_matrices_cannot_be_read_alone_is_refused_with_the_cause(tmp_path, tiny_models):
+    """No whole model is loaded from pickled weights: what stops the read alone is named, with the remedy."""
+    source = pickled(tiny_model(tmp_path / "neox", "gpt_neox", tiny_models["gpt2"], 0, head=True, **NEOX))
+    tensors = torch.load(Path(source) / "pytorch_model.bin", weights_only=True)
+    tensors["embed_out.weight"] = torch.randn(tensors["embed_out.weight"].shape[0], 7)
+    torch.save(tensors, Path(source) / "pytorch_model.bin")
+    message = refusal({"id": "m"}, source)
+    assert "the embedding matrices of its pickled checkpoint (pytorch_model.bin, no safetensors)" in message
+    assert "embed_out.weight is torch.float32" in message and "convert it to safetensors" in message
+
+
+def test_a_pickled_checkpoint_of_custom_code_is_refused_for_its_pickle_not_its_config(tmp_path, tiny_models):
+    """trust_remote_code loads the whole model, from safetensors only: the line names the pickled file."""
+    source = pickled(tiny_model(tmp_path / "neox", "gpt_neox", tiny_models["gpt2"], 0, head=True, **NEOX))
+    message = refusal({"id": "m", "trust_remote_code": True}, source)
+    assert "no safetensors weights" in message and "it has pytorch_model.bin" in message
+    assert "config.json" not in message
+
+
+def test_a_folder_with_both_pickled_checkpoints_is_refused(tmp_path, tiny_models):
+    source = pickled(sharded(tmp_path / "neox", tiny_models))
+    shard = json.loads((Path(source) / "pytorch_model.bin.index.json").read_text())["weight_map"]["embed_out.weight"]
+    shutil.copy(Path(source) / shard, Path(source) / "pytorch_model.bin")
+    assert "holds two checkpoints" in refusal({"id": "m"}, source)
+
+
+def test_a_missing_pickled_shard_is_refused_naming_it(tmp_path, tiny_models):
+    source = pickled(sharded(tmp_path / "neox", tiny_models))
+    shard = json.loads((Path(source) / "pytorch_model.bin.index.json").read_text())["weight_map"]["embed_out.weight"]
+    (Path(source) / shard).unlink()
+    message = refusal({"id": "m"}, source)
+    assert f"{shard}, which pytorch_model.bin.index.json maps embed_out.weight to, is not there" in message
+
+
+def test_a_torch_whose_weights_only_unpickler_is_unsafe_reads_no_pickle(tmp_path, tiny_models, monkeypatch):
+    source = pickled(tiny_model(tmp_path / "neox", "gpt_neox", tiny_models["gpt2"], 0, head=True, **NEOX))
+    monkeypatch.setattr(torch, "__version__", "2.5.1+cpu")
+    message = refusal({"id": "m"}, source)
+    assert "torch 2.5.1+cpu's weights-only unpickler is not safe (CVE-2025-32434)" in message
 
 
 def test_custom_model_code_loads_the_whole_model_with_the_same_matrices(tmp_path, tiny_models, opened, caplog):

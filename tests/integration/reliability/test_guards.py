@@ -146,6 +146,36 @@ def test_pickled_weights_are_never_loaded(tmp_path, tiny_models, corpus_texts):
         extract(model_dir, shard_of(tmp_path, corpus_texts[:5]), tmp_path / "p.parquet")
 
 
+def test_a_pickle_read_for_the_embedding_matrices_runs_no_code(tmp_path, tiny_models):
+    """A forward: false model without safetensors has its pytorch_model.bin unpickled weights-only: a file holding
+    an object whose unpickling would run code (here, create a folder; plain pickle does) is refused in one line
+    naming what it would import, and nothing runs."""
+    from safetensors.torch import load_file
+
+    from ctxvar.stats.embedding_matrices import read_matrices
+
+    model_dir = tmp_path / "pickled"
+    shutil.copytree(tiny_models["gpt2"], model_dir, ignore=shutil.ignore_patterns("SHA256SUMS"))  # a user's directory
+    tensors = load_file(model_dir / "model.safetensors")
+    (model_dir / "model.safetensors").unlink()
+    marker = tmp_path / "code-ran"
+    torch.save({**tensors, "payload": RunsCode(str(marker))}, model_dir / "pytorch_model.bin")
+    with pytest.raises(ModelLoadError) as error:
+        read_matrices({"id": "m"}, str(model_dir), "float32")
+    assert "pytorch_model.bin cannot be read by torch's weights-only unpickler" in str(error.value)
+    assert "os.makedirs" in str(error.value) and "\n" not in str(error.value) and not marker.exists()
+
+
+class RunsCode:
+    """An object whose unpickling calls ``os.makedirs(path)``."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return os.makedirs, (self.path,)
+
+
 def test_remote_code_does_not_run_unless_the_config_allows_it(tmp_path, tiny_models, corpus_texts):
     model_dir = tmp_path / "custom"
     shutil.copytree(tiny_models["bert"], model_dir, ignore=shutil.ignore_patterns("SHA256SUMS"))  # a user's directory

@@ -21,7 +21,7 @@ from ctxvar.errors import InsufficientData, StatisticsError
 from ctxvar.figures import embedding_plots
 from ctxvar.files.atomic import read_csv
 from ctxvar.files.parquet import read_table
-from ctxvar.stats.embedding_matrices import MATRIX_COLUMNS, embedding_matrix_statistics
+from ctxvar.stats.embedding_matrices import embedding_matrix_statistics
 from ctxvar.stats.geometry import geometry_columns
 from ctxvar.stats.partition_isotropy import (
     eigh_signs_partition_isotropy,
@@ -34,30 +34,16 @@ from ctxvar.stats.partition_isotropy import (
 from ctxvar.stats.sample_file import points, read_sample_layer
 from ctxvar.stats.sample_metrics import PARTITION_COLUMNS, partition_metrics
 
+from support.embedding_matrix_reference import (
+    RTOL,
+    check_table,
+    reference_rows,
+    study_eigenvectors,
+    study_isotropy,
+    study_partition_sums,
+)
 from support.machina_mercer_reference import machina_mercer_isotropy
 from support.tiny_models import untied_gpt2
-
-RTOL = 1e-6
-
-
-def study_partition_sums(w: torch.Tensor, directions: torch.Tensor) -> torch.Tensor:
-    """Z(c) = Σ_rows exp(cᵀw) per column c of ``directions``, by the definition (exp, then sum)."""
-    return torch.exp(w @ directions).sum(dim=0)
-
-
-def study_eigenvectors(w: torch.Tensor) -> torch.Tensor:
-    """The columns of torch.linalg.eigh(WᵀW), as the study's code takes them."""
-    return torch.linalg.eigh(w.T @ w).eigenvectors
-
-
-def study_isotropy(w: np.ndarray, centre: bool) -> float:
-    """I(W) = min Z / max Z over the eigenvectors of WᵀW and their negatives, float64."""
-    w = torch.from_numpy(np.asarray(w, dtype=np.float64))
-    if centre:
-        w = w - w.mean(dim=0, keepdim=True)
-    c = study_eigenvectors(w)
-    z = study_partition_sums(w, torch.cat([c, -c], dim=1))
-    return float(z.min() / z.max())
 
 
 def matrices(seed: int):
@@ -180,25 +166,6 @@ def test_svd_projection_is_the_rows_on_the_top_two_right_singular_vectors():
 
 
 # --- embedding matrices of tiny models ------------------------------------------------------------------------
-
-
-def reference_rows(name: str, w: np.ndarray, tied: bool) -> list[dict]:
-    rows = []
-    for centre in (False, True):
-        value, zeros = mean_cosine_of_rows(w - w.mean(0) if centre else w)
-        rows.append({"matrix": name, "tied": tied, "centred": centre, "isotropy": study_isotropy(w, centre)})
-        rows[-1]["isotropy_eigh_signs"] = machina_mercer_isotropy(w, centred=centre)
-        rows[-1]["log_isotropy_eigh_signs"] = float(np.log(rows[-1]["isotropy_eigh_signs"]))
-        rows[-1] |= {"mean_cosine": value, "zero_rows": zeros}
-    return rows
-
-
-def check_table(table: pd.DataFrame, expected: list[dict]) -> None:
-    assert list(table.columns) == MATRIX_COLUMNS
-    assert len(table) == len(expected)
-    for (_, row), want in zip(table.iterrows(), expected):
-        for key, value in want.items():
-            assert row[key] == pytest.approx(value, rel=RTOL) if isinstance(value, float) else row[key] == value
 
 
 def tied_with_head(directory, base_dir) -> str:
