@@ -11,7 +11,8 @@ from ctxvar.models.tokens import boundary_tokens, type_key, word_marker
 
 
 def brute_force_embeddings(model_dir, texts, window: int | None = None):
-    """``(keys, X)``: type key per occurrence and X (layers, occurrences, d) in float64.
+    """``(keys, X)``: type key per occurrence and X (layers, occurrences, d) in float64; where the last hidden state
+    has another width (OPT's ``project_out``), X is a list of (occurrences, width) arrays, one per layer.
 
     With ``window``, a sentence longer than that runs as [bos] + piece + [eos] windows.
     """
@@ -26,9 +27,10 @@ def brute_force_embeddings(model_dir, texts, window: int | None = None):
             for start in range(0, max(len(inner), 1), step):
                 ids = [bos, *inner[start : start + step], eos]
                 hidden = model(torch.tensor([ids]), output_hidden_states=True).hidden_states
-                layers.append(torch.stack(hidden)[:, 0].double().numpy())
+                layers.append([state[0].double().numpy() for state in hidden])
                 keys += [type_key(t, marker) for t in tokenizer.convert_ids_to_tokens(ids)]
-    return np.array(keys, dtype=object), np.concatenate(layers, axis=1)
+    X = [np.concatenate(layer) for layer in zip(*layers)]
+    return np.array(keys, dtype=object), np.stack(X) if len({x.shape for x in X}) == 1 else X
 
 
 def brute_force_tokens(keys, X) -> pd.DataFrame:
@@ -37,9 +39,9 @@ def brute_force_tokens(keys, X) -> pd.DataFrame:
     order = np.argsort(keys, kind="stable")  # each type's occurrences side by side, found once for every layer
     names, starts, counts = np.unique(keys[order], return_index=True, return_counts=True)
     rows = []
-    for layer in range(X.shape[0]):
+    for layer in range(len(X)):
         for key, start, count in zip(names, starts, counts):
-            x = X[layer, order[start : start + count]]
+            x = X[layer][order[start : start + count]]
             mu = x.mean(0)
             rows.append((layer, key, len(x), (x**2).sum(1).mean(), (mu**2).sum(), ((x - mu) ** 2).sum(1).mean()))
     return pd.DataFrame(rows, columns=["layer", "token", "n", "Q", "M", "V"])

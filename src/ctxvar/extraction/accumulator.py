@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from ctxvar.config.schema import SCHEMA
+from ctxvar.errors import StatisticsError
 from ctxvar.extraction.host_copy import to_host
 from ctxvar.extraction.word_sums import WordSums
 from ctxvar.models.batching import to_device
@@ -85,6 +86,19 @@ def chunk_rows(device: torch.device, n_rows: int) -> int:
     return CPU_CHUNK_ROWS if device.type == "cpu" else max(n_rows, 1)
 
 
+def full_width(states: torch.Tensor, d: int, width: int | None = None) -> torch.Tensor:
+    """Hidden states (…, w) as (…, d): a state of the blocks' width d as it is; the last hidden state of a model
+    whose tail projects it to w < d (``width``, OPT's ``project_out``) with d − w zero coordinates appended, which
+    leave every sum of it the same at its own width (‖x‖², the first w coordinates of Σx and Σxxᵀ; the files record
+    w, :func:`ctxvar.stats.sums.layer_width`). Any other width is a :class:`StatisticsError`."""
+    got = states.shape[-1]
+    if got == d:
+        return states
+    if got != width or got > d:
+        raise StatisticsError(f"a hidden state is {got} wide, where the model's are {d} (its last {width})")
+    return torch.nn.functional.pad(states, (0, d - got))
+
+
 def column_sums(points: torch.Tensor) -> torch.Tensor:
     """Σ over the rows of ``points`` (N, d), as float64 (d,), in chunks: on a CPU, ``sum(dtype=float64)`` first
     copies its whole input to float64 (for a 16,384 × 768 batch: 100 MB of fresh pages, 31 ms against 3 ms)."""
@@ -103,7 +117,8 @@ class EmbeddingSums:
     host. ``n_hidden`` is the model's number of hidden states;
     ``sample_tokens`` the shard token indices of the sampled points (slot order);
     ``forward_dtype`` the model's, which picks the product of Σxxᵀ (:func:`splits_gram`), unless ``split`` says
-    (sums kept in host memory for a GPU job take the GPU's product, so that every layer's is the same method).
+    (sums kept in host memory for a GPU job take the GPU's product, so that every layer's is the same method);
+    ``last_width``: the last hidden state's width where the model's tail projects it (:func:`full_width`).
     """
 
     def __init__(
@@ -118,8 +133,10 @@ class EmbeddingSums:
         n_words: int = 0,
         forward_dtype: torch.dtype = torch.float32,
         split: bool | None = None,
+        last_width: int | None = None,
     ):
         self.layers, self.n_hidden, self.d, self.device = list(layers), n_hidden, d, torch.device(device)
+        self.last_width = d if last_width is None else last_width
         n_layers = len(self.layers)
         self.types = TypeSums(n_layers, n_types, d, device, kept_sums(options))
         self.words = WordSums(n_layers, n_words, d, device) if options.ethayarajh else None
@@ -151,7 +168,7 @@ class EmbeddingSums:
         (N,) int64: each token's raw-id word, −1 for boundary tokens (with ``ethayarajh``).
         """
         assert len(hidden_states) == self.n_hidden, (len(hidden_states), self.n_hidden)
-        assert hidden_states[0].shape[-1] == self.d, (hidden_states[0].shape, self.d)
+        assert hidden_states[0].shape[-1] in (self.d, self.last_width), (hidden_states[0].shape, self.d)
         n = positions.shape[0]
         self.types.count_tokens(type_index)
         if self.words is not None:
@@ -160,7 +177,8 @@ class EmbeddingSums:
             self.words.start_batch(word_index, torch.div(positions, width, rounding_mode="floor"), n_rows)
         step = chunk_rows(positions.device, n)
         for i, layer in enumerate(self.layers):
-            states = hidden_states[layer].reshape(-1, self.d)
+            last = self.last_width if layer == self.n_hidden - 1 else None
+            states = full_width(hidden_states[layer], self.d, last).reshape(-1, self.d)
             points = self._gather_rows(states, positions) if self.moments is not None else None
             if self.words is not None:
                 self.words.start_layer()

@@ -78,6 +78,7 @@ class ShardRun:
     word_index: np.ndarray | None = None  # (tokens,) index into word_ids, −1 for boundary tokens
     streamed: StreamedWeights | None = None  # the blocks' weights, read per layer (None: the model is whole)
     attention: str | None = None  # causal, bidirectional or none (passes.attention_kind); None: not known
+    last_width: int | None = None  # the last hidden state's width, where the model's tail projects it (OPT)
 
     def padded(self, batches: list[np.ndarray] | None = None) -> ShardBatches:
         """``batches`` (default: the job's own) padded up front, for :func:`run_batches`; with the tokens' words
@@ -159,6 +160,7 @@ def loaded_shard(shard_path, settings: ExtractionSettings, device: torch.device,
         *words,
         streamed,
         attention_kind(model, device, whole=streamed is None),
+        loading.last_hidden_width(model),
     )
 
 
@@ -394,6 +396,7 @@ def model_metadata(settings: ExtractionSettings, job: ShardRun) -> dict:
         "dtype": settings.dtype,
         "n_layers": job.n_layers,
         "d": job.d,
+        **({"last_width": job.last_width} if job.last_width not in (None, job.d) else {}),
         "tokenizer_sha256": hashing.tokenizer_sha256(job.tokenizer),
         "weights_sha256": job.weights_hash.result(),
         "model_config_sha256": hashing.model_config_sha256(job.model.config),

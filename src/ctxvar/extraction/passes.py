@@ -53,7 +53,8 @@ def whole_model_sums(
 def job_sums(
     job, layers, settings: ExtractionSettings, sampled: dict | None, device=None, split: bool | None = None
 ) -> EmbeddingSums:
-    """Empty sums of ``layers`` for ``job`` (its ``n_layers``, ``types``, ``d``, ``device``, ``n_words``) on
+    """Empty sums of ``layers`` for ``job`` (its ``n_layers``, ``types``, ``d``, ``last_width``, ``device``,
+    ``n_words``) on
     ``device`` (default: the job's), with the sampled positions of
     :func:`ctxvar.extraction.extract.sample_positions` (None: no sample); ``split``: Σxxᵀ's product
     (:class:`EmbeddingSums`)."""
@@ -68,6 +69,7 @@ def job_sums(
         job.n_words or 0,
         loading.DTYPES[settings.dtype],
         split,
+        job.last_width,
     )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ctxvar.extraction.accumulator import PointSample
+from ctxvar.extraction.accumulator import PointSample, full_width
 from ctxvar.models.batching import ShardBatches
 
 
@@ -56,6 +56,7 @@ class TypePoints:
         real tokens' rows in them."""
         if layer != self.layer:
             return
+        states = full_width(states, self._sample.points.shape[-1], states.shape[-1])  # a projected last layer
         hits = self._hits[self._seen]
         self._seen += 1
         if hits is not None:

@@ -328,6 +328,16 @@ def max_positions(config) -> int | None:
     return limit
 
 
+def last_hidden_width(model: torch.nn.Module) -> int:
+    """The width of the last entry of ``output_hidden_states``: the model's ``hidden_size``, or, where the model's
+    tail projects it to another width (OPT's ``project_out`` when ``word_embed_proj_dim`` differs, as in
+    facebook/opt-350m), that projection's ``out_features``."""
+    for name, module in model.named_modules():
+        if name.rsplit(".", 1)[-1] == "project_out" and isinstance(module, torch.nn.Linear):
+            return module.out_features
+    return model.config.hidden_size
+
+
 def ends_in_final_norm(model: torch.nn.Module) -> bool:
     """Whether the last hidden state is the output of a final norm (pre-LN decoders: GPT-2's ``ln_f``,
     GPT-NeoX's ``final_layer_norm``, Llama's ``norm``, OPT's with ``do_layer_norm_before``).

@@ -46,7 +46,7 @@ from ctxvar.stats.finalize import self_similarity
 from ctxvar.stats.layers import frequency_filter
 from ctxvar.stats.provenance import SUMS_COLUMN
 from ctxvar.stats.sample_metrics import BATCH_METRICS, PARTITION_COLUMNS, sample_metrics
-from ctxvar.stats.sums import MomentsFile, SumsFile
+from ctxvar.stats.sums import MomentsFile, SumsFile, layer_width
 from ctxvar.stats.word_files import SentencesFile, WordsFile
 
 log = logging.getLogger(__name__)
@@ -185,6 +185,14 @@ def cosine_metrics(sums, min_log10_n: float, max_log10_n: float) -> dict:
     }
 
 
+def own_width(layer_sums: tuple, width: int) -> tuple:
+    """A moments file's ``(N, Σx, Σxxᵀ, per-layer sums)`` of a layer, cut to the layer's own ``width`` (its
+    coordinates beyond it are zeros): the spectrum's metrics count its own dimensions."""
+    n, sum_, outer, values = layer_sums
+    values = {name: value[:width] if isinstance(value, np.ndarray) else value for name, value in values.items()}
+    return n, sum_[:width], None if outer is None else outer[:width, :width], values
+
+
 def geometry_table(
     stats_path,
     moments_path,
@@ -220,7 +228,7 @@ def geometry_table(
             "n": int(sums.count.sum()),
         }
         if moments is not None:
-            n, sum_, outer, layer_values = moments.layer_sums(layer)
+            n, sum_, outer, layer_values = own_width(moments.layer_sums(layer), layer_width(stats.metadata, layer))
             if outer is not None:
                 row.update(covariance_metrics(n, sum_, outer, spectrum_k, layer))
             row.update(finalize_layer(n, layer_values))

@@ -65,6 +65,15 @@ MOMENTS_LAYOUT = "ctxvar moments 2"
 KEY_COLUMNS = ("layer", "token", "n")  # every sums file's first columns; the declared sums follow
 
 
+def layer_width(metadata: dict, layer: int) -> int:
+    """The width of hidden state ``layer`` of the sums file with ``metadata``: ``d``, but for the last of a model
+    whose tail projects it to fewer coordinates (``last_width``: OPT-350m's 512 of 1024), whose vectors are held
+    at d with zeros after its own width (:func:`ctxvar.extraction.accumulator.full_width`)."""
+    if layer == metadata["n_layers"] - 1 and metadata.get("last_width"):
+        return int(metadata["last_width"])
+    return int(metadata["d"])
+
+
 def sums_schema(d: int, metadata: dict, sums: Iterable[str] = ("sum_sq", "sum")) -> pa.Schema:
     """The schema of a sums file holding the declared sums named ``sums`` (written in declaration order)."""
     kept = set(sums)

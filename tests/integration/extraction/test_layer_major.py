@@ -201,3 +201,33 @@ def test_stubbed_blocks_get_their_own_forward_back():
         assert (hooked(None), plain(None), hooked(None)) == ((0, 0), (1, 1), (2, 0))
     assert hooked.forward is wrapper and "forward" not in plain.__dict__
     assert plain(torch.ones(2)).shape == (2,)
+
+
+def test_a_projected_last_layer_is_measured_at_its_own_width(tmp_path, tiny_models, corpus_texts):
+    """An OPT whose ``project_out`` makes its last hidden state 16 wide of 32 (facebook/opt-350m: 512 of 1024):
+    both paths write the same files, Q, M, V per type equal brute force at each layer's own width, and the last
+    layer's spectrum counts its own 16 dimensions."""
+    from ctxvar.stats.geometry import covariance, spectrum_metrics
+
+    from support.oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
+    from support.pipeline_runs import GEOMETRY_SPECTRUM_K, run_geometry, run_pipeline
+
+    sizes = {**DECODERS["opt"], "word_embed_proj_dim": 16}
+    folder = tiny_model(tmp_path / "opt", "opt", tiny_models["gpt2"], 5, norms_seed=5, **sizes)
+    texts = corpus_texts[:30]
+    for n_shards, options in [(1, NO_GEOMETRY), (3, EVERY_SWITCH)]:
+        run = tmp_path / f"orders{n_shards}"
+        run.mkdir()
+        for shard in shards_of(run, texts, folder, n_shards):
+            layer_major, whole = both_orders(run, shard, folder, "float32", options)
+            assert all(layer_major[kind].equals(table) for kind, table in whole.items())
+    keys, X = brute_force_embeddings(folder, texts)
+    assert [x.shape[1] for x in X] == [32, 32, 32, 16]
+    (tmp_path / "merged").mkdir()
+    tokens = run_pipeline(tmp_path / "merged", folder, texts, 3, "tiny-opt")[0]
+    assert_tokens_match(tokens, brute_force_tokens(keys, X))
+    (tmp_path / "geometry").mkdir()
+    geometry = run_geometry(tmp_path / "geometry", folder, texts, 2)[0]
+    last = X[-1]
+    expected = spectrum_metrics(covariance(len(last), last.sum(0), last.T @ last), GEOMETRY_SPECTRUM_K)
+    assert geometry.iloc[-1]["isoscore"] == pytest.approx(expected["isoscore"], rel=1e-6)
