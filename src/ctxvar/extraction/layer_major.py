@@ -507,6 +507,30 @@ def shape_weights(config, dtype: str) -> ModelWeights:
     return ModelWeights.of(model, find_blocks(model))
 
 
+def beside_weights_bound(config, settings: ExtractionSettings, d: int, device: torch.device) -> int:
+    """What a layer-major job holds on the device beside its weights at the least, bounded from above before its
+    shard is read: one layer's sums with every vocabulary entry a type (``config.vocab_size``; raw ids as many) and
+    one batch of ``batch_tokens`` tokens in rows as long as the model's positions allow, through a block (:func:`planned_memory`'s one layer and
+    transients). Whether to stream a model's weights is decided from its weights and this
+    (:func:`streams`): loading them whole is chosen only where it leaves this room."""
+    vocabulary, tokens = int(config.vocab_size), settings.batch_tokens
+    width = min(tokens, loading.max_positions(config) or tokens)
+    words = vocabulary if settings.geometry.ethayarajh else None
+    element = loading.DTYPES[settings.dtype].itemsize
+    split = splits_gram(loading.DTYPES[settings.dtype], device)
+    return (
+        state_bytes(1, vocabulary, d, settings.geometry, words)
+        + activation_bytes(config, 2, d, tokens, width, element)
+        + batch_bytes(1, tokens, d, settings.geometry, split)
+    )
+
+
+def streams(weights: ModelWeights, beside: int, budget: int) -> bool:
+    """Whether a job streams its weights: when the whole model and what it needs beside them (``beside``, at least
+    :func:`beside_weights_bound`) exceed the device ``budget``, while two blocks in place of all leave room."""
+    return weights.weights + beside > budget
+
+
 def shape_plan(
     config,
     weights: ModelWeights,
@@ -515,14 +539,19 @@ def shape_plan(
     n_types: int,
     device_total: int,
     width: int,
+    streamed: bool | None = None,
 ) -> MemoryPlan:
     """:func:`planned_memory` of a layer-major job on a GPU of ``device_total`` bytes, from the model's shape
     alone: a transformers ``config`` and its :func:`shape_weights` in ``settings.dtype``, a shard of
     ``padded_tokens`` padded tokens in rows of at most ``width``, holding ``n_types`` types (raw ids: as many),
     every token real. As a job decides (:func:`ctxvar.extraction.streamed_weights.load_for_job`), the weights
-    stream when they exceed the card's memory less the reserve, and the free memory is the card's less the
-    resident weights (the CUDA context within the reserve)."""
-    streamed = weights.weights > device_total - reserve_bytes(device_total)
+    stream when they and :func:`beside_weights_bound` exceed the card's memory less the reserve (:func:`streams`),
+    and the free memory is the card's less the resident weights (the CUDA context within the reserve);
+    ``streamed`` True or False plans the other choice."""
+    cuda = torch.device("cuda")
+    if streamed is None:
+        budget = device_total - reserve_bytes(device_total)
+        streamed = streams(weights, beside_weights_bound(config, settings, config.hidden_size, cuda), budget)
     loaded = weights.resident(streamed) - (2 * weights.block_weights if streamed else 0)
     words = settings.geometry.ethayarajh
     shard = ShardSize(padded_tokens, width, n_types, None, padded_batch_bytes(padded_tokens, padded_tokens, words))
@@ -533,7 +562,7 @@ def shape_plan(
         weights,
         streamed,
         shard,
-        splits_gram(loading.DTYPES[settings.dtype], torch.device("cuda")),
+        splits_gram(loading.DTYPES[settings.dtype], cuda),
         (device_total - loaded, device_total),
         f"model {settings.model['id']!r} on a card of {device_total / 1e9:.1f} GB",
     )

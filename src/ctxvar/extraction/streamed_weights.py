@@ -38,7 +38,7 @@ import torch
 
 from ctxvar.errors import DeviceMemoryError, ModelLoadError
 from ctxvar.extraction.budget import reserve_bytes, smaller_dtype
-from ctxvar.extraction.layer_major import Blocks, Unrecognised, find_blocks, parameter_bytes
+from ctxvar.extraction.layer_major import Blocks, Unrecognised, beside_weights_bound, find_blocks, parameter_bytes
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.models import hashing, loading
 from ctxvar.models.completeness import listed, own_tensor_names
@@ -262,15 +262,22 @@ def load_for_job(settings: ExtractionSettings, device: torch.device):
         return loading.load_model(entry, source, settings.dtype, device), None
     model = loading.empty_model(entry, source, settings.dtype)
     weights = parameter_bytes(model)
-    if weights <= budget:
+    beside = beside_weights_bound(model.config, settings, model.config.hidden_size, device)
+    if weights + beside <= budget:
         log.info(
-            "%s: weights %.3f GB within the device budget of %.3f GB: loaded whole", what, weights / 1e9, budget / 1e9
+            "%s: weights %.3f GB and one layer's sums and batch (at most %.3f GB) within the device budget of "
+            "%.3f GB: loaded whole",
+            what,
+            weights / 1e9,
+            beside / 1e9,
+            budget / 1e9,
         )
         return loading.load_model(entry, source, settings.dtype, device), None
     if settings.extraction_order == "whole_model":
         check_whole_fits(settings, device, weights, WHOLE_ORDER, "extraction_order: auto")
         log.warning(
-            "%s: weights %.3f GB exceed the device budget of %.3f GB, but %s: the whole model is loaded",
+            "%s: weights %.3f GB leave no room for one layer within the device budget of %.3f GB, but %s: the whole "
+            "model is loaded",
             what,
             weights / 1e9,
             budget / 1e9,
@@ -287,8 +294,8 @@ def load_for_job(settings: ExtractionSettings, device: torch.device):
     except (Unrecognised, ModelLoadError) as error:
         check_whole_fits(settings, device, weights, error)
         log.warning(
-            "%s: weights %.3f GB exceed the device budget of %.3f GB, but they cannot be read block by block (%s): "
-            "the whole model is loaded",
+            "%s: weights %.3f GB leave no room for one layer within the device budget of %.3f GB, but they cannot be "
+            "read block by block (%s): the whole model is loaded",
             what,
             weights / 1e9,
             budget / 1e9,
@@ -304,8 +311,8 @@ def load_for_job(settings: ExtractionSettings, device: torch.device):
             "%s: ignored %d tensor(s) that do not feed the hidden states (heads): %s", what, len(heads), listed(heads)
         )
     log.info(
-        "%s: weights %.3f GB exceed the device budget of %.3f GB: %d blocks %r read from the files one at a time "
-        "(%.3f GB each), %.3f GB outside them loaded",
+        "%s: weights %.3f GB leave no room for one layer within the device budget of %.3f GB: %d blocks %r read "
+        "from the files one at a time (%.3f GB each), %.3f GB outside them loaded",
         what,
         weights / 1e9,
         budget / 1e9,

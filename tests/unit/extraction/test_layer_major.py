@@ -22,11 +22,11 @@ SHAPES = memory_plans.shapes()
 BF16 = 2
 
 
-def plan_of(name: str, padded_tokens: int, n_types: int, card: int = CARD):
+def plan_of(name: str, padded_tokens: int, n_types: int, card: int = CARD, streamed: bool | None = None):
     config, dtype = SHAPES[name]
     weights = shape_weights(config, dtype)
     settings = memory_plans.settings_for(name, dtype)
-    return shape_plan(config, weights, settings, padded_tokens, n_types, card, memory_plans.WIDTH)
+    return shape_plan(config, weights, settings, padded_tokens, n_types, card, memory_plans.WIDTH, streamed)
 
 
 def llama_block_bytes(d: int, ffn: int, heads: int, kv_heads: int) -> int:
@@ -104,3 +104,29 @@ def test_the_committed_table_is_what_the_code_plans_now():
     assert {key: committed.loc[name, key] for key in row if key != "model"} == {
         key: value for key, value in row.items() if key != "model"
     }
+
+
+MIB = 2**20
+CARDS = {"24 GB": 24e9, "48 GB": 48e9, "80 GB": 80e9, "H100": 81_559 * MIB, "141 GB": 141e9, "H200": 143_771 * MIB}
+
+
+@pytest.mark.parametrize("card", CARDS, ids=list(CARDS))
+@pytest.mark.parametrize("name", ["llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3.1-405b"])
+def test_no_plan_errs_where_the_other_choice_fits(name, card):
+    """Whether a job streams is decided from the whole plan (the weights and one layer's sums and batch beside them,
+    :func:`ctxvar.extraction.layer_major.streams`): on every card, the choice made plans without error wherever
+    loading whole or streaming would; on an H100 and on an H200 as torch reports them (81,559 and 143,771 MiB),
+    Llama-2-70B and Llama-3.1-405B in bf16 plan."""
+    from ctxvar.errors import DeviceMemoryError
+
+    def plan(streamed=None):
+        try:
+            return plan_of(name, 10**6, SHAPES[name][0].vocab_size, int(CARDS[card]), streamed)
+        except DeviceMemoryError:
+            return None
+
+    chosen = plan()
+    others = [plan(streamed) for streamed in (False, True)]
+    assert chosen is not None or not any(others), f"{name} on {card}: the choice errs where another plans"
+    if card in ("H100", "H200"):
+        assert chosen is not None
