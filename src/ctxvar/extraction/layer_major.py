@@ -510,9 +510,9 @@ def shape_weights(config, dtype: str) -> ModelWeights:
 def beside_weights_bound(config, settings: ExtractionSettings, d: int, device: torch.device) -> int:
     """What a layer-major job holds on the device beside its weights at the least, bounded from above before its
     shard is read: one layer's sums with every vocabulary entry a type (``config.vocab_size``; raw ids as many) and
-    one batch of ``batch_tokens`` tokens in rows as long as the model's positions allow, through a block (:func:`planned_memory`'s one layer and
-    transients). Whether to stream a model's weights is decided from its weights and this
-    (:func:`streams`): loading them whole is chosen only where it leaves this room."""
+    one batch of ``batch_tokens`` tokens in rows as long as the model's positions allow, through a block
+    (:func:`planned_memory`'s one layer and transients). Whether to stream a model's weights is decided from its
+    weights and this (:func:`streams`): loading them whole is chosen only where it leaves this room."""
     vocabulary, tokens = int(config.vocab_size), settings.batch_tokens
     width = min(tokens, loading.max_positions(config) or tokens)
     words = vocabulary if settings.geometry.ethayarajh else None

@@ -289,6 +289,8 @@ def load_for_job(settings: ExtractionSettings, device: torch.device):
         if blocks.shared:
             raise Unrecognised(f"its {len(blocks.order)} layers share the weights of {len(blocks.modules)} block(s)")
         files = hashing.weight_files(entry, source, model)
+        if any(map(hashing.is_pickled, files.paths)):
+            raise Unrecognised("its checkpoint is pickled (pytorch_model.bin), whose tensors are not read one by one")
         stored = stored_tensors(files.paths)
         keys = checkpoint_keys(model, stored)
     except (Unrecognised, ModelLoadError) as error:

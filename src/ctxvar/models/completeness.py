@@ -32,6 +32,7 @@ SHARD_FILES = "model-*-of-*.safetensors"  # the names save_pretrained gives a sh
 PICKLED_FILE = "pytorch_model.bin"  # a checkpoint saved before safetensors: pickled by torch.save
 PICKLED_INDEX = "pytorch_model.bin.index.json"  # a sharded one's map of tensors to pytorch_model-*-of-*.bin
 REFETCH = "download the model again, or save_pretrained it again"  # how a damaged or incomplete model is restored
+CONVERT = "convert it to safetensors where you trust it: from_pretrained then save_pretrained writes model.safetensors"
 INCONSISTENT = "the model directory is incomplete or its config.json does not match its weights: restore the files"
 # A tokenizer with fewer entries than this share of the model's embedding rows belongs to another model.
 # Real checkpoints pad their rows by well under 5 % (GPT-J: 50,257 of 50,400; Phi-2: 50,295 of 51,200).

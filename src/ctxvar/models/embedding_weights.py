@@ -24,8 +24,8 @@ initialises it at random), so this is the one route that measures it.
 Whatever else cannot be resolved so (custom model code; a quantized checkpoint or a matrix whose values
 transformers converts on loading; a matrix missing from the files, under two names, or of another number of columns
 than config.json builds) raises :class:`Unresolved`, with the reason in the log: the caller then loads the whole
-model, whose loading report names any fault. A pickled checkpoint is not loaded whole (a whole model is loaded from
-safetensors only), so there such a reason stops the job, in one line.
+model (a pickled checkpoint too, read by the same weights-only unpickler through transformers), whose loading report
+names any fault.
 
 What was read is recorded (:class:`EmbeddingWeights`): each file (relative to the model's folder or snapshot) and
 each tensor with its dtype, shape and the SHA-256 of its bytes as stored (a pickled tensor's values, which are the
@@ -40,8 +40,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
-import zipfile
 from dataclasses import dataclass, field
 
 import torch
@@ -55,7 +53,6 @@ from ctxvar.models.completeness import PICKLED_FILE, PICKLED_INDEX, REFETCH, SHA
 log = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.json"
-CONVERT = "convert it to safetensors where you trust it: from_pretrained then save_pretrained writes model.safetensors"
 
 
 class Unresolved(Exception):
@@ -83,24 +80,8 @@ def read_embedding_weights(entry: dict, source: str, dtype: str) -> EmbeddingWei
         raise
 
 
-def unpickling_reason(error: Exception) -> str:
-    """The line of torch's error that says why a file cannot be unpickled weights-only (the global it would
-    have to import, say): torch's first line is the same for every file."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    if len(lines) > 1 and lines[0].startswith("Weights only load failed"):
-        return lines[1]
-    return first_line(error)
-
-
-def weights_only_is_safe() -> bool:
-    """Whether this torch's weights-only unpickler is one transformers trusts: 2.6 or later (CVE-2025-32434)."""
-    release = re.match(r"(\d+)\.(\d+)", torch.__version__)
-    return release is not None and tuple(map(int, release.groups())) >= (2, 6)
-
-
 def read_matrices(entry: dict, source: str, dtype: str, what: str) -> EmbeddingWeights:
-    """:func:`read_embedding_weights` without the log line. Where the checkpoint is pickled, what stops the read
-    alone stops the job, named in one line: the whole model is loaded from safetensors only."""
+    """:func:`read_embedding_weights` without the log line."""
     if entry.get("trust_remote_code"):
         raise Unresolved("the model's class is its own code (trust_remote_code)")
     if os.path.isdir(source):
@@ -115,16 +96,8 @@ def read_matrices(entry: dict, source: str, dtype: str, what: str) -> EmbeddingW
             verify_manifest(source, built_in_run(entry), files.names_read(keys.values()))
         digest = hashing.WeightsDigest(what)
         matrices = {kind: files.read(keys[kind], like, digest) for kind, (_, like) in wanted.items()}
-    except Unresolved as reason:
-        if not files.pickled:
-            raise
-        raise ModelLoadError(
-            f"{what}: the embedding matrices of its pickled checkpoint "
-            f"({files.single_name if files.single else files.index_name}, no safetensors) cannot be read alone "
-            f"({reason}), and a whole model, whose loading report would say more, is loaded from safetensors only; "
-            f"{CONVERT}"
-        ) from reason
-    files.unpickled.clear()  # the memory-mapped files: the matrices are copies
+    finally:
+        files.unpickled.clear()  # the memory-mapped files: the matrices are copies
     if "output" in matrices and torch.equal(matrices["output"], matrices["input"]):
         matrices = {"tied": matrices["input"]}  # equal values: one matrix, as the whole model's are measured
     log.info("%s: read %s from %s alone", what, ", ".join(sorted(keys.values())), ", ".join(sorted(files.read_files)))
@@ -306,31 +279,9 @@ class CheckpointFiles:
 
     def pickled_tensors(self, path: str) -> tuple[dict, tuple[int, ...]]:
         """``(tensors, the file's state before it was read)`` of the pickled checkpoint file ``path``, unpickled
-        once as transformers does (``torch.load(weights_only=True)``: torch's unpickler of tensors and plain
-        values, which runs no code the file names; memory-mapped where the file is torch's zip format, so that
-        only the tensors used are read from disk)."""
+        once (:func:`ctxvar.models.hashing.unpickled_tensors`)."""
         if path not in self.unpickled:
-            if not weights_only_is_safe():
-                raise ModelLoadError(
-                    f"{self.what}: {path} is pickled, and torch {torch.__version__}'s weights-only unpickler is not "
-                    f"safe (CVE-2025-32434): upgrade torch to 2.6 or later, or {CONVERT}"
-                )
-            state = hashing.file_state(os.stat(path))
-            mmap = {"mmap": True} if zipfile.is_zipfile(path) else {}  # torch's older format maps nothing
-            try:
-                tensors = torch.load(path, map_location="cpu", weights_only=True, **mmap)
-            except Exception as error:  # UnpicklingError, RuntimeError of a damaged zip, EOFError, …
-                reason = unpickling_reason(error)
-                raise ModelLoadError(
-                    f"{self.what}: {path} cannot be read by torch's weights-only unpickler ({reason}): restore it "
-                    f"({REFETCH}), or {CONVERT}"
-                ) from error
-            if not isinstance(tensors, dict):
-                raise ModelLoadError(
-                    f"{self.what}: {path} holds a {type(tensors).__name__}, not a state dict of named tensors; "
-                    f"restore it ({REFETCH})"
-                )
-            self.unpickled[path] = tensors, state
+            self.unpickled[path] = hashing.unpickled_tensors(path, self.what)
         return self.unpickled[path]
 
     def stored(self, key: str, path: str) -> tuple[torch.Tensor, tuple[int, ...]]:

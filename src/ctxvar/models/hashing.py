@@ -14,8 +14,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import struct
 import threading
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -23,9 +25,9 @@ from typing import NamedTuple
 import torch
 
 from ctxvar.config.entries import load_revision
-from ctxvar.errors import ModelLoadError
+from ctxvar.errors import ModelLoadError, first_line
 from ctxvar.models import hub
-from ctxvar.models.completeness import REFETCH, SHARD_INDEX, SINGLE_FILE
+from ctxvar.models.completeness import CONVERT, PICKLED_FILE, PICKLED_INDEX, REFETCH, SHARD_INDEX, SINGLE_FILE
 
 READ_BYTES = 16 * 2**20  # the hasher reads a file in pieces of this size (the host holds one a thread)
 HASH_THREADS = 8
@@ -121,7 +123,7 @@ def weight_files(entry: dict, source: str, model) -> WeightFiles:
     (then they are not what it was loaded from). ``model`` may be a skeleton whose parameters are on ``meta``."""
     what = f"model {entry['id']!r} ({source})"
     paths = checkpoint_paths(entry, source, model.config)
-    stored = sum(numbers_in(path) for path in paths)
+    stored = sum(numbers_in(path, what) for path in paths)
     used = sum(parameter.numel() for parameter in model.parameters())
     if stored < used:
         raise ModelLoadError(
@@ -132,13 +134,13 @@ def weight_files(entry: dict, source: str, model) -> WeightFiles:
 
 
 def checkpoint_paths(entry: dict, source: str, config) -> list[str]:
-    """The safetensors files ``from_pretrained(source, use_safetensors=True)`` reads a model of ``config`` from
-    (transformers' own choice, ``modeling_utils._get_resolved_checkpoint_files``): the file config.json names in
-    ``transformers_weights`` if any, else ``model.safetensors``, else the files ``model.safetensors.index.json``
-    maps tensors to, and the extra files of the config's class; in the directory ``source``, or in the HF cache's
-    snapshot of the commit the config was loaded from (the entry's revision where it does not say). Never a pickled
-    ``pytorch_model.bin``: ctxvar loads safetensors only, so one beside them is not read and not hashed. None of
-    them there is a :class:`ModelLoadError`."""
+    """The weight files ``from_pretrained(source)`` reads a model of ``config`` from (transformers' own choice,
+    ``modeling_utils._get_resolved_checkpoint_files``): the file config.json names in ``transformers_weights`` if
+    any, else ``model.safetensors``, else the files ``model.safetensors.index.json`` maps tensors to, else a
+    checkpoint saved before safetensors (``pytorch_model.bin``, or the files ``pytorch_model.bin.index.json`` maps
+    tensors to: unpickled weights-only, :func:`unpickled_tensors`), and the extra files of the config's class; in
+    the directory ``source``, or in the HF cache's snapshot of the commit the config was loaded from (the entry's
+    revision where it does not say). None of them there is a :class:`ModelLoadError`."""
     commit = getattr(config, "_commit_hash", None)
     revision = commit if isinstance(commit, str) and hub.COMMIT.fullmatch(commit) else load_revision(entry)
     what = f"model {entry['id']!r} ({source})"
@@ -150,16 +152,66 @@ def checkpoint_paths(entry: dict, source: str, config) -> list[str]:
         return hub.model_file(source, name, revision)
 
     explicit = getattr(config, "transformers_weights", None)
-    names = [explicit] if explicit else [SINGLE_FILE, SHARD_INDEX]
+    names = [explicit] if explicit else [SINGLE_FILE, SHARD_INDEX, PICKLED_FILE, PICKLED_INDEX]
     chosen = next((path for path in map(found, names) if path), None)
     if chosen is None:
         raise ModelLoadError(
             f"{what}: none of {', '.join(names)} is there to hash the weights it was loaded from; restore the files "
             f"({REFETCH})"
         )
-    paths = shard_files(chosen, what) if chosen.endswith(".safetensors.index.json") else [chosen]
+    paths = shard_files(chosen, what) if chosen.endswith(".index.json") else [chosen]
     extra = getattr(type(config), "extra_files", ())  # older transformers (5.17 among them) have none
     return paths + [path for path in map(found, extra) if path and path not in paths]
+
+
+def is_pickled(path: str) -> bool:
+    """Whether a weight file is a checkpoint saved before safetensors (``pytorch_model*.bin``)."""
+    return path.endswith(".bin")
+
+
+def weights_only_is_safe() -> bool:
+    """Whether this torch's weights-only unpickler is one transformers trusts: 2.6 or later (CVE-2025-32434)."""
+    release = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    return release is not None and tuple(map(int, release.groups())) >= (2, 6)
+
+
+def unpickling_reason(error: Exception) -> str:
+    """The line of torch's error that says why a file cannot be unpickled weights-only (the global it would
+    have to import, say): torch's first line is the same for every file."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].startswith("Weights only load failed"):
+        return lines[1]
+    return first_line(error)
+
+
+def unpickled_tensors(path: str, what: str) -> tuple[dict, tuple[int, ...]]:
+    """``(tensors by name, the file's state before it was read)`` of the pickled checkpoint file ``path``, as
+    transformers reads one (``torch.load(weights_only=True)``: torch's unpickler of tensors and plain values, which
+    runs no code the file names; memory-mapped where the file is torch's zip format, so that only the tensors used
+    are read from disk). A torch whose unpickler is not safe, a file it refuses or that holds anything but named
+    tensors is a :class:`ModelLoadError` naming it (``what``: the model)."""
+    if not weights_only_is_safe():
+        raise ModelLoadError(
+            f"{what}: {path} is pickled, and torch {torch.__version__}'s weights-only unpickler is not safe "
+            f"(CVE-2025-32434): upgrade torch to 2.6 or later, or {CONVERT}"
+        )
+    state = file_state(os.stat(path))
+    mmap = {"mmap": True} if zipfile.is_zipfile(path) else {}  # torch's older format maps nothing
+    try:
+        tensors = torch.load(path, map_location="cpu", weights_only=True, **mmap)
+    except Exception as error:  # UnpicklingError, RuntimeError of a damaged zip, EOFError, …
+        raise ModelLoadError(
+            f"{what}: {path} cannot be read by torch's weights-only unpickler ({unpickling_reason(error)}): restore "
+            f"it ({REFETCH}), or {CONVERT}"
+        ) from error
+    if not isinstance(tensors, dict) or not all(
+        isinstance(name, str) and isinstance(tensor, torch.Tensor) for name, tensor in tensors.items()
+    ):
+        raise ModelLoadError(
+            f"{what}: {path} holds a {type(tensors).__name__}, not a state dict of named tensors; restore it "
+            f"({REFETCH})"
+        )
+    return tensors, state
 
 
 def shard_files(index: str, what: str) -> list[str]:
@@ -217,8 +269,11 @@ def check_tiling(tensors: dict, data_bytes: int) -> None:
         raise ValueError(f"the tensors' bytes end at {end_of_last} of the {data_bytes} bytes of data")
 
 
-def numbers_in(path: str) -> int:
-    """How many numbers the safetensors file ``path`` holds (its header's shapes)."""
+def numbers_in(path: str, what: str = "the model") -> int:
+    """How many numbers the weight file ``path`` holds (a safetensors header's shapes, or a pickled file's
+    tensors)."""
+    if is_pickled(path):
+        return sum(tensor.numel() for tensor in unpickled_tensors(path, what)[0].values())
     with open(path, "rb") as handle:
         _, tensors = safetensors_header(handle, path)
     return sum(int(torch.Size(shape).numel()) for _, shape, _, _ in tensors.values())
@@ -239,6 +294,8 @@ def weights_sha256(files: WeightFiles, threads: int = 1) -> str:
     as fast; :func:`hash_threads`). Every tensor of the files counts, those that do not feed the
     hidden states (a pooler, a head) too: a change to any weight the job used changes the hash. A file replaced or
     written to since the model was loaded from it is refused: the hash would name other weights than the model's."""
+    if any(map(is_pickled, files.paths)):
+        return pickled_weights_sha256(files)
     tensors = []
     for path, state in zip(files.paths, files.states, strict=True):
         with open(path, "rb") as handle:
@@ -267,6 +324,26 @@ def weights_sha256(files: WeightFiles, threads: int = 1) -> str:
     digest = WeightsDigest(files.what)
     for tensor in tensors:  # in file order: a name held twice with other bytes is named with its files in that order
         digest.add_digest(tensor.name, tensor.dtype, tensor.shape, digests[id(tensor)], tensor.path)
+    return digest.hexdigest()
+
+
+def pickled_weights_sha256(files: WeightFiles) -> str:
+    """:func:`weights_sha256` of a checkpoint saved before safetensors: each file unpickled weights-only
+    (:func:`unpickled_tensors`), each tensor's bytes as stored digested (:meth:`WeightsDigest.add_tensor`, the same
+    digest as the tensor's in a safetensors file), the file checked unchanged since the model was loaded from it
+    before and after."""
+    digest = WeightsDigest(files.what)
+    for path, state in zip(files.paths, files.states, strict=True):
+        check_unchanged(files.what, path, state, os.stat(path))
+        tensors, _ = unpickled_tensors(path, files.what)
+        for name, tensor in tensors.items():
+            if tensor.dtype not in SAFETENSORS_DTYPES:
+                raise ModelLoadError(
+                    f"{files.what}: {path} holds {name} in {tensor.dtype}, which the hash does not name"
+                )
+            digest.add_tensor(name, tensor, path)
+        del tensors
+        check_unchanged(files.what, path, state, os.stat(path))
     return digest.hexdigest()
 
 

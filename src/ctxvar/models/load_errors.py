@@ -42,6 +42,8 @@ def load_error(what: str, directory: str, cls, error: Exception) -> ModelLoadErr
             "model's tokenizer with it (tokenizer.save_pretrained into the same directory)"
         )
     if kind == "model" and not glob.glob(os.path.join(glob.escape(directory), "*.safetensors")):
+        import torch
+
         pickled = [
             name
             for name in (completeness.PICKLED_FILE, completeness.PICKLED_INDEX)
@@ -50,8 +52,9 @@ def load_error(what: str, directory: str, cls, error: Exception) -> ModelLoadErr
         return ModelLoadError(
             f"{what}: no safetensors weights in {directory} "
             + (
-                f"(it has {', '.join(pickled)}, pickled weights that can run code when loaded, so they are not "
-                "loaded; convert them: from_pretrained then save_pretrained writes model.safetensors)"
+                f"(it has {', '.join(pickled)}, pickled weights, which torch {torch.__version__}'s weights-only "
+                "unpickler cannot read safely (CVE-2025-32434), so they are not loaded: upgrade torch to 2.6 or "
+                "later, or convert them: from_pretrained then save_pretrained writes model.safetensors)"
                 if pickled
                 else "(model.safetensors, or model-*-of-*.safetensors with model.safetensors.index.json); "
                 "save the model there with save_pretrained"

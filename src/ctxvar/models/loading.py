@@ -50,6 +50,16 @@ def described(entry: dict, source: str) -> str:
     return f"model {entry['id']!r} ({source})"
 
 
+def safetensors_only() -> bool | None:
+    """``from_pretrained``'s ``use_safetensors``: None (safetensors where the checkpoint has them, else a
+    ``pytorch_model.bin`` checkpoint read by torch's weights-only unpickler, which runs no code the file names:
+    transformers' own order) with a torch whose weights-only unpickler transformers trusts (2.6 or later), else
+    True: an older torch's unpickler can be made to run code (CVE-2025-32434)."""
+    from ctxvar.models.hashing import weights_only_is_safe
+
+    return None if weights_only_is_safe() else True
+
+
 def torch_kernels_only() -> dict:
     """``from_pretrained``'s ``use_kernels=False`` where the installed transformers takes it (it does from the
     release that added Hub kernels, and from 5.x on it turns them on by default when the ``kernels`` package is
@@ -107,11 +117,10 @@ def load_model(entry: dict, source: str, dtype: str, device: torch.device):
 
     what = described(entry, source)
     config = checked_config(entry, source)
-    # safetensors only: pickled checkpoints (pytorch_model.bin) can run code when loaded.
     options = {
         "config": config,
         "dtype": DTYPES[dtype],
-        "use_safetensors": True,
+        "use_safetensors": safetensors_only(),
         "device_map": {"": str(device)},
         "output_loading_info": True,
         "ignore_mismatched_sizes": True,  # reported as mismatched_keys and refused below, with their shapes
@@ -215,7 +224,7 @@ def load_with_head(entry: dict, source: str, dtype: str, alone: str | None = Non
     options = {
         "config": config,
         "dtype": DTYPES[dtype],
-        "use_safetensors": True,
+        "use_safetensors": safetensors_only(),
         "device_map": {"": "cpu"},
         "output_loading_info": True,
         "ignore_mismatched_sizes": True,  # reported as mismatched_keys and refused below, with their shapes

@@ -23,7 +23,7 @@ from ctxvar.files.atomic import MANIFEST
 from ctxvar.stats.merge import MUST_MATCH
 
 from support.pipeline_runs import assert_sums_equal, shard_of, tiny_job_settings
-from support.tiny_models import DECODERS, tiny_model
+from support.tiny_models import DECODERS, pickled, tiny_model
 from support.workflow_runs import REPO
 
 STREAMED = "read from the files one at a time"
@@ -167,14 +167,14 @@ def test_a_whole_model_order_loads_the_model_whole_and_reads_no_block(tmp_path, 
             "1 of its tensors are not in the files under their names: layers.1.mlp.up_proj.weight",
             "are not in its weight files and would be initialised at random",
         ),
-        ("pickled", "none of model.safetensors, model.safetensors.index.json is there", "pytorch_model.bin"),
+        ("pickled", "pytorch_model.bin) hold 0 numbers", "are not in its weight files and would be initialised"),
     ],
 )
 def test_a_checkpoint_streaming_cannot_read_is_loaded_whole_and_refused_there(
     tmp_path, tiny_models, corpus_texts, caplog, damage, logged, refused
 ):
-    """A block tensor missing from the files, or no safetensors at all: the log says why the weights are not
-    streamed, and the whole model's loading refuses the files in one line, as without a budget."""
+    """A block tensor missing from the files, or a pickled checkpoint of no tensors: the log says why the weights
+    are not streamed, and the whole model's loading refuses the files in one line, as without a budget."""
     model_dir = llama_checkpoint(tiny_models, tmp_path / "llama", "10MB")
     if damage == "missing":
         rewritten(model_dir, lambda name: None if name == "model.layers.1.mlp.up_proj.weight" else name)
@@ -186,6 +186,23 @@ def test_a_checkpoint_streaming_cannot_read_is_loaded_whole_and_refused_there(
         job(tmp_path, shard, str(model_dir), "float32", TINY_BUDGET_MB, "refused")
     assert "cannot be read block by block" in caplog.text and logged in caplog.text
     assert refused in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_a_pickled_checkpoint_beyond_the_budget_is_loaded_whole_with_the_same_sums(
+    tmp_path, tiny_models, corpus_texts, caplog
+):
+    """pytorch_model.bin alone (a checkpoint saved before safetensors, as Pythia's older steps are): its tensors are
+    not read one block at a time, so a budget below its weights loads it whole, and the log says why."""
+    model_dir = llama_checkpoint(tiny_models, tmp_path / "llama", "10MB")
+    safetensors = llama_checkpoint(tiny_models, tmp_path / "safetensors", "10MB")
+    pickled(model_dir)
+    shard = shard_of(tmp_path, corpus_texts[:10])
+    with caplog.at_level(logging.INFO, logger="ctxvar.extraction"):
+        (sums, metadata) = job(tmp_path, shard, str(model_dir), "float32", TINY_BUDGET_MB, "pickled")
+    assert "its checkpoint is pickled (pytorch_model.bin)" in caplog.text and STREAMED not in caplog.text
+    (whole, whole_metadata) = job(tmp_path, shard, str(safetensors), "float32", 0, "whole")
+    assert_sums_equal(sums, whole)
+    assert metadata["weights_sha256"] == whole_metadata["weights_sha256"]
 
 
 def test_a_gpu_too_small_for_weights_that_cannot_be_streamed_is_one_line_before_loading(

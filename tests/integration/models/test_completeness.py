@@ -203,11 +203,15 @@ def test_no_weights_at_all_says_so(tmp_path, tiny_models):
     assert "trust_remote_code" not in one_line_error(model_dir, "no safetensors weights in")
 
 
-def test_pickled_weights_alone_are_named_with_the_conversion(tmp_path, tiny_models):
+def test_pickled_weights_alone_with_an_unsafe_torch_are_named_with_the_remedies(tmp_path, tiny_models, monkeypatch):
+    """A torch older than 2.6, whose weights-only unpickler can be made to run code, reads no pickle."""
+    from ctxvar.models import hashing
+
     model_dir = copy_model(tiny_models["bert"], tmp_path / "m")
     (model_dir / "model.safetensors").unlink()
     torch.save({}, model_dir / "pytorch_model.bin")
-    one_line_error(model_dir, "it has pytorch_model.bin, pickled weights .* convert them")
+    monkeypatch.setattr(hashing, "weights_only_is_safe", lambda: False)
+    one_line_error(model_dir, "it has pytorch_model.bin, pickled weights, .* upgrade torch to 2.6 or later, or convert")
 
 
 def test_no_tokenizer_files_is_one_line(tmp_path, tiny_models):

@@ -234,23 +234,27 @@ def test_a_pickled_checkpoint_gives_the_numbers_and_hashes_of_the_same_weights_a
     )
 
 
-def test_a_pickled_checkpoint_whose_matrices_cannot_be_read_alone_is_refused_with_the_cause(tmp_path, tiny_models):
-    """No whole model is loaded from pickled weights: what stops the read alone is named, with the remedy."""
+def test_a_pickled_checkpoint_whose_matrices_cannot_be_read_alone_is_loaded_whole_and_refused_there(
+    tmp_path, tiny_models
+):
+    """What stops the read alone is logged, and the whole model, read by transformers with the same weights-only
+    unpickler, refuses the matrix of another width in one line naming it."""
     source = pickled(tiny_model(tmp_path / "neox", "gpt_neox", tiny_models["gpt2"], 0, head=True, **NEOX))
     tensors = torch.load(Path(source) / "pytorch_model.bin", weights_only=True)
     tensors["embed_out.weight"] = torch.randn(tensors["embed_out.weight"].shape[0], 7)
     torch.save(tensors, Path(source) / "pytorch_model.bin")
-    message = refusal({"id": "m"}, source)
-    assert "the embedding matrices of its pickled checkpoint (pytorch_model.bin, no safetensors)" in message
-    assert "embed_out.weight is torch.float32" in message and "convert it to safetensors" in message
+    with pytest.raises(ModelLoadError) as error:
+        read_matrices({"id": "m"}, source, "float32")
+    assert "\n" not in str(error.value) and "have other shapes than config.json says" in str(error.value)
 
 
-def test_a_pickled_checkpoint_of_custom_code_is_refused_for_its_pickle_not_its_config(tmp_path, tiny_models):
-    """trust_remote_code loads the whole model, from safetensors only: the line names the pickled file."""
+def test_a_pickled_checkpoint_of_custom_code_loads_the_whole_model_with_the_same_matrices(tmp_path, tiny_models):
+    """trust_remote_code loads the whole model; transformers reads the pickled file weights-only."""
     source = pickled(tiny_model(tmp_path / "neox", "gpt_neox", tiny_models["gpt2"], 0, head=True, **NEOX))
-    message = refusal({"id": "m", "trust_remote_code": True}, source)
-    assert "no safetensors weights" in message and "it has pytorch_model.bin" in message
-    assert "config.json" not in message
+    matrices, record = read_matrices({"id": "m", "trust_remote_code": True}, source, "float32")
+    alone, _ = read_matrices({"id": "m"}, source, "float32")
+    assert record["read"] == "model"
+    assert_same_matrices(alone, matrices)
 
 
 def test_a_folder_with_both_pickled_checkpoints_is_refused(tmp_path, tiny_models):

@@ -135,15 +135,29 @@ def test_encoder_decoder_model_is_refused(tmp_path, tiny_models, corpus_texts):
         extract(model_dir, shard_of(tmp_path, corpus_texts[:5]), tmp_path / "p.parquet")
 
 
-def test_pickled_weights_are_never_loaded(tmp_path, tiny_models, corpus_texts):
-    from transformers import AutoModel
+def test_pickled_weights_are_read_weights_only_and_a_pickle_that_runs_code_is_refused(
+    tmp_path, tiny_models, corpus_texts
+):
+    """A checkpoint saved before safetensors (pytorch_model.bin alone) is read as transformers reads it, by torch's
+    weights-only unpickler: its sums and weight hash are those of the same weights in safetensors. A file holding an
+    object whose unpickling would run code (create a folder) stops the job in one line, and nothing runs."""
+    from safetensors.torch import load_file
 
+    shard = shard_of(tmp_path, corpus_texts[:5])
+    whole = extract(tiny_models["bert"], shard, tmp_path / "safetensors.parquet")
     model_dir = tmp_path / "pickled"
     shutil.copytree(tiny_models["bert"], model_dir, ignore=shutil.ignore_patterns("SHA256SUMS"))  # a user's directory
+    tensors = load_file(model_dir / "model.safetensors")
     (model_dir / "model.safetensors").unlink()
-    torch.save(AutoModel.from_pretrained(tiny_models["bert"]).state_dict(), model_dir / "pytorch_model.bin")
-    with pytest.raises(ModelLoadError, match="pickled weights that can run code when loaded, so they are not loaded"):
-        extract(model_dir, shard_of(tmp_path, corpus_texts[:5]), tmp_path / "p.parquet")
+    torch.save(tensors, model_dir / "pytorch_model.bin")
+    pickled = extract(model_dir, shard, tmp_path / "pickled.parquet")
+    assert pickled["weights_sha256"] == whole["weights_sha256"]
+    assert pq.read_table(tmp_path / "pickled.parquet").equals(pq.read_table(tmp_path / "safetensors.parquet"))
+    marker = tmp_path / "code-ran"
+    torch.save({**tensors, "payload": RunsCode(str(marker))}, model_dir / "pytorch_model.bin")
+    with pytest.raises(ModelLoadError) as error:
+        extract(model_dir, shard, tmp_path / "p.parquet")
+    assert "\n" not in str(error.value) and "weights-only" in str(error.value) and not marker.exists()
 
 
 def test_a_pickle_read_for_the_embedding_matrices_runs_no_code(tmp_path, tiny_models):
