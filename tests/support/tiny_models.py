@@ -59,7 +59,7 @@ def tiny_model(
     family: str,
     tokenizer_dir,
     seed: int,
-    head: bool = False,
+    head: bool | str = False,
     norms_seed: int | None = None,
     token_ids: bool = True,
     shard_size: str | None = None,
@@ -67,16 +67,18 @@ def tiny_model(
 ) -> str:
     """``folder`` (as text), holding a random-init model of ``family`` (a transformers ``model_type``) of ``sizes``
     for the vocabulary of the tokenizer in ``tokenizer_dir``, and that tokenizer. Initialised by transformers after
-    ``torch.manual_seed(seed)``; with its causal language-modelling head if ``head``; its norms randomised with
+    ``torch.manual_seed(seed)``; with its causal language-modelling head if ``head`` (its masked one if ``head`` is
+    ``"masked"``); its norms randomised with
     ``norms_seed`` if given; the tokenizer's BOS and EOS ids in its config if ``token_ids`` (else the family's
     defaults); saved in files of at most ``shard_size`` if given."""
-    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     ids = dict(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id) if token_ids else {}
     config = AutoConfig.for_model(family, vocab_size=len(tokenizer), **ids, **sizes)
     torch.manual_seed(seed)
-    model = (AutoModelForCausalLM if head else AutoModel).from_config(config)
+    builder = AutoModelForMaskedLM if head == "masked" else AutoModelForCausalLM if head else AutoModel
+    model = builder.from_config(config)
     if norms_seed is not None:
         randomise_norms(model, norms_seed)
     model.save_pretrained(folder, **({"max_shard_size": shard_size} if shard_size else {}))
