@@ -145,13 +145,20 @@ def load_hub_dataset(corpus: dict):
     A dataset with data files (Parquet, text, …) is read by ``datasets``' own builders, its files in the order of
     their paths. The Hub's Parquet export of a dataset (revision ``refs/convert/parquet``) holds each configuration's
     split in ``{config}/{split}/0000.parquet``, ``0001.parquet``, …, numbered in the order its rows were written,
-    so that with ``data_dir`` the configuration's folder the rows come in the dataset's own order; ``datasets`` 4
-    and later read it where they refuse the dataset's loading script (:func:`script_refused`)."""
+    so that with ``data_dir`` the configuration's folder the rows come in the dataset's own order (those files alone:
+    never a ``partial-{split}`` folder, where the export of a dataset over 5 GB stops short); ``datasets`` 4 and
+    later read it where they refuse the dataset's loading script (:func:`script_refused`)."""
     options = {"name": corpus.get("config_name"), "split": corpus["split"]}
-    if corpus.get("data_dir"):
+    if corpus.get("data_dir") and corpus.get("revision") == PARQUET_EXPORT:
+        # the split's own folder: datasets' split patterns also match a partial-{split} folder, an export cut short
+        options["data_files"] = {corpus["split"]: f"{corpus['data_dir']}/{corpus['split']}/*.parquet"}
+    elif corpus.get("data_dir"):
         options["data_dir"] = corpus["data_dir"]
     revision = hub_commit(corpus) or corpus.get("revision")
     return hub_dataset(corpus["name"], revision, "a local file (corpus.source: text)", options)
+
+
+PARQUET_EXPORT = enwik8.HUB_REVISION  # the branch of the Hub's Parquet export of a dataset
 
 
 def load_enwik8_hub_dataset(corpus: dict):

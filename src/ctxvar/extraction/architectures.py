@@ -85,7 +85,10 @@ SIZES = {
     "eos_token_id": 2,
 }
 CORE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
-FAMILY_SIZES = {"gpt_neo": {"attention_types": [[["global", "local"], 1]]}}  # one entry per layer
+FAMILY_SIZES = {
+    "gpt_neo": {"attention_types": [[["global", "local"], 1]]},  # one entry per layer
+    "opt": {"word_embed_proj_dim": 16},  # facebook/opt-350m's layout: the last hidden state projected narrower
+}
 MODALITIES = ("vision", "visual", "image", "video", "audio", "speech")  # sub-configs of a multimodal model
 MAX_PARAMETERS = 5_000_000
 SECONDS_PER_TYPE = 60
@@ -119,7 +122,7 @@ def tiny_config(model_type: str):
     from transformers import AutoConfig, PretrainedConfig
 
     try:
-        config = AutoConfig.for_model(model_type, **SIZES, **FAMILY_SIZES.get(model_type, {}))
+        config = AutoConfig.for_model(model_type, **{**SIZES, **FAMILY_SIZES.get(model_type, {})})
     except Exception:  # a name of SIZES that this config computes or checks otherwise: the core sizes alone
         core = {name: SIZES[name] for name in (*CORE, "pad_token_id", "bos_token_id", "eos_token_id")}
         config = AutoConfig.for_model(model_type, **core, **FAMILY_SIZES.get(model_type, {}))

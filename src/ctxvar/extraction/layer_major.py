@@ -525,10 +525,10 @@ def beside_weights_bound(config, settings: ExtractionSettings, d: int, device: t
     )
 
 
-def streams(weights: ModelWeights, beside: int, budget: int) -> bool:
-    """Whether a job streams its weights: when the whole model and what it needs beside them (``beside``, at least
-    :func:`beside_weights_bound`) exceed the device ``budget``, while two blocks in place of all leave room."""
-    return weights.weights + beside > budget
+def streams(weights: int, beside: int, budget: int) -> bool:
+    """Whether a job streams its weights (``weights`` bytes, all of them): when they and what the job needs beside
+    them (``beside``, at least :func:`beside_weights_bound`) exceed the device ``budget``."""
+    return weights + beside > budget
 
 
 def shape_plan(
@@ -551,7 +551,7 @@ def shape_plan(
     cuda = torch.device("cuda")
     if streamed is None:
         budget = device_total - reserve_bytes(device_total)
-        streamed = streams(weights, beside_weights_bound(config, settings, config.hidden_size, cuda), budget)
+        streamed = streams(weights.weights, beside_weights_bound(config, settings, config.hidden_size, cuda), budget)
     loaded = weights.resident(streamed) - (2 * weights.block_weights if streamed else 0)
     words = settings.geometry.ethayarajh
     shard = ShardSize(padded_tokens, width, n_types, None, padded_batch_bytes(padded_tokens, padded_tokens, words))

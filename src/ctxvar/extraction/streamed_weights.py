@@ -38,7 +38,14 @@ import torch
 
 from ctxvar.errors import DeviceMemoryError, ModelLoadError
 from ctxvar.extraction.budget import reserve_bytes, smaller_dtype
-from ctxvar.extraction.layer_major import Blocks, Unrecognised, beside_weights_bound, find_blocks, parameter_bytes
+from ctxvar.extraction.layer_major import (
+    Blocks,
+    Unrecognised,
+    beside_weights_bound,
+    find_blocks,
+    parameter_bytes,
+    streams,
+)
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.models import hashing, loading
 from ctxvar.models.completeness import listed, own_tensor_names
@@ -263,7 +270,7 @@ def load_for_job(settings: ExtractionSettings, device: torch.device):
     model = loading.empty_model(entry, source, settings.dtype)
     weights = parameter_bytes(model)
     beside = beside_weights_bound(model.config, settings, model.config.hidden_size, device)
-    if weights + beside <= budget:
+    if not streams(weights, beside, budget):
         log.info(
             "%s: weights %.3f GB and one layer's sums and batch (at most %.3f GB) within the device budget of "
             "%.3f GB: loaded whole",

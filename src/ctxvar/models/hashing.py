@@ -204,12 +204,16 @@ def unpickled_tensors(path: str, what: str) -> tuple[dict, tuple[int, ...]]:
             f"{what}: {path} cannot be read by torch's weights-only unpickler ({unpickling_reason(error)}): restore "
             f"it ({REFETCH}), or {CONVERT}"
         ) from error
-    if not isinstance(tensors, dict) or not all(
-        isinstance(name, str) and isinstance(tensor, torch.Tensor) for name, tensor in tensors.items()
-    ):
+    if not isinstance(tensors, dict):
         raise ModelLoadError(
-            f"{what}: {path} holds a {type(tensors).__name__}, not a state dict of named tensors; restore it "
-            f"({REFETCH})"
+            f"{what}: {path} holds a {type(tensors).__name__}, not a state dict of named tensors: not a checkpoint "
+            f"transformers saved; {CONVERT}"
+        )
+    others = sorted(repr(name) for name, tensor in tensors.items() if not isinstance(tensor, torch.Tensor))
+    if others:
+        raise ModelLoadError(
+            f"{what}: {path} holds entries that are not tensors ({', '.join(others[:5])}), which transformers does "
+            f"not load as weights: not a checkpoint it saved; {CONVERT}"
         )
     return tensors, state
 

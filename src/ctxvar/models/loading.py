@@ -8,6 +8,7 @@ at once instead of retrying for a minute.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -280,7 +281,32 @@ def register_null_model() -> None:
     register()
 
 
+@contextlib.contextmanager
+def no_safetensors_conversion():
+    """Within the block, transformers starts no safetensors conversion of a checkpoint it reads from
+    ``pytorch_model.bin`` (``DISABLE_SAFETENSORS_CONVERSION``): online, it would call the Hub's API with the user's
+    token and ask the conversion bot to open a pull request on the model's repository, on a thread the job then
+    waits for. A job only reads the files."""
+    before = os.environ.get(NO_CONVERSION)
+    os.environ[NO_CONVERSION] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[NO_CONVERSION]
+        else:
+            os.environ[NO_CONVERSION] = before
+
+
+NO_CONVERSION = "DISABLE_SAFETENSORS_CONVERSION"
+
+
 def _from_pretrained(cls, source: str, entry: dict, options: dict):
+    with no_safetensors_conversion():
+        return _read_pretrained(cls, source, entry, options)
+
+
+def _read_pretrained(cls, source: str, entry: dict, options: dict):
     register_config()  # the Gaussian null model's type, read from config.json by the Auto classes
     if hasattr(cls, "_model_mapping"):  # an AutoModel… class: it builds the model
         register_null_model()

@@ -235,7 +235,9 @@ def geometry_table(
         if stats.has_unit:
             row.update(cosine_metrics(sums, min_log10_n, max_log10_n))
         if sample_path is not None:
-            row.update(sample_metrics(sample_path, layer, seed, batch_size, batches))
+            row.update(
+                sample_metrics(sample_path, layer, seed, batch_size, batches, layer_width(stats.metadata, layer))
+            )
         if words is not None and sentences is not None:
             row.update(
                 ethayarajh_metrics(words.layer(layer), sentences.layer(layer), stats.metadata.get("type_marker"))

@@ -107,11 +107,16 @@ def partition_metrics(x: np.ndarray) -> dict:
     return row
 
 
-def sample_metrics(sample_path, layer: int, seed: int, batch_size: int | None = None, batches: int = 1) -> dict:
+def sample_metrics(
+    sample_path, layer: int, seed: int, batch_size: int | None = None, batches: int = 1, width: int | None = None
+) -> dict:
     """TwoNN over the sample batches and I(W) of the first batch's points, of the layer's sampled points.
 
-    ``batch_size``: k, the points of a batch (None: the whole sample is one batch)."""
+    ``batch_size``: k, the points of a batch (None: the whole sample is one batch); ``width``: the layer's own
+    width, where its points are held with zeros after it (:func:`ctxvar.stats.sums.layer_width`): the Gaussian
+    reference and I(W)'s eigenvectors are those of its own dimensions."""
     sample = points(read_sample_layer(sample_path, layer))
+    sample = sample[:, :width] if width is not None else sample
     blocks = sample_batches(sample, batch_size or max(len(sample), 1), batches)
     return {**twonn_metrics(blocks, layer, seed), **partition_metrics(blocks[0])}
 

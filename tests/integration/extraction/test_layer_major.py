@@ -208,6 +208,9 @@ def test_a_projected_last_layer_is_measured_at_its_own_width(tmp_path, tiny_mode
     both paths write the same files, Q, M, V per type equal brute force at each layer's own width, and the last
     layer's spectrum counts its own 16 dimensions."""
     from ctxvar.stats.geometry import covariance, spectrum_metrics
+    from ctxvar.stats.sample_file import points, read_sample_layer
+    from ctxvar.stats.sample_metrics import partition_metrics
+    from ctxvar.stats.twonn import gaussian_twonn
 
     from support.oracle import assert_tokens_match, brute_force_embeddings, brute_force_tokens
     from support.pipeline_runs import GEOMETRY_SPECTRUM_K, run_geometry, run_pipeline
@@ -227,7 +230,15 @@ def test_a_projected_last_layer_is_measured_at_its_own_width(tmp_path, tiny_mode
     tokens = run_pipeline(tmp_path / "merged", folder, texts, 3, "tiny-opt")[0]
     assert_tokens_match(tokens, brute_force_tokens(keys, X))
     (tmp_path / "geometry").mkdir()
-    geometry = run_geometry(tmp_path / "geometry", folder, texts, 2)[0]
+    geometry, sample_path = run_geometry(tmp_path / "geometry", folder, texts, 2)
     last = X[-1]
     expected = spectrum_metrics(covariance(len(last), last.sum(0), last.T @ last), GEOMETRY_SPECTRUM_K)
     assert geometry.iloc[-1]["isoscore"] == pytest.approx(expected["isoscore"], rel=1e-6)
+    # the sample's metrics at the same width: its points held with zeros past 16, cut to 16 for the Gaussian
+    # reference's dimensions and I(W)'s eigenvectors
+    sample = points(read_sample_layer(sample_path, 3))
+    assert sample.shape[1] == 32 and not sample[:, 16:].any()
+    row = geometry.iloc[-1]
+    assert row["twonn_gaussian"] == gaussian_twonn(int(row["twonn_points"]), 16, 3)
+    expected = partition_metrics(sample[:, :16])
+    assert row["partition_isotropy_centred"] == pytest.approx(expected["partition_isotropy_centred"], rel=1e-9)

@@ -101,7 +101,25 @@ def test_the_export_is_loaded_at_the_commit_resolved_at_start_up(monkeypatch):
     sources.load_hub_dataset({**corpus, "inputs": {"commit": "c" * 40}})
     sources.load_hub_dataset(corpus)  # outside a run: the revision as written
     assert [options["revision"] for _, options in calls] == ["c" * 40, "refs/convert/parquet"]
-    assert all(options["data_dir"] == "plain_text" and options["split"] == "train" for _, options in calls)
+    assert all(options["data_files"] == {"train": "plain_text/train/*.parquet"} for _, options in calls)
+    assert all(options["split"] == "train" and "data_dir" not in options for _, options in calls)
+
+
+def test_a_partial_export_is_never_read_as_the_split(tmp_path, offline):
+    """The export of a dataset over 5 GB stops short in a ``partial-train`` folder: beside ``train`` it is not
+    added to the rows, and alone it is no ``train`` (one line), since the paper's sampling indexes every row."""
+    rows = parquet_export(tmp_path / "bookcorpus")
+    partial = tmp_path / "bookcorpus" / "plain_text" / "partial-train"
+    partial.mkdir()
+    pq.write_table(pa.table({"text": ["a row of a cut export ."]}), partial / "0000.parquet")
+    with load_source({**CORPUS, "name": str(tmp_path / "bookcorpus")}) as dataset:
+        assert dataset["text"] == rows
+    for path in (tmp_path / "bookcorpus" / "plain_text" / "train").iterdir():
+        path.unlink()
+    with pytest.raises(CorpusError) as error:
+        with load_source({**CORPUS, "name": str(tmp_path / "bookcorpus")}):
+            pass
+    assert "\n" not in str(error.value) and "bookcorpus" in str(error.value)
 
 
 def script_dataset(folder):

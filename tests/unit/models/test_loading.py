@@ -92,3 +92,28 @@ def test_loading_initialises_no_weight_it_then_overwrites(tiny_models, monkeypat
         monkeypatch.setattr(torch.Tensor, name, recording)
     models.load({"id": "tiny"}, tiny_models["bert"], "float32", torch.device("cpu"))
     assert real == []
+
+
+@pytest.mark.integration
+def test_a_pickled_hub_checkpoint_starts_no_safetensors_conversion(tmp_path, tiny_models, monkeypatch, hub_online):
+    """A Hub id whose commit holds pytorch_model.bin alone (Pythia's older steps), read online: transformers
+    would start its conversion bot (Hub API calls with the user's token, a pull request on the repository) on a
+    thread of the job; it is never started, and the variable that stops it is as it was after the load."""
+    import huggingface_hub
+    import transformers.modeling_utils
+
+    from support.hf_cache import add_snapshot
+    from support.tiny_models import DECODERS, pickled, tiny_model
+
+    folder = pickled(tiny_model(tmp_path / "neox", "gpt_neox", tiny_models["gpt2"], 0, **DECODERS["gpt_neox"]))
+    add_snapshot(tmp_path / "hub", "org/tiny", "c" * 40, folder, "step1000")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(transformers.modeling_utils, "is_offline_mode", lambda: False)
+    monkeypatch.delenv("DISABLE_SAFETENSORS_CONVERSION", raising=False)
+    started = []
+    monkeypatch.setattr(
+        transformers.modeling_utils, "auto_conversion", lambda *a, **k: started.append(k) or (None,) * 3
+    )
+    entry = {"id": "tiny", "name": "org/tiny", "revision": "step1000"}
+    model = models.load_model(entry, "org/tiny", "float32", torch.device("cpu"))
+    assert model is not None and started == [] and "DISABLE_SAFETENSORS_CONVERSION" not in os.environ
