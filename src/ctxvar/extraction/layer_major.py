@@ -94,7 +94,7 @@ class OutputForm:
         if isinstance(output, torch.Tensor):
             form = cls("tensor")
         elif isinstance(output, (tuple, list)) and not hasattr(output, "keys"):
-            form = cls(type(output).__name__, len(output))
+            form = cls("tuple" if isinstance(output, tuple) else "list", len(output))
         elif hasattr(output, "keys") and hasattr(output, "to_tuple") and len(output.keys()):
             form = cls("model_output", cls=type(output), field=next(iter(output.keys())))
         else:
