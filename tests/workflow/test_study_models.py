@@ -1,12 +1,12 @@
-"""The study configs' own model lists, run end to end on tiny stand-ins: every Hub repository that
-config/razzhigaev_2024.yaml and config/machina_mercer_2024.yaml name is a tiny random-init model of its family in an
-offline HF cache, under the repository's own id, at each revision a commit of its own, laid out as the Hub holds it:
-OPT-350m's last hidden state projected to another width (``word_embed_proj_dim`` < ``hidden_size``), Falcon's and
-BLOOM-like blocks returning tuples, ALBERT's one shared block, GPT-J's partial rotary, Llama's grouped attention, and
-Pythia's step checkpoints holding only ``pytorch_model.bin``. Each study runs through ``from_pretrained(name,
-revision=…)`` as it would against the Hub, with its corpus and geometry as configured (enwik8 stood in by generated
-wiki text, 32 of its pieces, TwoNN's sample off), the step lists cut to the first, as far as the summary tables;
-every job finishes and every model has its results."""
+"""The study configs' own model lists, run end to end on tiny stand-ins: for each family and layout that
+config/razzhigaev_2024.yaml and config/machina_mercer_2024.yaml name, a Hub repository of theirs is a tiny
+random-init model of its family in an offline HF cache, under the repository's own id, at a commit of its own, laid
+out as the Hub holds it: OPT-350m's last hidden state projected to another width (``word_embed_proj_dim`` <
+``hidden_size``), Falcon's blocks returning tuples, ALBERT's one shared block, GPT-J's partial rotary, Llama's grouped
+attention, and Pythia's step checkpoints holding only ``pytorch_model.bin``. Each study runs through
+``from_pretrained(name, revision=…)`` as it would against the Hub, with its corpus and geometry as configured
+(enwik8 stood in by generated wiki text, 32 of its pieces, TwoNN's sample off), its steps cut to the first, as far
+as the summary tables; every job finishes and every model has its results."""
 
 from __future__ import annotations
 
@@ -43,10 +43,22 @@ def family_of(name: str) -> tuple[str, dict]:
     return FAMILIES[prefix]
 
 
+def layout_of(name: str) -> tuple:
+    """What sets a stand-in apart: its family and sizes, and whether its checkpoint is pickled (Pythia's steps)."""
+    family, sizes = family_of(name)
+    return family, tuple(sorted(sizes.items())), "pythia" in name
+
+
 def study_models(study: str) -> list[dict]:
-    """The study config's models entries, each family's revisions cut to its first (Pythia's ``step0``)."""
-    entries = yaml.safe_load((REPO / study).read_text())["models"]
-    return [{**entry, "revisions": entry["revisions"][:1]} if "revisions" in entry else entry for entry in entries]
+    """The study config's models entries, one for each family and layout it names (the first: OPT-125m stands for
+    OPT-1.3b to 13b, whose stand-ins would be the same, OPT-350m for its projection, Pythia-70m for every Pythia
+    size), each family's revisions cut to its first (Pythia's ``step0``)."""
+    entries, seen = [], set()
+    for entry in yaml.safe_load((REPO / study).read_text())["models"]:
+        if layout_of(entry["name"]) not in seen:
+            seen.add(layout_of(entry["name"]))
+            entries.append({**entry, "revisions": entry["revisions"][:1]} if "revisions" in entry else entry)
+    return entries
 
 
 def stand_in_cache(cache, folder, tokenizer_dir, entries: list[dict]) -> list[str]:
