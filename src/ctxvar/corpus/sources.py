@@ -137,6 +137,9 @@ def remove_left_copies(folder) -> None:
             shutil.rmtree(os.path.join(folder, name))
 
 
+PARQUET_EXPORT = enwik8.HUB_REVISION  # the branch of the Hub's Parquet export of a dataset
+
+
 def load_hub_dataset(corpus: dict):
     """The Hub dataset ``corpus.name`` at the commit resolved at start-up (:func:`hub_commit`; outside a run,
     ``corpus.revision`` as written), through the HF cache, which keeps a commit's files and the Arrow tables built
@@ -156,9 +159,6 @@ def load_hub_dataset(corpus: dict):
         options["data_dir"] = corpus["data_dir"]
     revision = hub_commit(corpus) or corpus.get("revision")
     return hub_dataset(corpus["name"], revision, "a local file (corpus.source: text)", options)
-
-
-PARQUET_EXPORT = enwik8.HUB_REVISION  # the branch of the Hub's Parquet export of a dataset
 
 
 def load_enwik8_hub_dataset(corpus: dict):
@@ -217,7 +217,7 @@ def script_refusal(name: str, error: BaseException, options: dict) -> str:
     return (
         f"corpus: dataset {name!r} is read by a loading script, which datasets {datasets.__version__} refuses to run "
         f"({type(error).__name__}: {first_line(error)}); read the Hub's Parquet export of it instead "
-        f"(corpus.revision: refs/convert/parquet, corpus.data_dir: {folder}; docs/configuration.md, Hub datasets)"
+        f"(corpus.revision: {PARQUET_EXPORT}, corpus.data_dir: {folder}; docs/configuration.md, Hub datasets)"
         f"{trust}, or a local copy of its files (corpus.source: text or parquet)"
     )
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import logging
 from dataclasses import dataclass
 from typing import Iterator, NamedTuple
@@ -172,7 +173,7 @@ def _stubbed(blocks: Blocks, forward_of):
     call, which is to ``module`` (the module's hooks still run around it); after it, what it was (a wrapper set on
     the instance, as accelerate's hooks set one, is put back)."""
     own = [block.__dict__.get("forward") for block in blocks.modules]
-    calls = iter(range(1 << 62))
+    calls = itertools.count()
     for index, block in enumerate(blocks.modules):
 
         def stub(*args, _module=index, **kwargs):

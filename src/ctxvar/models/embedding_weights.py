@@ -262,7 +262,7 @@ class CheckpointFiles:
             return self.single_name, self.single
         name = self.weight_map[key]
         path = self.path(name)
-        if path is None and self.pickled:  # no whole model to fall back on: one line
+        if path is None and self.pickled:  # the whole model's load would stop at the same missing file
             raise ModelLoadError(
                 f"{self.what}: {name}, which {self.index_name} maps {key} to, is not there; restore the files "
                 f"({REFETCH})"

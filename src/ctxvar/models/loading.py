@@ -51,7 +51,7 @@ def described(entry: dict, source: str) -> str:
     return f"model {entry['id']!r} ({source})"
 
 
-def safetensors_only() -> bool | None:
+def use_safetensors() -> bool | None:
     """``from_pretrained``'s ``use_safetensors``: None (safetensors where the checkpoint has them, else a
     ``pytorch_model.bin`` checkpoint read by torch's weights-only unpickler, which runs no code the file names:
     transformers' own order) with a torch whose weights-only unpickler transformers trusts (2.6 or later), else
@@ -121,7 +121,7 @@ def load_model(entry: dict, source: str, dtype: str, device: torch.device):
     options = {
         "config": config,
         "dtype": DTYPES[dtype],
-        "use_safetensors": safetensors_only(),
+        "use_safetensors": use_safetensors(),
         "device_map": {"": str(device)},
         "output_loading_info": True,
         "ignore_mismatched_sizes": True,  # reported as mismatched_keys and refused below, with their shapes
@@ -225,7 +225,7 @@ def load_with_head(entry: dict, source: str, dtype: str, alone: str | None = Non
     options = {
         "config": config,
         "dtype": DTYPES[dtype],
-        "use_safetensors": safetensors_only(),
+        "use_safetensors": use_safetensors(),
         "device_map": {"": "cpu"},
         "output_loading_info": True,
         "ignore_mismatched_sizes": True,  # reported as mismatched_keys and refused below, with their shapes

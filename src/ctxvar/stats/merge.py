@@ -54,8 +54,9 @@ MUST_MATCH = (
     "type_marker",
     "config_hash",
     "geometry",
-    "last_width",  # recorded only where the last hidden state has another width than d (sums.layer_width)
+    "last_width",
 )
+RECORDED_WHERE_SET = ("last_width",)  # only where the last hidden state has another width than d (sums.layer_width)
 ADDITIVE = ("n_sentences", "n_skipped_too_long", "n_split_too_long", "n_sequences", "n_tokens")
 
 
@@ -139,7 +140,7 @@ def how_rebuilt(metadata: dict) -> str:
 def merged_metadata(files: list[SumsFile]) -> dict:
     first = files[0].metadata
     kept = ("commit", "attn_implementation", "final_norm", "attention", "max_positions", "versions")
-    merged = {key: first.get(key) for key in (*MUST_MATCH, *kept) if key != "last_width" or key in first}
+    merged = {key: first.get(key) for key in (*MUST_MATCH, *kept) if key in first or key not in RECORDED_WHERE_SET}
     for key in ADDITIVE:
         merged[key] = int(sum(f.metadata.get(key, 0) for f in files))
     merged["shards"] = sorted(shard for f in files for shard in shards_of(f.metadata, f.path))
