@@ -4,8 +4,13 @@ import re
 import shlex
 import shutil
 import sys
+import warnings
 
 from snakemake.utils import validate
+
+# Snakemake ≥ 9.25 leaves the coroutine that sizes a job's input files unawaited while it builds a report (and
+# elsewhere, once per job): a harmless warning, printed twice a job (snakemake/snakemake#4280).
+warnings.filterwarnings("ignore", r"coroutine '.*_predicated_size_files.*' was never awaited", RuntimeWarning)
 
 try:
     import ctxvar
