@@ -86,7 +86,9 @@ try:  # the whole config contract, before any job: one line and exit status 1 fo
     SHARED_RUN = check_run_origin(f"results/{RUN}", RUN_CONFIG, run_named_on_purpose(CLI_CONFIGS, CLI_VALUES))
     MODELS = with_inputs(models_by_id(config), f"results/{RUN}")  # with what identifies their files (ctxvar.run.inputs)
     CORPUS = (  # rows: null left out
-        corpus_settings({**config["corpus"], "inputs": corpus_inputs(config["corpus"])}) if "corpus" in config else None
+        corpus_settings({**config["corpus"], "inputs": corpus_inputs(config["corpus"], f"results/{RUN}")})
+        if "corpus" in config
+        else None
     )
     check_results_layout(f"results/{RUN}", MODELS)  # refuses merged sums under their older names, stats*.parquet
     check_archives(MODELS, f"results/{RUN}")  # a package or zip to unpack a model from is there
