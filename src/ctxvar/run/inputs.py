@@ -69,6 +69,32 @@ def model_inputs(entry: dict, run_folder=None) -> dict:
     return {"commit": hub.resolved_commit(entry["name"], revision_of(entry))}
 
 
+def hub_ids(models: dict[str, dict]) -> list[str]:
+    """The entries of ``models`` whose revision :func:`model_inputs` asks of the Hub: neither built in the run,
+    unpacked from an archive, nor a local directory."""
+    return [
+        mid
+        for mid, entry in models.items()
+        if not built_in_run(entry) and not os.path.isdir(local_model_directory(entry["name"]))
+    ]
+
+
+def resolution_notice(models: dict[str, dict]) -> str | None:
+    """The line a start prints before it resolves its Hub models' revisions (:func:`with_inputs`), which takes a
+    request each: what it waits for, or that the Hub cannot be reached and the HF cache answers; None with
+    ``HF_HUB_OFFLINE`` set or no Hub model."""
+    count = len(hub_ids(models))
+    if not count or hub.offline():
+        return None
+    models_text = f"{count} Hub model{'s' if count > 1 else ''}"
+    if hub.unavailable_reason() is not None:
+        return (
+            f"ctxvar: the Hugging Face Hub cannot be reached; the revisions of {models_text} are read from the HF "
+            "cache (HF_HUB_OFFLINE=1 skips this check)"
+        )
+    return f"ctxvar: asking the Hub which commit the revisions of {models_text} name (HF_HUB_OFFLINE=1: the HF cache)"
+
+
 def with_inputs(models: dict[str, dict], run_folder=None) -> dict[str, dict]:
     """``models`` (id → entry), each entry with its :func:`model_inputs` under ``inputs`` where it has any
     (``run_folder``: where archives are unpacked, for those gone since)."""
