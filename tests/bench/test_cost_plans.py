@@ -20,7 +20,7 @@ def test_the_cost_plans_of_the_studies_are_the_commands_output(config, tmp_path,
     from ctxvar.run import cost, resources
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    monkeypatch.setattr(resources.shutil, "which", lambda name: None)
+    monkeypatch.setattr(resources, "nvidia_driver", lambda: False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(REPO)
     cost.main([config, "--results", str(tmp_path / "results")])

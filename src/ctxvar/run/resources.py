@@ -110,11 +110,16 @@ def moe_block(config: dict, d: int) -> tuple[int, int] | None:
     return 4 * d * d + active * 3 * d * width, 4 * d * d + experts * 3 * d * width
 
 
+def nvidia_driver() -> bool:
+    """Whether this machine has an NVIDIA driver: ``nvidia-smi`` on the PATH."""
+    return shutil.which("nvidia-smi") is not None
+
+
 def extraction_device(device: str) -> str:
     """Where extraction runs for the config's ``device``: ``cuda`` or ``cpu`` as set; ``auto``: ``cuda`` on a
-    machine with an NVIDIA driver (``nvidia-smi`` found), as the workflow asks a GPU of its jobs, else ``cpu``."""
+    machine with an NVIDIA driver (:func:`nvidia_driver`), as the workflow asks a GPU of its jobs, else ``cpu``."""
     if device == "auto":
-        return "cuda" if shutil.which("nvidia-smi") is not None else "cpu"
+        return "cuda" if nvidia_driver() else "cpu"
     return device
 
 

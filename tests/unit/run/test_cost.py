@@ -257,7 +257,7 @@ def test_the_block_gives_a_cpu_time_where_the_run_extracts_on_a_cpu_and_the_down
     assert "at 50 MB/s (an assumed bandwidth)" in on_gpu
     on_cpu = cost.block(cost.plan({**config, "device": "cpu"}, tmp_path), config)
     assert "GPU-hours" in on_cpu and "CPU-hours" in on_cpu and "(device: cpu)" in on_cpu
-    monkeypatch.setattr(resources.shutil, "which", lambda name: None)  # no NVIDIA driver here
+    monkeypatch.setattr(resources, "nvidia_driver", lambda: False)  # no NVIDIA driver here
     auto = cost.plan({**config, "device": "auto"}, tmp_path)
     assert auto.device == "cpu" and "device: auto, and no NVIDIA driver here" in cost.block(auto, config)
 

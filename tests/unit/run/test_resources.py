@@ -153,7 +153,7 @@ def test_a_mixture_of_experts_config_gives_its_experts_parameters_and_its_active
 
 def test_extraction_runs_where_the_device_setting_and_the_machine_say(monkeypatch):
     assert [resources.extraction_device(device) for device in ("cpu", "cuda")] == ["cpu", "cuda"]
-    monkeypatch.setattr(resources.shutil, "which", lambda name: None)
+    monkeypatch.setattr(resources, "nvidia_driver", lambda: False)
     assert resources.extraction_device("auto") == "cpu"
-    monkeypatch.setattr(resources.shutil, "which", lambda name: "/usr/bin/nvidia-smi" if name == "nvidia-smi" else None)
+    monkeypatch.setattr(resources, "nvidia_driver", lambda: True)
     assert resources.extraction_device("auto") == "cuda"
