@@ -7,7 +7,11 @@ import json
 import os
 import re
 import socket
+import time
 from urllib.parse import urlparse
+
+UNREACHABLE_KEPT_S = 60.0  # how long a failed connection stands for the Hub's answer: one start's revisions
+unreachable_since: float | None = None  # when a connection last failed (unavailable_reason)
 
 
 def offline() -> bool:
@@ -33,11 +37,18 @@ def hub_reachable(timeout: float = 5.0) -> bool:
 
 
 def unavailable_reason() -> str | None:
-    """Why the Hub cannot be used (offline mode, or no connection), or None if it can."""
+    """Why the Hub cannot be used (offline mode, or no connection), or None if it can. A failed connection stands
+    for :data:`UNREACHABLE_KEPT_S`: a start that resolves many revisions tries once, not once each (a name
+    that cannot be resolved takes its resolver's timeout every time)."""
+    global unreachable_since
     if offline():
         return "HF_HUB_OFFLINE is set"
-    if not hub_reachable():
+    if unreachable_since is not None and time.monotonic() - unreachable_since < UNREACHABLE_KEPT_S:
         return "the Hugging Face Hub cannot be reached"
+    if not hub_reachable():
+        unreachable_since = time.monotonic()
+        return "the Hugging Face Hub cannot be reached"
+    unreachable_since = None
     return None
 
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import os
 import sys
 
-from ctxvar.config.entries import built_in_run, corpus_paths, local_corpus, revision_of
+from ctxvar.config.entries import built_in_run, corpus_paths, local_corpus, models_by_id, revision_of
+from ctxvar.config.hashes import corpus_settings
 from ctxvar.corpus import enwik8
 from ctxvar.errors import CtxvarError
 from ctxvar.files.atomic import read_json, write_json
@@ -76,6 +77,32 @@ def model_inputs(entry: dict, run_folder=None) -> dict:
     }
 
 
+def hub_ids(models: dict[str, dict]) -> list[str]:
+    """The entries of ``models`` whose revision :func:`model_inputs` asks of the Hub: neither built in the run,
+    unpacked from an archive, nor a local directory."""
+    return [
+        mid
+        for mid, entry in models.items()
+        if not built_in_run(entry) and not os.path.isdir(local_model_directory(entry["name"]))
+    ]
+
+
+def resolution_notice(models: dict[str, dict]) -> str | None:
+    """The line a start prints before it resolves its Hub models' revisions (:func:`with_inputs`), which takes a
+    request each: what it waits for, or that the Hub cannot be reached and the HF cache answers; None with
+    ``HF_HUB_OFFLINE`` set or no Hub model."""
+    count = len(hub_ids(models))
+    if not count or hub.offline():
+        return None
+    models_text = f"{count} Hub model{'s' if count > 1 else ''}"
+    if hub.unavailable_reason() is not None:
+        return (
+            f"ctxvar: the Hugging Face Hub cannot be reached; the revisions of {models_text} are read from the HF "
+            "cache (HF_HUB_OFFLINE=1 skips this check)"
+        )
+    return f"ctxvar: asking the Hub which commit the revisions of {models_text} name (HF_HUB_OFFLINE=1: the HF cache)"
+
+
 def with_inputs(models: dict[str, dict], run_folder=None) -> dict[str, dict]:
     """``models`` (id → entry), each entry with its :func:`model_inputs` under ``inputs`` where it has any
     (``run_folder``: where archives are unpacked, for those gone since)."""
@@ -117,3 +144,13 @@ def corpus_inputs(corpus: dict, run_folder=None) -> dict:
     if source == "synthetic":
         return {}
     return {"files": [file_fingerprint(path) for path in corpus_paths(corpus)]}
+
+
+def run_inputs(config: dict, run_folder) -> tuple[dict[str, dict], dict | None]:
+    """``(models, corpus)`` as the workflow reads them at start-up and the cost plan plans them: each models entry
+    with what identifies its files (:func:`with_inputs`, the Hub's commits), the corpus settings with its inputs
+    (:func:`corpus_inputs`) and without ``rows: null`` (:func:`ctxvar.config.hashes.corpus_settings`); None without
+    a corpus. ``run_folder``: the run whose ledger an offline start reads the commits from."""
+    models = with_inputs(models_by_id(config), run_folder)
+    corpus = config.get("corpus")
+    return models, corpus_settings({**corpus, "inputs": corpus_inputs(corpus, run_folder)}) if corpus else None

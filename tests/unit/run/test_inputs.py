@@ -31,6 +31,7 @@ from ctxvar.run.inputs import (
     local_model_directory,
     model_inputs,
     record_archive_inputs,
+    resolution_notice,
     with_inputs,
 )
 
@@ -339,3 +340,26 @@ def test_enwik8_from_a_local_file_is_its_fingerprint(tmp_path):
     path = tmp_path / "enwik8.zip"
     path.write_bytes(b"PK")
     assert corpus_inputs({"source": "enwik8", "path": str(path)}) == {"files": [file_fingerprint(str(path))]}
+
+
+def test_one_failed_connection_stands_for_the_starts_other_revisions_and_the_start_says_so(hub_online, monkeypatch):
+    """170 revisions of Machina & Mercer's config, the Hub's name not resolving: one try, not 170 (36 s of
+    resolver timeouts), and one line before them naming what the start waits for."""
+    tries = []
+    monkeypatch.setattr(hub, "hub_reachable", lambda: tries.append(1) or False)
+    monkeypatch.setattr(hub, "unreachable_since", None)
+    models = {f"m{i}": {"id": f"m{i}", "name": f"someone/model-{i}"} for i in range(170)}
+    notice = resolution_notice(models)
+    assert notice.startswith("ctxvar: the Hugging Face Hub cannot be reached; the revisions of 170 Hub models")
+    with_inputs(models)
+    assert len(tries) == 1
+    monkeypatch.setattr(hub.time, "monotonic", lambda: hub.unreachable_since + hub.UNREACHABLE_KEPT_S + 1)
+    hub.unavailable_reason()
+    assert len(tries) == 2  # a later start, or a minute on: asked again
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert resolution_notice(models) is None
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(hub, "unreachable_since", None)
+    monkeypatch.setattr(hub, "hub_reachable", lambda: True)
+    assert resolution_notice(models).startswith("ctxvar: asking the Hub which commit the revisions of 170 Hub models")
+    assert resolution_notice({"r": {"id": "r", "init": "random", "arch": "gpt2"}}) is None
