@@ -1,6 +1,4 @@
-import atexit
 import json
-import logging
 import os
 import re
 import shlex
@@ -63,6 +61,7 @@ from ctxvar.run.cost import (
     sums_hash_of,
     sums_hashes,
 )
+from ctxvar.run.console import repeat_after_dry_run
 from ctxvar.run.disk import check_free_space
 from ctxvar.run.inputs import resolution_notice, run_inputs
 from ctxvar.run.layout import check_results_layout
@@ -145,24 +144,8 @@ def run_targets(wildcards):
     large)."""
     if workflow.dryrun and not DRY_RUN_PLAN:
         DRY_RUN_PLAN.append(cost_plan_block(only_large=False))
-        print(DRY_RUN_PLAN[0], file=sys.stderr)
-        logging.getLogger("snakemake.logging").addHandler(DryRunEnd(DRY_RUN_PLAN[0]))
+        repeat_after_dry_run(DRY_RUN_PLAN[0])
     return final_outputs()
-
-
-class DryRunEnd(logging.Handler):
-    """Prints ``text`` again as a dry run's last lines: once Snakemake logs its closing line ("This was a
-    dry-run"), at the exit of the process, after Snakemake's own log handlers have written everything. A dry run
-    that fails, or one with --quiet (whose last lines are the plan already), logs no such line."""
-
-    def __init__(self, text):
-        super().__init__()
-        self.text = text
-
-    def emit(self, record):
-        if str(record.msg).startswith("This was a dry-run"):
-            atexit.register(print, f"\n{self.text}", file=sys.stderr)
-            logging.getLogger("snakemake.logging").removeHandler(self)
 
 
 def cost_plan_block(only_large):
