@@ -77,6 +77,21 @@ def test_the_quick_starts_cost_is_what_bench_peak_disk_measured():
     assert abs(runs["final_bytes"].median() / 1e6 - int(megabytes)) <= 0.05 * int(megabytes)
 
 
+def test_the_encoder_beside_a_decoder_example_quotes_its_measured_run():
+    """The example's jobs, minutes and gigabytes are bench/peak_disk.py's run of its config as the README runs it
+    (bench/results/encoder_vs_decoder/), the preparing of its corpus and models included."""
+    readme = " ".join((REPO / "README.md").read_text().split())
+    quoted = (
+        r"dequantized to float32: (\d+) jobs, about (\d+) minutes on 2 cores, ([\d.]+) GB at the peak and ([\d.]+) GB"
+    )
+    jobs, minutes, peak, final = re.search(quoted, readme).groups()
+    (run,) = pd.read_csv(REPO / "bench" / "results" / "encoder_vs_decoder" / "peak_disk.csv").itertuples()
+    assert run.config == "config/encoder_vs_decoder.yaml" and run.shards == 2 and run.incremental_merge
+    assert round((run.seconds + run.prepare_seconds) / 60) == int(minutes)
+    assert f"{run.peak_bytes / 1e9:.1f}" == peak and f"{run.final_bytes / 1e9:.1f}" == final
+    assert f"It runs {jobs} jobs" in " ".join((REPO / "docs" / "figures.md").read_text().split())
+
+
 def test_the_studies_table_quotes_the_cost_plans_of_docs_performance():
     """Every number in the README's row of a study is one that docs/performance.md's cost plans (generated and
     checked by tests/bench/test_cost_plans.py) or its projection of the paper give."""
