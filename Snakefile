@@ -61,7 +61,8 @@ rule all:
 onstart:  # a real run (not a dry run) records the config files its results folder belongs to, or stops if another's
     try:
         record_run_origin(results(""), RUN_CONFIG)
-        record_cache_ledger(results(""), MODELS)  # once per Hub checkpoint: in the HF cache before the run, or not
+        # whose each Hub checkpoint is (in the HF cache before the run, or not) and the commit each revision names
+        record_cache_ledger(results(""), MODELS, hub_datasets(CORPUS))
     except CtxvarError as error:
         sys.exit(f"ctxvar error: {error}")
     if (plan := cost_plan_block(only_large=True)) is not None:

@@ -4,6 +4,8 @@ peak_disk_models.csv.
     python bench/peak_disk.py                       # config/minilm.yaml, 8 shards, both merge modes × 3: ≈ 15 min
     python bench/peak_disk.py --shards 4 --config config/demo.yaml --repeats 1
     python bench/peak_disk.py --until merge_statistics  # the runs end with the merged sums: no tables or figures
+    python bench/peak_disk.py --config config/encoder_vs_decoder.yaml --shards 2 --repeats 1 --merges incremental \
+        --out bench/results/encoder_vs_decoder    # an example run as the README runs it: ≈ 20 min
 
 Runs the workflow in a temporary folder with partials deleted once merged (``keep_partials: false``, the
 default), once with ``incremental_merge: true`` (each shard added to a running merge as it finishes) and
@@ -154,6 +156,7 @@ def measure(
 
 def report(runs: pd.DataFrame, models: pd.DataFrame, args) -> str:
     options = ["--config", runs["config"].iloc[0], "--shards", str(args.shards), "--repeats", str(args.repeats)]
+    options += ["--merges", args.merges] if args.merges != "both" else []
     options += ["--until", args.until] if args.until else []
     summary = runs.groupby("incremental_merge", sort=False).agg(
         runs=("peak_bytes", "size"),
@@ -195,6 +198,12 @@ def main(argv=None) -> None:
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3, help="runs of each merge mode (default 3)")
     parser.add_argument(
+        "--merges",
+        choices=("both", "incremental", "final"),
+        default="both",
+        help="incremental_merge true, false or both in turn (default both)",
+    )
+    parser.add_argument(
         "--until", help="end each run with this rule's jobs (snakemake --until), e.g. merge_statistics: the merged sums"
     )
     args = parser.parse_args(argv)
@@ -202,7 +211,7 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory(prefix="ctxvar-disk-inputs-") as inputs:
         prepared, prepare_seconds = prepare(args.config.resolve(), args.shards, Path(inputs))
         for repeat in range(args.repeats):
-            for incremental in (True, False):
+            for incremental in {"both": (True, False), "incremental": (True,), "final": (False,)}[args.merges]:
                 with tempfile.TemporaryDirectory(prefix="ctxvar-disk-") as tmp:
                     result = measure(args.config.resolve(), args.shards, incremental, Path(tmp), args.until, prepared)
                 runs.append({"repeat": repeat, **result["run"], "prepare_seconds": prepare_seconds})

@@ -64,16 +64,22 @@ def load_results(folder="results", run: str | None = None) -> Results:
     """The tables of the finished run in ``folder``: a run's folder (``results/demo``), or ``results`` with
     ``run`` naming the run (optional when ``results`` holds a single run).
 
-    A run whose models all have ``forward: false`` has its embedding matrices alone: its other tables are empty.
+    A run whose models all have ``forward: false`` has its embedding matrices alone: its other tables are empty,
+    whatever an earlier configuration's forward pass left in the folder (the run writes ``summary/models.csv`` of no
+    model then).
 
     Raises :class:`~ctxvar.errors.CtxvarError` (one line) when the folder holds no finished run, or a mixture of
     runs: tables of one model from different sums, ``counts.json`` of another corpus sample than the sums, or a
     summary table that is not the models' tables as they are now.
     """
     folder = run_folder(Path(folder), run)
-    forward = (folder / SUMMARY / "models.csv").is_file()  # else every model has forward: false
-    models = read_csv(folder / SUMMARY / "models.csv") if forward else pd.DataFrame(columns=["model", SUMS_COLUMN])
+    models = (
+        read_csv(folder / SUMMARY / "models.csv")
+        if (folder / SUMMARY / "models.csv").is_file()  # a run written before it was made for forward: false
+        else pd.DataFrame(columns=["model", SUMS_COLUMN])
+    )
     names = models["model"].astype(str).tolist()
+    forward = bool(names)  # else every model has forward: false, as the summary the run made last says
     tokens = [read_table(folder / name / "tokens.parquet").to_pandas().assign(model=name) for name in names]
     results = Results(
         folder=folder,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+import subprocess
 import sys
 
 import pandas as pd
@@ -76,6 +78,20 @@ def test_the_corpus_and_job_counts_the_readme_quotes(quick_start):
     assert abs(number(tokens) - models.loc[MINILM, "n_tokens"]) < 500  # "about", to the thousand
     (jobs,) = quoted(r"No network is needed: (\d+) jobs")
     assert f"{jobs} of {jobs} steps (100%) done" in run.stderr
+
+
+def test_the_repeated_sentences_and_the_types_they_leave_at_v_0_the_readme_quotes(quick_start):
+    """counts.json's repeated sentences, and the types with n ≥ 2 whose every occurrence is a copy of one position
+    of one sentence: V = 0 exactly at every layer after the embeddings, the same types at each."""
+    folder = quick_start[0]
+    if quoted(r"with Python (\d+\.\d+) \(")[0] != f"{sys.version_info.major}.{sys.version_info.minor}":
+        pytest.skip("the README quotes another Python version's documentation")
+    repeated, types = quoted(r"([\d,]+) sentences repeat an earlier one verbatim .*? so the ([\d,]+) types seen more")
+    assert number(repeated) == json.loads((folder / "corpus" / "counts.json").read_text())["repeated_sentences"]
+    tokens = pd.read_parquet(folder / MINILM / "tokens.parquet").query("layer > 0 and n >= 2")
+    at_zero = tokens[tokens["V"] == 0].groupby("layer")["token"].agg(frozenset)
+    assert len(at_zero) == tokens["layer"].nunique() and len(set(at_zero)) == 1
+    assert len(at_zero.iloc[0]) == number(types)
 
 
 def test_the_layer_statistics_the_readme_quotes(quick_start, layers):
@@ -171,3 +187,17 @@ def test_the_quick_starts_size_is_what_the_readme_quotes(quick_start):
     files = [path for path in folder.rglob("*") if path.is_file() and "models" not in path.relative_to(folder).parts]
     size = sum(path.stat().st_size for path in files)
     assert abs(size / 1e6 - int(megabytes)) <= 0.1 * int(megabytes), f"{folder} holds {size / 1e6:.0f} MB"
+
+
+def test_the_report_command_it_prints_makes_the_report_without_warnings(quick_start):
+    """The closing block's report command, as printed, from where the run was started: the report and Snakemake's
+    own lines, none of them a Python warning (Snakemake ≥ 9.25 leaves a coroutine unawaited twice a job,
+    snakemake/snakemake#4280, which the workflow filters). Last in this file: the report adds to the folder's size."""
+    folder, run = quick_start
+    block, _ = end_of_run(run.stderr)
+    report = subprocess.run(
+        shlex.split(block["report"]), cwd=folder.parents[1], capture_output=True, text=True, timeout=600
+    )
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert (folder / "report.html").is_file()
+    assert "Warning" not in report.stdout + report.stderr, report.stderr

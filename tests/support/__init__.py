@@ -8,7 +8,8 @@ statistics by brute force, every embedding in memory; ``effective_rank_reference
 ``razzhigaev_reference`` the published code the enwik8 source's pieces are checked against, on the generated
 enwik8-like files of ``enwik8_like``;
 ``declared_sums`` builds sums files by hand with every sum the declarations keep; ``byte_flips`` damages files one
-byte at a time; ``hf_cache`` lays out a Hugging Face cache by hand (blobs, snapshots, refs);
+byte at a time; ``hf_cache`` lays out a Hugging Face cache by hand (blobs, snapshots, refs), checks it as its
+user would (``scan_cache_dir``, offline downloads) and serves a Hub on this machine that names revisions' commits;
 ``documented_outputs`` reads what docs/outputs.md says a run writes and checks a run's folder against it;
 ``workflow_runs`` runs Snakemake in a subprocess and holds the repository's root, the shipped configs and the runs
 beside the tests; ``slurm_cluster`` starts the SLURM tier's local cluster and its runs;

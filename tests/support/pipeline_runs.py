@@ -16,10 +16,12 @@ import pyarrow.parquet as pq
 from ctxvar.corpus.shards import split_corpus
 from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.extract import extract_shard, prepare_shard, run_and_write
+from ctxvar.extraction.layer_major import ModelWeights, find_blocks
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.figures.pca_selection import select_pca_types
 from ctxvar.files.atomic import write_csv
 from ctxvar.files.parquet import write_table
+from ctxvar.models import loading
 from ctxvar.stats.declarations import sums_files
 from ctxvar.stats.geometry import geometry_table
 from ctxvar.stats.layers import layers_table
@@ -162,6 +164,14 @@ def tiny_job_settings(model_dir, dtype: str = "float32", **settings) -> Extracti
         config_hash="test",
         **settings,
     )
+
+
+def streaming_budget_mb(model_dir, dtype: str = "float32") -> float:
+    """The least ``max_device_mb`` under which a job streams the model in ``model_dir``: the weights outside its
+    blocks and two blocks (:meth:`ctxvar.extraction.layer_major.ModelWeights.resident`), and a few bytes for the
+    megabytes' rounding; a lower budget is refused."""
+    model = loading.empty_model({"id": "tiny"}, str(model_dir), dtype)
+    return (ModelWeights.of(model, find_blocks(model)).resident(streamed=True) + 16) / 1e6
 
 
 def both_orders(folder, shard, model_dir, dtype, options: GeometryOptions) -> tuple[dict, dict]:

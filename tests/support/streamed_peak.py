@@ -26,12 +26,12 @@ import sys
 import time
 
 from forward_peak import reset_peak, resident_bytes  # tests/support, the script's folder
+from pipeline_runs import streaming_budget_mb
 
 from ctxvar.extraction import extract
 from ctxvar.extraction.settings import ExtractionSettings
 
 BATCH_TOKENS = 128  # the tests' whole-model job's, so that both give the same bits
-WARM_UP_MB = 0.001  # the warm-up's budget when the job has one: below its weights, so that it streams them too
 
 
 def main(shard: str, model_dir: str, out: str, dtype: str, max_device_mb: str, warm_up_dir: str) -> dict:
@@ -44,7 +44,7 @@ def main(shard: str, model_dir: str, out: str, dtype: str, max_device_mb: str, w
         dtype=dtype,
         device="cpu",
         batch_tokens=BATCH_TOKENS,
-        max_device_mb=WARM_UP_MB if float(max_device_mb) else 0,
+        max_device_mb=streaming_budget_mb(warm_up_dir, dtype) if float(max_device_mb) else 0,  # streamed too
         progress=False,
         config_hash="peak",
     )

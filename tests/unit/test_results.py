@@ -26,7 +26,7 @@ from ctxvar.models.files import file_fingerprint
 from ctxvar.results import Results, load_results
 from ctxvar.stats.embedding_matrices import MATRIX_COLUMNS, matrix_table
 from ctxvar.stats.provenance import FINISH
-from ctxvar.stats.summary import summary_tables
+from ctxvar.stats.summary import stack_layers, summary_tables
 
 from support.workflow_runs import REPO
 
@@ -160,6 +160,23 @@ def test_a_run_without_weight_matrices_has_an_empty_table_with_the_columns(tmp_p
     finished_run(tmp_path / "study")
     table = load_results(tmp_path / "study").embedding_matrices
     assert table.empty and list(table.columns) == ["model", *MATRIX_COLUMNS]
+
+
+def test_a_run_turned_to_forward_false_returns_no_forward_tables(tmp_path):
+    """Every model set to forward: false after a forward run: the run writes the summary of no model beside the
+    earlier tokens.parquet, run.json and counts.json, and load_results returns the embedding matrices alone."""
+    folder = tmp_path / "study"
+    finished_run(folder)
+    for model in MODELS:
+        write_csv(matrix_table(matrices(0)), folder / model / "embedding_matrices.csv")
+    stacked = stack_layers({model: folder / model / "embedding_matrices.csv" for model in MODELS})
+    write_csv(stacked, folder / "summary" / "embedding_matrices.csv")
+    for name, table in zip(("layers.csv", "geometry.csv", "models.csv"), summary_tables({}, {}, {})):
+        write_csv(table, folder / "summary" / name)
+    results = load_results(folder)
+    assert results.tokens.empty and results.layers.empty and results.geometry.empty and results.models.empty
+    assert results.provenance == results.metadata == results.corpus == {}
+    assert list(results.embedding_matrices["model"]) == ["a"] * 4 + ["b"] * 4
 
 
 def test_an_edited_embedding_matrix_table_is_refused(tmp_path):

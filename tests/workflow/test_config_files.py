@@ -149,3 +149,4 @@ def test_a_corpus_no_model_runs_over_gives_no_warning_about_its_shards(workdir):
     assert run.returncode == 0, run.stderr
     assert "ctxvar warning" not in run.stderr, run.stderr
     assert "extract_statistics" not in scheduled_jobs(run)
+    assert scheduled_jobs(run)["summarise_models"] == 1, "the summary of no model, over an earlier forward pass's"

@@ -2,13 +2,15 @@
 run downloaded gone from the HF cache and the one the user had there still in it; with the setting off nothing is
 removed.
 
-The cache is a folder of the test's, offline (``HF_HUB_OFFLINE=1``), in huggingface_hub's layout. The run cannot
-download, so the download is simulated where it happens in a real sweep: before the run's first start the cache
-holds step0's snapshot (the user's) and only the ref of step1, as a start that reached the Hub leaves it
-(``ctxvar.models.hub.remember_commit`` writes the ref of the commit a revision names before any job downloads it);
-that first start (a real run, as far as the corpus sample) writes the ledger; step1's snapshot is then put into the
-cache, files and links as a download by its commit leaves them, and the later starts read the checkpoints from
-there. Those starts find step1 in the cache and must still take it for the run's."""
+The cache is a folder of the test's, in huggingface_hub's layout. The run cannot download, so the download is
+simulated where it happens in a real sweep: before the run's first start the cache holds step0's snapshot (the
+user's) and nothing of step1; that first start (a real run, as far as the corpus sample) can reach a Hub (one on
+this machine, ``support.hf_cache.hub_naming``, which names each revision's commit), so it may judge step1 the run's,
+and writes the ledger; step1's snapshot is then put into the cache, files and links as a download by its commit
+leaves them (no ref), and the later starts, offline (``HF_HUB_OFFLINE=1``), read the checkpoints from there and
+step1's commit from the ledger. Those starts find step1 in the cache and must still take it for the run's. After the
+release the user's step0 loads offline, huggingface_hub's ``scan_cache_dir`` reads the repo, and an offline start
+still knows step1's commit and re-runs nothing."""
 
 from __future__ import annotations
 
@@ -20,13 +22,14 @@ import yaml
 
 from ctxvar.files.atomic import read_json
 
-from support.hf_cache import add_ref, add_snapshot, blobs_of, repo_folder
+from support.hf_cache import add_snapshot, blobs_of, hub_naming, loads_offline, repo_folder, scan_warnings
 from support.tiny_models import random_model
 from support.workflow_runs import REPO, scheduled_jobs, snakemake
 
 HUB_REPO = "org/tiny"
 COMMITS = {"step0": "a0" * 20, "step1": "b1" * 20}
 IDS = {revision: f"org--tiny@{revision}" for revision in COMMITS}
+OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")  # set to 0: online
 
 
 CONFIG = {
@@ -63,13 +66,15 @@ def test_a_sweep_removes_the_checkpoint_it_downloaded_and_keeps_the_users(tmp_pa
         revision: random_model(tmp_path / revision, "bert", TEXTS, seed) for seed, revision in enumerate(COMMITS)
     }
     user = add_snapshot(cache, HUB_REPO, COMMITS["step0"], checkpoints["step0"], "step0")
-    add_ref(cache, HUB_REPO, "step1", COMMITS["step1"])
     env = {"HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
     config = write_config(tmp_path / "sweep.yaml", remove_after_use=False)
     release_records = [f"results/sweep/{mid}/hf_cache_release.json" for mid in IDS.values()]
 
-    first = snakemake(workdir, config, "--until", "sample_corpus", env=env)  # the run's first start
+    with hub_naming(COMMITS) as endpoint:  # the run's first start, which could download
+        online = {**env, "HF_ENDPOINT": endpoint, **dict.fromkeys(OFFLINE_VARIABLES, "0")}
+        first = snakemake(workdir, config, "--until", "sample_corpus", env=online)
     assert first.returncode == 0, first.stderr[-3000:]
+    assert not (repo_folder(cache, HUB_REPO) / "refs" / "step1").exists()  # the start writes no ref
     ledger = read_json(workdir / "results" / "sweep" / "hf_cache.json")["snapshots"]
     assert {key: entry["in_cache_before_run"] for key, entry in ledger.items()} == {
         f"{HUB_REPO}@{COMMITS['step0']}": True,
@@ -118,9 +123,9 @@ def test_a_sweep_removes_the_checkpoint_it_downloaded_and_keeps_the_users(tmp_pa
     assert records["step0"]["removed"] == [] and "(the user's): kept" in records["step0"]["why"]
     assert records["step1"]["why"] == "downloaded by the run: removed"
     assert records["step1"]["bytes_freed"] == weights_bytes(checkpoints["step1"]) > 0
-    again = snakemake(workdir, config, "-n", *release_records, env=env)  # offline, step1's ref still names it
+    assert loads_offline(cache, HUB_REPO, "step0", checkpoints["step0"]) and not scan_warnings(cache)
+    again = snakemake(workdir, config, "-n", *release_records, env=env)  # offline: step1's commit from the ledger
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
-    assert (repo_folder(cache, HUB_REPO) / "refs" / "step1").read_text() == COMMITS["step1"]
 
     # forward: false: a release waits for the embedding matrices alone, and no corpus is needed.
     alone = {

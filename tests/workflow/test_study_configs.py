@@ -1,7 +1,8 @@
 """The study configs: config.yaml (the paper), config/machina_mercer_2024.yaml and config/razzhigaev_2024.yaml each
-plan offline, with nothing in the HF cache, and a dry run prints the cost plan before the jobs; a slice of each
-(tiny random-init models standing in for the Hub's, and for Razzhigaev et al. a few hundred lines of generated
-wiki text standing in for enwik8) runs to the end and draws every figure its study draws, each with its CSV."""
+plan offline, with nothing in the HF cache, and a dry run prints the cost plan before the jobs and again last; a
+slice of each (tiny random-init models standing in for the Hub's, and for Razzhigaev et al. a few hundred lines of
+generated wiki text standing in for enwik8) runs to the end and draws every figure its study draws, each with its
+CSV."""
 
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def test_each_study_plans_offline_with_its_cost_plan_before_the_jobs(tmp_path, s
     assert (jobs.get("extract_statistics", 0), jobs.get("embedding_matrix_statistics", 0)) == STUDIES[study]
     plan = run.stderr[run.stderr.index("cost plan:") :].split("\n\n")[0]
     assert run.stderr.index("cost plan:") < (run.stdout + run.stderr).index("Job stats:") or "Job stats" in run.stdout
-    assert "downloads" in plan and "of unknown size" not in plan, plan  # every Hub model has a shape offline
+    assert "downloads" in plan and "not counted" not in plan, plan  # every Hub model has a shape offline
+    assert run.stderr.rstrip().endswith(plan), run.stderr[-2000:]  # and the plan ends the dry run's output
     if jobs.get("extract_statistics"):
         assert "forward tokens" in plan and "GPU-hours" in plan and "HF cache" in plan, plan
 

@@ -2,10 +2,14 @@ import json
 import os
 import re
 import shlex
-import shutil
 import sys
+import warnings
 
 from snakemake.utils import validate
+
+# Snakemake ≥ 9.25 leaves the coroutine that sizes a job's input files unawaited while it builds a report (and
+# elsewhere, once per job): a harmless warning, printed twice a job (snakemake/snakemake#4280).
+warnings.filterwarnings("ignore", r"coroutine '.*_predicated_size_files.*' was never awaited", RuntimeWarning)
 
 try:
     import ctxvar
@@ -27,8 +31,8 @@ from ctxvar.config.entries import (
     models_by_id,
     pca_model,
 )
-from ctxvar.config.hashes import TYPE_KEY_RULE, corpus_settings, extraction_config_hash, extraction_geometry
-from ctxvar.config.run_name import check_study_named, run_name, run_named_on_purpose
+from ctxvar.config.hashes import TYPE_KEY_RULE, extraction_geometry
+from ctxvar.config.run_name import check_study_named, relative_if_below, run_name, run_named_on_purpose
 from ctxvar.config.schema import check_schema, load_config_file
 from ctxvar.corpus.enwik8 import check_file as check_enwik8_file
 from ctxvar.corpus.shards import start_up_warning
@@ -48,13 +52,22 @@ from ctxvar.figures.catalogue import (
 from ctxvar.models.archive import check_archives
 from ctxvar.models.batching import BATCH_TOKENS
 from ctxvar.run import resources as estimates
-from ctxvar.run.cost import block as cost_block, large_run, plan as cost_plan
+from ctxvar.run.cost import (
+    block as cost_block,
+    check_rows_drawable,
+    large_run,
+    plan as cost_plan,
+    plan_command,
+    sums_hash_of,
+    sums_hashes,
+)
+from ctxvar.run.console import repeat_after_dry_run
 from ctxvar.run.disk import check_free_space
-from ctxvar.run.inputs import corpus_inputs, with_inputs
+from ctxvar.run.inputs import resolution_notice, run_inputs
 from ctxvar.run.layout import check_results_layout
 from ctxvar.run.origin import check_run_origin, config_identity, record_run_origin
 from ctxvar.run.resources import check_set_resources
-from ctxvar.stats.declarations import hashed_sums, sums_files
+from ctxvar.stats.declarations import sums_files
 
 
 def set_resources(overwrite_resources):
@@ -73,16 +86,17 @@ try:  # the whole config contract, before any job: one line and exit status 1 fo
     check_config(config)
     if "corpus" in config:  # absent when no model reads it (ctxvar.config.checks)
         check_enwik8_file(config["corpus"])  # a local enwik8 reads as its text (UTF-8, or a zip holding it)
+        check_rows_drawable(config["corpus"])  # corpus.rows no more than the source holds, before any download
     check_set_resources(set_resources(workflow.resource_settings.overwrite_resources))
     CLI_CONFIGS = {str(path): CONFIG_FILES[str(path)] for path in workflow.overwrite_configfiles}
     CLI_VALUES = dict(workflow.config_settings.config or {})  # --config KEY=VALUE (overwrite_config merges the files)
     RUN = run_name(config, CLI_CONFIGS, CLI_VALUES)
     RUN_CONFIG = config_identity(list(CONFIG_FILES), "config.yaml")  # the files read: config.yaml without --configfile
     SHARED_RUN = check_run_origin(f"results/{RUN}", RUN_CONFIG, run_named_on_purpose(CLI_CONFIGS, CLI_VALUES))
-    MODELS = with_inputs(models_by_id(config), f"results/{RUN}")  # with what identifies their files (ctxvar.run.inputs)
-    CORPUS = (  # rows: null left out
-        corpus_settings({**config["corpus"], "inputs": corpus_inputs(config["corpus"])}) if "corpus" in config else None
-    )
+    if notice := resolution_notice(models_by_id(config)):  # a request per Hub model: say what the start waits for
+        print(notice, file=sys.stderr)
+    # each model with what identifies its files, the corpus with its inputs, rows: null left out (as the cost plan)
+    MODELS, CORPUS = run_inputs(config, f"results/{RUN}")
     check_results_layout(f"results/{RUN}", MODELS)  # refuses merged sums under their older names, stats*.parquet
     check_archives(MODELS, f"results/{RUN}")  # a package or zip to unpack a model from is there
     check_free_space(config, f"results/{RUN}")  # once the corpus is sampled; extraction jobs check again as they start
@@ -121,11 +135,16 @@ for warning in (FEWER_SENTENCES, SHARED_RUN):
         print(f"ctxvar warning: {warning}", file=sys.stderr)
 
 
+DRY_RUN_PLAN = []  # the plan a dry run printed first, printed again as its last lines
+
+
 def run_targets(wildcards):
     """The default target's input: :func:`final_outputs`; in a dry run, which runs no hooks, the cost plan is
-    printed first (a real run prints it in onstart, when the run is large)."""
-    if workflow.dryrun:
-        print(cost_plan_block(only_large=False), file=sys.stderr)
+    printed first and, once Snakemake has listed the jobs, last (a real run prints it in onstart, when the run is
+    large)."""
+    if workflow.dryrun and not DRY_RUN_PLAN:
+        DRY_RUN_PLAN.append(cost_plan_block(only_large=False))
+        repeat_after_dry_run(DRY_RUN_PLAN[0])
     return final_outputs()
 
 
@@ -133,8 +152,11 @@ def cost_plan_block(only_large):
     """The run's cost plan (ctxvar.run.cost) as the block to print, or None (``only_large``: for a small run). The
     plan is advice: a fault in it is one warning line, never the end of the run."""
     try:
-        costs = cost_plan(config, results(""), {model: sums_hash(model) for model in FORWARD_MODELS})
-        return cost_block(costs, config, REMOVE_AFTER_USE) if not only_large or large_run(costs) else None
+        planned = cost_plan(config, results(""), sums_hashes(config, MODELS, CORPUS))
+        if only_large and not large_run(planned):
+            return None
+        files = [relative_if_below(path) for path in workflow.overwrite_configfiles] or ["config.yaml"]
+        return cost_block(planned, config, REMOVE_AFTER_USE, plan_command(files))
     except Exception as error:  # noqa: BLE001 - any fault of the estimate, reported and passed over
         return f"ctxvar warning: no cost plan ({type(error).__name__}: {error}); the run itself is not affected"
 

@@ -14,8 +14,8 @@ def final_outputs():
         ),
         *expand(results("{model}/hf_cache_release.json"), model=RELEASED_MODELS),  # hf_cache.remove_after_use
     ]
-    if not FORWARD_MODELS:  # every model forward: false: the embedding matrices alone
-        return weights
+    if not FORWARD_MODELS:  # every model forward: false: the embedding matrices, and summary tables of no model
+        return [results("summary/models.csv"), *weights]
     return [
         *expand(results("{model}/tokens.parquet"), model=FORWARD_MODELS),
         *expand(results("{model}/layers.csv"), model=FORWARD_MODELS),

@@ -93,7 +93,9 @@ def sample_sentences(corpus: dict, folder=None) -> tuple[pa.Table, dict]:
     with bytes that are not UTF-8 (decoded as U+FFFD) and rows with C0 control
     characters other than tab (NUL, for one) are dropped and counted; enwik8's pieces
     keep their line feeds and any U+FFFD (:data:`PIECE_SOURCES`). No sentence
-    left is a :class:`CorpusError` that says what was dropped.
+    left is a :class:`CorpusError` that says what was dropped. Sentences that repeat an earlier kept one verbatim
+    are kept, as the paper keeps BookCorpus's, and counted (``repeated_sentences``): an encoder gives every copy
+    the same hidden states, so a type seen only in copies of one sentence has V = 0 exactly.
     """
     with load_source(corpus, folder) as dataset:
         indices = sample_indices(
@@ -130,6 +132,7 @@ def sample_sentences(corpus: dict, folder=None) -> tuple[pa.Table, dict]:
         "dropped_too_long": int(too_long.sum()),
         "removed_byte_order_mark": int(had_mark.sum()),
         "sentences": table.num_rows,
+        "repeated_sentences": table.num_rows - pc.count_distinct(table["text"]).as_py(),
     }
     log.info("corpus: %s", counts)
     if not table.num_rows:

@@ -40,6 +40,7 @@ from ctxvar.errors import DeviceMemoryError, ModelLoadError
 from ctxvar.extraction.budget import reserve_bytes, smaller_dtype
 from ctxvar.extraction.layer_major import (
     Blocks,
+    ModelWeights,
     Unrecognised,
     beside_weights_bound,
     find_blocks,
@@ -311,6 +312,7 @@ def load_for_job(settings: ExtractionSettings, device: torch.device):
             error,
         )
         return loading.load_model(entry, source, settings.dtype, device), None
+    check_streaming_fits(settings, device, budget, ModelWeights.of(model, blocks), len(blocks.modules))
     streamed = StreamedWeights(model, blocks, keys, stored, files, device)
     streamed.load_resident()
     loading.custom_code_warning(entry, source, "config.json", model)
@@ -331,6 +333,33 @@ def load_for_job(settings: ExtractionSettings, device: torch.device):
         streamed.resident_bytes() / 1e9,
     )
     return model, streamed
+
+
+def check_streaming_fits(
+    settings: ExtractionSettings, device: torch.device, budget: int, weights: ModelWeights, n_blocks: int
+) -> None:
+    """A :class:`DeviceMemoryError` naming both numbers when the device ``budget`` is below what streaming holds at
+    the least, the weights outside the blocks and two blocks (the one running, the next being read): streamed, the
+    job would exceed it whatever its batches, before any weight is read."""
+    needed = weights.resident(streamed=True)
+    if needed <= budget:
+        return
+    mb = 1e6
+    held = (
+        f"{(needed - 2 * weights.block_weights) / mb:.1f} MB outside its {n_blocks} blocks and two blocks of "
+        f"{weights.block_weights / mb:.1f} MB, the one running and the next being read"
+    )
+    if settings.max_device_mb and budget == int(settings.max_device_mb * mb):
+        given, remedy = (
+            f"max_device_mb: {settings.max_device_mb:g}",
+            f"set max_device_mb to at least {-(-needed // mb):.0f}",
+        )
+    else:
+        given, remedy = "the GPU's free memory less the reserve", f"use {smaller_dtype(settings)}a GPU with more memory"
+    raise DeviceMemoryError(
+        f"model {settings.model['id']!r} on {device}: a device budget of {budget / mb:.1f} MB ({given}) is below "
+        f"the {needed / mb:.1f} MB its weights hold when streamed ({held}): {remedy}"
+    )
 
 
 RESAVED = (

@@ -7,7 +7,11 @@ import json
 import os
 import re
 import socket
+import time
 from urllib.parse import urlparse
+
+UNREACHABLE_KEPT_S = 60.0  # how long a failed connection stands for the Hub's answer: one start's revisions
+unreachable_since: float | None = None  # when a connection last failed (unavailable_reason)
 
 
 def offline() -> bool:
@@ -33,11 +37,18 @@ def hub_reachable(timeout: float = 5.0) -> bool:
 
 
 def unavailable_reason() -> str | None:
-    """Why the Hub cannot be used (offline mode, or no connection), or None if it can."""
+    """Why the Hub cannot be used (offline mode, or no connection), or None if it can. A failed connection stands
+    for :data:`UNREACHABLE_KEPT_S`: a start that resolves many revisions tries once, not once each (a name
+    that cannot be resolved takes its resolver's timeout every time)."""
+    global unreachable_since
     if offline():
         return "HF_HUB_OFFLINE is set"
-    if not hub_reachable():
+    if unreachable_since is not None and time.monotonic() - unreachable_since < UNREACHABLE_KEPT_S:
         return "the Hugging Face Hub cannot be reached"
+    if not hub_reachable():
+        unreachable_since = time.monotonic()
+        return "the Hugging Face Hub cannot be reached"
+    unreachable_since = None
     return None
 
 
@@ -94,36 +105,26 @@ def repo_folder(repo_id: str, repo_type: str = "model", cache=None) -> str:
     return os.path.join(cache or constants.HF_HUB_CACHE, f"{repo_type}s--{repo_id.replace('/', '--')}")
 
 
-def remember_commit(repo_id: str, revision: str, repo_type: str, commit: str) -> None:
-    """Write ``commit`` as ``refs/<revision>`` in the HF cache, as huggingface_hub does when it downloads by a
-    branch or tag. ctxvar downloads by the commit itself, which records no ref, so without this an offline
-    start could not tell which commit the revision named (:func:`cached_commit`). A cache that cannot be
-    written (read-only, shared) is left as it is."""
-    if COMMIT.fullmatch(revision) or ".." in revision.split("/"):
-        return
-    path = cached_ref(repo_id, revision, repo_type)
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(commit)
-    except OSError:
-        pass
+def resolved_commit(
+    repo_id: str, revision: str = "main", repo_type: str = "model", recorded: str | None = None
+) -> str | None:
+    """The commit ``revision`` of ``repo_id`` names now: asked of the Hub when it can be reached, else ``recorded``
+    (what an earlier start of the same run found, :func:`ctxvar.run.hf_cache.recorded_commit`), else read from the
+    HF cache (:func:`cached_commit`); None when none of them knows it (the job that loads it then says why).
+    Nothing is written into the HF cache: a dry run, and the start of each cluster job, leave it as it was."""
+    if COMMIT.fullmatch(revision):
+        return revision
+    if unavailable_reason() is None:
+        from huggingface_hub import HfApi
 
-
-def resolved_commit(repo_id: str, revision: str = "main", repo_type: str = "model") -> str | None:
-    """The commit ``revision`` of ``repo_id`` names now: asked of the Hub when it can be reached (and kept in the
-    HF cache's refs, :func:`remember_commit`), else read from the HF cache (:func:`cached_commit`); None when
-    neither knows it (the job that loads it then says why)."""
-    if COMMIT.fullmatch(revision) or unavailable_reason() is not None:
-        return cached_commit(repo_id, revision, repo_type)
-    from huggingface_hub import HfApi
-
-    try:
-        info = HfApi().repo_info(repo_id, revision=revision, repo_type=repo_type, timeout=10)
-    except Exception:  # not found, gated, a network error: loading names the cause
-        return cached_commit(repo_id, revision, repo_type)
-    if not (isinstance(info.sha, str) and COMMIT.fullmatch(info.sha)):
-        return None
-    if cached_commit(repo_id, revision, repo_type) != info.sha:
-        remember_commit(repo_id, revision, repo_type, info.sha)
-    return info.sha
+        try:
+            info = HfApi().repo_info(repo_id, revision=revision, repo_type=repo_type, timeout=10)
+        except Exception:  # not found, gated, a network error: loading names the cause
+            info = None
+        if info is not None:
+            return info.sha if isinstance(info.sha, str) and COMMIT.fullmatch(info.sha) else None
+    return (
+        recorded
+        if isinstance(recorded, str) and COMMIT.fullmatch(recorded)
+        else cached_commit(repo_id, revision, repo_type)
+    )

@@ -7,11 +7,16 @@ drops the job table of a dry run and every progress line. So the Snakefile's ``o
 :class:`JobLinesFilter` to Snakemake's console handler alone, on a local run: its log file keeps every record, a
 dry run prints what it always printed, a cluster run keeps the block that names each job's cluster job id, and
 ``--no-hooks`` gives Snakemake's full output back.
+
+A dry run runs no hooks, so the cost plan it prints before its list of jobs is printed again after it by
+:func:`repeat_after_dry_run`.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
+import sys
 
 from snakemake.settings.enums import Quietness
 from snakemake_interface_logger_plugins.common import LogEvent
@@ -56,3 +61,27 @@ def quiet_job_lines() -> bool:
         if not any(isinstance(f, JobLinesFilter) for f in handler.filters):
             handler.addFilter(JobLinesFilter())
     return bool(handlers)
+
+
+DRY_RUN_END = "This was a dry-run"  # how Snakemake's last record of a dry run begins
+
+
+class AfterDryRun(logging.Handler):
+    """Prints ``text`` again as a dry run's last lines: once Snakemake logs its closing record
+    (:data:`DRY_RUN_END`), at the exit of the process, after Snakemake's own handlers have written everything. A
+    dry run that fails, or one with ``--quiet`` (whose last lines are the plan already), logs no such record."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if str(record.msg).startswith(DRY_RUN_END):
+            atexit.register(print, f"\n{self.text}", file=sys.stderr)
+            logging.getLogger(SNAKEMAKE_LOGGER).removeHandler(self)
+
+
+def repeat_after_dry_run(text: str) -> None:
+    """Print ``text`` now and again after the dry run's list of jobs (:class:`AfterDryRun`)."""
+    print(text, file=sys.stderr)
+    logging.getLogger(SNAKEMAKE_LOGGER).addHandler(AfterDryRun(text))

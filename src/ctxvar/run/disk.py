@@ -23,6 +23,11 @@ U ≤ min(V, N) types and
 An ``init: archive`` model not unpacked yet adds its folder: the zip's files, or its GGUF file's tensors
 in float32. The merged files are the same with N the whole corpus, plus tokens.parquet
 (U · L · (32 + 8 · c) bytes for the c columns of the kept sums: 64 with geometry.cosine).
+
+The check of the free space takes U = min(V, N), every token a type of its own: an upper bound. A real corpus
+repeats its types, and the cost plan (:mod:`ctxvar.run.cost`) gives beside that bound an estimate, U by Heaps'
+law, U = min(V, N, K · N^β) (:class:`TypeGrowth`): K and β fitted to the sampled corpus's own words once it is
+sampled (:func:`sample_type_growth`), before that :data:`TOKEN_TYPES`, measured on real tokenizers.
 """
 
 from __future__ import annotations
@@ -30,9 +35,10 @@ from __future__ import annotations
 import logging
 import math
 import os
+from dataclasses import dataclass
 
 from ctxvar.config.entries import model_source, models_by_id, pca_model, runs_forward
-from ctxvar.errors import DiskSpaceError, ModelLoadError, size_text
+from ctxvar.errors import CtxvarError, DiskSpaceError, ModelLoadError, size_text
 from ctxvar.files.space import disk_check_skipped, free_bytes, nearest_existing
 from ctxvar.models.archive import archive_path, packaged_key, packed_config, unpacked_bytes
 from ctxvar.models.gguf import gguf_shape
@@ -44,9 +50,53 @@ log = logging.getLogger(__name__)
 ROW_OVERHEAD = 24  # token string, layer and n per row, roughly
 
 
-def sums_bytes(tokens: int, shape: ModelShape, geometry: dict) -> int:
-    """Upper bound of one sums file set (sums, moments, sample) over ``tokens`` tokens."""
-    types = min(shape.vocab_size, tokens)
+@dataclass(frozen=True)
+class TypeGrowth:
+    """Heaps' law of a corpus's token types: N tokens hold about K · N^β types."""
+
+    k: float
+    beta: float
+
+    def types(self, tokens: int, vocab_size: int) -> int:
+        """Types among ``tokens`` tokens of a model with ``vocab_size`` entries: min(V, N, K · N^β), at least 1."""
+        return max(1, min(vocab_size, tokens, round(self.k * max(tokens, 1) ** self.beta)))
+
+
+# bench/disk_types.py's fit to two real tokenizers (WordPiece, byte-level BPE) over the Python documentation's
+# prose (bench/results/disk_types.csv): the types of a corpus not sampled yet.
+TOKEN_TYPES = TypeGrowth(k=18.2, beta=0.464)
+SAMPLE_ROWS_READ = 100_000  # sentences of a sampled corpus that sample_type_growth fits Heaps' law to
+WORD_OR_MARK = r"([^\w\s])"  # a punctuation mark: a unit of its own, as subword tokenizers split it off
+
+
+def sample_type_growth(sentences_path) -> TypeGrowth | None:
+    """Heaps' law of the sampled corpus's own words: its distinct words and punctuation marks (case kept, as
+    cased tokenizers keep it) among the first :data:`SAMPLE_ROWS_READ` sentences and among half of them give
+    K and β (each word or mark taken for a token); None where the file cannot be read or is too small to fit."""
+    import pyarrow.compute as pc
+
+    from ctxvar.files.parquet import read_table
+
+    try:
+        text = read_table(sentences_path, columns=["text"]).column("text").slice(0, SAMPLE_ROWS_READ)
+    except CtxvarError:
+        return None
+    units = pc.utf8_split_whitespace(pc.utf8_trim_whitespace(pc.replace_substring_regex(text, WORD_OR_MARK, r" \1 ")))
+    counts = []
+    for rows in (len(units) // 2, len(units)):
+        flat = pc.list_flatten(units.slice(0, rows))
+        counts.append((len(flat), len(pc.unique(flat))))
+    (half, half_types), (whole, whole_types) = counts
+    if half < 2 or whole <= half or half_types < 2:
+        return None
+    beta = min(1.0, max(0.0, math.log(whole_types / half_types) / math.log(whole / half)))
+    return TypeGrowth(k=whole_types / whole**beta, beta=beta)
+
+
+def sums_bytes(tokens: int, shape: ModelShape, geometry: dict, growth: TypeGrowth | None = None) -> int:
+    """One sums file set (sums, moments, sample) over ``tokens`` tokens: an upper bound, or with ``growth`` an
+    estimate (its types in place of min(V, N))."""
+    types = growth.types(tokens, shape.vocab_size) if growth else min(shape.vocab_size, tokens)
     width = sum(item.width(shape.d) for item in kept_sums(geometry))
     total = types * shape.n_layers * (8 * (width + 1) + ROW_OVERHEAD)
     if keeps_moments(geometry):  # d rows per layer: N, layer, Σx's entry, Σxxᵀ's row, each per-layer sum's entry
@@ -56,7 +106,7 @@ def sums_bytes(tokens: int, shape: ModelShape, geometry: dict) -> int:
         points = geometry["sample_size"] * geometry.get("batches", 1)
         total += shape.n_layers * min(points, tokens) * (4 * shape.d + 48)
     if geometry["ethayarajh"]:
-        total += words_files_bytes(min(shape.vocab_size, tokens), shape)
+        total += words_files_bytes(types, shape)
     return total
 
 
@@ -106,18 +156,22 @@ def planned_bytes(config: dict, run_folder) -> tuple[int, int] | None:
     return merged + max(partials, default=0), merged + sum(partials)
 
 
-def model_disk_bytes(mid: str, shape: ModelShape, tokens: list[int], config: dict, run_folder) -> tuple[int, int]:
+def model_disk_bytes(
+    mid: str, shape: ModelShape, tokens: list[int], config: dict, run_folder, growth: TypeGrowth | None = None
+) -> tuple[int, int]:
     """``(merged, partials)``: the bytes of model ``mid``'s merged files (sums, Fig. 1's points when it is
-    figures.pca.model, tokens.parquet) and of its partials still to be written, over shards of ``tokens`` tokens."""
+    figures.pca.model, tokens.parquet) and of its partials still to be written, over shards of ``tokens`` tokens;
+    upper bounds, or with ``growth`` estimates (:func:`sums_bytes`)."""
     partials = sum(
-        sums_bytes(count, shape, config["geometry"])
+        sums_bytes(count, shape, config["geometry"], growth)
         for shard, count in enumerate(tokens)
         if not os.path.exists(os.path.join(run_folder, "partials", mid, f"{shard}.parquet"))
     )
-    merged = sums_bytes(sum(tokens), shape, config["geometry"])
+    merged = sums_bytes(sum(tokens), shape, config["geometry"], growth)
     if mid == pca_model(config):
         merged += sum(pca_points_bytes(count, shape, config) for count in tokens)
-    merged += min(shape.vocab_size, sum(tokens)) * shape.n_layers * token_table_row(config["geometry"])
+    types = growth.types(sum(tokens), shape.vocab_size) if growth else min(shape.vocab_size, sum(tokens))
+    merged += types * shape.n_layers * token_table_row(config["geometry"])
     return merged, partials
 
 

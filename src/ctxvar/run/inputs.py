@@ -2,11 +2,14 @@
 
 Each model entry gets ``inputs``: the fingerprint of its local directory (path expanded and resolved) or of
 its whole archive, or the commit its Hub revision names now. The corpus gets the fingerprints of its local
-files, the Python whose documentation it is, or its Hub dataset's commit. Both enter the parameters of the
-jobs that read them and the hash the sums carry (:func:`ctxvar.config.hashes.extraction_config_hash`), so a change
-re-runs exactly the jobs downstream of it; extraction loads the Hub commit resolved here, so every shard of a
-local run reads the same files even when the Hub's branch moves meanwhile (a cluster job starts Snakemake anew
-and resolves it again; partials of two commits do not merge).
+files, the Python whose documentation it is, or its Hub dataset's commit. A Hub revision is asked of the Hub when
+it can be reached, else taken from the run's ledger (the commit its latest real start found,
+:func:`ctxvar.run.hf_cache.recorded_commit`), else from the HF cache's ``refs/``; nothing is written into the
+cache. Both enter the parameters of the jobs that read them and the hash the sums carry
+(:func:`ctxvar.config.hashes.extraction_config_hash`), so a change re-runs exactly the jobs downstream of it;
+extraction loads the Hub commit resolved here, so every shard of a local run reads the same files even when the
+Hub's branch moves meanwhile (a cluster job starts Snakemake anew and resolves it again; partials of two commits
+do not merge).
 """
 
 from __future__ import annotations
@@ -14,13 +17,15 @@ from __future__ import annotations
 import os
 import sys
 
-from ctxvar.config.entries import built_in_run, corpus_paths, local_corpus, revision_of
+from ctxvar.config.entries import built_in_run, corpus_paths, local_corpus, models_by_id, revision_of
+from ctxvar.config.hashes import corpus_settings
 from ctxvar.corpus import enwik8
 from ctxvar.errors import CtxvarError
 from ctxvar.files.atomic import read_json, write_json
 from ctxvar.models import hub
 from ctxvar.models.archive import archive_path
 from ctxvar.models.files import directory_fingerprint, file_fingerprint
+from ctxvar.run.hf_cache import recorded_commit
 
 
 def local_model_directory(name: str) -> str:
@@ -66,7 +71,36 @@ def model_inputs(entry: dict, run_folder=None) -> dict:
     fingerprint = directory_fingerprint(local_model_directory(entry["name"]))
     if fingerprint is not None:
         return {"files": fingerprint}
-    return {"commit": hub.resolved_commit(entry["name"], revision_of(entry))}
+    name, revision = entry["name"], revision_of(entry)
+    return {
+        "commit": hub.resolved_commit(name, revision, recorded=recorded_commit(run_folder, "model", name, revision))
+    }
+
+
+def hub_ids(models: dict[str, dict]) -> list[str]:
+    """The entries of ``models`` whose revision :func:`model_inputs` asks of the Hub: neither built in the run,
+    unpacked from an archive, nor a local directory."""
+    return [
+        mid
+        for mid, entry in models.items()
+        if not built_in_run(entry) and not os.path.isdir(local_model_directory(entry["name"]))
+    ]
+
+
+def resolution_notice(models: dict[str, dict]) -> str | None:
+    """The line a start prints before it resolves its Hub models' revisions (:func:`with_inputs`), which takes a
+    request each: what it waits for, or that the Hub cannot be reached and the HF cache answers; None with
+    ``HF_HUB_OFFLINE`` set or no Hub model."""
+    count = len(hub_ids(models))
+    if not count or hub.offline():
+        return None
+    models_text = f"{count} Hub model{'s' if count > 1 else ''}"
+    if hub.unavailable_reason() is not None:
+        return (
+            f"ctxvar: the Hugging Face Hub cannot be reached; the revisions of {models_text} are read from the HF "
+            "cache (HF_HUB_OFFLINE=1 skips this check)"
+        )
+    return f"ctxvar: asking the Hub which commit the revisions of {models_text} name (HF_HUB_OFFLINE=1: the HF cache)"
 
 
 def with_inputs(models: dict[str, dict], run_folder=None) -> dict[str, dict]:
@@ -76,19 +110,47 @@ def with_inputs(models: dict[str, dict], run_folder=None) -> dict[str, dict]:
     return {mid: {**entry, "inputs": inputs} if inputs else entry for mid, (entry, inputs) in resolved.items()}
 
 
-def corpus_inputs(corpus: dict) -> dict:
+def corpus_dataset(corpus: dict) -> tuple[str, str] | None:
+    """The Hub dataset and revision the corpus reads: ``name`` and ``revision`` (``main`` when null) for
+    ``source: hf``, the Parquet export of enwik8 without a path; None for the other corpora."""
+    if corpus["source"] == "hf":
+        return corpus["name"], corpus.get("revision") or "main"
+    if corpus["source"] == "enwik8" and not local_corpus(corpus):
+        return enwik8.HUB_ID, enwik8.HUB_REVISION
+    return None
+
+
+def hub_datasets(corpus: dict | None) -> list[dict]:
+    """The corpus's Hub dataset as ``{"repo", "revision", "commit"}`` (the commit its ``inputs`` hold), for the
+    run's ledger (:func:`ctxvar.run.hf_cache.record_cache_ledger`); empty for a corpus read from elsewhere."""
+    dataset = corpus_dataset(corpus) if corpus else None
+    if dataset is None:
+        return []
+    return [{"repo": dataset[0], "revision": dataset[1], "commit": (corpus.get("inputs") or {}).get("commit")}]
+
+
+def corpus_inputs(corpus: dict, run_folder=None) -> dict:
     """What identifies the corpus's text beyond its config: local files' fingerprints, the documentation's
-    Python, or the Hub dataset's commit (for enwik8 without a path, its Parquet export's; None where unknown);
-    ``{}`` for the generated corpus."""
+    Python, or the Hub dataset's commit (:func:`corpus_dataset`; None where unknown; ``run_folder``: the run whose
+    ledger an offline start reads it from); ``{}`` for the generated corpus."""
     source = corpus["source"]
     if source == "python-docs":
         import pydoc_data.topics
 
         return {"python": sys.version, "topics": file_fingerprint(pydoc_data.topics.__file__)}
-    if source == "hf":
-        return {"commit": hub.resolved_commit(corpus["name"], corpus.get("revision") or "main", "dataset")}
+    if (dataset := corpus_dataset(corpus)) is not None:
+        recorded = recorded_commit(run_folder, "dataset", *dataset)
+        return {"commit": hub.resolved_commit(*dataset, "dataset", recorded=recorded)}
     if source == "synthetic":
         return {}
-    if not local_corpus(corpus):  # enwik8 from the Hub
-        return {"commit": hub.resolved_commit(enwik8.HUB_ID, enwik8.HUB_REVISION, "dataset")}
     return {"files": [file_fingerprint(path) for path in corpus_paths(corpus)]}
+
+
+def run_inputs(config: dict, run_folder) -> tuple[dict[str, dict], dict | None]:
+    """``(models, corpus)`` as the workflow reads them at start-up and the cost plan plans them: each models entry
+    with what identifies its files (:func:`with_inputs`, the Hub's commits), the corpus settings with its inputs
+    (:func:`corpus_inputs`) and without ``rows: null`` (:func:`ctxvar.config.hashes.corpus_settings`); None without
+    a corpus. ``run_folder``: the run whose ledger an offline start reads the commits from."""
+    models = with_inputs(models_by_id(config), run_folder)
+    corpus = config.get("corpus")
+    return models, corpus_settings({**corpus, "inputs": corpus_inputs(corpus, run_folder)}) if corpus else None

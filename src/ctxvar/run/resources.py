@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 from dataclasses import dataclass
 
 import pyarrow.compute as pc
@@ -32,11 +33,20 @@ class ModelShape:
     n_layers: int  # hidden states, embedding output included
     d: int
     vocab_size: int
+    block_macs: int | None = None  # multiply-adds a token through one block where config.json gives more than 12 d²
+    block_parameters: int | None = None  # and the block's parameters (a mixture of experts: every expert's)
 
     @property
     def parameters(self) -> int:
-        """≈ 12·L·d² for the blocks plus the embedding matrix."""
-        return 12 * (self.n_layers - 1) * self.d**2 + self.vocab_size * self.d
+        """The blocks' parameters, 12 · d² a block (attention's 4 d², the MLP's 8 d²) unless the shape gives its own
+        (:func:`moe_block`), plus the embedding matrix."""
+        return (self.n_layers - 1) * (self.block_parameters or 12 * self.d**2) + self.vocab_size * self.d
+
+    @property
+    def block_work(self) -> int:
+        """Multiply-adds a token through the blocks: 12 · (L − 1) · d², or the shape's own per block (a mixture of
+        experts runs ``num_experts_per_tok`` of its experts)."""
+        return (self.n_layers - 1) * (self.block_macs or 12 * self.d**2)
 
 
 FALLBACK_SHAPE = ModelShape(n_layers=25, d=1024, vocab_size=50_000)
@@ -70,13 +80,47 @@ def known_model_shape(entry: dict, source: str) -> ModelShape | None:
 
 
 def config_shape(config: dict) -> ModelShape | None:
-    """The shape a model's config.json gives (layers, width, vocabulary); None when it lacks them."""
+    """The shape a model's config.json gives (layers, width, vocabulary, and a mixture of experts' blocks:
+    :func:`moe_block`); None when it lacks them."""
     layers = config.get("num_hidden_layers") or config.get("n_layer")
     d = config.get("hidden_size") or config.get("n_embd") or config.get("d_model")
     try:
-        return ModelShape(int(layers) + 1, int(d), int(config.get("vocab_size") or FALLBACK_SHAPE.vocab_size))
+        shape = ModelShape(int(layers) + 1, int(d), int(config.get("vocab_size") or FALLBACK_SHAPE.vocab_size))
     except (TypeError, ValueError):
         return None
+    shape.block_macs, shape.block_parameters = moe_block(config, shape.d) or (None, None)
+    return shape
+
+
+MOE_EXPERTS = ("num_local_experts", "num_experts", "n_routed_experts")  # config.json's count of experts, by family
+
+
+def moe_block(config: dict, d: int) -> tuple[int, int] | None:
+    """``(multiply-adds a token, parameters)`` of one block of a mixture of experts whose config.json gives its
+    experts (E, :data:`MOE_EXPERTS`), those each token runs (k, ``num_experts_per_tok``) and their width (f,
+    ``moe_intermediate_size`` or ``intermediate_size``): attention's 4 d² and k (or E) gated MLPs of 3 · d · f;
+    None for a dense model (its blocks: 12 d²)."""
+    experts = next((config[key] for key in MOE_EXPERTS if config.get(key)), None)
+    active, width = (
+        config.get("num_experts_per_tok"),
+        config.get("moe_intermediate_size") or config.get("intermediate_size"),
+    )
+    if not all(isinstance(number, int) and number > 0 for number in (experts, active, width)):
+        return None
+    return 4 * d * d + active * 3 * d * width, 4 * d * d + experts * 3 * d * width
+
+
+def nvidia_driver() -> bool:
+    """Whether this machine has an NVIDIA driver: ``nvidia-smi`` on the PATH."""
+    return shutil.which("nvidia-smi") is not None
+
+
+def extraction_device(device: str) -> str:
+    """Where extraction runs for the config's ``device``: ``cuda`` or ``cpu`` as set; ``auto``: ``cuda`` on a
+    machine with an NVIDIA driver (:func:`nvidia_driver`), as the workflow asks a GPU of its jobs, else ``cpu``."""
+    if device == "auto":
+        return "cuda" if nvidia_driver() else "cpu"
+    return device
 
 
 def extraction_mem_mb(tokens: int, shape: ModelShape, attempt: int = 1, geometry: dict | None = None) -> int:

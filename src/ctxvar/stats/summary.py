@@ -35,8 +35,11 @@ MODEL_COLUMNS = [
 
 def stack_layers(layer_csvs: dict[str, str]) -> pd.DataFrame:
     """``{model id: layers.csv}`` → one table with a leading ``model`` column, in the given order (any per-model
-    CSVs: geometry.csv, embedding_matrices.csv)."""
+    CSVs: geometry.csv, embedding_matrices.csv); a table of the ``model`` column alone when there are none (a run
+    whose every model has ``forward: false``)."""
     frames = [read_csv(path).assign(model=model) for model, path in layer_csvs.items()]
+    if not frames:
+        return pd.DataFrame(columns=["model"])
     table = pd.concat(frames, ignore_index=True)
     return table[["model", *[c for c in table.columns if c != "model"]]]
 

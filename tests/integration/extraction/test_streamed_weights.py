@@ -22,12 +22,14 @@ from ctxvar.extraction.extract import extract_shard, prepare_shard, run_and_writ
 from ctxvar.files.atomic import MANIFEST
 from ctxvar.stats.merge import MUST_MATCH
 
-from support.pipeline_runs import assert_sums_equal, shard_of, tiny_job_settings
+from support.pipeline_runs import assert_sums_equal, shard_of, streaming_budget_mb, tiny_job_settings
 from support.tiny_models import DECODERS, pickled, tiny_model
 from support.workflow_runs import REPO
 
 STREAMED = "read from the files one at a time"
-TINY_BUDGET_MB = 0.001  # below any tiny model's weights: every job streams them
+TINY_BUDGET_MB = (
+    0.001  # below any tiny model's weights: a job that can stream them is refused, one that cannot loads whole
+)
 
 
 def llama_checkpoint(tiny_models, folder: Path, shard_size: str, **sizes) -> Path:
@@ -56,10 +58,11 @@ def job(tmp_path, shard, model_dir: str, dtype: str, budget_mb: float, name: str
 
 
 def streamed_and_whole(tmp_path, shard, streamed_dir: str, whole_dir: str, dtype: str, caplog, order="auto"):
-    """The sums and metadata of ``streamed_dir`` under a budget below its weights, then of ``whole_dir`` with no
-    budget; the log of the first."""
+    """The sums and metadata of ``streamed_dir`` under the least budget that streams its weights, then of
+    ``whole_dir`` with no budget; the log of the first."""
+    budget = streaming_budget_mb(streamed_dir, dtype)
     with caplog.at_level(logging.INFO, logger="ctxvar.extraction"):
-        streamed = job(tmp_path, shard, streamed_dir, dtype, TINY_BUDGET_MB, "streamed", order)
+        streamed = job(tmp_path, shard, streamed_dir, dtype, budget, "streamed", order)
     log = caplog.text
     caplog.clear()
     return streamed, job(tmp_path, shard, whole_dir, dtype, 0, "whole"), log
@@ -90,7 +93,7 @@ def test_streamed_weights_give_the_whole_models_sums_bit_for_bit(
 def test_a_weight_file_changed_after_the_job_began_is_refused_when_a_block_is_read(tmp_path, llama, corpus_texts):
     """The hash names the files' state before any block is read; a file written to since stops the read."""
     model_dir = copy_model(llama, tmp_path / "llama")
-    settings = tiny_job_settings(model_dir, max_device_mb=TINY_BUDGET_MB)
+    settings = tiny_job_settings(model_dir, max_device_mb=streaming_budget_mb(model_dir))
     job_run = prepare_shard(shard_of(tmp_path, corpus_texts[:10]), settings, hash_weights=False)
     assert job_run.streamed is not None
     index = json.loads((model_dir / "model.safetensors.index.json").read_text())
@@ -224,6 +227,24 @@ def test_a_gpu_too_small_for_weights_that_cannot_be_streamed_is_one_line_before_
     assert "\n" not in message and "do not fit the 4.00 GB free less a reserve of 4.00 GB" in message
     assert "(1 of its tensors are not in the files under their names: layers.1.mlp.up_proj.weight)" in message
     assert "use dtype: bfloat16, a GPU with more memory, or save the model again with save_pretrained" in message
+
+
+@pytest.mark.parametrize("below", [0.5, 1e-3])
+def test_a_budget_below_what_streaming_holds_is_one_line_naming_both_numbers(tmp_path, llama, corpus_texts, below):
+    """``max_device_mb`` below the weights outside the blocks and two blocks: streamed, the job would hold more than
+    it whatever its batches, so it stops before any weight is read, naming the budget, what streaming holds and the
+    least budget that does."""
+    from ctxvar.errors import DeviceMemoryError
+
+    least = streaming_budget_mb(llama)
+    budget = least * below
+    with pytest.raises(DeviceMemoryError) as raised:
+        job(tmp_path, shard_of(tmp_path, corpus_texts[:5]), llama, "float32", budget, "refused")
+    message = str(raised.value)
+    assert "\n" not in message and f"a device budget of {budget:.1f} MB (max_device_mb: {budget:g})" in message
+    assert f"is below the {least:.1f} MB its weights hold when streamed" in message
+    assert f"set max_device_mb to at least {-(-(least * 1e6 - 16) // 1e6):.0f}" in message
+    assert not (tmp_path / "refused.parquet").exists()
 
 
 def test_a_whole_model_order_on_a_gpu_too_small_is_one_line_before_anything_is_read(tmp_path, llama, monkeypatch):

@@ -103,8 +103,19 @@ def test_local_text_file_goes_through_datasets_with_the_word_filter(tmp_path):
         "dropped_too_long": 1,
         "removed_byte_order_mark": 0,
         "sentences": 3,
+        "repeated_sentences": 0,
     }
     assert set(table.column("sentence_id").to_pylist()) == {0, 4, 5}
+
+
+def test_repeated_sentences_are_kept_and_counted(tmp_path):
+    """A sentence that repeats an earlier kept one verbatim is kept (as the paper keeps BookCorpus's) and counted:
+    each copy beyond the first once; one differing by a character is no repeat."""
+    lines = ["the same words", "other words here", "the same words", "the same words", "the same words."]
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    table, counts = sample_sentences({**BASE, "source": "text", "path": str(path)})
+    assert table.num_rows == counts["sentences"] == 5 and counts["repeated_sentences"] == 2
 
 
 @pytest.mark.parametrize("source", ["jsonl", "parquet"])

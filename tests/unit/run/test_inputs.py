@@ -4,7 +4,8 @@ as unknown, they would change the unpack job's params, and Snakemake would delet
 the job for the missing archive). A Hub revision resolved while the Hub answered is still known offline: ctxvar
 downloads a model or dataset by the commit its revision named at start-up, which writes no ``refs/<revision>`` into
 the HF cache, and an offline start must not resolve the revision to nothing (every job's params would change, and
-``main``, which the cache cannot serve, would be loaded)."""
+``main``, which the cache cannot serve, would be loaded); the run's real start records the commit in its ledger
+(``results/{run}/hf_cache.json``), where an offline start reads it, and resolving writes nothing into the cache."""
 
 from __future__ import annotations
 
@@ -23,7 +24,16 @@ from ctxvar.config.hashes import extraction_config_hash
 from ctxvar.errors import ConfigError
 from ctxvar.models import hub
 from ctxvar.models.files import file_fingerprint
-from ctxvar.run.inputs import corpus_inputs, local_model_directory, model_inputs, record_archive_inputs, with_inputs
+from ctxvar.run.hf_cache import record_cache_ledger
+from ctxvar.run.inputs import (
+    corpus_inputs,
+    hub_datasets,
+    local_model_directory,
+    model_inputs,
+    record_archive_inputs,
+    resolution_notice,
+    with_inputs,
+)
 
 from support.workflow_runs import REPO
 
@@ -285,29 +295,31 @@ def go_offline(monkeypatch):
     monkeypatch.setattr(hub, "unavailable_reason", lambda: "HF_HUB_OFFLINE is set")
 
 
-def test_a_model_revision_resolved_online_is_known_offline(hub_answers, monkeypatch):
-    entry = {"id": "m", "name": "org/model", "revision": "v1"}
-    online = model_inputs(entry)
-    assert online == {"commit": COMMIT}
-    assert (hub_answers / "models--org--model" / "refs" / "v1").read_text() == COMMIT
+def known_offline(corpus: dict, cache, monkeypatch) -> None:
+    """The corpus's Hub dataset resolved online, its commit recorded by the run's real start, is resolved to the
+    same commit offline; nothing was written into the HF cache."""
+    run = cache / "results" / "run"
+    online = corpus_inputs(corpus, str(run))
+    record_cache_ledger(run, {}, hub_datasets({**corpus, "inputs": online}))
     go_offline(monkeypatch)
-    assert model_inputs(entry) == online
+    assert corpus_inputs(corpus, str(run)) == online == {"commit": COMMIT}
+    assert not any(path.name.startswith("datasets--") for path in cache.iterdir())
+
+
+def test_a_model_revision_resolved_online_is_known_offline(hub_answers, monkeypatch):
+    run = hub_answers / "results" / "run"
+    entry = {"id": "m", "name": "org/model", "revision": "v1"}
+    models = with_inputs({"m": entry}, str(run))
+    assert models["m"]["inputs"] == {"commit": COMMIT}
+    record_cache_ledger(run, models)
+    go_offline(monkeypatch)
+    assert model_inputs(entry, str(run)) == {"commit": COMMIT}
+    assert model_inputs(entry) == {"commit": None}  # another run, whose ledger has not seen it
+    assert not (hub_answers / "models--org--model").exists()
 
 
 def test_a_dataset_revision_resolved_online_is_known_offline(hub_answers, monkeypatch):
-    corpus = {"source": "hf", "name": "org/texts", "revision": None}
-    online = corpus_inputs(corpus)
-    go_offline(monkeypatch)
-    assert corpus_inputs(corpus) == online == {"commit": COMMIT}
-
-
-def test_a_cache_that_cannot_be_written_is_left_alone(hub_answers, monkeypatch):
-    (hub_answers / "models--org--model").mkdir()
-    os.chmod(hub_answers / "models--org--model", 0o500)
-    try:
-        assert hub.resolved_commit("org/model") == COMMIT
-    finally:
-        os.chmod(hub_answers / "models--org--model", 0o700)
+    known_offline({"source": "hf", "name": "org/texts", "revision": None}, hub_answers, monkeypatch)
 
 
 def test_a_commit_writes_no_ref(hub_answers):
@@ -316,23 +328,38 @@ def test_a_commit_writes_no_ref(hub_answers):
 
 
 def test_enwik8_without_a_path_is_its_hub_exports_commit_known_offline(hub_answers, monkeypatch):
-    corpus = {"source": "enwik8", "path": None}
-    online = corpus_inputs(corpus)
-    assert (hub_answers / "datasets--LTCB--enwik8" / "refs" / "refs" / "convert" / "parquet").read_text() == COMMIT
-    go_offline(monkeypatch)
-    assert corpus_inputs(corpus) == online == {"commit": COMMIT}
+    known_offline({"source": "enwik8", "path": None}, hub_answers, monkeypatch)
 
 
 def test_a_datasets_parquet_export_is_the_commit_its_branch_names_known_offline(hub_answers, monkeypatch):
     corpus = {"source": "hf", "name": "bookcorpus/bookcorpus", "revision": "refs/convert/parquet"}
-    online = corpus_inputs(corpus)
-    ref = hub_answers / "datasets--bookcorpus--bookcorpus" / "refs" / "refs" / "convert" / "parquet"
-    assert ref.read_text() == COMMIT
-    go_offline(monkeypatch)
-    assert corpus_inputs(corpus) == online == {"commit": COMMIT}
+    known_offline(corpus, hub_answers, monkeypatch)
 
 
 def test_enwik8_from_a_local_file_is_its_fingerprint(tmp_path):
     path = tmp_path / "enwik8.zip"
     path.write_bytes(b"PK")
     assert corpus_inputs({"source": "enwik8", "path": str(path)}) == {"files": [file_fingerprint(str(path))]}
+
+
+def test_one_failed_connection_stands_for_the_starts_other_revisions_and_the_start_says_so(hub_online, monkeypatch):
+    """170 revisions of Machina & Mercer's config, the Hub's name not resolving: one try, not 170 (36 s of
+    resolver timeouts), and one line before them naming what the start waits for."""
+    tries = []
+    monkeypatch.setattr(hub, "hub_reachable", lambda: tries.append(1) or False)
+    monkeypatch.setattr(hub, "unreachable_since", None)
+    models = {f"m{i}": {"id": f"m{i}", "name": f"someone/model-{i}"} for i in range(170)}
+    notice = resolution_notice(models)
+    assert notice.startswith("ctxvar: the Hugging Face Hub cannot be reached; the revisions of 170 Hub models")
+    with_inputs(models)
+    assert len(tries) == 1
+    monkeypatch.setattr(hub.time, "monotonic", lambda: hub.unreachable_since + hub.UNREACHABLE_KEPT_S + 1)
+    hub.unavailable_reason()
+    assert len(tries) == 2  # a later start, or a minute on: asked again
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert resolution_notice(models) is None
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(hub, "unreachable_since", None)
+    monkeypatch.setattr(hub, "hub_reachable", lambda: True)
+    assert resolution_notice(models).startswith("ctxvar: asking the Hub which commit the revisions of 170 Hub models")
+    assert resolution_notice({"r": {"id": "r", "init": "random", "arch": "gpt2"}}) is None

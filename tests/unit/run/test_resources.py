@@ -132,3 +132,28 @@ def test_each_switch_adds_its_sums_and_the_sample_stops_at_the_tokens():
     assert resources.extraction_mem_mb(TOKENS, BERT_BASE) < resources.extraction_mem_mb(
         TOKENS, BERT_BASE, geometry=DEFAULTS
     )
+
+
+def test_a_mixture_of_experts_config_gives_its_experts_parameters_and_its_active_experts_work():
+    """Mixtral-8x7B's config.json: the dense formula gives under 7 B parameters and 12 d² a block; its 8 experts make
+    it over 40 B (46.7 B published: the formula takes attention at full width), and each token runs 2 of them."""
+    mixtral = {
+        "num_hidden_layers": 32,
+        "hidden_size": 4096,
+        "vocab_size": 32_000,
+        "intermediate_size": 14_336,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+    }
+    shape = resources.config_shape(mixtral)
+    dense = resources.config_shape({**mixtral, "num_local_experts": None})
+    assert dense.parameters < 7e9 < 40e9 < shape.parameters < 50e9
+    assert shape.block_work == 32 * (4 * 4096**2 + 2 * 3 * 4096 * 14_336) > 2 * dense.block_work
+
+
+def test_extraction_runs_where_the_device_setting_and_the_machine_say(monkeypatch):
+    assert [resources.extraction_device(device) for device in ("cpu", "cuda")] == ["cpu", "cuda"]
+    monkeypatch.setattr(resources, "nvidia_driver", lambda: False)
+    assert resources.extraction_device("auto") == "cpu"
+    monkeypatch.setattr(resources, "nvidia_driver", lambda: True)
+    assert resources.extraction_device("auto") == "cuda"

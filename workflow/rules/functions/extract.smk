@@ -27,9 +27,7 @@ def extraction_inputs(wildcards):
 
 def extraction_gpus():
     """GPUs per extraction job: 1 with device cuda, or auto on a machine with an NVIDIA driver."""
-    if config["device"] == "auto":
-        return int(shutil.which("nvidia-smi") is not None)
-    return int(config["device"] == "cuda")
+    return int(estimates.extraction_device(config["device"]) == "cuda")
 
 
 def extraction_size(wildcards, input):
@@ -55,7 +53,7 @@ def extraction_priority(wildcards):
 
 def sums_hash(model):
     """The hash the model's sums carry: the config's extraction settings, the corpus's and the model's inputs."""
-    return extraction_config_hash({**config, "corpus": CORPUS}, MODELS[model], hashed_sums(GEOMETRY))
+    return sums_hash_of(config, MODELS[model], CORPUS)
 
 
 def partial_config_hash(wildcards):

@@ -1,5 +1,6 @@
 # hf_cache.smk's inputs and params: the Hub models, and what the jobs that read their files leave once they end.
 from ctxvar.run.hf_cache import hub_snapshots, record_cache_ledger
+from ctxvar.run.inputs import hub_datasets
 
 HUB_SNAPSHOTS = hub_snapshots(MODELS)  # model id → its Hub repo, revision and commit (Hub models only)
 RELEASED_MODELS = list(HUB_SNAPSHOTS) if config["hf_cache"]["remove_after_use"] else []

@@ -1,0 +1,75 @@
+"""The CPU extraction rates the cost plan uses (:mod:`ctxvar.run.cost`), from the committed CPU benchmark.
+
+    python bench/cpu_rates.py    # writes src/ctxvar/run/cpu_rates.csv from bench/results/results.csv and report.md
+
+One row per model, dtype and job: the median over the rounds of the tokens per second of step ``(b) extraction``
+(the paper's sums), ``(b) extraction + geometry`` (the default geometry; both float32) and ``(e) extraction
+bf16`` (the paper's sums in bfloat16) that ``bench/extraction_and_merge.py`` measured on a CPU, not in its quick
+mode, and the median seconds its job took to load the model (``load_seconds``), with the model's hidden states
+and width, from which the plan scales a rate to another model's shape; ``machine`` names the CPU as the report's
+first line does (architecture and torch threads). The package reads the CSV; a test checks it against this
+script.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from harness import RESULTS
+
+RATES = Path(__file__).resolve().parents[1] / "src" / "ctxvar" / "run" / "cpu_rates.csv"
+SHAPES = {"bert-base": (13, 768), "gpt2": (13, 768)}  # (hidden states, d) of extraction_and_merge.py's MODELS
+JOBS = {  # step → (dtype, whether it has the default geometry)
+    "(b) extraction": ("float32", False),
+    "(b) extraction + geometry": ("float32", True),
+    "(e) extraction bf16": ("bfloat16", False),
+}
+MACHINE = re.compile(r"^`python bench/extraction_and_merge\.py`: [^,]+, ([^,]+), (\d+) torch threads, torch ([^,]+),")
+
+
+def machine(results: Path = RESULTS) -> tuple[str, str]:
+    """``(CPU, torch)`` as report.md's first line names them: ``x86_64, 2 torch threads`` and the torch version."""
+    for line in (results / "report.md").read_text(encoding="utf-8").splitlines():
+        if found := MACHINE.match(line):
+            return f"{found[1]}, {found[2]} torch threads", found[3]
+    raise ValueError(f"{results / 'report.md'} names no machine in the line {MACHINE.pattern}")
+
+
+def rates(results: Path = RESULTS) -> pd.DataFrame:
+    """The table of the module docstring, sorted, from ``results``/results.csv."""
+    measured = pd.read_csv(results / "results.csv")
+    measured = measured[(measured.device == "cpu") & measured.model.isin(SHAPES) & measured.step.isin(JOBS)]
+    cpu, torch = machine(results)
+    table = (
+        measured.groupby(["model", "step"])
+        .agg(tokens_per_s=("tokens_per_s", "median"), read_seconds=("load_seconds", "median"))
+        .reset_index()
+    )
+    table = pd.DataFrame(
+        {
+            "machine": cpu,
+            "model": table.model,
+            "dtype": table.step.map(lambda step: JOBS[step][0]),
+            "geometry": table.step.map(lambda step: JOBS[step][1]),
+            "hidden_states": table.model.map(lambda m: SHAPES[m][0]),
+            "d": table.model.map(lambda m: SHAPES[m][1]),
+            "tokens_per_s": table.tokens_per_s.round(0).astype(int),
+            "read_seconds": table.read_seconds.round(2),
+            "torch": torch,
+        }
+    )
+    return table.sort_values(["machine", "model", "dtype", "geometry"]).reset_index(drop=True)
+
+
+def main(argv=None) -> None:
+    out = Path(argv[0]) if argv else RATES
+    rates().to_csv(out, index=False)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
