@@ -122,9 +122,11 @@ def axis_scale(values) -> AxisScale:
     """The axis scale for nonnegative ``values`` (Q, M, V, counts): linear, as the paper draws them, unless they
     span orders of magnitude, that is when their maximum exceeds :data:`OUTLIER_FACTOR` × their 99th percentile
     (a few far outliers, e.g. a decoder's sentence-start token at M ≈ 4·10⁷ beside types at 1–10³), or
-    10^:data:`SPREAD_DECADES` × the 1st percentile of the positive values, or when the values from their 5th to
-    their 95th percentile take less than :data:`BULK_SHARE` of their range (a group of outliers, 1–2 % of the
-    types as a decoder's massive activations, holding the 99th percentile). Then a log axis, or
+    10^:data:`SPREAD_DECADES` × the 1st percentile of the positive values, or when it exceeds
+    :data:`OUTLIER_FACTOR` × their median and the values from their 5th to their 95th percentile take less than
+    :data:`BULK_SHARE` of their range (a group of outliers, 1–2 % of the types as a decoder's massive activations,
+    holding the 99th percentile; values within a decade keep their linear axis, where a log one has no tick to
+    label). Then a log axis, or
     symlog (linear below the power of 10 at or under the positive values' 1st percentile, so 0 and the first decade
     get labels apart) where some values are 0. Values with a negative one stay linear (a slope, a difference: their
     sign is what the axis shows)."""
@@ -135,7 +137,7 @@ def axis_scale(values) -> AxisScale:
         return AxisScale()
     top, high, low = positive.max(), np.percentile(values, 99), np.percentile(positive, 1)
     middle = np.subtract(*np.percentile(values, [95, 5]))
-    squashed = middle < BULK_SHARE * (top - values.min())
+    squashed = middle < BULK_SHARE * (top - values.min()) and top > OUTLIER_FACTOR * np.median(positive)
     if not (top > OUTLIER_FACTOR * high or top > 10**SPREAD_DECADES * low or squashed):
         return AxisScale()
     if (values > 0).all():
@@ -401,16 +403,17 @@ def regression_panel(
     }
 
 
-PLAIN_RANGE = (1e-3, 1e4)  # |value| written plainly in this range, as a power of ten outside it
+PLAIN_RANGE = (1e-3, 1e3)  # |value| written plainly in this range (3 significant digits need no exponent there)
 
 
 def significant(value: float, digits: int = 3) -> str:
-    """``value`` to ``digits`` significant digits: plainly (−1.01, 0.00596) for |value| in :data:`PLAIN_RANGE`,
-    else as mathtext a × 10^k (1.85 × 10⁶); "n/a" for NaN."""
+    """``value`` to ``digits`` significant digits: plainly (−1.01, 0.00596, 484) where, so rounded, its magnitude is
+    in :data:`PLAIN_RANGE`, else as mathtext a × 10^k (7.20 × 10⁶); "n/a" for NaN."""
     if not np.isfinite(value):
         return "n/a"
-    if value == 0 or PLAIN_RANGE[0] <= abs(value) < PLAIN_RANGE[1]:
-        return f"{value:.{digits}g}".replace("-", "−")
+    rounded = float(f"{value:.{digits - 1}e}")
+    if rounded == 0 or PLAIN_RANGE[0] <= abs(rounded) < PLAIN_RANGE[1]:
+        return f"{rounded:.{digits}g}".replace("-", "−")
     mantissa, exponent = f"{value:.{digits - 1}e}".split("e")
     return rf"${mantissa}\times10^{{{int(exponent)}}}$"
 

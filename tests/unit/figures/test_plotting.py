@@ -36,6 +36,8 @@ NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"
         (0.78, "0.78"),
         (0.005962, "0.00596"),
         (484.3, "484"),
+        (1234.5, r"$1.23\times10^{3}$"),
+        (999.7, r"$1.00\times10^{3}$"),
         (7203261.719, r"$7.20\times10^{6}$"),
         (-5.4879e-06, r"$-5.49\times10^{-6}$"),
         (0.0, "0"),
@@ -92,6 +94,8 @@ def test_the_scale_rule_sees_a_group_of_outliers_that_holds_the_99th_percentile(
     bulk, outliers = rng.normal(8000, 1500, 840), rng.uniform(2e5, 6.6e5, 16)
     assert axis_scale(np.r_[bulk, outliers]) == AxisScale("log")
     assert axis_scale(np.r_[bulk, rng.uniform(2e4, 3e4, 16)]) == AxisScale("linear")  # a tail, not apart
+    tight = np.r_[rng.normal(2.18, 0.01, 840), rng.uniform(1.85, 2.0, 16)]  # MiniLM's log10(1 + Q) at layer 2
+    assert axis_scale(tight) == AxisScale("linear")  # squashed, but within a decade: a log axis has no tick
 
 
 def test_per_layer_curves_go_on_a_log_axis_where_positive_values_span_orders_of_magnitude():
