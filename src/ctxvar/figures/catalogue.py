@@ -49,21 +49,22 @@ MODEL_FIGURES = {
     ),
     "fig07_frequency": FigureSpec(
         "Fig. 7: Q, M, V against frequency",
-        "Q(X_t), M(X_t) and V(X_t) of every token type against log10 n_t at the middle layer, with OLS lines "
-        "over the filtered types.",
+        "Q(X_t), M(X_t) and V(X_t) of every token type against log10 n_t at the middle layer, with the slope and R² "
+        "of the OLS fit over the filtered types, and its line where the panel's axes are linear.",
         ("tokens",),
         draw="per_model.frequency_scatter_middle",
     ),
     "fig11_frequency_grid": FigureSpec(
         "Figs. 11-13: log values against frequency",
         "At layers 0, L/4, L/2, 3L/4 and L: log10(1+Q), log10(1+M), log10(1+V) against log10 n_t, and V against "
-        "M, with OLS lines.",
+        "M, with OLS fits (the line where the panel's axes are linear).",
         ("tokens",),
         draw="per_model.frequency_grid",
     ),
     "fig14_histograms": FigureSpec(
         "Figs. 14-16: histograms of Q, M, V",
-        "Histograms of Q(X_t), M(X_t) and V(X_t) over the frequency-filtered token types, one row per layer.",
+        "Histograms of Q(X_t), M(X_t) and V(X_t) over the frequency-filtered token types, one row per layer (a log "
+        "x axis where the values span orders of magnitude).",
         ("tokens",),
         draw="per_model.value_histograms",
     ),
@@ -72,15 +73,15 @@ MODEL_FIGURES = {
 SUMMARY_FIGURES = {
     "fig02_variance_on_mean": FigureSpec(
         "Fig. 2: V against M",
-        "V(X_t) against M(X_t) at each model's middle layer, coloured by log10 n_t on one shared scale, with the "
-        "OLS line, slope and R².",
+        "V(X_t) against M(X_t) at each model's middle layer, every type in view, coloured by log10 n_t on one shared "
+        "scale, with the OLS slope and R², and the line where both axes are linear.",
         ("tokens",),
         draw="cross_model.variance_on_mean",
     ),
     "fig04_cv_slope_r2": FigureSpec(
         "Fig. 4: C.V. of Q, slope and R²",
-        "Per layer (relative depth) and model: the C.V. of Q(X_t), and the slope and R² of the regression of "
-        "V(X_t) on M(X_t).",
+        "Per layer (relative depth) and model: the C.V. of Q(X_t) (log axis where it spans orders of magnitude), "
+        "and the slope and R² of the regression of V(X_t) on M(X_t).",
         ("layers",),
         draw="cross_model.cv_slope_r2",
     ),
@@ -98,7 +99,8 @@ SUMMARY_FIGURES = {
     ),
     "fig10_frequency_histogram": FigureSpec(
         "Fig. 10: token frequencies",
-        "Histogram of log10 n_t over all token types, per model; dashed lines mark the frequency filter.",
+        "Histogram of log10 n_t over all token types, per model; dashed lines mark the frequency filter's bounds "
+        "within the data.",
         ("tokens",),
         draw="cross_model.frequency_histograms",
     ),
@@ -122,8 +124,8 @@ SUMMARY_FIGURES = {
     ),
     "fig20_within_between": FigureSpec(
         "Fig. 20: V_W, V_B and V_B/V",
-        "Per layer and model, V_W(X) and V_B(X) (larger-scale models dashed, right axis) and the between-type "
-        "share V_B(X)/V(X).",
+        "Per layer and model, V_W(X) and V_B(X) (larger-scale models dashed, right axis, each axis log where its "
+        "values span orders of magnitude) and the between-type share V_B(X)/V(X).",
         ("layers",),
         draw="cross_model.within_between",
     ),
@@ -139,7 +141,8 @@ PCA_FIGURES = {
     ),
     "fig08_selected_tokens": FigureSpec(
         "Fig. 8: selected tokens on V against M",
-        "V(X_t) against M(X_t) for all token types (grey, OLS over the filtered ones) with the tokens of Fig. 1 named.",
+        "V(X_t) against M(X_t) for all token types (grey, every one in view; OLS over the filtered ones) with the "
+        "tokens of Fig. 1 named.",
         (),
         draw="pca_plots.selected_on_trade_off",
     ),
@@ -148,7 +151,8 @@ PCA_FIGURES = {
 GEOMETRY_MODEL_FIGURES = {
     "geo04_spectrum": FigureSpec(
         "Covariance spectrum",
-        "The leading explained-variance ratios λ_i/tr C of the covariance of all embeddings, one line per layer.",
+        "The leading explained-variance ratios λ_i/tr C of the covariance of all embeddings, one line per layer "
+        "(dashed: after a final norm, where the model has one).",
         ("geometry",),
         draw="geometry_plots.spectrum",
         geometry="covariance",
@@ -183,7 +187,7 @@ GEOMETRY_SUMMARY_FIGURES = {
     "geo03_intrinsic_dimension": FigureSpec(
         "Intrinsic dimension",
         "Per layer and model: TwoNN intrinsic dimension of the bottom-k sample (solid) and of "
-        "Gaussian points of the same n and d (dashed, the estimator's high-dimensional bias).",
+        "Gaussian points of the same n and d (dashed in the model's colour, the estimator's high-dimensional bias).",
         ("geometry",),
         draw="geometry_plots.intrinsic_dimension",
         geometry="twonn",

@@ -10,11 +10,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from matplotlib.colors import Normalize
+from matplotlib.legend_handler import HandlerTuple
 from matplotlib.patches import Patch
 
 from ctxvar.figures.plotting import (
+    NO_BREAK,
     PANEL_SIZE,
     Plot,
+    curve_scale,
     fit_label,
     grid_shape,
     hide_unused,
@@ -22,7 +25,6 @@ from ctxvar.figures.plotting import (
     middle_layer,
     panels,
     paper_style,
-    percentile_limits,
     regression_panel,
     scale_groups,
 )
@@ -46,12 +48,15 @@ BAND_ALPHA = 0.25
 
 def layer_curves(ax, layers: pd.DataFrame, models: list[str], values: pd.Series, styles: dict, linestyle="-") -> None:
     """One line per model of ``values`` (aligned with ``layers``) against depth; a ring marks a
-    hidden state that is the output of a final norm (column ``final_norm``)."""
+    hidden state that is the output of a final norm (column ``final_norm``), labelled :data:`FINAL_NORM_LABEL`
+    where one is drawn (so the legend promises it only then)."""
     for model in models:
         rows = (layers["model"] == model).to_numpy()
         ax.plot(layers["depth"][rows], values[rows], label=model, linestyle=linestyle, markersize=3, **styles[model])
         if "final_norm" in layers:
             ring = rows & layers["final_norm"].astype(bool).to_numpy()
+            if not ring.any():
+                continue
             ax.scatter(
                 layers["depth"][ring],
                 values[ring],
@@ -102,8 +107,9 @@ def layer_panels(
     log_scale: bool = False,
     bands: dict[str, str] | None = None,
 ) -> Plot:
-    """One panel per ``columns`` entry (name → (values, y label)), one curve per model, a shared legend;
-    ``log_scale``: a log y axis (symlog where a value is ≤ 0), so models of different scales share one axis.
+    """One panel per ``columns`` entry (name → (values, y label)), one curve per model, a shared legend; each
+    panel's y scale is :func:`~ctxvar.figures.plotting.curve_scale` of its values (log where positive values span
+    orders of magnitude), or with ``log_scale`` log (symlog where a value is ≤ 0) whatever the values.
     ``bands`` maps a column to the batch metric (``{metric}_mean``, ``{metric}_std`` in ``layers``) whose
     mean ± std is shaded around its curve where the layer was sampled in more than one batch; the data
     then hold those two columns and ``sample_batches``."""
@@ -121,18 +127,22 @@ def layer_panels(
         finite = values[np.isfinite(values)]
         if log_scale and len(finite):  # a tiny corpus can leave no value at all
             ax.set_yscale("log" if (finite > 0).all() else "symlog")
+        elif not log_scale:
+            curve_scale(values).apply(ax, "y")
     figure_legend(figure, axes[0, -1], len(models))
     if title:
         figure.suptitle(title)
     return Plot(figure, curve_data(layers, {**{k: v for k, (v, _) in columns.items()}, **spreads}))
 
 
-def figure_legend(figure, ax, n_models: int) -> None:
-    """The figure's legend: the models, then a batch band's and a final norm's entries where any axes has one.
-    ``ax``: the axes whose lines name the models, or a list of axes that each draw some of them."""
+def figure_legend(figure, ax, n_models: int, extra: dict | None = None) -> None:
+    """The figure's legend: the models, then ``extra`` entries (label → handle; a tuple of lines is drawn as their
+    pieces side by side), then a batch band's and a final norm's entries where any axes has one. ``ax``: the axes
+    whose lines name the models, or a list of axes that each draw some of them."""
     found = {}  # label → handle, one ring entry
     for one in ax if isinstance(ax, list) else [ax]:
         found |= {label: handle for handle, label in zip(*one.get_legend_handles_labels()) if label not in found}
+    found |= extra or {}
     if any(c.get_gid() == BAND_GID for a in figure.axes for c in a.collections):
         found[BAND_LABEL] = Patch(color="0.5", alpha=BAND_ALPHA, linewidth=0)
     if FINAL_NORM_LABEL in found:
@@ -143,6 +153,7 @@ def figure_legend(figure, ax, n_models: int) -> None:
         loc="outside right upper",
         frameon=False,
         ncols=1 if n_models <= 12 else 2,
+        handler_map={tuple: HandlerTuple(ndivide=None, pad=0)},
     )
 
 
@@ -195,13 +206,15 @@ def twin_axis_panels(
     one_axis: tuple[str, ...] = (),
 ) -> Plot:
     """Like :func:`layer_panels`, but models whose ``scale_by`` is > 10× the smallest model's go on a right axis
-    (dashed) in every panel except those named in ``one_axis`` (ratios, which share a scale)."""
+    (dashed) in every panel except those named in ``one_axis`` (ratios, which share a scale). Each axis's scale is
+    :func:`~ctxvar.figures.plotting.curve_scale` of the values drawn on it."""
     figure, axes = panels(1, len(columns), size=(2.7, 2.1))
     styles = model_style(models)
     typical = {m: float(np.nanmedian(layers.loc[layers["model"] == m, scale_by])) for m in models}
     left, right = scale_groups(typical)
     data = curve_data(layers, {k: v for k, (v, _) in columns.items()})
     data["axis"] = np.where(layers["model"].isin(right).to_numpy(), "right", "left")
+    on_right = layers["model"].isin(right).to_numpy()
     for ax, (column, (values, label)) in zip(axes[0], columns.items()):
         layer_curves(ax, layers, left, values, styles)
         ax.set(xlabel=DEPTH_LABEL, ylabel=label)
@@ -210,8 +223,11 @@ def twin_axis_panels(
             twin.spines["right"].set_visible(True)
             layer_curves(twin, layers, right, values, styles, linestyle="--")
             twin.set_ylabel(f"{label} (dashed: right axis)")
-        elif right:
+            curve_scale(values[on_right]).apply(twin, "y")
+            curve_scale(values[~on_right]).apply(ax, "y")
+        else:
             layer_curves(ax, layers, right, values, styles)
+            curve_scale(values).apply(ax, "y")
     found = {label: handle for a in figure.axes for handle, label in zip(*a.get_legend_handles_labels())}
     shown = [m for m in models] + ([FINAL_NORM_LABEL] if FINAL_NORM_LABEL in found else [])
     figure.legend([found[m] for m in shown], [legend_label(m) for m in shown], loc="outside right upper", frameon=False)
@@ -243,11 +259,12 @@ def within_between(layers: pd.DataFrame, models: list[str]) -> Plot:
 def variance_on_mean(stats: dict[str, TokenStats], analysis: dict) -> Plot:
     """Fig. 2: V(X_t) on M(X_t) at each model's middle layer, one panel per model.
 
-    Points are coloured by log10 n_t on one scale shared by all panels; axis limits
-    are the 0.1–99.9 percentiles; the line is OLS over the filtered types.
+    Points are coloured by log10 n_t on one scale shared by all panels; every type is in view; the line is OLS
+    over the filtered types, drawn where both axes are linear
+    (:func:`~ctxvar.figures.plotting.regression_panel`).
     """
     rows, cols = grid_shape(len(stats))
-    figure, axes = panels(rows, cols, size=(2.5, 2.2))
+    figure, axes = panels(rows, cols, size=(2.8, 2.4))
     middle = {model: s.layer(middle_layer(s.n_layers)) for model, s in stats.items()}
     log_n = {model: np.log10(t["n"].to_numpy()) for model, t in middle.items()}
     norm = Normalize(min(v.min() for v in log_n.values()), max(v.max() for v in log_n.values()))
@@ -257,9 +274,8 @@ def variance_on_mean(stats: dict[str, TokenStats], analysis: dict) -> Plot:
         fit = regression_panel(
             ax, m, v, filtered(tokens, analysis), colour=log_n[model], norm=norm, names=tokens["token"].to_numpy()
         )
-        percentile_limits(ax, m, v)
         layer = middle_layer(stats[model].n_layers)
-        ax.set(xlabel="$M(X_t)$", ylabel="$V(X_t)$", title=f"{model} (layer {layer})\n{fit_label(fit)}")
+        ax.set(xlabel="$M(X_t)$", ylabel="$V(X_t)$", title=f"{model} (layer{NO_BREAK}{layer})\n{fit_label(fit)}")
         fits.append({"model": model, "layer": layer, **fit})
     hide_unused(axes, len(stats))
     figure.suptitle(
@@ -274,21 +290,32 @@ def variance_on_mean(stats: dict[str, TokenStats], analysis: dict) -> Plot:
 
 @paper_style
 def frequency_histograms(stats: dict[str, TokenStats], analysis: dict, bins: int = 40) -> Plot:
-    """Fig. 10: histogram of log10 n_t (layer 0, all types) per model; dashed lines mark the filter bounds."""
+    """Fig. 10: histogram of log10 n_t (layer 0, all types) per model; dashed lines mark the filter bounds that
+    fall within the data (the x axis spans the data, and the figure's title gives both bounds)."""
     rows, cols = grid_shape(len(stats))
     figure, axes = panels(rows, cols)
-    data = []
+    data, bounds, beyond = [], (analysis["min_log10_n"], analysis["max_log10_n"]), set()
     for ax, (model, s) in zip(axes.flat, stats.items()):
         log_n = np.log10(s.layer(0)["n"].to_numpy())
         counts, edges, _ = ax.hist(log_n, bins=bins, color="tab:blue")
-        for bound in (analysis["min_log10_n"], analysis["max_log10_n"]):
-            ax.axvline(bound, color="black", linestyle="--", linewidth=0.8)
-        ax.set(xlabel=r"$\log_{10} n_t$", ylabel="token types", title=f"{model} (|T| = {len(log_n):,})")
+        ax.set_xlim(*ax.get_xlim())  # the data's, whatever bound lies beyond them
+        for bound in bounds:
+            if edges[0] <= bound <= edges[-1]:
+                ax.axvline(bound, color="black", linestyle="--", linewidth=0.8)
+            else:
+                beyond.add(bound)
+        ax.set(
+            xlabel=r"$\log_{10} n_t$", ylabel="token types", title=f"{model} (|T|{NO_BREAK}={NO_BREAK}{len(log_n):,})"
+        )
         data += [
             {"model": model, "bin_left": lo, "bin_right": hi, "count": int(c)}
             for lo, hi, c in zip(edges[:-1], edges[1:], counts)
         ]
     hide_unused(axes, len(stats))
+    title = f"dashed: the frequency filter, {bounds[0]:g} ≤ $\\log_{{10}} n_t$ ≤ {bounds[1]:g}"
+    if beyond:
+        title += f" (not drawn beyond the data: {', '.join(f'{bound:g}' for bound in sorted(beyond))})"
+    figure.suptitle(title, fontsize=8)
     return Plot(figure, pd.DataFrame(data))
 
 

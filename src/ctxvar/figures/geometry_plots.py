@@ -26,11 +26,14 @@ from ctxvar.figures.cross_model import (
     model_style,
     spread_band,
 )
-from ctxvar.figures.plotting import Plot, legend_label, panels, paper_style, step_axis
+from ctxvar.figures.plotting import Plot, legend_label, panels, paper_style, significant, step_axis
 from ctxvar.stats.layers import ols
 from ctxvar.stats.token_table import TokenStats
 
 MIN_TYPES_FOR_CV = 10  # a threshold n_min with fewer types above it gives no C.V. point
+LEGEND_ROWS = 16  # entries per legend column of the C.V.-against-n_min figure (a line per layer: 31 for SmolLM2)
+LEGEND_ROW_HEIGHT = 0.2  # inches a 7-pt legend entry takes, with the space between entries
+LEGEND_COLUMN_WIDTH = 1.6  # inches a legend column ("layer 30: slope −0.12") takes
 CHECKPOINT_PANELS = (
     ("anisotropy", "anisotropy $\\lambda_1/\\mathrm{tr}\\,C$"),
     ("twonn", "TwoNN dimension"),
@@ -71,26 +74,28 @@ def cosine(geometry: pd.DataFrame, models: list[str]) -> Plot:
 
 @paper_style
 def intrinsic_dimension(geometry: pd.DataFrame, models: list[str]) -> Plot:
-    """Per layer and model: TwoNN on the sample (solid) and on Gaussian points of the same n and d (dashed);
-    with sample batches, the batches' TwoNN mean ± std shaded around the first batch's value."""
+    """Per layer and model: TwoNN on the sample (solid) and on Gaussian points of the same n and d (dashed, in the
+    model's colour; its legend entry shows each model's dash); with sample batches, the batches' TwoNN mean ± std
+    shaded around the first batch's value."""
     if not (geometry["twonn"] > 0).any():  # NaN without a sample, or with fewer than 3 distinct points
         raise InsufficientData("no layer of any model has a TwoNN dimension (geometry.twonn off, or too few points)")
     figure, axes = panels(1, 1, size=(3.6, 2.6))
     ax, styles = axes[0, 0], model_style(models)
     banded = batch_band(ax, geometry, models, geometry["twonn_batch_mean"], geometry["twonn_batch_std"], styles)
     layer_curves(ax, geometry, models, geometry["twonn"], styles)
+    references = []
     for model in models:
         rows = (geometry["model"] == model).to_numpy()
-        ax.plot(
+        (reference,) = ax.plot(
             geometry["depth"][rows],
             geometry["twonn_gaussian"][rows],
             linestyle="--",
             color=styles[model]["color"],
             linewidth=0.8,
         )
-    ax.plot([], [], linestyle="--", color="grey", linewidth=0.8, label="Gaussian, same n and d")
+        references.append(reference)
     ax.set(xlabel=DEPTH_LABEL, ylabel="TwoNN intrinsic dimension", yscale="log")
-    figure_legend(figure, ax, len(models))
+    figure_legend(figure, ax, len(models), extra={"Gaussian, same n and d": tuple(references)})
     return Plot(
         figure,
         curve_data(
@@ -116,7 +121,8 @@ def layer_colours(n_layers: int):
 
 @paper_style
 def spectrum(geometry: pd.DataFrame, model: str) -> Plot:
-    """One model: the leading explained-variance ratios λ_i/tr C against i, one line per layer (dashed: final norm)."""
+    """One model: the leading explained-variance ratios λ_i/tr C against i, one line per layer (dashed: after a final
+    norm, and the colorbar's label says so only where there is one)."""
     columns = [c for c in geometry.columns if c.startswith("explained_")]
     figure, axes = panels(1, 1, size=(3.4, 2.4))
     ax = axes[0, 0]
@@ -136,7 +142,8 @@ def spectrum(geometry: pd.DataFrame, model: str) -> Plot:
         yscale="log",
         title=f"{model}: covariance spectrum",
     )
-    figure.colorbar(_scalar_mappable(norm), ax=ax, label="layer (dashed: after final norm)")
+    final = geometry["final_norm"].astype(bool).any()
+    figure.colorbar(_scalar_mappable(norm), ax=ax, label="layer (dashed: after final norm)" if final else "layer")
     data = geometry[["layer", *columns]].melt(id_vars="layer", var_name="component", value_name="explained")
     data["component"] = data["component"].str.removeprefix("explained_").astype(int)
     return Plot(figure, data)
@@ -175,16 +182,25 @@ def cv_by_min_count(stats: TokenStats, analysis: dict, thresholds_per_decade: in
 @paper_style
 def cv_against_min_count(stats: TokenStats, model: str, analysis: dict) -> Plot:
     """Appendix I: C.V. of Q(X_t) against n_min, log-log, one line per layer, with the fitted slope of each
-    and a reference line of slope −1/2 (the prediction for LayerNorm outputs, C.V. = O(1/√n_min))."""
+    and a reference line of slope −1/2 (the prediction for LayerNorm outputs, C.V. = O(1/√n_min)). The legend
+    has a column per :data:`LEGEND_ROWS` entries, and the figure is as tall as its longest column."""
     table = cv_by_min_count(stats, analysis)
-    figure, axes = panels(1, 1, size=(3.8, 2.6))
+    columns = -(-(stats.n_layers + 1) // LEGEND_ROWS)
+    rows = min(stats.n_layers + 1, LEGEND_ROWS)
+    figure, axes = panels(1, 1, size=(3.8 + LEGEND_COLUMN_WIDTH * (columns - 1), max(2.6, LEGEND_ROW_HEIGHT * rows)))
     ax = axes[0, 0]
     norm, colour = layer_colours(stats.n_layers)
     slopes = {}
     for layer, part in table.groupby("layer"):
         slope = ols(np.log10(part["n_min"]), np.log10(part["cv_Q"]))[0]
         slopes[layer] = slope
-        ax.plot(part["n_min"], part["cv_Q"], color=colour(layer), marker="o", label=f"layer {layer}: slope {slope:.2f}")
+        ax.plot(
+            part["n_min"],
+            part["cv_Q"],
+            color=colour(layer),
+            marker="o",
+            label=f"layer {layer}: slope {significant(slope, 2)}",
+        )
     if len(table):
         start = table.loc[table["n_min"] == table["n_min"].min()]
         anchor_n, anchor_cv = float(start["n_min"].iloc[0]), float(start["cv_Q"].max())
@@ -197,7 +213,7 @@ def cv_against_min_count(stats: TokenStats, model: str, analysis: dict) -> Plot:
         ylabel="C.V. of $Q(X_t)$",
         title=f"{model}: Appendix I",
     )
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, ncols=columns)
     table["slope"] = table["layer"].map(slopes)
     return Plot(figure, table)
 
@@ -226,7 +242,8 @@ def checkpoint_table(
 @paper_style
 def checkpoints(table: pd.DataFrame, family: str) -> Plot:
     """Across training checkpoints: each metric of :data:`CHECKPOINT_PANELS` against the step, one line per
-    layer (colour = layer; dashed = after a final norm). A symlog step axis when steps span > 2 decades.
+    layer (colour = layer; dashed = after a final norm, said in the title where there is one). A symlog step axis
+    when steps span > 2 decades.
     A metric without any value (its geometry switch off, e.g. TwoNN with geometry.twonn: false) gets no panel.
     Anisotropy and TwoNN measured over more than one sample batch get their batches' mean ± std shaded."""
     drawn = [(column, label) for column, label in CHECKPOINT_PANELS if table[column].notna().any()]
@@ -255,8 +272,10 @@ def checkpoints(table: pd.DataFrame, family: str) -> Plot:
     banded = any(c.get_gid() == BAND_GID for ax in axes[0] for c in ax.collections)
     figure.colorbar(_scalar_mappable(norm), ax=axes, label="layer", shrink=0.9)
     # The legend of the line styles in the title: a colorbar label this long ran off a figure one panel high.
-    styles = "dashed: after final norm" + ("; shaded: batch mean ± std" if banded else "")
-    figure.suptitle(f"{family} across checkpoints (colour: layer; {styles})")
+    styles = ["colour: layer"]
+    styles += ["dashed: after final norm"] if table["final_norm"].astype(bool).any() else []
+    styles += ["shaded: batch mean ± std"] if banded else []
+    figure.suptitle(f"{family} across checkpoints ({'; '.join(styles)})")
     undrawn = [column for column, _ in CHECKPOINT_PANELS if column not in dict(drawn)]
     spreads = [f"{BATCH_SPREADS[c]}_{moment}" for c in undrawn if c in BATCH_SPREADS for moment in ("mean", "std")]
     return Plot(figure, table.drop(columns=undrawn + [column for column in spreads if column in table]))

@@ -14,10 +14,8 @@ from ctxvar.figures.pca_selection import table2, table2_latex
 from ctxvar.figures.plotting import (
     Plot,
     fit_label,
-    include_points,
     panels,
     paper_style,
-    percentile_limits,
     place_labels,
     placeholder,
     regression_panel,
@@ -86,8 +84,6 @@ def selected_on_trade_off(tokens: pd.DataFrame, selected: pd.DataFrame, model: s
     ax = axes[0, 0]
     m, v = tokens["M"].to_numpy(), tokens["V"].to_numpy()
     fit = regression_panel(ax, m, v, filtered(tokens, analysis), names=tokens["token"].to_numpy())
-    percentile_limits(ax, m, v)
-    include_points(ax, selected["M"], selected["V"])
     log_n = np.log10(selected["n"])
     marks = ax.scatter(
         selected["M"], selected["V"], c=log_n, cmap="rainbow", s=18, edgecolors="black", linewidths=0.4, zorder=4

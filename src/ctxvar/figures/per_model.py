@@ -104,7 +104,11 @@ def value_histograms(stats: TokenStats, model: str, analysis: dict, bins: int = 
             values = tokens[statistic].to_numpy()
             scale = axis_scale(values)
             scale.apply(ax, "x")
-            edges = bins if scale.name == "linear" else scale_grid(ax.xaxis, values.min(), values.max(), bins + 1)
+            edges = (
+                linear_edges(values, bins)
+                if scale.name == "linear"
+                else scale_grid(ax.xaxis, values.min(), values.max(), bins + 1)
+            )
             counts, edges, _ = ax.hist(values, bins=edges, color="tab:blue")
             rows += [
                 {
@@ -123,6 +127,20 @@ def value_histograms(stats: TokenStats, model: str, analysis: dict, bins: int = 
         ax.set_title(f"${statistic}(X_t)$")
     figure.suptitle(model)
     return Plot(figure, pd.DataFrame(rows))
+
+
+FLAT_SPAN = 1e-9  # values whose range is below this share of their magnitude are binned around their value
+
+
+def linear_edges(values: np.ndarray, bins: int) -> np.ndarray:
+    """``bins`` + 1 evenly spaced edges from the smallest to the largest of ``values``, or, where their range is
+    below :data:`FLAT_SPAN` × their magnitude (a LayerNorm output of constant Q), across ±10⁻⁶ of it: numpy
+    cannot split a range narrower than the float spacing into bins."""
+    lo, hi = float(np.min(values)), float(np.max(values))
+    if hi - lo <= FLAT_SPAN * max(abs(lo), abs(hi), 1.0):
+        half = 1e-6 * max(abs(hi), 1.0)
+        lo, hi = lo - half, hi + half
+    return np.linspace(lo, hi, bins + 1)
 
 
 def frequency_scatter_middle(stats: TokenStats, model: str, analysis: dict) -> Plot:

@@ -7,8 +7,11 @@ CSV is what the picture shows. Figures are built with ``matplotlib.figure.Figure
 directly (no pyplot state, no GUI backend).
 
 Axis scales follow one rule on the data (:func:`axis_scale`): values that span orders of magnitude get a
-log axis (symlog where some are 0), all others keep the paper's linear axis. Every title is fitted to the
-figure after drawing (:func:`fit_titles`): wrapped, then shrunk, never clipped.
+log axis (symlog where some are 0), all others keep the paper's linear axis, and no axis clips a point away. A
+fitted straight line is drawn only on linear axes, where it is straight (:func:`regression_panel`). Every title
+is fitted to the figure after drawing (:func:`fit_titles`): wrapped between words, then shrunk, then wrapped at a
+name's separators, never clipped; then the names of points are placed where they overlap no other text
+(:func:`place_labels`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from ctxvar.stats.layers import ols
 
 log = logging.getLogger(__name__)
 
+PNG_DPI = 200
 PAPER_STYLE = {  # 7–8 pt text stays readable when a 2-3 panel figure is printed one column wide
     "font.size": 8,
     "axes.titlesize": 8,
@@ -45,14 +49,14 @@ PAPER_STYLE = {  # 7–8 pt text stays readable when a 2-3 panel figure is print
     "lines.markersize": 3,
     "axes.spines.top": False,
     "axes.spines.right": False,
-    "figure.dpi": 100,
+    "figure.dpi": PNG_DPI,  # laid out and measured as the PNG is drawn: hinted text is wider at 200 dpi than at 100
 }
-PNG_DPI = 200
 PANEL_SIZE = (2.4, 2.0)  # inches per panel
 SCALE_GAP = 10.0  # series whose typical values differ by more than this factor go on a second axis
 OUTLIER_FACTOR = 10.0  # a maximum beyond this × the 99th percentile is an outlier a linear axis would squash to
 SPREAD_DECADES = 3.0  # ... as are positive values whose maximum is more than 10^this × their 1st percentile
-MIN_TITLE_SIZE = 5.0  # points: a title too wide for its space is wrapped, then shrunk down to this, then cut
+BULK_SHARE = 0.1  # ... as are values whose middle 90 % take less than this share of their range (outliers, many)
+MIN_TITLE_SIZE = 5.0  # points: a title too wide for its space is wrapped and shrunk down to this, then cut
 
 
 @dataclass
@@ -62,15 +66,20 @@ class Plot:
 
 
 def paper_style(function):
-    """Build the figure under :data:`PAPER_STYLE` (rcParams are read when artists are made), and fit its titles
-    (:func:`fit_titles`) when it is a :class:`Plot`."""
+    """Build the figure under :data:`PAPER_STYLE` (rcParams are read when artists are made), fit its titles
+    (:func:`fit_titles`) when it is a :class:`Plot`, then place the labels :func:`place_labels` was asked for, in
+    the layout the titles leave."""
 
     @functools.wraps(function)
     def styled(*args, **kwargs):
         with matplotlib.rc_context(PAPER_STYLE):
-            drawn = function(*args, **kwargs)
-            if isinstance(drawn, Plot):
-                fit_titles(drawn.figure)
+            PENDING_LABELS.append([])
+            try:
+                drawn = function(*args, **kwargs)
+                settled = isinstance(drawn, Plot) and fit_titles(drawn.figure)
+                place_pending_labels(PENDING_LABELS[-1], laid_out={id(drawn.figure)} if settled else set())
+            finally:
+                PENDING_LABELS.pop()
             return drawn
 
     return styled
@@ -112,22 +121,43 @@ class SymlogDecades(SymmetricalLogLocator):
 def axis_scale(values) -> AxisScale:
     """The axis scale for nonnegative ``values`` (Q, M, V, counts): linear, as the paper draws them, unless they
     span orders of magnitude, that is when their maximum exceeds :data:`OUTLIER_FACTOR` × their 99th percentile
-    (a few far outliers, e.g. a decoder's sentence-start token at M ≈ 4·10⁷ beside types at 1–10³) or
-    10^:data:`SPREAD_DECADES` × the 1st percentile of the positive values. Then a log axis, or symlog (linear
-    below the power of 10 at or under the positive values' 1st percentile, so 0 and the first decade get labels
-    apart) where some values are 0. Values with a negative one stay linear (a slope, a difference: their sign is
-    what the axis shows)."""
+    (a few far outliers, e.g. a decoder's sentence-start token at M ≈ 4·10⁷ beside types at 1–10³), or
+    10^:data:`SPREAD_DECADES` × the 1st percentile of the positive values, or when it exceeds
+    :data:`OUTLIER_FACTOR` × their median and the values from their 5th to their 95th percentile take less than
+    :data:`BULK_SHARE` of their range (a group of outliers, 1–2 % of the types as a decoder's massive activations,
+    holding the 99th percentile; values within a decade keep their linear axis, where a log one has no tick to
+    label). Then a log axis, or
+    symlog (linear below the power of 10 at or under the positive values' 1st percentile, so 0 and the first decade
+    get labels apart) where some values are 0. Values with a negative one stay linear (a slope, a difference: their
+    sign is what the axis shows)."""
     values = np.asarray(values, dtype=float)
     values = values[np.isfinite(values)]
     positive = values[values > 0]
     if len(positive) < 2 or (values < 0).any():
         return AxisScale()
     top, high, low = positive.max(), np.percentile(values, 99), np.percentile(positive, 1)
-    if not (top > OUTLIER_FACTOR * high or top > 10**SPREAD_DECADES * low):
+    middle = np.subtract(*np.percentile(values, [95, 5]))
+    squashed = middle < BULK_SHARE * (top - values.min()) and top > OUTLIER_FACTOR * np.median(positive)
+    if not (top > OUTLIER_FACTOR * high or top > 10**SPREAD_DECADES * low or squashed):
         return AxisScale()
     if (values > 0).all():
         return AxisScale("log")
     return AxisScale("symlog", linthresh=float(10 ** np.floor(np.log10(low))) or float(low))  # or: subnormal
+
+
+CURVE_DECADES = 2.0  # positive per-layer values spanning more than this many decades get a log axis
+
+
+def curve_scale(values) -> AxisScale:
+    """The y scale of per-layer curves (one value per layer and model): log where every finite value is positive,
+    some is above 1, and they span more than :data:`CURVE_DECADES` decades (a decoder's C.V. of Q(X_t) at 28 beside
+    an encoder's 0.04 and a null model's 0.02), else linear. Values all within [0, 1] (shares, R², anisotropy) are
+    read against that range, so they keep the linear axis."""
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    if len(values) < 2 or (values <= 0).any() or values.max() <= max(1.0, 10**CURVE_DECADES * values.min()):
+        return AxisScale()
+    return AxisScale("log")
 
 
 def scale_axes(ax, x, y) -> tuple[AxisScale, AxisScale]:
@@ -178,7 +208,8 @@ def hide_unused(axes: np.ndarray, used: int) -> None:
         ax.set_visible(False)
 
 
-TITLE_WORD = re.compile(r"(?:\$[^$]*\$|[^\s$])+")  # a word, or mathtext kept whole (its spaces are not breaks)
+TITLE_WORD = re.compile(r"(?:\$[^$]*\$|[^ \t$])+")  # a word, or mathtext kept whole; a no-break space (\xa0) joins
+NO_BREAK = "\xa0"  # joins words a title keeps on one line ("layer 3", "R² 0.78")
 AXES_TITLE_REACH = 1.25  # an axes title may be this × the axes frame's width (it centres on the frame)
 
 
@@ -191,9 +222,13 @@ def title_room(text, renderer, ax=None) -> float:
     return room if ax is None else min(room, AXES_TITLE_REACH * ax.get_position().width * page.width)
 
 
-def wrapped(text, original: str, width: float, renderer, cut: bool = False) -> str:
-    """``original`` with line breaks between words so that each line of ``text`` is at most ``width`` pixels;
-    with ``cut``, a word wider than that is broken between characters too (never inside mathtext)."""
+NAME_SEPARATOR = re.compile(r"(?<=[-_/.])(?=.)")  # a name (a model id) may wrap after one of these
+SHRINK_BEFORE_NAMES = 1.5  # points a title is shrunk, wrapped between words only, before its names are wrapped
+
+
+def wrapped(text, original: str, width: float, renderer, cut: str = "") -> str:
+    """``original`` with line breaks so that each line of ``text`` is at most ``width`` pixels: between words, and
+    with ``cut`` also inside a word where :func:`broken` allows ("names" or "characters")."""
 
     def fits(line: str) -> bool:
         text.set_text(line)
@@ -201,49 +236,49 @@ def wrapped(text, original: str, width: float, renderer, cut: bool = False) -> s
 
     lines = []
     for line in original.split("\n"):
-        words = TITLE_WORD.findall(line)
-        if cut:
-            words = [piece for word in words for piece in broken(word, fits)]
+        pieces = []  # (piece, whether it continues the word of the piece before it)
+        for word in TITLE_WORD.findall(line):
+            units = broken(word, fits, characters=cut == "characters") if cut else [word]
+            pieces += [(unit, index > 0) for index, unit in enumerate(units)]
         current = ""
-        for word in words:
-            if current and not fits(f"{current} {word}"):
+        for piece, continues in pieces:
+            candidate = current + piece if continues else (f"{current} {piece}" if current else piece)
+            if current and not fits(candidate):
                 lines.append(current)
-                current = word
+                current = piece
             else:
-                current = f"{current} {word}" if current else word
+                current = candidate
         lines.append(current)
     return "\n".join(lines)
 
 
-def broken(word: str, fits) -> list[str]:
-    """``word`` cut between characters into pieces that ``fits`` (mathtext is left whole)."""
-    if "$" in word or fits(word):
+def broken(word: str, fits, characters: bool = False) -> list[str]:
+    """The pieces ``word`` may wrap between: after each of its separators (:data:`NAME_SEPARATOR`: - _ / .), and
+    with ``characters`` between the characters of a piece that alone does not ``fits``; mathtext stays whole."""
+    if "$" in word:
         return [word]
-    pieces, current = [], ""
-    for character in word:
-        if current and not fits(current + character):
-            pieces.append(current)
-            current = ""
-        current += character
-    return pieces + [current]
+    pieces = NAME_SEPARATOR.split(word)
+    if characters:
+        pieces = [unit for piece in pieces for unit in ([piece] if fits(piece) else list(piece))]
+    return pieces
 
 
 def fit_text(text, renderer, room: float, original: str, size: float) -> bool:
-    """Fit a title, given as ``original`` at font ``size``, into ``room`` pixels: as it is if it fits, else
-    wrapped between words, then shrunk down to :data:`MIN_TITLE_SIZE`, then with its longest words cut.
-    A title already fitted that still fits is kept. Returns whether ``text`` changed."""
+    """Fit a title, given as ``original`` at font ``size``, into ``room`` pixels: as it is if it fits, else wrapped
+    between words and shrunk by up to :data:`SHRINK_BEFORE_NAMES` points, then also wrapped after a name's
+    separators and shrunk down to :data:`MIN_TITLE_SIZE`, then, last, broken between characters. A title already
+    fitted that still fits is kept. Returns whether ``text`` changed."""
     before = text.get_text(), text.get_fontsize()
     if text.get_window_extent(renderer).width <= room:
         return False
-    text.set_text(original)
-    text.set_fontsize(size)
-    while text.get_window_extent(renderer).width > room:
-        text.set_text(wrapped(text, original, room, renderer))
-        if text.get_window_extent(renderer).width <= room or text.get_fontsize() <= MIN_TITLE_SIZE:
+    floor = max(MIN_TITLE_SIZE, size - SHRINK_BEFORE_NAMES)
+    attempts = [(points, "") for points in np.arange(size, floor - 1e-9, -0.5)]
+    attempts += [(points, "names") for points in np.arange(floor, MIN_TITLE_SIZE - 1e-9, -0.5)]
+    for points, cut in attempts + [(MIN_TITLE_SIZE, "characters")]:
+        text.set_fontsize(points)
+        text.set_text(wrapped(text, original, room, renderer, cut))
+        if text.get_window_extent(renderer).width <= room:
             break
-        text.set_fontsize(max(MIN_TITLE_SIZE, text.get_fontsize() - 0.5))
-    if text.get_window_extent(renderer).width > room:
-        text.set_text(wrapped(text, original, room, renderer, cut=True))
     return (text.get_text(), text.get_fontsize()) != before
 
 
@@ -256,24 +291,20 @@ def legend_label(label: str) -> str:
     return label if "$" in label else textwrap.fill(label, LEGEND_CHARS, break_on_hyphens=True)
 
 
-FIRST_FIT_SLACK = 0.8  # before any layout is drawn, a title counts as fitting within this share of its room
-
-
-def fit_titles(figure, max_layouts: int = 4) -> None:
-    """Fit the figure's title and every axes title (:func:`fit_text`). Checked first on the layout before drawing,
-    with :data:`FIRST_FIT_SLACK`; where a title does not fit, the layout is drawn and every title fitted to it
-    again, until none changes (a wrapped title changes the layout)."""
+def fit_titles(figure, max_layouts: int = 4) -> bool:
+    """Fit the figure's title and every axes title (:func:`fit_text`) to the figure's layout, drawn again and every
+    title fitted to it until none changes (a wrapped title changes the layout). Titles are fitted to a drawn layout
+    only: before it, an axes' frame can be twice as wide as the layout leaves it (a legend beside it). Returns
+    whether the layout last drawn is the figure's (no title changed after it)."""
     renderer = FigureCanvasAgg(figure).get_renderer()
     titles = [(figure._suptitle, None)] if figure._suptitle is not None else []
     titles += [(t, ax) for ax in figure.axes if ax.get_visible() for t in (ax.title, ax._left_title, ax._right_title)]
     titles = [(text, ax, text.get_text(), text.get_fontsize()) for text, ax in titles if text.get_text()]
-    slack = FIRST_FIT_SLACK
     for _ in range(max_layouts):
-        changed = [fit_text(t, renderer, slack * title_room(t, renderer, ax), o, s) for t, ax, o, s in titles]
-        if not any(changed):
-            return
         figure.draw_without_rendering()
-        slack = 1.0
+        if not any([fit_text(t, renderer, title_room(t, renderer, ax), o, s) for t, ax, o, s in titles]):
+            return True
+    return False
 
 
 def save_plot(plot: Plot, png, pdf, csv) -> None:
@@ -316,21 +347,18 @@ def far_outliers(values: np.ndarray) -> np.ndarray:
 
 
 def name_outliers(ax, x: np.ndarray, y: np.ndarray, names) -> list[str]:
-    """Write the name of each far outlier of x or y (:func:`far_outliers`, at most :data:`MAX_NAMED_OUTLIERS`,
-    largest first) beside its point; returns the names written."""
+    """Name each far outlier of x or y (:func:`far_outliers`, at most :data:`MAX_NAMED_OUTLIERS`, largest first)
+    beside its point (:func:`place_labels`); returns the names."""
     far = np.flatnonzero(far_outliers(x) | far_outliers(y))
     far = far[np.argsort(-np.maximum(x[far], y[far]))][:MAX_NAMED_OUTLIERS]
-    for index in far:
-        ax.annotate(
-            str(names[index]),
-            (x[index], y[index]),
-            xytext=(-3, 5),
-            textcoords="offset points",
-            ha="right",
-            fontsize=6,
-            bbox={"boxstyle": "round,pad=0.1", "facecolor": "white", "alpha": 0.75, "linewidth": 0},
-        )
-    return [str(names[index]) for index in far]
+    named = [str(names[index]) for index in far]
+    if named:
+        place_labels(ax, x[far], y[far], named, beside=True)
+    return named
+
+
+FIT_GID = "OLS line"  # the gid of the fitted line :func:`regression_panel` draws
+NO_LINE_NOTE = "(log axis: no line)"
 
 
 def regression_panel(
@@ -338,13 +366,13 @@ def regression_panel(
 ) -> dict:
     """Scatter every point, fit OLS of y on x over ``keep`` and draw the line.
 
-    Both axes get :func:`axis_scale` of their values, and the line is drawn at points evenly spaced on the x
-    axis, 200 where either axis is not linear, so it is the line y = a + b x whichever axis is logarithmic; on a
-    log or symlog y axis (nonnegative values) only where a + b x ≥ 0. With ``names`` (one per point), the far
-    outliers are named (:func:`name_outliers`).
-    Returns ``{"slope", "intercept", "r2", "n_fit", "x_scale", "y_scale", "named"}`` as fitted (NaN when fewer
-    than 2 points) and drawn (``named``: the outliers named, comma-separated); :func:`fit_label` writes it for a
-    title, where it never hides points.
+    Both axes get :func:`axis_scale` of their values and no limits that would leave a point out. The fitted line
+    y = a + b·x is straight on linear axes only: there it is drawn (tagged :data:`FIT_GID`) from the smallest to the
+    largest fitted x; on a panel with a log or symlog axis it would be a curve, so it is not drawn and
+    :func:`fit_label` says so. With ``names`` (one per point), the far outliers are named (:func:`name_outliers`).
+    Returns ``{"slope", "intercept", "r2", "n_fit", "x_scale", "y_scale", "line", "named"}`` as fitted (NaN when
+    fewer than 2 points) and drawn (``line``: whether the line is drawn; ``named``: the outliers named,
+    comma-separated).
     """
     x_scale, y_scale = scale_axes(ax, x, y)
     ax.scatter(
@@ -358,13 +386,10 @@ def regression_panel(
         rasterized=True,
     )
     slope, intercept, r2 = ols(x[keep], y[keep])
-    if np.isfinite(slope):
-        straight = x_scale.name == y_scale.name == "linear"  # else the line curves on the axes, or stops at 0
-        xs = scale_grid(ax.xaxis, x[keep].min(), x[keep].max(), 2 if straight else 200)
-        ys = intercept + slope * xs
-        if y_scale.name != "linear":  # y ≥ 0 here: the line's negative part would stretch the axis down decades
-            ys = np.where(ys >= 0, ys, np.nan)
-        ax.plot(xs, ys, color="black", linewidth=1)
+    line = bool(np.isfinite(slope)) and x_scale.name == y_scale.name == "linear"
+    if line:
+        ends = np.array([x[keep].min(), x[keep].max()])
+        ax.plot(ends, intercept + slope * ends, color="black", linewidth=1, gid=FIT_GID)
     named = name_outliers(ax, x, y, names) if names is not None else []
     return {
         "slope": slope,
@@ -373,93 +398,100 @@ def regression_panel(
         "n_fit": int(keep.sum()),
         "x_scale": x_scale.name,
         "y_scale": y_scale.name,
+        "line": line,
         "named": ", ".join(named),
     }
 
 
+PLAIN_RANGE = (1e-3, 1e3)  # |value| written plainly in this range (3 significant digits need no exponent there)
+
+
+def significant(value: float, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant digits: plainly (−1.01, 0.00596, 484) where, so rounded, its magnitude is
+    in :data:`PLAIN_RANGE`, else as mathtext a × 10^k (7.20 × 10⁶); "n/a" for NaN."""
+    if not np.isfinite(value):
+        return "n/a"
+    rounded = float(f"{value:.{digits - 1}e}")
+    if rounded == 0 or PLAIN_RANGE[0] <= abs(rounded) < PLAIN_RANGE[1]:
+        return f"{rounded:.{digits}g}".replace("-", "−")
+    mantissa, exponent = f"{value:.{digits - 1}e}".split("e")
+    return rf"${mantissa}\times10^{{{int(exponent)}}}$"
+
+
 def fit_label(fit: dict) -> str:
-    return f"slope {fit['slope']:.3f}, $R^2$ {fit['r2']:.3f}"
+    """The slope and R² of :func:`regression_panel`'s fit, and on a second line :data:`NO_LINE_NOTE` where a log
+    axis kept its line from being drawn."""
+    label = f"slope{NO_BREAK}{significant(fit['slope'])}, $R^2${NO_BREAK}{significant(fit['r2'])}"
+    return label if fit["line"] or not np.isfinite(fit["slope"]) else f"{label}\n{NO_LINE_NOTE}"
 
 
 LABEL_OFFSETS = [(0.0, 0.0)] + [
     (r * np.cos(a), r * np.sin(a)) for r in range(9, 91, 9) for a in np.linspace(0, 2 * np.pi, 12, endpoint=False)
 ]  # points, spiralling out
+PENDING_LABELS: list[list[tuple]] = []  # per figure being drawn under paper_style: the labels to place at its end
+LABEL_BOX = {"boxstyle": "round,pad=0.1", "facecolor": "white", "alpha": 0.75, "linewidth": 0}
 
 
 def place_labels(ax, xs, ys, labels, fontsize: float = 6, beside: bool = False) -> None:
-    """Name points with labels that do not overlap each other or leave the axes.
+    """Name the points (``xs``, ``ys``) of ``ax`` with labels that overlap no other label and stay inside the
+    axes' frame (so off the tick labels and titles around it), placed by :func:`place_pending_labels` once the
+    figure's layout is final: at the end of the :func:`paper_style` function drawing it, or at once outside one.
+    With ``beside``, no label sits on one of these points (the points are markers to keep visible)."""
+    request = (ax, np.asarray(xs, float), np.asarray(ys, float), [str(label) for label in labels], fontsize, beside)
+    if PENDING_LABELS:
+        PENDING_LABELS[-1].append(request)
+    else:
+        place_pending_labels([request])
 
-    Each label takes the first offset in :data:`LABEL_OFFSETS` whose box is free;
-    with ``beside``, labels never sit on a point itself (the points are markers to
-    keep visible). A displaced label gets a thin leader line to its point.
-    """
-    figure = ax.figure
-    renderer = FigureCanvasAgg(figure).get_renderer()
-    figure.draw_without_rendering()  # settle the layout: boxes are measured in display coordinates
-    frame = ax.get_window_extent(renderer)
-    anchors = ax.transData.transform(np.column_stack([xs, ys]))
-    taken = [Bbox.from_bounds(x - 4, y - 4, 8, 8) for x, y in anchors] if beside else []
-    offsets = LABEL_OFFSETS[1:] if beside else LABEL_OFFSETS
-    for x, y, label in zip(xs, ys, labels):
-        for dx, dy in offsets:
-            text = ax.annotate(
+
+def place_pending_labels(requests: list[tuple], laid_out: set[int] = frozenset()) -> None:
+    """Place the labels of :func:`place_labels` ``requests``: each takes the first offset in :data:`LABEL_OFFSETS`
+    whose box is inside its axes' frame and free of every label placed before it in the figure; a displaced label
+    gets a thin leader line to its point. Boxes are measured in the figure's settled layout, drawn here unless the
+    figure's id is in ``laid_out``."""
+    settled, taken = set(laid_out), {}
+    for ax, xs, ys, labels, fontsize, beside in requests:
+        figure = ax.figure
+        renderer = FigureCanvasAgg(figure).get_renderer()
+        if id(figure) not in settled:
+            figure.draw_without_rendering()  # boxes are measured in display coordinates
+            settled.add(id(figure))
+        boxes = taken.setdefault(id(figure), [])
+        frame = ax.get_window_extent(renderer)
+        anchors = ax.transData.transform(np.column_stack([xs, ys]))
+        points = [Bbox.from_bounds(x - 4, y - 4, 8, 8) for x, y in anchors] if beside else []
+        offsets = LABEL_OFFSETS[1:] if beside else LABEL_OFFSETS
+        for point, (x, y), label in zip(zip(xs, ys), anchors, labels):
+            probe = ax.annotate(label, (0, 0), xycoords="figure pixels", fontsize=fontsize, ha="center", va="center")
+            size = probe.get_window_extent(renderer)
+            probe.remove()
+            width, height = 1.08 * size.width + 2, 1.15 * size.height + 2  # the white box around it
+            scale = figure.dpi / 72  # offsets are in points
+            for dx, dy in offsets:
+                box = Bbox.from_bounds(x + dx * scale - width / 2, y + dy * scale - height / 2, width, height)
+                inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+                if inside and not any(box.overlaps(other) for other in boxes + points):
+                    break
+            else:
+                dx, dy = offsets[0]  # crowded everywhere: the nearest position
+                box = Bbox.from_bounds(x + dx * scale - width / 2, y + dy * scale - height / 2, width, height)
+            leader = {"arrowstyle": "-", "linewidth": 0.4, "color": "0.3"} if (dx, dy) != (0.0, 0.0) else None
+            placed = ax.annotate(
                 label,
-                (x, y),
+                point,
                 xytext=(dx, dy),
                 textcoords="offset points",
                 ha="center",
                 va="center",
                 fontsize=fontsize,
+                arrowprops=leader,
                 annotation_clip=False,
+                bbox=LABEL_BOX,
             )
-            box = text.get_window_extent(renderer).expanded(1.08, 1.15)
-            free = (
-                frame.contains(box.x0, box.y0)
-                and frame.contains(box.x1, box.y1)
-                and not any(box.overlaps(b) for b in taken)
-            )
-            text.remove()
-            if free:
-                break
-        else:
-            dx, dy = offsets[0]  # crowded everywhere: the nearest position
-        leader = {"arrowstyle": "-", "linewidth": 0.4, "color": "0.3"} if (dx, dy) != (0.0, 0.0) else None
-        placed = ax.annotate(
-            label,
-            (x, y),
-            xytext=(dx, dy),
-            textcoords="offset points",
-            ha="center",
-            va="center",
-            fontsize=fontsize,
-            arrowprops=leader,
-            annotation_clip=False,
-            bbox={"boxstyle": "round,pad=0.1", "facecolor": "white", "alpha": 0.75, "linewidth": 0},
-        )
-        # Placed in the settled layout, the labels stay out of it: counted in, they moved the axes under them and
-        # pushed a colorbar's label off the figure.
-        placed.set_in_layout(False)
-        taken.append(box)
-
-
-def include_points(ax, x, y, margin: float = 0.05) -> None:
-    """Widen the axis limits, if needed, so that the points (x, y) are inside."""
-    for values, (lo, hi), setter in ((x, ax.get_xlim(), ax.set_xlim), (y, ax.get_ylim(), ax.set_ylim)):
-        new_lo, new_hi = min(lo, np.min(values)), max(hi, np.max(values))
-        if (new_lo, new_hi) != (lo, hi):
-            pad = margin * (new_hi - new_lo)
-            setter(new_lo - pad * (new_lo < lo), new_hi + pad * (new_hi > hi))
-
-
-def percentile_limits(ax, x: np.ndarray, y: np.ndarray, low: float = 0.1, high: float = 99.9) -> None:
-    """Linear axes' limits at the 0.1–99.9 percentiles (with a 5 % margin), so a few outliers do not squash the
-    cloud; a log or symlog axis (:func:`axis_scale`) keeps every point in view."""
-    for values, setter, scale in ((x, ax.set_xlim, ax.get_xscale()), (y, ax.set_ylim, ax.get_yscale())):
-        if scale != "linear":
-            continue
-        lo, hi = np.percentile(values, [low, high])
-        pad = 0.05 * (hi - lo) if hi > lo else max(abs(hi), 1.0) * 0.05
-        setter(lo - pad, hi + pad)
+            # Placed in the settled layout, the labels stay out of it: counted in, they would move the axes under
+            # them (and pushed a colorbar's label off the figure).
+            placed.set_in_layout(False)
+            boxes.append(box)
 
 
 def scale_groups(typical: dict[str, float], gap: float = SCALE_GAP) -> tuple[list[str], list[str]]:

@@ -1,15 +1,21 @@
 """Unit tier: what every figure draws, checked on its artists: axis scales chosen by the data (a decoder's
-sentence-start token at M ≈ 4·10⁷ beside types at 1–10³), labels on every axes, the measured value (I(W)),
-titles inside the figure for a long model name, and the sample batches' spread (synthetic tables)."""
+sentence-start token at M ≈ 4·10⁷ beside types at 1–10³), fitted lines drawn only where they are straight, labels
+on every axes, every text on the canvas and clear of every other (the quick start with a decoder added, and a long
+model name), the measured value (I(W)), and the sample batches' spread (synthetic tables)."""
 
 from __future__ import annotations
+
+import re
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.offsetbox import DrawingArea, HPacker, TextArea
 
 from ctxvar.figures import cross_model, embedding_plots, geometry_plots, per_model
 from ctxvar.figures.catalogue import (
@@ -23,13 +29,22 @@ from ctxvar.figures.catalogue import (
     PCA_FIGURES,
     SUMMARY_FIGURES,
 )
-from ctxvar.figures.cross_model import BAND_GID, BAND_LABEL
+from ctxvar.figures.cross_model import BAND_GID, BAND_LABEL, FINAL_NORM_LABEL
 from ctxvar.figures.draw import across_checkpoint_table, draw_function, embedding_projection_figure
-from ctxvar.figures.plotting import AxisScale, axis_scale, scale_grid
+from ctxvar.figures.plotting import FIT_GID, NO_LINE_NOTE, AxisScale, axis_scale, scale_grid
 from ctxvar.files.atomic import write_csv
 from ctxvar.files.parquet import parquet_writer, tagged_schema, write_table
 from ctxvar.stats.geometry import geometry_columns
 from ctxvar.stats.token_table import TokenStats
+
+from support.figure_checks import (
+    bent_straight_lines,
+    drawn_texts,
+    overlapping_texts,
+    straight_on_display,
+    texts_off_canvas,
+)
+from support.quick_start_figures import DECODER, ENCODER, MODELS, draw_quick_start_with_a_decoder
 
 ANALYSIS = {"min_log10_n": 1, "max_log10_n": 5}
 LONG_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct-Q4_1-dequantized-to-float32-a-long-model-name-for-a-title"
@@ -99,7 +114,13 @@ def test_axis_scale_is_linear_unless_values_span_orders_of_magnitude():
 # --- V on M and the other panels of per-type values ---------------------------------------------------------------
 
 
+def fit_lines(ax) -> list:
+    return [line for line in ax.lines if line.get_gid() == FIT_GID]
+
+
 def test_fig02_puts_a_massive_activation_on_a_log_axis_and_keeps_the_paper_linear(decoder, encoder):
+    """The decoder's panel shows every type on a log M axis, and no fitted line (it would be a curve there; its title
+    says so); the encoder's keeps linear axes, where the fit is the straight line a + b·M between the fitted Ms."""
     plot = cross_model.variance_on_mean({"decoder": decoder, "encoder": encoder}, ANALYSIS)
     on_decoder, on_encoder = plot.figure.axes[:2]
     assert (on_decoder.get_xscale(), on_decoder.get_yscale()) == ("log", "linear")
@@ -110,10 +131,13 @@ def test_fig02_puts_a_massive_activation_on_a_log_axis_and_keeps_the_paper_linea
     assert list(plot.data["x_scale"]) == ["log", "linear"] and list(plot.data["y_scale"]) == ["linear", "linear"]
     assert [text.get_text() for text in on_decoder.texts] == [START] and not on_encoder.texts  # the outlier named
     assert list(plot.data["named"].fillna("")) == [START, ""]
-    fit = plot.data.iloc[0]
-    line = on_decoder.lines[0]  # the straight line a + b·M, drawn at points even on the log axis
+    assert list(plot.data["line"]) == [False, True]
+    assert not fit_lines(on_decoder) and on_decoder.get_title().endswith(NO_LINE_NOTE)
+    (line,) = fit_lines(on_encoder)
+    fit, kept = plot.data.iloc[1], encoder.layer(2).query("n >= 10")["M"]
+    np.testing.assert_allclose(line.get_xdata(), [kept.min(), kept.max()])
     np.testing.assert_allclose(line.get_ydata(), fit.intercept + fit.slope * line.get_xdata())
-    assert len(line.get_xdata()) > 2 and line.get_xdata().max() == pytest.approx(START_M)
+    assert NO_LINE_NOTE not in on_encoder.get_title()
 
 
 def test_fig11_v_on_m_panels_take_a_log_axis_only_where_the_outlier_is(decoder):
@@ -125,19 +149,10 @@ def test_fig11_v_on_m_panels_take_a_log_axis_only_where_the_outlier_is(decoder):
     assert list(v_on_m["x_scale"]) == ["linear", "log", "log", "log", "log"]
 
 
-def overlapping_tick_labels(axis) -> list[tuple[str, str]]:
-    """Pairs of neighbouring tick labels of a drawn matplotlib Axis whose boxes overlap."""
-    renderer = axis.figure.canvas.get_renderer()
-    labels = [(tick.label1.get_text(), tick.label1.get_window_extent(renderer)) for tick in axis.get_major_ticks()]
-    labels = [(text, box) for text, box in labels if text]
-    return [(a, b) for (a, box_a), (b, box_b) in zip(labels, labels[1:]) if box_a.overlaps(box_b)]
-
-
 @pytest.mark.parametrize("power", [1.7, 3.4])  # V over 5 decades, over 10
 def test_v_on_m_with_types_seen_once_keeps_v_readable_on_a_symlog_axis(tmp_path, power):
     """A third of the types seen once (V = 0) and V over 5 or 10 decades: symlog V, linear up to the decade under
-    V's 1st percentile; the fitted line, whose slope is negative, stops at 0 instead of pulling the axis down 10
-    decades, and no tick labels overlap."""
+    V's 1st percentile, the axis no lower than that, and no tick labels overlap."""
     layers = []
     for layer in range(3):
         table = decoder_layer(seed=layer)
@@ -149,26 +164,25 @@ def test_v_on_m_with_types_seen_once_keeps_v_readable_on_a_symlog_axis(tmp_path,
     stats = token_stats(tmp_path / "once.parquet", layers)
     plot = cross_model.variance_on_mean({"decoder": stats}, {"min_log10_n": 0, "max_log10_n": 5})
     ax = plot.figure.axes[0]
-    FigureCanvasAgg(plot.figure).draw()
     v = stats.layer(1)["V"].to_numpy()
     assert ax.get_yscale() == "symlog"
     assert ax.yaxis.get_transform().linthresh == 10 ** np.floor(np.log10(np.percentile(v[v > 0], 1)))
-    line = ax.lines[0].get_ydata()
-    assert plot.data["slope"].iloc[0] < 0 and np.nanmin(line) >= 0 and np.isnan(line).any()
+    assert plot.data["slope"].iloc[0] < 0 and not fit_lines(ax)
     assert ax.get_ylim()[0] >= -ax.yaxis.get_transform().linthresh
-    assert not overlapping_tick_labels(ax.yaxis) and not overlapping_tick_labels(ax.xaxis)
+    assert not overlapping_texts(drawn_texts(plot.figure))
 
 
-def test_fig07_draws_the_outlying_m_on_a_log_axis(decoder):
+def test_fig07_draws_the_outlying_m_on_a_log_axis_and_the_line_only_on_linear_axes(decoder):
     plot = per_model.frequency_scatter_middle(decoder, "decoder", ANALYSIS)
     q_ax, m_ax, v_ax = plot.figure.axes
     assert (q_ax.get_yscale(), m_ax.get_yscale(), v_ax.get_yscale()) == ("log", "log", "linear")
-    assert list(plot.data["y_scale"]) == ["log", "log", "linear"]
-    for ax, fit in zip((q_ax, m_ax), plot.data.itertuples()):  # x linear (log10 n), y log: the line still shows
-        xs, ys = ax.lines[0].get_xdata(), ax.lines[0].get_ydata()
-        drawn = np.isfinite(ys)
-        assert drawn.sum() >= 100 and (ys[drawn] >= 0).all()
-        np.testing.assert_allclose(ys[drawn], fit.intercept + fit.slope * xs[drawn])
+    assert list(plot.data["y_scale"]) == ["log", "log", "linear"] and list(plot.data["line"]) == [False, False, True]
+    assert not fit_lines(q_ax) and not fit_lines(m_ax)
+    assert all(ax.get_title().endswith(NO_LINE_NOTE) for ax in (q_ax, m_ax))
+    (line,) = fit_lines(v_ax)
+    fit = plot.data.iloc[2]
+    np.testing.assert_allclose(line.get_ydata(), fit.intercept + fit.slope * line.get_xdata())
+    assert straight_on_display(line)
 
 
 def test_fig14_histograms_bin_outlying_values_evenly_on_a_log_axis(decoder):
@@ -269,37 +283,34 @@ def matrices_table(names=("input", "output"), isotropy=(0.731, 0.52, 0.0, 0.9)) 
     )
 
 
-def draw_every_figure(folder, model: str) -> dict:
-    """Every figure of the catalogue, drawn by the function its entry names, for one model called ``model`` (and
-    a second, "encoder", in the summary figures)."""
+LONG_NAME_FIGURES = (
+    "fig02_variance_on_mean",
+    "fig05_decomposition",
+    "geo04_spectrum",
+    "geo06_anisotropy_encoders_decoders",
+)
+
+
+def draw_long_name_figures(folder, model: str) -> dict:
+    """The figures that name a model called ``model`` in a title or a legend (and a second, "encoder"), and every
+    figure of training checkpoints, drawn by the function its catalogue entry names: those the quick start's
+    (:func:`~support.quick_start_figures.draw_quick_start_with_a_decoder`) leave out."""
     decoder = token_stats(folder / "decoder.parquet", [decoder_layer(150, seed=layer) for layer in range(3)])
     encoder = token_stats(folder / "encoder.parquet", [paper_layer(150, seed=layer) for layer in range(3)])
     models = [model, "encoder"]
     layers, geometry = layers_table(models, n_layers=3), geometry_table(models, n_layers=3, batches=4)
-    sentences = folder / "sentences.parquet"
-    write_table(pa.table({"n_words": np.random.default_rng(0).integers(5, 40, 300)}), sentences)
-    plots = {}
-    for name, spec in {**MODEL_FIGURES, **GEOMETRY_MODEL_FIGURES}.items():
-        inputs = {"layers": layers[layers["model"] == model], "geometry": geometry[geometry["model"] == model]}
-        args = [decoder if need == "tokens" else inputs[need] for need in spec.needs]
-        plots[name] = draw_function(spec)(*args, model, *([ANALYSIS] if "tokens" in spec.needs else []))
+    catalogue = {**MODEL_FIGURES, **GEOMETRY_MODEL_FIGURES, **SUMMARY_FIGURES, **GEOMETRY_SUMMARY_FIGURES}
     summary = {"layers": layers, "geometry": geometry, "models": models_table(models, ["causal", "bidirectional"])}
-    for name, spec in {**SUMMARY_FIGURES, **GEOMETRY_SUMMARY_FIGURES}.items():
+    one_model = {"layers": layers[layers["model"] == model], "geometry": geometry[geometry["model"] == model]}
+    plots = {}
+    for name in LONG_NAME_FIGURES:
+        spec = catalogue[name]
         if spec.needs == ("tokens",):
             plots[name] = draw_function(spec)({model: decoder, "encoder": encoder}, ANALYSIS)
-        elif spec.needs == ("sentences",):
-            plots[name] = draw_function(spec)(sentences)
-        else:
+        elif name in SUMMARY_FIGURES or name in GEOMETRY_SUMMARY_FIGURES:
             plots[name] = draw_function(spec)(*(summary[need] for need in spec.needs), models)
-    tokens = decoder.layer(1)
-    selected = tokens.iloc[[0, 5, 9, 17]].assign(pc1=[3.0, -1.0, 0.5, 1.0], pc2=[1.0, 2.0, -1.0, 0.0])
-    points = pd.DataFrame(
-        {"token": np.repeat(selected["token"], 5), "pc1": np.random.default_rng(1).normal(size=20)}
-    ).assign(pc2=np.random.default_rng(2).normal(size=20), sq_norm=1.0)
-    plots["fig01_pca"] = draw_function(PCA_FIGURES["fig01_pca"])(points, selected, model, 1)
-    plots["fig08_selected_tokens"] = draw_function(PCA_FIGURES["fig08_selected_tokens"])(
-        tokens, selected, model, 1, ANALYSIS
-    )
+        else:
+            plots[name] = draw_function(spec)(*(one_model[need] for need in spec.needs), model)
     steps = {f"{model}@step{step}": step for step in (0, 1000, 10000)}
     layer_tables = {m: layers_table([m], n_layers=3).drop(columns="model") for m in steps}
     geometry_tables = {m: geometry_table([m], n_layers=3).drop(columns="model") for m in steps}
@@ -327,10 +338,35 @@ def models_table(models: list[str], attention: list) -> pd.DataFrame:
     return pd.DataFrame({"model": models, "attention": attention})
 
 
+@dataclass
+class Drawn:
+    """A figure as its PNG lays it out, and every text it draws (:func:`~support.figure_checks.drawn_texts`)."""
+
+    figure: object
+    data: pd.DataFrame
+    texts: list
+
+
+def laid_out(plots: dict) -> dict[str, Drawn]:
+    assert not any("not_drawn" in plot.data for plot in plots.values())
+    return {name: Drawn(plot.figure, plot.data, drawn_texts(plot.figure)) for name, plot in plots.items()}
+
+
 @pytest.fixture(scope="module")
-def every_figure(tmp_path_factory) -> dict:
-    plots = draw_every_figure(tmp_path_factory.mktemp("every_figure"), LONG_NAME)
-    names = {
+def long_name_figures(tmp_path_factory) -> dict[str, Drawn]:
+    return laid_out(draw_long_name_figures(tmp_path_factory.mktemp("long_name"), LONG_NAME))
+
+
+@pytest.fixture(scope="module")
+def quick_start(tmp_path_factory) -> dict[str, Drawn]:
+    """Every figure of the quick start (all-MiniLM-L6-v2 and the Gaussian null) with SmolLM2 added, drawn from
+    tables shaped like theirs."""
+    return laid_out(draw_quick_start_with_a_decoder(tmp_path_factory.mktemp("quick_start")))
+
+
+def test_the_two_sets_draw_every_figure_of_the_catalogue(quick_start, long_name_figures):
+    drawn = {name.split("/")[0] for name in [*quick_start, *long_name_figures]}
+    catalogue = {
         *MODEL_FIGURES,
         *GEOMETRY_MODEL_FIGURES,
         *SUMMARY_FIGURES,
@@ -338,11 +374,7 @@ def every_figure(tmp_path_factory) -> dict:
         *PCA_FIGURES,
         *ACROSS_CHECKPOINT_FIGURES,
     }
-    assert names <= set(plots) and len(plots) == len(names) + 3
-    assert not any("not_drawn" in plot.data for plot in plots.values())
-    for plot in plots.values():
-        plot.figure.draw_without_rendering()  # the layout the PNG gets
-    return plots
+    assert catalogue | {"checkpoints", "embedding_checkpoints", "emb01_projection"} == drawn
 
 
 def unlabelled(figure) -> list[str]:
@@ -364,30 +396,117 @@ def unlabelled(figure) -> list[str]:
     return missing
 
 
-def test_every_axes_of_every_figure_has_its_labels(every_figure):
-    missing = {name: unlabelled(plot.figure) for name, plot in every_figure.items()}
+@pytest.mark.parametrize("figures", ["quick_start", "long_name_figures"])
+def test_every_axes_of_every_figure_has_its_labels(figures, request):
+    missing = {name: unlabelled(drawn.figure) for name, drawn in request.getfixturevalue(figures).items()}
     assert not {name: axes for name, axes in missing.items() if axes}
 
 
-def test_every_title_and_axis_label_stays_inside_its_figure_for_a_long_model_name(every_figure):
-    for name, plot in every_figure.items():
-        figure = plot.figure
-        renderer = FigureCanvasAgg(figure).get_renderer()
-        page = figure.bbox
-        titles = [figure._suptitle] + [t for ax in figure.axes for t in (ax.title, ax._left_title, ax._right_title)]
-        labels = [axis.label for ax in figure.axes if ax.get_visible() for axis in (ax.xaxis, ax.yaxis)]
-        for text in titles + labels:
-            if text is None or not text.get_text() or not text.get_visible():
-                continue
-            box = text.get_window_extent(renderer)
-            inside = page.x0 - 1 <= box.x0 and box.x1 <= page.x1 + 1 and page.y0 - 1 <= box.y0 and box.y1 <= page.y1 + 1
-            assert inside, (name, text.get_text(), box, page.bounds)
-    suptitle = every_figure["emb01_projection"].figure._suptitle.get_text()
+@pytest.mark.parametrize("figures", ["quick_start", "long_name_figures"])
+def test_every_text_stays_on_the_canvas_and_overlaps_no_other(figures, request):
+    """Titles, axis labels, offset texts, tick labels, the names of outlying tokens, legend and colorbar texts: on
+    the Agg canvas each is inside the figure, and no two overlap."""
+    for name, drawn in request.getfixturevalue(figures).items():
+        assert not texts_off_canvas(drawn.figure, drawn.texts), name
+        assert not overlapping_texts(drawn.texts), name
+
+
+@pytest.mark.parametrize("figures", ["quick_start", "long_name_figures"])
+def test_a_straight_line_of_the_data_is_straight_on_the_page(figures, request):
+    """A line whose points lie on one straight line of its data coordinates (a linear fit) is drawn straight: never
+    a curve on a log or symlog axis."""
+    bent = {name: bent_straight_lines(drawn.figure) for name, drawn in request.getfixturevalue(figures).items()}
+    assert not {name: axes for name, axes in bent.items() if axes}
+
+
+def test_every_fitted_line_is_the_fit_straight_on_linear_axes(quick_start):
+    """Each line of a regression panel is a + b·x from the smallest to the largest fitted x, straight on the page;
+    a panel with a log axis has none, and its title says so."""
+    panels = {name: drawn for name, drawn in quick_start.items() if "line" in drawn.data}
+    assert {"fig02_variance_on_mean", f"fig07_frequency/{DECODER}", f"fig11_frequency_grid/{ENCODER}"} <= set(panels)
+    for name, drawn in panels.items():
+        axes = [ax for ax in drawn.figure.axes if ax.collections and not hasattr(ax, "_colorbar")]
+        assert len(axes) == len(drawn.data), name
+        for ax, fit in zip(axes, drawn.data.itertuples()):
+            lines = [line for line in ax.lines if line.get_gid() == FIT_GID]
+            linear = ax.get_xscale() == ax.get_yscale() == "linear"
+            assert fit.line == linear == bool(lines), (name, ax.get_title())
+            assert (NO_LINE_NOTE in ax.get_title()) == (not linear), (name, ax.get_title())
+            for line in lines:
+                np.testing.assert_allclose(line.get_ydata(), fit.intercept + fit.slope * line.get_xdata())
+                assert straight_on_display(line), (name, ax.get_title())
+
+
+def test_fig02_shows_every_type_and_names_each_model_whole(quick_start):
+    """[SEP], at the smallest M of the encoder's types, is in view: no axis of Fig. 2 clips a point away."""
+    drawn = quick_start["fig02_variance_on_mean"]
+    for ax, model in zip(drawn.figure.axes, MODELS):
+        points = ax.collections[0].get_offsets()
+        (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+        assert ((points[:, 0] >= x0) & (points[:, 0] <= x1) & (points[:, 1] >= y0) & (points[:, 1] <= y1)).all()
+        assert model in ax.get_title().split("\n")[0]
+    assert "Every type drawn" in drawn.figure._suptitle.get_text()
+
+
+def test_fit_labels_give_three_significant_digits(quick_start):
+    """SmolLM2's Fig. 7: a slope of M on log10 n_t in the millions is written as a power of ten."""
+    titles = [ax.get_title() for ax in quick_start[f"fig07_frequency/{DECODER}"].figure.axes]
+    slopes = [re.match(r"slope\xa0(\S+),", title).group(1) for title in titles]
+    assert re.fullmatch(r"\$\d\.\d\d\\times10\^\{[67]\}\$", slopes[1]), slopes
+    assert all(
+        re.fullmatch(r"−?\d\.\d\d|−?0\.\d{3,5}|−?\d\d\.\d|−?\d{3}|\$-?\d\.\d\d\\times10\^\{-?\d+\}\$", s)
+        for s in slopes
+    ), slopes
+
+
+def test_fig04_draws_the_decoder_s_cv_on_a_log_axis_beside_the_others(quick_start):
+    cv, slope, r2 = quick_start["fig04_cv_slope_r2"].figure.axes[:3]
+    assert (cv.get_yscale(), slope.get_yscale(), r2.get_yscale()) == ("log", "linear", "linear")
+    data = quick_start["fig04_cv_slope_r2"].data
+    assert data["cv_Q"].max() > 10 and data["cv_Q"].min() < 0.1  # the decoder's, and the null's or the encoder's
+
+
+def test_fig10_spans_the_data_and_says_where_a_bound_is_not_drawn(quick_start):
+    drawn = quick_start["fig10_frequency_histogram"]
+    for ax in drawn.figure.axes:
+        right = drawn.data.loc[drawn.data["model"] == ax.get_title().split(" (")[0], "bin_right"].max()
+        assert ax.get_xlim()[1] < right + 0.2
+        assert all(line.get_xdata()[0] <= right for line in ax.lines)
+    assert "not drawn beyond the data: 5" in drawn.figure._suptitle.get_text()
+
+
+def test_the_final_norm_is_promised_only_where_it_is_drawn(quick_start):
+    """MiniLM has no final norm: its spectrum's colorbar does not mention one; the decoder's does."""
+    label = {model: quick_start[f"geo04_spectrum/{model}"].figure.axes[-1].get_ylabel() for model in MODELS}
+    assert label[ENCODER] == "layer" and "final norm" in label[DECODER]
+    encoders_decoders = quick_start["geo06_anisotropy_encoders_decoders"].figure
+    rings = [ax for ax in encoders_decoders.axes for c in ax.collections if c.get_label() == FINAL_NORM_LABEL]
+    assert [ax.get_title() for ax in rings] == ["Decoders"]
+
+
+def test_the_encoder_alone_gets_no_final_norm_entry():
+    geometry = geometry_table(["encoder"], batches=1)
+    plot = geometry_plots.encoders_decoders(geometry, models_table(["encoder"], ["bidirectional"]), ["encoder"])
+    assert FINAL_NORM_LABEL not in [text.get_text() for text in plot.figure.legends[0].texts]
+
+
+def test_the_gaussian_reference_s_legend_entry_shows_each_model_s_dash(quick_start):
+    figure = quick_start["geo03_intrinsic_dimension"].figure
+    entries = [row.get_children() for row in figure.legends[0].findobj(HPacker)]  # (handle, text) per entry
+    entries = [entry for entry in entries if [type(box) for box in entry] == [DrawingArea, TextArea]]
+    ((handle, _),) = [(handle, text) for handle, text in entries if "Gaussian" in text.get_text()]
+    dashes = {to_hex(line.get_color()) for line in handle.findobj(Line2D) if line.get_linestyle() == "--"}
+    drawn = {to_hex(line.get_color()) for line in figure.axes[0].lines if line.get_linestyle() == "--"}
+    assert dashes == drawn and len(drawn) == len(MODELS)
+
+
+def test_every_title_stays_whole_for_a_long_model_name(long_name_figures):
+    suptitle = long_name_figures["emb01_projection"].figure._suptitle.get_text()
     assert suptitle.replace("\n", "").replace(" ", "").startswith(LONG_NAME.replace(" ", ""))  # the whole name
 
 
-def test_the_embedding_projection_names_its_axes_and_shows_each_matrix_s_isotropy(every_figure, tmp_path):
-    plot = every_figure["emb01_projection"]
+def test_the_embedding_projection_names_its_axes_and_shows_each_matrix_s_isotropy(long_name_figures, tmp_path):
+    plot = long_name_figures["emb01_projection"]
     titles = [ax.get_title() for ax in plot.figure.axes]
     assert titles == [
         "input, uncentred\n$I(W) = 0.731$",
