@@ -15,6 +15,6 @@ user would (``scan_cache_dir``, offline downloads) and serves a Hub on this mach
 beside the tests; ``slurm_cluster`` starts the SLURM tier's local cluster and its runs;
 ``bench_scripts`` runs the scripts of bench/; ``quick_start_figures`` draws every figure of the quick start with a
 decoder added, from synthetic tables shaped like that run's, and ``figure_checks`` checks a drawn figure's texts
-(on the canvas, overlapping none) and lines (straight in the data, straight on the page); ``forward_peak`` and ``streamed_peak`` are commands, each run in a
-fresh process, that measure an extraction's peak memory (``python tests/support/forward_peak.py ...``; the second
+(on the canvas, overlapping none) and lines (straight in the data, straight on the page); ``forward_peak`` and
+``streamed_peak`` are commands, each run in a fresh process, that measure an extraction's peak memory (``python tests/support/forward_peak.py ...``; the second
 imports the first from its own folder)."""
