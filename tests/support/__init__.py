@@ -14,7 +14,7 @@ user would (``scan_cache_dir``, offline downloads) and serves a Hub on this mach
 ``workflow_runs`` runs Snakemake in a subprocess and holds the repository's root, the shipped configs and the runs
 beside the tests; ``slurm_cluster`` starts the SLURM tier's local cluster and its runs;
 ``bench_scripts`` runs the scripts of bench/; ``quick_start_figures`` draws every figure of the quick start with a
-decoder added, from synthetic tables shaped like that run's, and ``figure_checks`` checks a drawn figure's texts
-(on the canvas, overlapping none) and lines (straight in the data, straight on the page); ``forward_peak`` and
-``streamed_peak`` are commands, each run in a fresh process, that measure an extraction's peak memory (``python tests/support/forward_peak.py ...``; the second
-imports the first from its own folder)."""
+decoder added, from synthetic tables shaped like that run's, and ``figure_checks`` checks a drawn figure's texts (on
+the canvas, overlapping none) and lines (straight in the data, straight on the page); ``forward_peak`` and
+``streamed_peak`` are commands, each run in a fresh process, that measure an extraction's peak memory (``python
+tests/support/forward_peak.py ...``; the second imports the first from its own folder)."""
