@@ -1,6 +1,7 @@
 """The CPU extraction rates the cost plan uses (:mod:`ctxvar.run.cost`), from the committed CPU benchmark.
 
     python bench/cpu_rates.py    # writes src/ctxvar/run/cpu_rates.csv from bench/results/results.csv and report.md
+    python bench/cpu_rates.py --matrices  # measures the embedding-matrix statistics: cpu_matrix_seconds.csv, ≈ 10 min
 
 One row per model, dtype and job: the median over the rounds of the tokens per second of step ``(b) extraction``
 (the paper's sums), ``(b) extraction + geometry`` (the default geometry; both float32) and ``(e) extraction
@@ -9,10 +10,18 @@ mode, and the median seconds its job took to load the model (``load_seconds``), 
 and width, from which the plan scales a rate to another model's shape; ``machine`` names the CPU as the report's
 first line does (architecture and torch threads). The package reads the CSV; a test checks it against this
 script.
+
+``--matrices`` measures what a model's ``embedding_matrix_statistics`` job computes for one matrix (its rows of
+embedding_matrices.csv and of embedding_projection.parquet: ``ctxvar.stats.embedding_matrices.matrix_table`` and
+``projection_table``) on a random float64 matrix of each of :data:`MATRIX_SHAPES`, once, in this process, with one
+BLAS thread as a workflow job has, and writes ``cpu_matrix_seconds.csv`` beside ``cpu_rates.csv``: ``machine``,
+``rows``, ``d``, ``seconds`` a matrix and the numpy version; the plan scales them by rows · d² (the products WᵀW
+and the SVD's) to another model's matrices.
 """
 
 from __future__ import annotations
 
+import platform
 import re
 import sys
 from pathlib import Path
@@ -22,6 +31,8 @@ import pandas as pd
 from harness import RESULTS
 
 RATES = Path(__file__).resolve().parents[1] / "src" / "ctxvar" / "run" / "cpu_rates.csv"
+MATRIX_SECONDS = RATES.with_name("cpu_matrix_seconds.csv")
+MATRIX_SHAPES = ((50_304, 512), (50_304, 1024), (50_304, 2048))  # Pythia's vocabulary, its widths 70m–1b, 2.8b
 SHAPES = {"bert-base": (13, 768), "gpt2": (13, 768)}  # (hidden states, d) of extraction_and_merge.py's MODELS
 JOBS = {  # step → (dtype, whether it has the default geometry)
     "(b) extraction": ("float32", False),
@@ -65,9 +76,37 @@ def rates(results: Path = RESULTS) -> pd.DataFrame:
     return table.sort_values(["machine", "model", "dtype", "geometry"]).reset_index(drop=True)
 
 
+def matrix_seconds() -> pd.DataFrame:
+    """The table of ``--matrices`` (module docstring), measured now."""
+    import time
+
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    from ctxvar.stats.embedding_matrices import matrix_table, projection_table
+
+    rows = []
+    for n_rows, d in MATRIX_SHAPES:
+        w = np.random.default_rng(0).normal(size=(n_rows, d))
+        with threadpool_limits(1):
+            start = time.perf_counter()
+            matrix_table({"input": w})
+            projection_table({"input": w})
+            rows.append({"rows": n_rows, "d": d, "seconds": round(time.perf_counter() - start, 1)})
+        print(rows[-1], flush=True)
+    return pd.DataFrame(
+        {"machine": f"{platform.machine()}, 1 BLAS thread", **pd.DataFrame(rows), "numpy": np.__version__}
+    )
+
+
 def main(argv=None) -> None:
-    out = Path(argv[0]) if argv else RATES
-    rates().to_csv(out, index=False)
+    argv = list(argv or [])
+    if "--matrices" in argv:
+        argv.remove("--matrices")
+        table, out = matrix_seconds(), Path(argv[0]) if argv else MATRIX_SECONDS
+    else:
+        table, out = rates(), Path(argv[0]) if argv else RATES
+    table.to_csv(out, index=False)
     print(f"wrote {out}")
 
 

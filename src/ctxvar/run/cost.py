@@ -95,6 +95,7 @@ class ModelCost:
     cpu_seconds: dict[str, float] = field(default_factory=dict)  # by the CPU measured, as gpu_seconds
     sums_estimate: tuple[int, int] | None = None  # the same with the types estimated (module docstring)
     name: str = ""  # as the config names it: a Hub id or path, else its id
+    weighted: bool = True  # whether it has weight matrices (every model but init: gaussian)
     unknown: str | None = None  # why its shape or size is not known before the run
 
 
@@ -173,6 +174,28 @@ def gpu_rates() -> list[dict]:
 def cpu_rates() -> list[dict]:
     """The rows of ``cpu_rates.csv`` (``bench/cpu_rates.py``)."""
     return measured_rates("cpu_rates.csv", "machine")
+
+
+@cache
+def cpu_matrix_seconds() -> list[dict]:
+    """The rows of ``cpu_matrix_seconds.csv`` (``bench/cpu_rates.py --matrices``): seconds of one matrix's
+    embedding-matrix statistics measured at ``rows`` × ``d`` on ``machine``."""
+    return [
+        {"machine": row["machine"], "rows": int(row["rows"]), "d": int(row["d"]), "seconds": float(row["seconds"])}
+        for row in csv_rows("cpu_matrix_seconds.csv")
+    ]
+
+
+def matrix_seconds(shape: ModelShape) -> dict[str, float]:
+    """Seconds of one embedding matrix's statistics (V × d: its rows of embedding_matrices.csv and of
+    embedding_projection.parquet) on each CPU of :func:`cpu_matrix_seconds`: the measurement nearest in d, scaled by
+    V · d² (the product WᵀW and the SVD, uncentred and centred)."""
+    seconds = {}
+    for machine in sorted({row["machine"] for row in cpu_matrix_seconds()}):
+        rows = [row for row in cpu_matrix_seconds() if row["machine"] == machine]
+        nearest = min(rows, key=lambda row: abs(math.log(row["d"] / shape.d)))
+        seconds[machine] = nearest["seconds"] * shape.vocab_size * shape.d**2 / (nearest["rows"] * nearest["d"] ** 2)
+    return seconds
 
 
 def block_work(hidden_states: int, d: int) -> int:
@@ -431,6 +454,7 @@ def model_cost(
         cpu_seconds=on_cpu,
         sums_estimate=estimate,
         name=entry.get("name") or entry["id"],
+        weighted=entry.get("init") != "gaussian",
         unknown=None if shape is not None and download is not None else unknown_shape(entry),
     )
 
@@ -574,10 +598,7 @@ def block(planned: Plan, config: dict, remove_after_use: bool = False, command: 
     lines.append(download_line(costs, corpus))
     lines.extend(time_lines(planned))
     if len(forward) < len(costs):
-        lines.append(
-            "  CPU time        of the embedding-matrix statistics: not estimated (no benchmark measures them; "
-            "they need no GPU)"
-        )
+        lines.extend(matrix_time_lines(costs))
     estimates = [cost.sums_estimate for cost in forward if cost.sums_estimate is not None]
     if forward and not estimates and corpus and corpus.tokens is not None:
         lines.append("  disk            unknown" + not_counted(forward))
@@ -653,6 +674,24 @@ def time_lines(planned: Plan) -> list[str]:
                 f"  CPU-hours       {total} on {machine} (rates of bench/results/results.csv), where this run "
                 f"extracts ({why})" + not_counted(forward)
             )
+    return lines
+
+
+def matrix_time_lines(costs: list[ModelCost]) -> list[str]:
+    """The CPU-hours of the embedding-matrix statistics of ``costs``' models that have weights, one matrix a model
+    (tied, or a model saved without its head) to two (:func:`matrix_seconds`); the models of unknown shape named."""
+    weighted = [cost for cost in costs if cost.weighted]
+    lines = []
+    for machine in sorted({row["machine"] for row in cpu_matrix_seconds()}):
+        one = [matrix_seconds(cost.shape)[machine] for cost in weighted if cost.shape is not None]
+        if not one:
+            return ["  CPU-hours       of the embedding-matrix statistics: unknown" + not_counted(weighted)]
+        least, most = total_hours(one), total_hours([2 * seconds for seconds in one])
+        span = least if least == most else f"{least} to {most.removeprefix('≈ ')}"
+        lines.append(
+            f"  CPU-hours       {span} of the embedding-matrix statistics on {machine} (rates of bench/cpu_rates.py "
+            "--matrices; one or two matrices a model, no GPU)" + not_counted([c for c in weighted if c.shape is None])
+        )
     return lines
 
 
