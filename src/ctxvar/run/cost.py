@@ -627,7 +627,7 @@ def download_line(costs: list[ModelCost], corpus: CorpusCost | None) -> str:
     if corpus and corpus.download:
         parts.append(f"≤ {size_text(corpus.download)} of corpus")
     extra = (corpus.download or 0) if corpus else 0
-    waits = sorted({duration((least + extra) / DOWNLOAD_BYTES_PER_S), duration((most + extra) / DOWNLOAD_BYTES_PER_S)})
+    waits = list(dict.fromkeys(duration((size + extra) / DOWNLOAD_BYTES_PER_S) for size in (least, most)))
     wait = (
         f"; ≈ {' to '.join(waits)} at {DOWNLOAD_BYTES_PER_S / 1e6:.0f} MB/s (an assumed bandwidth)"
         if most + extra

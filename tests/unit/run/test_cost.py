@@ -509,3 +509,16 @@ def test_a_model_without_embedding_matrices_whose_config_json_is_damaged_is_plan
     entry = {"id": "moe", "name": "org/moe", "forward": False}
     planned = cost.model_cost(entry, {**CONFIG, "models": [entry]}, tmp_path / "run", None)
     assert planned.download == (0, 123_456_789)
+
+
+def test_the_download_time_of_a_range_runs_from_the_least_to_the_most():
+    """Two ends of a download's size (forward: false) give their times in that order, in seconds as in hours."""
+    least_most = [(300e6, 500e6), (3e9, 6e9), (200e6, 6e9)]  # 6 s to 10 s, 60 s to 2 min, 4 s to 2 min
+    for least, most in least_most:
+        model = cost.ModelCost("m", "m", False, None, None, 0, (int(least), int(most)), {}, None)
+        line = cost.download_line([model], None)
+        times = line.split("; ≈ ")[1].split(" at ")[0].split(" to ")
+        assert times == [
+            cost.duration(least / cost.DOWNLOAD_BYTES_PER_S),
+            cost.duration(most / cost.DOWNLOAD_BYTES_PER_S),
+        ]
