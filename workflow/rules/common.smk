@@ -156,7 +156,7 @@ def cost_plan_block(only_large):
         if only_large and not large_run(planned):
             return None
         files = [relative_if_below(path) for path in workflow.overwrite_configfiles] or ["config.yaml"]
-        return cost_block(planned, config, REMOVE_AFTER_USE, plan_command(files))
+        return cost_block(planned, config, REMOVE_AFTER_USE, plan_command(files, CLI_VALUES))
     except Exception as error:  # noqa: BLE001 - any fault of the estimate, reported and passed over
         return f"ctxvar warning: no cost plan ({type(error).__name__}: {error}); the run itself is not affected"
 

@@ -13,6 +13,7 @@ import pandas as pd
 from matplotlib import colormaps
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
+from matplotlib.ticker import MaxNLocator
 
 from ctxvar.errors import InsufficientData
 from ctxvar.figures.cross_model import (
@@ -142,8 +143,9 @@ def spectrum(geometry: pd.DataFrame, model: str) -> Plot:
         yscale="log",
         title=f"{model}: covariance spectrum",
     )
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # a component's index: 2.5 names none
     final = geometry["final_norm"].astype(bool).any()
-    figure.colorbar(_scalar_mappable(norm), ax=ax, label="layer (dashed: after final norm)" if final else "layer")
+    layer_colorbar(figure, norm, ax=ax, label="layer (dashed: after final norm)" if final else "layer")
     data = geometry[["layer", *columns]].melt(id_vars="layer", var_name="component", value_name="explained")
     data["component"] = data["component"].str.removeprefix("explained_").astype(int)
     return Plot(figure, data)
@@ -151,6 +153,14 @@ def spectrum(geometry: pd.DataFrame, model: str) -> Plot:
 
 def _scalar_mappable(norm) -> ScalarMappable:
     return ScalarMappable(norm=norm, cmap="viridis")
+
+
+def layer_colorbar(figure, norm, **options):
+    """The colorbar of :func:`layer_colours`' ``norm``, ticked at whole layers only (a model of few layers got
+    0.5, 1.5, …); ``options`` as :meth:`matplotlib.figure.Figure.colorbar`'s."""
+    colorbar = figure.colorbar(_scalar_mappable(norm), **options)
+    colorbar.ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    return colorbar
 
 
 def cv_by_min_count(stats: TokenStats, analysis: dict, thresholds_per_decade: int = 4) -> pd.DataFrame:
@@ -270,7 +280,7 @@ def checkpoints(table: pd.DataFrame, family: str) -> Plot:
         ax.set_ylabel(label)
         step_axis(ax, table["step"])
     banded = any(c.get_gid() == BAND_GID for ax in axes[0] for c in ax.collections)
-    figure.colorbar(_scalar_mappable(norm), ax=axes, label="layer", shrink=0.9)
+    layer_colorbar(figure, norm, ax=axes, label="layer", shrink=0.9)
     # The legend of the line styles in the title: a colorbar label this long ran off a figure one panel high.
     styles = ["colour: layer"]
     styles += ["dashed: after final norm"] if table["final_norm"].astype(bool).any() else []

@@ -431,7 +431,12 @@ def model_cost(
         download = None
     else:
         whole = whole or parameters * stored
-        download = (whole, whole) if forward else (min(2 * shape.vocab_size * shape.d * stored, whole), whole)
+        if forward:
+            download = (whole, whole)
+        elif shape is None:  # the shard index's total alone (its config.json unreadable): no matrices to size
+            download = (0, whole)
+        else:
+            download = (min(2 * shape.vocab_size * shape.d * stored, whole), whole)
     own_tokens = tokens if forward else 0
     seconds, on_cpu, sums, estimate = {}, {}, None, None
     if forward and shape is not None and tokens is not None:
@@ -643,7 +648,7 @@ def download_line(costs: list[ModelCost], corpus: CorpusCost | None) -> str:
     if corpus and corpus.download:
         parts.append(f"≤ {size_text(corpus.download)} of corpus")
     extra = (corpus.download or 0) if corpus else 0
-    waits = sorted({duration((least + extra) / DOWNLOAD_BYTES_PER_S), duration((most + extra) / DOWNLOAD_BYTES_PER_S)})
+    waits = list(dict.fromkeys(duration((size + extra) / DOWNLOAD_BYTES_PER_S) for size in (least, most)))
     wait = (
         f"; ≈ {' to '.join(waits)} at {DOWNLOAD_BYTES_PER_S / 1e6:.0f} MB/s (an assumed bandwidth)"
         if most + extra
@@ -753,16 +758,24 @@ def span_text(least: float, most: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m ctxvar.run.cost CONFIG…``: the plan of the run those config files make, as the workflow plans
-    it (later files override earlier ones, as Snakemake's ``--configfile`` merges them; the run folder the
-    workflow names, :func:`ctxvar.config.run_name.run_name`; the sums' hashes it computes, :func:`sums_hashes`),
-    as the block and one row per model."""
+    """``python -m ctxvar.run.cost CONFIG… [--config KEY=VALUE…]``: the plan of the run those config files and
+    Snakemake's ``--config`` values make, as the workflow plans it (later files override earlier ones, as
+    Snakemake's ``--configfile`` merges them, and ``--config`` overrides them all; the run folder the workflow
+    names, :func:`ctxvar.config.run_name.run_name`; the sums' hashes it computes, :func:`sums_hashes`), as the
+    block and one row per model."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("configfiles", nargs="+")
     parser.add_argument("--results", default="results", help="the results folder (default: results)")
+    parser.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE", help="as Snakemake's --config")
     args = parser.parse_args(argv)
     try:
-        config, run = checked_config(args.configfiles)
+        from snakemake.cli import parse_config
+
+        overrides = parse_config(args.config)
+    except ValueError as error:
+        sys.exit(f"ctxvar error: --config: {error}")
+    try:
+        config, run = checked_config(args.configfiles, overrides)
         run_folder = os.path.join(args.results, run)
         models, corpus = run_inputs(config, run_folder)
         planned = plan(config, run_folder, sums_hashes(config, models, corpus))
@@ -777,8 +790,9 @@ def main(argv: list[str] | None = None) -> None:
     print(pd.DataFrame(table(planned)).to_markdown(index=False))
 
 
-def checked_config(paths: list[str]) -> tuple[dict, str]:
-    """``(config, run name)`` of the config files ``paths`` given as ``--configfile``, checked as a start of the
+def checked_config(paths: list[str], overrides: dict | None = None) -> tuple[dict, str]:
+    """``(config, run name)`` of the config files ``paths`` given as ``--configfile`` and the values ``overrides``
+    given as ``--config`` (parsed as Snakemake parses them), checked as a start of the
     workflow checks it (the schema, with its defaults filled in, :func:`ctxvar.config.checks.check_config`, and
     a ``corpus.rows`` its source can give: :func:`check_rows_drawable`); :class:`CtxvarError` for the first
     violation."""
@@ -792,19 +806,25 @@ def checked_config(paths: list[str]) -> tuple[dict, str]:
     files = {path: load_config_file(path) for path in paths}
     for content in files.values():
         update_config(config, content)
+    update_config(config, overrides or {})
     check_schema(config)  # one line naming the key; validate's own error is a page
     validate(config, str(SCHEMA_PATH))
     check_config(config)
     if config.get("corpus"):
         check_rows_drawable(config["corpus"])
-    return config, run_name(config, files, {})
+    return config, run_name(config, files, overrides or {})
 
 
-def plan_command(paths: list[str]) -> str:
-    """The command that prints the plan of the run ``paths`` (its ``--configfile`` files) with one row per model."""
+def plan_command(paths: list[str], overrides: dict | None = None) -> str:
+    """The command that prints the plan of the run ``paths`` (its ``--configfile`` files) and ``overrides`` (its
+    ``--config`` values, as Snakemake parsed them) make, with one row per model."""
     import shlex
 
-    return shlex.join(["python", "-m", "ctxvar.run.cost", *paths])
+    def written(value) -> str:  # as --config reads it back: a scalar as itself, a mapping or list as YAML's flow
+        return "" if value is None else json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+
+    values = [f"{key}={written(value)}" for key, value in (overrides or {}).items()]
+    return shlex.join(["python", "-m", "ctxvar.run.cost", *paths, *(["--config", *values] if values else [])])
 
 
 if __name__ == "__main__":

@@ -28,9 +28,10 @@ could download runs (or between it and the next start) is taken for the run's.
 refs as they were. What each revision named is kept in the ledger instead (``revisions``, every real start), and
 an offline start of the run reads it there (:func:`recorded_commit`) before the cache's ``refs/``, so it resolves
 each revision to the commit its results were made from even after that commit left the cache, and re-runs nothing.
-The ledger also keeps what each model revision's ref named at the first real start that saw it (``refs``): when a
-release removes a commit that a ref names (the user downloaded that revision by its name meanwhile, or an earlier
-ctxvar wrote the ref), the ref is put back to what it named then if that snapshot is in the cache, else removed;
+The ledger also keeps what each ref of a Hub model's repo named at the first real start that saw it (``refs``: the
+config's revisions, and every other ref the repo has, such as the user's ``main`` beside a config naming commits):
+when a release removes a commit that a ref names (the user downloaded that revision by its name meanwhile, or an
+earlier ctxvar wrote the ref), the ref is put back to what it named then if that snapshot is in the cache, else removed;
 no ref is left naming a snapshot that is gone, so ``huggingface_hub.scan_cache_dir`` reads the repo.
 
 **What a release removes.** Once every job that reads a model's files has ended, :func:`release_snapshot` removes
@@ -159,6 +160,20 @@ def ref_names(repo_id: str, revision: str) -> str | None:
         return None
 
 
+def repo_refs(repo_id: str) -> dict[str, str]:
+    """Revision → what its ``refs/<revision>`` names, for every ref of the model ``repo_id`` in the HF cache now
+    (a branch with ``/`` in its name included); empty without a ``refs/`` folder."""
+    refs = Path(hub.repo_folder(repo_id)) / "refs"
+    named = {}
+    for ref in refs.rglob("*") if refs.is_dir() else ():
+        if ref.is_file() and not ref.is_symlink():
+            try:
+                named[ref.relative_to(refs).as_posix()] = ref.read_text(encoding="utf-8").strip()
+            except (OSError, ValueError):
+                pass
+    return named
+
+
 def judged_offline(entry: dict) -> bool:
     """Whether a start that could not download judged the entry's snapshot absent (an entry without the field,
     written by an earlier ctxvar, counts as such: judged again rather than taken for the run's)."""
@@ -170,8 +185,9 @@ def record_cache_ledger(run_folder, models: dict[str, dict], datasets: list[dict
     (see the module's docstring: in the HF cache now, or absent and whether this start could download; one found
     there after a start that could not download found it absent is the user's), and record
     the commit each Hub revision of ``models`` and of ``datasets`` (``{"repo", "revision", "commit"}``, the
-    corpus's: :func:`ctxvar.run.inputs.hub_datasets`) names, and, for a model revision seen for the first time, what
-    its ref names now. Writes nothing into the HF cache."""
+    corpus's: :func:`ctxvar.run.inputs.hub_datasets`) names, and, for a model revision and each ref of a Hub
+    model's repo (:func:`repo_refs`) seen for the first time, what its ref names now. Writes nothing into the HF
+    cache."""
     ledger = read_whole_ledger(run_folder)
     snapshots, revisions, refs = ({**ledger[section]} for section in SECTIONS)
     could_download = functools.cache(lambda: hub.unavailable_reason() is None)  # asked once, and only if needed
@@ -182,6 +198,8 @@ def record_cache_ledger(run_folder, models: dict[str, dict], datasets: list[dict
         if not hub.COMMIT.fullmatch(snapshot["revision"]):
             revisions[named] = snapshot["commit"]
             refs.setdefault(named, ref_names(snapshot["repo"], snapshot["revision"]))
+        for revision, commit in repo_refs(snapshot["repo"]).items():  # the user's refs the config does not name
+            refs.setdefault(revision_key("model", snapshot["repo"], revision), commit)
         present, known = os.path.lexists(snapshot_folder(snapshot)), snapshots.get(key)
         if known is not None and (known[BEFORE] or (present and not judged_offline(known))):
             continue  # the user's, or there since a start that could download found it absent: the run's

@@ -593,3 +593,14 @@ def test_checkpoints_shade_each_layer_s_batch_spread_across_steps():
     one = {m: geometry_table([m], n_layers=3).drop(columns="model") for m in steps}
     plain = geometry_plots.checkpoints(geometry_plots.checkpoint_table(steps, layers, one), "m")
     assert not [c for ax in plain.figure.axes for c in ax.collections if c.get_gid() == BAND_GID]
+
+
+def test_a_spectrum_of_few_layers_is_ticked_at_whole_components_and_whole_layers():
+    """Three hidden states: the colorbar's ticks are layers (0, 1, 2), the x axis's components (1 … 10), none of them
+    halfway between two."""
+    plot = geometry_plots.spectrum(geometry_table(["m"], n_layers=3), "m")
+    plot.figure.draw_without_rendering()
+    ax, colorbar = plot.figure.axes
+    for axis, (low, high) in ((ax.xaxis, ax.get_xlim()), (colorbar.yaxis, colorbar.get_ylim())):
+        ticks = [tick for tick in axis.get_majorticklocs() if low <= tick <= high]
+        assert len(ticks) >= 2 and all(float(tick).is_integer() for tick in ticks), ticks

@@ -473,3 +473,52 @@ def test_the_default_types_are_the_fit_bench_disk_types_makes_of_its_committed_c
     curves = pd.read_csv(REPO / "bench" / "results" / "disk_types.csv")
     k, beta = bench_script("disk_types").fit(curves)
     assert (TOKEN_TYPES.k, TOKEN_TYPES.beta) == (k, beta)
+
+
+def test_the_command_takes_the_config_values_the_workflow_was_given(tmp_path, capsys):
+    """``--config`` values name the run folder and change the hashes as they do for the workflow, and the command
+    the block prints carries them: the plan it prints is the workflow's run's."""
+    base = write_config(tmp_path / "base.yaml", run="base")
+    results = tmp_path / "results"
+    done_as_the_workflow_would([base], results / "other")  # model a done under float32 in results/other
+    command = cost.plan_command([base], {"run": "other", "dtype": "bfloat16"})
+    assert command.endswith("base.yaml --config run=other dtype=bfloat16")
+    values = command.split(" --config ")[1].split()
+    cost.main([base, "--results", str(results), "--config", "run=other"])
+    assert capsys.readouterr().out.startswith("cost plan: nothing left to run")
+    cost.main([base, "--results", str(results), "--config", *values])
+    assert capsys.readouterr().out.startswith("cost plan: 1 models run over the corpus")
+
+
+def test_a_model_without_embedding_matrices_whose_config_json_is_damaged_is_planned_from_its_shard_index(
+    tmp_path, monkeypatch
+):
+    """forward: false, the shard index in the HF cache and config.json unreadable: the download is at most the
+    index's total, at least nothing; the plan is made rather than failing on the missing shape."""
+    from huggingface_hub import constants
+
+    from support.hf_cache import add_snapshot
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "config.json").write_text("{not json")
+    index = {"metadata": {"total_size": 123_456_789}, "weight_map": {"w": "model-00001-of-00002.safetensors"}}
+    (files / "model.safetensors.index.json").write_text(json.dumps(index))
+    add_snapshot(tmp_path / "hub", "org/moe", "a" * 40, files, "main")
+    entry = {"id": "moe", "name": "org/moe", "forward": False}
+    planned = cost.model_cost(entry, {**CONFIG, "models": [entry]}, tmp_path / "run", None)
+    assert planned.download == (0, 123_456_789)
+
+
+def test_the_download_time_of_a_range_runs_from_the_least_to_the_most():
+    """Two ends of a download's size (forward: false) give their times in that order, in seconds as in hours."""
+    least_most = [(300e6, 500e6), (3e9, 6e9), (200e6, 6e9)]  # 6 s to 10 s, 60 s to 2 min, 4 s to 2 min
+    for least, most in least_most:
+        model = cost.ModelCost("m", "m", False, None, None, 0, (int(least), int(most)), {}, None)
+        line = cost.download_line([model], None)
+        times = line.split("; ≈ ")[1].split(" at ")[0].split(" to ")
+        assert times == [
+            cost.duration(least / cost.DOWNLOAD_BYTES_PER_S),
+            cost.duration(most / cost.DOWNLOAD_BYTES_PER_S),
+        ]

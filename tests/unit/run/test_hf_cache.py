@@ -473,3 +473,16 @@ def tiny_bert(tmp_path_factory) -> Path:
     config = BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=1, num_attention_heads=1, intermediate_size=8)
     BertModel(config).save_pretrained(folder)
     return folder
+
+
+def test_the_users_ref_of_a_revision_the_config_does_not_name_is_put_back(cache, tmp_path, run, monkeypatch):
+    """The config names step1 by its commit; the user's ``main`` names step0 and, downloaded by its name during the
+    run, moves to step1: the release puts ``main`` back to step0, and the user's ``main`` loads offline."""
+    add_ref(cache, REPO, "main", COMMITS["step0"])
+    by_commit = {"m": entry(COMMITS["step1"], COMMITS["step1"])}
+    start(monkeypatch, run, by_commit)
+    download(cache, tmp_path, "step1")
+    add_ref(cache, REPO, "main", COMMITS["step1"])
+    record = release_snapshot("m", hub_snapshots(by_commit)["m"], run, run / "m" / "hf_cache_release.json")
+    assert record["why"] == "downloaded by the run: removed" and record["refs"] == {"main": COMMITS["step0"]}
+    assert users_step0_intact(cache, tmp_path) and loads_offline(cache, REPO, "main", tmp_path / "files0")
