@@ -346,8 +346,8 @@ def check_streaming_fits(
         return
     mb = 1e6
     held = (
-        f"{(needed - 2 * weights.block_weights) / mb:.1f} MB outside its {n_blocks} blocks and two blocks of "
-        f"{weights.block_weights / mb:.1f} MB, the one running and the next being read"
+        f"{(needed - 2 * weights.block_weights) / mb:.4g} MB outside its {n_blocks} blocks and two blocks of "
+        f"{weights.block_weights / mb:.4g} MB, the one running and the next being read"
     )
     if settings.max_device_mb and budget == int(settings.max_device_mb * mb):
         given, remedy = (
@@ -357,8 +357,8 @@ def check_streaming_fits(
     else:
         given, remedy = "the GPU's free memory less the reserve", f"use {smaller_dtype(settings)}a GPU with more memory"
     raise DeviceMemoryError(
-        f"model {settings.model['id']!r} on {device}: a device budget of {budget / mb:.1f} MB ({given}) is below "
-        f"the {needed / mb:.1f} MB its weights hold when streamed ({held}): {remedy}"
+        f"model {settings.model['id']!r} on {device}: a device budget of {budget / mb:.4g} MB ({given}) is below "
+        f"the {needed / mb:.4g} MB its weights hold when streamed ({held}): {remedy}"
     )
 
 

@@ -311,9 +311,10 @@ def check_rows_drawable(corpus: dict) -> None:
         return
     available, what = known
     if corpus["rows"] > available:
+        remedy = f"set corpus.rows to at most {available}, or use" if available else "use"
         raise ConfigError(
-            f"corpus.rows: {corpus['rows']} rows asked of a source of {available} rows ({what}); set corpus.rows "
-            f"to at most {available}, or use a larger corpus"
+            f"corpus.rows: {corpus['rows']} rows asked of a source of {available} rows ({what}); {remedy} a larger "
+            "corpus"
         )
 
 
@@ -395,12 +396,15 @@ def indexed_bytes(entry: dict, source: str) -> int | None:
     return None
 
 
-def unknown_shape(entry: dict) -> str:
-    """Why a model's shape is not known before its first job."""
+def unknown_shape(entry: dict, source: str) -> str:
+    """Why a model's shape is not known before its first job (``source``: where its files are read from)."""
     if entry.get("init") == "archive":
         return "its archive's config.json or GGUF header cannot be read; its unpacking job says why"
     if is_local_path(entry.get("name", "")):
         return f"{entry['name']} has no readable config.json"
+    path = hub.model_file(source, "config.json", load_revision(entry))
+    if isinstance(path, str) and os.path.isfile(path):
+        return "its config.json in the HF cache cannot be read (damaged, or not a JSON object); its first job says why"
     return "shape unknown: in neither the HF cache nor src/ctxvar/run/hub_shapes.csv until its first job downloads it"
 
 
@@ -460,7 +464,7 @@ def model_cost(
         sums_estimate=estimate,
         name=entry.get("name") or entry["id"],
         weighted=entry.get("init") != "gaussian",
-        unknown=None if shape is not None and download is not None else unknown_shape(entry),
+        unknown=None if shape is not None and download is not None else unknown_shape(entry, source),
     )
 
 

@@ -319,8 +319,8 @@ def remove_snapshot(repo_id: str, commit: str) -> tuple[list[str], int]:
     cache, or of another repo) is removed with the snapshot, and the file it names stays; a snapshot without links
     (files copied in, where the file system has none) loses its own files. Returns the paths removed, relative to
     the cache as the repo names them, and the bytes freed: the sizes of the files behind them that are gone
-    afterwards (a blob of the cache-wide store that another repo links to stays). Nothing to remove, ``([], 0)``,
-    when the snapshot is not there."""
+    afterwards (a blob of the cache-wide store that another repo links to stays; a file with hard links elsewhere,
+    whose data stays, counts nothing). Nothing to remove, ``([], 0)``, when the snapshot is not there."""
     from huggingface_hub import DeleteCacheStrategy
 
     cache = cache_folder()
@@ -344,15 +344,19 @@ def remove_snapshot(repo_id: str, commit: str) -> tuple[list[str], int]:
         and Path(os.path.realpath(chain[1])) not in reached
     }
     inside = Path(os.path.realpath(snapshot))
-    sizes = {}
+    files = {}  # (device, inode) → [size, hard links, the real paths of it that go]: freed once all its links go
     for path in blobs | {path for chain in chains for path in chain if inside in path.parents}:
         try:
-            sizes[os.path.realpath(path)] = os.stat(path).st_size
+            status = os.stat(path)
         except OSError:  # a broken link: nothing behind it to free
-            pass
+            continue
+        files.setdefault((status.st_dev, status.st_ino), [status.st_size, status.st_nlink, set()])[2].add(
+            os.path.realpath(path)
+        )
+    going = [(size, paths) for size, links, paths in files.values() if len(paths) >= links]
     fields = {field.name for field in dataclasses.fields(DeleteCacheStrategy)}
     DeleteCacheStrategy(
-        expected_freed_size=sum(sizes.values()),
+        expected_freed_size=sum(size for size, _ in going),
         blobs=frozenset(blobs),
         refs=frozenset(),
         repos=frozenset(),
@@ -361,7 +365,7 @@ def remove_snapshot(repo_id: str, commit: str) -> tuple[list[str], int]:
     ).execute()
     named = {snapshot: f"{repo.name}/snapshots/{commit}", **{blob: f"{repo.name}/blobs/{blob.name}" for blob in blobs}}
     removed = [named[path] for path in [snapshot, *sorted(blobs)] if not os.path.lexists(path)]
-    return removed, sum(size for path, size in sizes.items() if not os.path.lexists(path))
+    return removed, sum(size for size, paths in going if not any(map(os.path.lexists, paths)))
 
 
 def settle_refs(repo_id: str, commit: str, refs_before: dict[str, str | None]) -> dict[str, str | None]:

@@ -241,8 +241,11 @@ def test_a_budget_below_what_streaming_holds_is_one_line_naming_both_numbers(tmp
     with pytest.raises(DeviceMemoryError) as raised:
         job(tmp_path, shard_of(tmp_path, corpus_texts[:5]), llama, "float32", budget, "refused")
     message = str(raised.value)
-    assert "\n" not in message and f"a device budget of {budget:.1f} MB (max_device_mb: {budget:g})" in message
-    assert f"is below the {least:.1f} MB its weights hold when streamed" in message
+    assert (
+        "\n" not in message
+        and f"a device budget of {int(budget * 1e6) / 1e6:.4g} MB (max_device_mb: {budget:g})" in message
+    )
+    assert f"is below the {least - 16e-6:.4g} MB its weights hold when streamed" in message
     assert f"set max_device_mb to at least {-(-(least * 1e6 - 16) // 1e6):.0f}" in message
     assert not (tmp_path / "refused.parquet").exists()
 

@@ -494,7 +494,8 @@ def test_a_model_without_embedding_matrices_whose_config_json_is_damaged_is_plan
     tmp_path, monkeypatch
 ):
     """forward: false, the shard index in the HF cache and config.json unreadable: the download is at most the
-    index's total, at least nothing; the plan is made rather than failing on the missing shape."""
+    index's total, at least nothing; the plan is made rather than failing on the missing shape, and says why the
+    shape is unknown: the file is there, not readable."""
     from huggingface_hub import constants
 
     from support.hf_cache import add_snapshot
@@ -509,6 +510,7 @@ def test_a_model_without_embedding_matrices_whose_config_json_is_damaged_is_plan
     entry = {"id": "moe", "name": "org/moe", "forward": False}
     planned = cost.model_cost(entry, {**CONFIG, "models": [entry]}, tmp_path / "run", None)
     assert planned.download == (0, 123_456_789)
+    assert planned.unknown.startswith("its config.json in the HF cache cannot be read"), planned.unknown
 
 
 def test_the_download_time_of_a_range_runs_from_the_least_to_the_most():
@@ -522,3 +524,41 @@ def test_the_download_time_of_a_range_runs_from_the_least_to_the_most():
             cost.duration(least / cost.DOWNLOAD_BYTES_PER_S),
             cost.duration(most / cost.DOWNLOAD_BYTES_PER_S),
         ]
+
+
+def test_the_embedding_matrix_time_is_the_measurement_nearest_in_width_scaled_by_rows_and_width_squared():
+    """bench/cpu_rates.py --matrices measures one matrix at a few widths; a model's matrix takes the nearest width's
+    seconds × V·d² over the measured V·d²; the block gives one to two matrices a model, the models of every study of
+    embedding matrices alone (Machina & Mercer's) included, and names one of unknown shape."""
+    measured = cost.cpu_matrix_seconds()
+    assert measured and all(row["seconds"] > 0 for row in measured)
+    for row in measured:
+        (seconds,) = cost.matrix_seconds(ModelShape(n_layers=2, d=row["d"], vocab_size=row["rows"])).values()
+        assert seconds == pytest.approx(row["seconds"])
+    widest = max(measured, key=lambda row: row["d"])
+    (seconds,) = cost.matrix_seconds(ModelShape(2, 2 * widest["d"], 2 * widest["rows"])).values()
+    assert seconds == pytest.approx(8 * widest["seconds"])
+    config = {
+        **CONFIG,
+        "models": [
+            {"name": "EleutherAI/pythia-70m", "forward": False, "revisions": ["step0", "step1"]},
+            {"name": "someone/unknown", "forward": False},
+        ],
+    }
+    planned = cost.plan(config, "/nonexistent")
+    shape = cost.hub_shapes()["EleutherAI/pythia-70m"][0]
+    (one,) = cost.matrix_seconds(shape).values()
+    line = next(line for line in cost.block(planned, config).splitlines() if "embedding-matrix statistics" in line)
+    assert line.startswith(f"  CPU-hours       {cost.total_hours([2 * one])} to {cost.hours(4 * one)} of the")
+    assert "not counted: someone/unknown" in line
+
+
+def test_a_source_too_small_for_one_row_is_refused_without_asking_for_zero_rows(tmp_path):
+    """A local enwik8 of fewer than 512 bytes holds no piece: the refusal names both numbers and asks for a larger
+    corpus, not for corpus.rows of 0 (which the schema refuses)."""
+    text = tmp_path / "enwik8"
+    text.write_bytes(b"x" * 100)
+    with pytest.raises(ConfigError) as refused:
+        cost.check_rows_drawable({"source": "enwik8", "path": str(text), "fraction": 1.0, "rows": 3})
+    message = str(refused.value)
+    assert "3 rows asked of a source of 0 rows" in message and message.endswith("; use a larger corpus")

@@ -140,6 +140,19 @@ def test_a_snapshot_the_run_downloaded_leaves_with_the_blobs_no_other_snapshot_l
     assert record["refs"] == {} and users_step0_intact(cache, tmp_path)
 
 
+def test_a_blob_the_user_hard_linked_elsewhere_is_not_counted_as_freed(cache, tmp_path, run, monkeypatch):
+    """The run's own weights blob has a hard link outside the cache (the user's copy of the file): the blob goes
+    from the cache, its data stays on disk through the user's link, so no byte of it is freed."""
+    start(monkeypatch, run, models("step0", "step1"))
+    downloaded = download(cache, tmp_path, "step1")
+    user = repo_folder(cache, REPO) / "snapshots" / COMMITS["step0"]
+    (own,) = blobs_of(downloaded) - blobs_of(user)
+    os.link(own, tmp_path / "the users copy")
+    record = release(run, "step1")
+    assert not own.exists() and (tmp_path / "the users copy").stat().st_size == 3000
+    assert record["bytes_freed"] == 0
+
+
 def test_a_small_file_of_the_runs_snapshot_keeps_its_blob_and_its_weights_lose_theirs(
     cache, tmp_path, run, monkeypatch
 ):
