@@ -201,7 +201,9 @@ def cv_against_min_count(stats: TokenStats, model: str, analysis: dict) -> Plot:
     ax = axes[0, 0]
     norm, colour = layer_colours(stats.n_layers)
     slopes = {}
-    for layer, part in table.groupby("layer"):
+    drawn = table[table["cv_Q"] > 0]  # C.V. 0 (every type's Q equal) has no place on a log axis: said in the title
+    flat = sorted(set(table["layer"]) - set(drawn["layer"]))
+    for layer, part in drawn.groupby("layer"):
         slope = ols(np.log10(part["n_min"]), np.log10(part["cv_Q"]))[0]
         slopes[layer] = slope
         ax.plot(
@@ -211,17 +213,18 @@ def cv_against_min_count(stats: TokenStats, model: str, analysis: dict) -> Plot:
             marker="o",
             label=f"layer {layer}: slope {significant(slope, 2)}",
         )
-    if len(table):
-        start = table.loc[table["n_min"] == table["n_min"].min()]
+    if len(drawn):
+        start = drawn.loc[drawn["n_min"] == drawn["n_min"].min()]
         anchor_n, anchor_cv = float(start["n_min"].iloc[0]), float(start["cv_Q"].max())
-        n_grid = np.array([anchor_n, table["n_min"].max()])
+        n_grid = np.array([anchor_n, drawn["n_min"].max()])
         ax.plot(n_grid, anchor_cv * (n_grid / anchor_n) ** -0.5, color="black", linestyle=":", label=r"slope $-1/2$")
+    flat_note = f"\nC.V. 0 (every Q equal) at layer {', '.join(map(str, flat))}: not drawn" if flat else ""
     ax.set(
         xscale="log",
-        yscale="log",
+        yscale="log" if len(drawn) else "linear",
         xlabel=r"$n_{\min}$ (types with $n_t \geq n_{\min}$)",
         ylabel="C.V. of $Q(X_t)$",
-        title=f"{model}: Appendix I",
+        title=f"{model}: Appendix I{flat_note}",
     )
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, ncols=columns)
     table["slope"] = table["layer"].map(slopes)

@@ -134,6 +134,26 @@ def test_the_c_v_against_n_min_of_31_layers_keeps_its_legend_on_the_canvas(tmp_p
     assert not texts_off_canvas(plot.figure, texts) and not overlapping_texts(texts)
 
 
+def test_a_layer_whose_every_q_is_equal_is_named_not_drawn_on_the_log_axes(tmp_path):
+    """C.V. 0 (LayerNorm without γ: every type's Q is d) has no place on the log axis: the other layer is drawn,
+    the title names the flat one, and no text leaves the canvas."""
+    rng = np.random.default_rng(0)
+    n = np.round(10 ** rng.uniform(1, 3.5, 300)).astype(np.int64)
+    tokens = [f"t{i}" for i in range(len(n))]
+    q = rng.uniform(100, 200, len(n))
+    varied = pd.DataFrame({"token": tokens, "n": n, "Q": q, "M": q / 2, "V": q / 2})
+    flat = pd.DataFrame({"token": tokens, "n": n, "Q": 384.0, "M": 192.0, "V": 192.0})
+    plot = geometry_plots.cv_against_min_count(
+        token_stats(tmp_path / "t.parquet", [varied, flat]), "m", {"min_log10_n": 1, "max_log10_n": 5}
+    )
+    ax = plot.figure.axes[0]
+    assert "C.V. 0 (every Q equal) at layer 1: not drawn" in " ".join(ax.get_title().split())
+    assert ax.get_yscale() == "log"
+    assert [line.get_label() for line in ax.get_lines()][0].startswith("layer 0: slope")
+    texts = drawn_texts(plot.figure)
+    assert not texts_off_canvas(plot.figure, texts) and not overlapping_texts(texts)
+
+
 @paper_style
 def labelled_panel(titled: bool):
     """Names at points of the frame's edges, placed at the end of the drawing, after the title is fitted."""
