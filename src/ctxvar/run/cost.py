@@ -30,6 +30,10 @@ Every number is an estimate, made from what is known before anything runs:
   ``bench/gpu_rates.py``), and on the CPU of ``cpu_rates.csv`` (``bench/extraction_and_merge.py``, made by
   ``bench/cpu_rates.py``), which the block gives when the run extracts on a CPU (``device: cpu``, or ``auto`` on a
   machine without an NVIDIA driver: :func:`ctxvar.run.resources.extraction_device`). The downloads are not in it.
+  Where a model runs no forward pass, the block also gives the CPU time of the embedding-matrix statistics of
+  every model with weights: one matrix's seconds measured at the nearest width (``cpu_matrix_seconds.csv``,
+  ``bench/cpu_rates.py --matrices``) scaled by V · d², for one matrix a model (tied, or saved without a head) to
+  two.
 - **Disk**: the sums of :mod:`ctxvar.run.disk` (merged files and one model's partials at a time): an estimate,
   the types by Heaps' law (:class:`ctxvar.run.disk.TypeGrowth`: the sampled corpus's own words once it is
   sampled, else the fit to real tokenizers), beside the upper bound that takes every token for a type of its own;

@@ -33,7 +33,7 @@ from ctxvar.figures.cross_model import BAND_GID, BAND_LABEL, FINAL_NORM_LABEL
 from ctxvar.figures.draw import across_checkpoint_table, draw_function, embedding_projection_figure
 from ctxvar.figures.plotting import FIT_GID, NO_LINE_NOTE, AxisScale, axis_scale, scale_grid
 from ctxvar.files.atomic import write_csv
-from ctxvar.files.parquet import parquet_writer, tagged_schema, write_table
+from ctxvar.files.parquet import write_table
 from ctxvar.stats.geometry import geometry_columns
 from ctxvar.stats.token_table import TokenStats
 
@@ -44,7 +44,7 @@ from support.figure_checks import (
     straight_on_display,
     texts_off_canvas,
 )
-from support.quick_start_figures import DECODER, ENCODER, MODELS, draw_quick_start_with_a_decoder
+from support.quick_start_figures import DECODER, ENCODER, MODELS, draw_quick_start_with_a_decoder, token_stats
 
 ANALYSIS = {"min_log10_n": 1, "max_log10_n": 5}
 LONG_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct-Q4_1-dequantized-to-float32-a-long-model-name-for-a-title"
@@ -72,15 +72,6 @@ def paper_layer(n_types=400, seed=0) -> pd.DataFrame:
     m = q * rng.uniform(0.2, 0.9, n_types)
     n = np.round(10 ** rng.uniform(0, 4.5, n_types)).astype(np.int64)
     return pd.DataFrame({"token": [f"tok{i}" for i in range(n_types)], "n": n, "Q": q, "M": m, "V": q - m})
-
-
-def token_stats(path, layers: list[pd.DataFrame]) -> TokenStats:
-    """tokens.parquet of these per-layer tables (one row group per layer), read back as the figures read it."""
-    schema = pa.Schema.from_pandas(layers[0], preserve_index=False)
-    with parquet_writer(path, tagged_schema(schema, {"model": "m"})) as writer:
-        for table in layers:
-            writer.write_table(pa.Table.from_pandas(table, schema=schema, preserve_index=False))
-    return TokenStats(path)
 
 
 @pytest.fixture
