@@ -108,13 +108,24 @@ def rows_for(
     return rows
 
 
+def least_mb(model_dir: Path) -> int:
+    """The least whole megabytes of device budget a job streams the model under in bf16: the weights outside its
+    blocks and two blocks (a lower budget is refused)."""
+    from ctxvar.extraction.layer_major import ModelWeights, find_blocks
+    from ctxvar.models.loading import empty_model
+
+    model = empty_model({"id": "bench"}, str(model_dir), "bfloat16")
+    return -(-ModelWeights.of(model, find_blocks(model)).resident(streamed=True) // 10**6)
+
+
 def streamed_rows_for(name: str, model_dir: Path, shard: Path, device: str, gpu_name: str, quick: bool) -> list[dict]:
     """The load and (b)+g steps of a decoder whose job streams its weights (:data:`WEIGHTS`), in bf16: from its
-    files under a device budget of a third of them, or generated on the device (no files: no read_seconds). No
-    (a) nor (b): a bare forward pass of the whole model does not fit, and the job is what is measured."""
+    files under a device budget of a third of them (at least what streaming holds, :func:`least_mb`), or generated
+    on the device (no files: no read_seconds). No (a) nor (b): a bare forward pass of the whole model does not fit,
+    and the job is what is measured."""
     generated = WEIGHTS[name] == "generated"
     files = sorted(model_dir.glob("*.safetensors"))
-    budget_mb = 0 if generated else max(1, sum(path.stat().st_size for path in files) // 3 // 10**6)
+    budget_mb = 0 if generated else max(sum(path.stat().st_size for path in files) // 3 // 10**6, least_mb(model_dir))
     partial = str(shard.parent / f"{name}-bfloat16.parquet")
     geometry = in_fresh_process(
         steps.extraction, str(model_dir), str(shard), partial, device, "bfloat16", True, budget_mb, generated

@@ -135,7 +135,10 @@ FLAT_SPAN = 1e-9  # values whose range is below this share of their magnitude ar
 def linear_edges(values: np.ndarray, bins: int) -> np.ndarray:
     """``bins`` + 1 evenly spaced edges from the smallest to the largest of ``values``, or, where their range is
     below :data:`FLAT_SPAN` × their magnitude (a LayerNorm output of constant Q), across ±10⁻⁶ of it: numpy
-    cannot split a range narrower than the float spacing into bins."""
+    cannot split a range narrower than the float spacing into bins; numpy's default range, [0, 1], for no value (a
+    layer whose every type is filtered out)."""
+    if not len(values):
+        return np.linspace(0.0, 1.0, bins + 1)
     lo, hi = float(np.min(values)), float(np.max(values))
     if hi - lo <= FLAT_SPAN * max(abs(lo), abs(hi), 1.0):
         half = 1e-6 * max(abs(hi), 1.0)

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import SymmetricalLogLocator
+from matplotlib.ticker import NullFormatter, SymmetricalLogLocator
 from matplotlib.transforms import Bbox
 
 from ctxvar.errors import InsufficientData
@@ -66,9 +66,9 @@ class Plot:
 
 
 def paper_style(function):
-    """Build the figure under :data:`PAPER_STYLE` (rcParams are read when artists are made), fit its titles
-    (:func:`fit_titles`) when it is a :class:`Plot`, then place the labels :func:`place_labels` was asked for, in
-    the layout the titles leave."""
+    """Build the figure under :data:`PAPER_STYLE` (rcParams are read when artists are made), thin its tick labels
+    (:func:`thin_tick_labels`) and fit its titles (:func:`fit_titles`) when it is a :class:`Plot`, then place the
+    labels :func:`place_labels` was asked for, in the layout the titles leave."""
 
     @functools.wraps(function)
     def styled(*args, **kwargs):
@@ -76,6 +76,8 @@ def paper_style(function):
             PENDING_LABELS.append([])
             try:
                 drawn = function(*args, **kwargs)
+                if isinstance(drawn, Plot):
+                    thin_tick_labels(drawn.figure)
                 settled = isinstance(drawn, Plot) and fit_titles(drawn.figure)
                 place_pending_labels(PENDING_LABELS[-1], laid_out={id(drawn.figure)} if settled else set())
             finally:
@@ -289,6 +291,20 @@ def legend_label(label: str) -> str:
     """``label`` wrapped to lines of at most :data:`LEGEND_CHARS` characters, at hyphens or anywhere (model ids
     have no spaces); mathtext is left whole."""
     return label if "$" in label else textwrap.fill(label, LEGEND_CHARS, break_on_hyphens=True)
+
+
+def thin_tick_labels(figure) -> None:
+    """Drop an axis's minor tick labels where two of its tick labels overlap in the figure's layout: a log axis of
+    less than about two decades labels 2–9 × 10ⁿ too, more than a short axis holds."""
+    figure.draw_without_rendering()
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    for ax in figure.axes:
+        for axis in (ax.xaxis, ax.yaxis) if ax.get_visible() else ():
+            minor = [label for label in axis.get_ticklabels(minor=True) if label.get_visible() and label.get_text()]
+            labels = minor + [label for label in axis.get_ticklabels() if label.get_visible() and label.get_text()]
+            boxes = [label.get_window_extent(renderer) for label in labels]
+            if minor and any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :]):
+                axis.set_minor_formatter(NullFormatter())
 
 
 def fit_titles(figure, max_layouts: int = 4) -> bool:

@@ -21,6 +21,7 @@ from ctxvar.figures.plotting import (
     paper_style,
     place_labels,
     significant,
+    thin_tick_labels,
 )
 
 from support.figure_checks import drawn_texts, overlapping_texts, texts_off_canvas
@@ -119,6 +120,15 @@ def test_the_histograms_of_a_layer_of_constant_q_still_draw(tmp_path):
     assert q_bins["count"].sum() == len(layer) and q_bins["bin_left"].min() < 414.72 < q_bins["bin_right"].max()
 
 
+def test_the_histograms_of_a_layer_whose_every_type_is_filtered_out_still_draw(tmp_path):
+    """A corpus of three sentences: no type reaches n ≥ 10, so each panel has no value and draws empty bins."""
+    layer = pd.DataFrame({"token": ["a", "b"], "n": [1, 2], "Q": [3.0, 4.0], "M": [1.0, 2.0], "V": [2.0, 2.0]})
+    plot = per_model.value_histograms(
+        token_stats(tmp_path / "t.parquet", [layer]), "m", {"min_log10_n": 1, "max_log10_n": 5}
+    )
+    assert plot.data["count"].sum() == 0 and len(plot.data) == 3 * 50
+
+
 def test_the_c_v_against_n_min_of_31_layers_keeps_its_legend_on_the_canvas(tmp_path):
     rng = np.random.default_rng(0)
     n = np.round(10 ** rng.uniform(1, 3.5, 300)).astype(np.int64)
@@ -178,3 +188,17 @@ def test_labels_stay_inside_the_frame_clear_of_each_other_and_of_the_ticks(title
     assert len(named) == 5
     assert all(frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1 for box in named)
     assert not overlapping_texts(texts) and not texts_off_canvas(plot.figure, texts)
+
+
+def test_minor_tick_labels_that_overlap_are_dropped_and_others_kept():
+    """A log axis of a decade and a half, squeezed into a short panel, labels 2–9 × 10ⁿ on top of each other: its
+    minor labels go, its major ones stay; a tall panel of the same range keeps its minor labels."""
+    for height, kept in ((1.0, False), (6.0, True)):
+        figure, axes = panels(1, 1, size=(2.0, height))
+        axes[0, 0].plot([1, 2], [0.003, 0.05])
+        axes[0, 0].set_yscale("log")
+        thin_tick_labels(figure)
+        figure.draw_without_rendering()
+        minor = [label.get_text() for label in axes[0, 0].yaxis.get_ticklabels(minor=True) if label.get_text()]
+        assert bool(minor) is kept and [label.get_text() for label in axes[0, 0].yaxis.get_ticklabels()]
+        assert not overlapping_texts(drawn_texts(figure))
