@@ -58,12 +58,10 @@ from ctxvar.run.cost import (
     large_run,
     plan as cost_plan,
     plan_command,
-    sums_hash_of,
-    sums_hashes,
 )
 from ctxvar.run.console import repeat_after_dry_run
 from ctxvar.run.disk import check_free_space
-from ctxvar.run.inputs import resolution_notice, run_inputs
+from ctxvar.run.inputs import resolution_notice, run_inputs, sums_hash_of, sums_hashes
 from ctxvar.run.layout import check_results_layout
 from ctxvar.run.origin import check_run_origin, config_identity, record_run_origin
 from ctxvar.run.resources import check_set_resources

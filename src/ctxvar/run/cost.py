@@ -70,7 +70,7 @@ from ctxvar.models import hub
 from ctxvar.models.completeness import SHARD_INDEX
 from ctxvar.run.disk import TOKEN_TYPES, TypeGrowth, model_disk_bytes, packaged_model, sample_type_growth
 from ctxvar.run.end import made_from
-from ctxvar.run.inputs import run_inputs
+from ctxvar.run.inputs import run_inputs, sums_hashes
 from ctxvar.run.resources import TOKENS_PER_WORD, ModelShape, extraction_device, known_model_shape, shard_tokens
 
 CHARACTERS_PER_WORD = 6  # English prose and Wikipedia markup, spaces included
@@ -499,20 +499,6 @@ def plan(config: dict, run_folder, sums: dict[str, str] | None = None) -> Plan:
             costs.append(model_cost(entry, config, run_folder, tokens, growth or TOKEN_TYPES))
     device = config.get("device", "auto")
     return Plan(costs, corpus, extraction_device(device), types_from, device)
-
-
-def sums_hash_of(config: dict, entry: dict, corpus: dict | None) -> str:
-    """The hash a model's sums carry (what its extraction jobs write, and its merge's run.json): the config's
-    extraction settings, the corpus's and the model's inputs (``entry`` and ``corpus`` from :func:`run_inputs`)."""
-    from ctxvar.config.hashes import extraction_config_hash
-    from ctxvar.stats.declarations import hashed_sums
-
-    return extraction_config_hash({**config, "corpus": corpus}, entry, hashed_sums(config["geometry"]))
-
-
-def sums_hashes(config: dict, models: dict[str, dict], corpus: dict | None) -> dict[str, str]:
-    """``{model: :func:`sums_hash_of`}`` for the models of ``models`` that run over the corpus."""
-    return {mid: sums_hash_of(config, entry, corpus) for mid, entry in models.items() if runs_forward(entry)}
 
 
 LARGE_GPU_HOURS = 1.0

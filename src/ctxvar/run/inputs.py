@@ -17,8 +17,15 @@ from __future__ import annotations
 import os
 import sys
 
-from ctxvar.config.entries import built_in_run, corpus_paths, local_corpus, models_by_id, revision_of
-from ctxvar.config.hashes import corpus_settings
+from ctxvar.config.entries import (
+    built_in_run,
+    corpus_paths,
+    local_corpus,
+    models_by_id,
+    revision_of,
+    runs_forward,
+)
+from ctxvar.config.hashes import corpus_settings, extraction_config_hash
 from ctxvar.corpus import enwik8
 from ctxvar.errors import CtxvarError
 from ctxvar.files.atomic import read_json, write_json
@@ -26,6 +33,7 @@ from ctxvar.models import hub
 from ctxvar.models.archive import archive_path
 from ctxvar.models.files import directory_fingerprint, file_fingerprint
 from ctxvar.run.hf_cache import recorded_commit
+from ctxvar.stats.declarations import hashed_sums
 
 
 def local_model_directory(name: str) -> str:
@@ -154,3 +162,14 @@ def run_inputs(config: dict, run_folder) -> tuple[dict[str, dict], dict | None]:
     models = with_inputs(models_by_id(config), run_folder)
     corpus = config.get("corpus")
     return models, corpus_settings({**corpus, "inputs": corpus_inputs(corpus, run_folder)}) if corpus else None
+
+
+def sums_hash_of(config: dict, entry: dict, corpus: dict | None) -> str:
+    """The hash a model's sums carry (what its extraction jobs write, and its merge's run.json): the config's
+    extraction settings, the corpus's and the model's inputs (``entry`` and ``corpus`` from :func:`run_inputs`)."""
+    return extraction_config_hash({**config, "corpus": corpus}, entry, hashed_sums(config["geometry"]))
+
+
+def sums_hashes(config: dict, models: dict[str, dict], corpus: dict | None) -> dict[str, str]:
+    """``{model: :func:`sums_hash_of`}`` for the models of ``models`` that run over the corpus."""
+    return {mid: sums_hash_of(config, entry, corpus) for mid, entry in models.items() if runs_forward(entry)}

@@ -27,7 +27,7 @@ from ctxvar.files.atomic import write_json
 from ctxvar.files.parquet import write_table
 from ctxvar.run import cost, resources
 from ctxvar.run.disk import TOKEN_TYPES
-from ctxvar.run.inputs import run_inputs
+from ctxvar.run.inputs import run_inputs, sums_hashes
 from ctxvar.run.resources import ModelShape, shard_tokens
 
 from support.workflow_runs import REPO
@@ -448,7 +448,7 @@ def done_as_the_workflow_would(config_files: list[str], run_folder) -> None:
     models, corpus = run_inputs(config, run_folder)
     (run_folder / "a").mkdir(parents=True)
     (run_folder / "a" / "sums.parquet").write_bytes(b"")
-    write_json({"config_hash": cost.sums_hashes(config, models, corpus)["a"]}, run_folder / "a" / "run.json")
+    write_json({"config_hash": sums_hashes(config, models, corpus)["a"]}, run_folder / "a" / "run.json")
 
 
 def test_the_command_plans_the_workflows_run_folder_and_a_dtype_change_again(tmp_path, capsys):
