@@ -66,9 +66,9 @@ class Plot:
 
 
 def paper_style(function):
-    """Build the figure under :data:`PAPER_STYLE` (rcParams are read when artists are made), thin its tick labels
-    (:func:`thin_tick_labels`) and fit its titles (:func:`fit_titles`) when it is a :class:`Plot`, then place the
-    labels :func:`place_labels` was asked for, in the layout the titles leave."""
+    """Build the figure under :data:`PAPER_STYLE` (rcParams are read when artists are made), fit its titles and
+    thin its tick labels (:func:`fit_titles`) when it is a :class:`Plot`, then place the labels :func:`place_labels`
+    was asked for, in the layout the titles leave."""
 
     @functools.wraps(function)
     def styled(*args, **kwargs):
@@ -76,8 +76,6 @@ def paper_style(function):
             PENDING_LABELS.append([])
             try:
                 drawn = function(*args, **kwargs)
-                if isinstance(drawn, Plot):
-                    thin_tick_labels(drawn.figure)
                 settled = isinstance(drawn, Plot) and fit_titles(drawn.figure)
                 place_pending_labels(PENDING_LABELS[-1], laid_out={id(drawn.figure)} if settled else set())
             finally:
@@ -293,11 +291,11 @@ def legend_label(label: str) -> str:
     return label if "$" in label else textwrap.fill(label, LEGEND_CHARS, break_on_hyphens=True)
 
 
-def thin_tick_labels(figure) -> None:
-    """Drop an axis's minor tick labels where two of its tick labels overlap in the figure's layout: a log axis of
-    less than about two decades labels 2–9 × 10ⁿ too, more than a short axis holds."""
-    figure.draw_without_rendering()
-    renderer = FigureCanvasAgg(figure).get_renderer()
+def thin_tick_labels(figure, renderer) -> bool:
+    """Drop an axis's minor tick labels where two of its tick labels overlap in the figure's layout as last drawn:
+    a log axis of less than about two decades labels 2–9 × 10ⁿ too, more than a short axis holds. Returns whether
+    any were dropped."""
+    thinned = False
     for ax in figure.axes:
         for axis in (ax.xaxis, ax.yaxis) if ax.get_visible() else ():
             minor = [label for label in axis.get_ticklabels(minor=True) if label.get_visible() and label.get_text()]
@@ -305,20 +303,25 @@ def thin_tick_labels(figure) -> None:
             boxes = [label.get_window_extent(renderer) for label in labels]
             if minor and any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :]):
                 axis.set_minor_formatter(NullFormatter())
+                thinned = True
+    return thinned
 
 
 def fit_titles(figure, max_layouts: int = 4) -> bool:
-    """Fit the figure's title and every axes title (:func:`fit_text`) to the figure's layout, drawn again and every
-    title fitted to it until none changes (a wrapped title changes the layout). Titles are fitted to a drawn layout
-    only: before it, an axes' frame can be twice as wide as the layout leaves it (a legend beside it). Returns
-    whether the layout last drawn is the figure's (no title changed after it)."""
+    """Fit the figure's title and every axes title (:func:`fit_text`) to the figure's layout, and drop the minor tick
+    labels that overlap (:func:`thin_tick_labels`), drawn again and fitted to it until nothing changes (a wrapped
+    title, or labels dropped, change the layout). Titles are fitted to a drawn layout only: before it, an axes'
+    frame can be twice as wide as the layout leaves it (a legend beside it). Returns whether the layout last drawn
+    is the figure's (nothing changed after it)."""
     renderer = FigureCanvasAgg(figure).get_renderer()
     titles = [(figure._suptitle, None)] if figure._suptitle is not None else []
     titles += [(t, ax) for ax in figure.axes if ax.get_visible() for t in (ax.title, ax._left_title, ax._right_title)]
     titles = [(text, ax, text.get_text(), text.get_fontsize()) for text, ax in titles if text.get_text()]
     for _ in range(max_layouts):
         figure.draw_without_rendering()
-        if not any([fit_text(t, renderer, title_room(t, renderer, ax), o, s) for t, ax, o, s in titles]):
+        thinned = thin_tick_labels(figure, renderer)
+        refitted = any([fit_text(t, renderer, title_room(t, renderer, ax), o, s) for t, ax, o, s in titles])
+        if not (thinned or refitted):
             return True
     return False
 

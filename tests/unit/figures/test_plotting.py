@@ -17,11 +17,11 @@ from ctxvar.figures.plotting import (
     axis_scale,
     curve_scale,
     fit_text,
+    fit_titles,
     panels,
     paper_style,
     place_labels,
     significant,
-    thin_tick_labels,
 )
 
 from support.figure_checks import drawn_texts, overlapping_texts, texts_off_canvas
@@ -192,12 +192,13 @@ def test_labels_stay_inside_the_frame_clear_of_each_other_and_of_the_ticks(title
 
 def test_minor_tick_labels_that_overlap_are_dropped_and_others_kept():
     """A log axis of a decade and a half, squeezed into a short panel, labels 2–9 × 10ⁿ on top of each other: its
-    minor labels go, its major ones stay; a tall panel of the same range keeps its minor labels."""
+    minor labels go, its major ones stay; a tall panel of the same range keeps its minor labels
+    (:func:`ctxvar.figures.plotting.thin_tick_labels`, as every figure's layout is settled)."""
     for height, kept in ((1.0, False), (6.0, True)):
         figure, axes = panels(1, 1, size=(2.0, height))
         axes[0, 0].plot([1, 2], [0.003, 0.05])
         axes[0, 0].set_yscale("log")
-        thin_tick_labels(figure)
+        assert fit_titles(figure)  # thins the tick labels in the layout it settles
         figure.draw_without_rendering()
         minor = [label.get_text() for label in axes[0, 0].yaxis.get_ticklabels(minor=True) if label.get_text()]
         assert bool(minor) is kept and [label.get_text() for label in axes[0, 0].yaxis.get_ticklabels()]
