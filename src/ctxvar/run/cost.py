@@ -65,6 +65,7 @@ from ctxvar.config.entries import (
 )
 from ctxvar.corpus import enwik8
 from ctxvar.corpus.enwik8 import PIECE_CHARACTERS, pieces_at_most
+from ctxvar.corpus.sources import PARQUET_EXPORT, source_rows_at_most
 from ctxvar.errors import ConfigError, CtxvarError, size_text
 from ctxvar.models import hub
 from ctxvar.models.completeness import SHARD_INDEX
@@ -79,7 +80,6 @@ STORED_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}  # config.json's torc
 RATE_DTYPE = {"float16": "bfloat16"}  # a dtype measured at another's rate (the same tensor cores)
 DOWNLOAD_BYTES_PER_S = 50e6  # the bandwidth the plan times downloads at: an assumption, 400 Mbit/s
 NAMES_SHOWN = 6  # models (or checkpoint families) the block names before "and N more"
-PARQUET_EXPORT = enwik8.HUB_REVISION  # the branch of the Hub's Parquet export of a dataset
 WEIGHT_INDEXES = (SHARD_INDEX, "pytorch_model.bin.index.json")  # a sharded checkpoint's map
 
 
@@ -162,7 +162,7 @@ def measured_rates(name: str, kind: str) -> list[dict]:
             **row,
             "kind": row[kind],
             "geometry": row["geometry"] == "True",
-            "blocks": block_work(int(row["hidden_states"]), int(row["d"])),
+            "blocks": ModelShape(int(row["hidden_states"]), int(row["d"]), vocab_size=0).block_work,
         }
         for row in csv_rows(name)
     ]
@@ -200,11 +200,6 @@ def matrix_seconds(shape: ModelShape) -> dict[str, float]:
         nearest = min(rows, key=lambda row: abs(math.log(row["d"] / shape.d)))
         seconds[machine] = nearest["seconds"] * shape.vocab_size * shape.d**2 / (nearest["rows"] * nearest["d"] ** 2)
     return seconds
-
-
-def block_work(hidden_states: int, d: int) -> int:
-    """Multiply-adds a token through the blocks, 12 · (L − 1) · d² (attention's 4d² and the MLP's 8d² a block)."""
-    return 12 * (hidden_states - 1) * d**2
 
 
 def scaled_seconds(
@@ -286,8 +281,6 @@ def source_rows(corpus: dict) -> tuple[int, str] | None:
     """``(R, what R is)``: rows of the corpus's source, or an upper bound on them, known before any job runs;
     None where it is not known (a local file read beyond :data:`ctxvar.corpus.sources.ROWS_READ_LIMIT`, a Hub
     dataset not in ``hub_datasets.csv``)."""
-    from ctxvar.corpus.sources import source_rows_at_most
-
     source = corpus["source"]
     if source == "synthetic":
         return corpus["synthetic"]["n_sentences"], "synthetic.n_sentences"
@@ -686,9 +679,9 @@ def matrix_time_lines(costs: list[ModelCost]) -> list[str]:
         if not one:
             return ["  CPU-hours       of the embedding-matrix statistics: unknown" + not_counted(weighted)]
         least, most = total_hours(one), total_hours([2 * seconds for seconds in one])
-        span = least if least == most else f"{least} to {most.removeprefix('≈ ')}"
+        both = least if least == most else f"{least} to {most.removeprefix('≈ ')}"
         lines.append(
-            f"  CPU-hours       {span} of the embedding-matrix statistics on {machine} (rates of bench/cpu_rates.py "
+            f"  CPU-hours       {both} of the embedding-matrix statistics on {machine} (rates of bench/cpu_rates.py "
             "--matrices; one or two matrices a model, no GPU)" + not_counted([c for c in weighted if c.shape is None])
         )
     return lines

@@ -93,10 +93,15 @@ def sample_type_growth(sentences_path) -> TypeGrowth | None:
     return TypeGrowth(k=whole_types / whole**beta, beta=beta)
 
 
+def type_count(tokens: int, shape: ModelShape, growth: TypeGrowth | None = None) -> int:
+    """The types among ``tokens`` tokens: min(V, N), an upper bound, or with ``growth`` its estimate."""
+    return growth.types(tokens, shape.vocab_size) if growth else min(shape.vocab_size, tokens)
+
+
 def sums_bytes(tokens: int, shape: ModelShape, geometry: dict, growth: TypeGrowth | None = None) -> int:
     """One sums file set (sums, moments, sample) over ``tokens`` tokens: an upper bound, or with ``growth`` an
-    estimate (its types in place of min(V, N))."""
-    types = growth.types(tokens, shape.vocab_size) if growth else min(shape.vocab_size, tokens)
+    estimate (:func:`type_count`)."""
+    types = type_count(tokens, shape, growth)
     width = sum(item.width(shape.d) for item in kept_sums(geometry))
     total = types * shape.n_layers * (8 * (width + 1) + ROW_OVERHEAD)
     if keeps_moments(geometry):  # d rows per layer: N, layer, Σx's entry, Σxxᵀ's row, each per-layer sum's entry
@@ -170,8 +175,7 @@ def model_disk_bytes(
     merged = sums_bytes(sum(tokens), shape, config["geometry"], growth)
     if mid == pca_model(config):
         merged += sum(pca_points_bytes(count, shape, config) for count in tokens)
-    types = growth.types(sum(tokens), shape.vocab_size) if growth else min(shape.vocab_size, sum(tokens))
-    merged += types * shape.n_layers * token_table_row(config["geometry"])
+    merged += type_count(sum(tokens), shape, growth) * shape.n_layers * token_table_row(config["geometry"])
     return merged, partials
 
 
