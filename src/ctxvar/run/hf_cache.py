@@ -151,15 +151,6 @@ def snapshot_folder(snapshot: dict) -> str:
     return os.path.join(hub.repo_folder(snapshot["repo"]), "snapshots", snapshot["commit"])
 
 
-def ref_names(repo_id: str, revision: str) -> str | None:
-    """What ``refs/<revision>`` of the model ``repo_id`` names in the HF cache now (its text); None without one."""
-    try:
-        with open(hub.cached_ref(repo_id, revision), encoding="utf-8") as handle:
-            return handle.read().strip()
-    except (OSError, ValueError):
-        return None
-
-
 def repo_refs(repo_id: str) -> dict[str, str]:
     """Revision → what its ``refs/<revision>`` names, for every ref of the model ``repo_id`` in the HF cache now
     (a branch with ``/`` in its name included); empty without a ``refs/`` folder."""
@@ -195,10 +186,11 @@ def record_cache_ledger(run_folder, models: dict[str, dict], datasets: list[dict
         if snapshot["commit"] is None:
             continue
         key, named = snapshot_key(snapshot), revision_key("model", snapshot["repo"], snapshot["revision"])
+        current = repo_refs(snapshot["repo"])
         if not hub.COMMIT.fullmatch(snapshot["revision"]):
             revisions[named] = snapshot["commit"]
-            refs.setdefault(named, ref_names(snapshot["repo"], snapshot["revision"]))
-        for revision, commit in repo_refs(snapshot["repo"]).items():  # the user's refs the config does not name
+            refs.setdefault(named, current.get(snapshot["revision"]))  # None: the revision has no ref yet
+        for revision, commit in current.items():  # the user's refs the config does not name
             refs.setdefault(revision_key("model", snapshot["repo"], revision), commit)
         present, known = os.path.lexists(snapshot_folder(snapshot)), snapshots.get(key)
         if known is not None and (known[BEFORE] or (present and not judged_offline(known))):
@@ -378,13 +370,10 @@ def settle_refs(repo_id: str, commit: str, refs_before: dict[str, str | None]) -
     if os.path.lexists(repo / "snapshots" / commit) or not refs.is_dir():
         return {}
     settled = {}
-    for ref in sorted(path for path in refs.rglob("*") if path.is_file() and not path.is_symlink()):
-        try:
-            if ref.read_text(encoding="utf-8").strip() != commit:
-                continue
-        except (OSError, ValueError):
+    for revision, named in sorted(repo_refs(repo_id).items()):
+        if named != commit:
             continue
-        revision = ref.relative_to(refs).as_posix()
+        ref = refs / revision
         before = refs_before.get(revision_key("model", repo_id, revision))
         if before and hub.COMMIT.fullmatch(before) and before != commit and (repo / "snapshots" / before).is_dir():
             ref.write_text(before, encoding="utf-8")  # as huggingface_hub writes a ref: the commit alone, in place
