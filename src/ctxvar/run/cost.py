@@ -538,12 +538,19 @@ def named(labels: list[str], shown: int = NAMES_SHOWN) -> str:
     return ", ".join(labels[:shown]) + f" and {len(labels) - shown} more"
 
 
-def family_labels(costs: list[ModelCost]) -> list[str]:
-    """One label per models entry: its name, with a checkpoint family's count of revisions (``name ×13``)."""
+def by_family(costs: list[ModelCost]) -> dict[str, list[ModelCost]]:
+    """``costs`` grouped by the models entry they come from (a family's checkpoints together), in config order."""
     families: dict[str, list[ModelCost]] = {}
     for cost in costs:
         families.setdefault(cost.family, []).append(cost)
-    return [members[0].name + (f" ×{len(members)}" if len(members) > 1 else "") for members in families.values()]
+    return families
+
+
+def family_labels(costs: list[ModelCost]) -> list[str]:
+    """One label per models entry: its name, with a checkpoint family's count of revisions (``name ×13``)."""
+    return [
+        members[0].name + (f" ×{len(members)}" if len(members) > 1 else "") for members in by_family(costs).values()
+    ]
 
 
 def not_counted(costs: list[ModelCost]) -> str:
@@ -701,11 +708,8 @@ def table(planned: Plan) -> list[dict]:
     checkpoints (``python -m ctxvar.run.cost``); a sum with an unknown part is left empty."""
     costs = planned.models
     gpus = sorted({gpu for cost in costs for gpu in cost.gpu_seconds})
-    families: dict[str, list[ModelCost]] = {}
-    for cost in costs:
-        families.setdefault(cost.family, []).append(cost)
     rows = []
-    for family, members in families.items():
+    for family, members in by_family(costs).items():
         first = members[0]
         downloads = [cost.download for cost in members]
         known = None not in downloads
