@@ -482,7 +482,7 @@ def planned_memory(
     )
     parts = (weights.weights, weights.block_weights, resident, streamed, hidden, one_layer, transients)
     if device_memory is None:
-        budget = int(settings.max_device_mb * 1e6) if settings.max_device_mb else None
+        budget = settings.max_device_bytes
         return MemoryPlan(*parts, None, 0, False, budget)
     free, total = device_memory
     reserve = reserve_bytes(total)

@@ -33,6 +33,11 @@ class ExtractionSettings:
     shard: int = 0
     progress: bool = True
 
+    @property
+    def max_device_bytes(self) -> int | None:
+        """``max_device_mb`` in bytes; None where it is 0 (no budget of the job's own)."""
+        return int(self.max_device_mb * 1e6) if self.max_device_mb else None
+
 
 def job_settings(job, config_hash: str = "") -> ExtractionSettings:
     """Settings of a Snakemake job that runs a model over a shard, from its ``snakemake`` object

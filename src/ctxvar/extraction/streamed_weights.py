@@ -133,7 +133,7 @@ def device_budget_bytes(settings: ExtractionSettings, device: torch.device) -> i
     """The device memory the model's weights may take: ``max_device_mb`` if set (on a GPU at most the free memory
     less the reserve of :func:`ctxvar.extraction.budget.reserve_bytes`); on a GPU without it, that free memory less
     the reserve; None (no budget) on a CPU without it."""
-    cap = int(settings.max_device_mb * 1e6) if settings.max_device_mb else None
+    cap = settings.max_device_bytes
     if device.type != "cuda":
         return cap
     free, total = torch.cuda.mem_get_info(device)
@@ -349,7 +349,7 @@ def check_streaming_fits(
         f"{(needed - 2 * weights.block_weights) / mb:.4g} MB outside its {n_blocks} blocks and two blocks of "
         f"{weights.block_weights / mb:.4g} MB, the one running and the next being read"
     )
-    if settings.max_device_mb and budget == int(settings.max_device_mb * mb):
+    if budget == settings.max_device_bytes:
         given, remedy = (
             f"max_device_mb: {settings.max_device_mb:g}",
             f"set max_device_mb to at least {-(-needed // mb):.0f}",
