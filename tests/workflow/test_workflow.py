@@ -50,6 +50,7 @@ def test_paper_config_dry_run_fans_out_models_times_shards(tmp_path):
     assert jobs == {
         "sample_corpus": 1,
         "split_corpus": 6,  # per model: its tokenizer plans the batches
+        "digest_weights": 6,  # per model: its weights hashed once for its 8 extraction jobs
         "extract_statistics": 48,
         "merge_next_shard": 6 * 6,  # shards 1..6 of 0..7 added to a running merge; the 7th by merge_statistics
         "merge_statistics": 6,
@@ -326,6 +327,7 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(runs_on_the_demo
     assert scheduled_jobs(run) == {
         "build_random_model": 1,
         "split_corpus": 1,
+        "digest_weights": 1,
         "extract_statistics": DEMO["shards"],
         "merge_statistics": 1,
         "layer_statistics": 1,

@@ -33,3 +33,24 @@ rule unpack_model:
         entry=model_entry,
     script:
         "../scripts/unpack_model.py"
+
+
+rule digest_weights:  # once per model, on a CPU: its extraction jobs take the hash where the files are unchanged
+    input:
+        unpack(model_inputs),
+    output:
+        digest=results("{model}/weights_digest.json"),
+    log:
+        logs("{model}/digest_weights.log"),
+    benchmark:
+        benchmarks("{model}/digest_weights.tsv")
+    wildcard_constraints:
+        model="|".join(re.escape(m) for m in FORWARD_MODELS) or "(?!)",
+    conda:
+        "../../envs/extract.yaml"
+    threads: 4  # hashlib releases the GIL: the files hash a tensor a thread
+    params:
+        model=model_entry,
+        source=model_source,
+    script:
+        "../scripts/digest_weights.py"

@@ -69,13 +69,18 @@ def write_shards(sentences_path, shard_paths: list, tokenizer, batch_tokens: int
     to ``shard_paths[i]``, its sentences in sample order, with the batch of each in a
     ``chunk`` column: extraction batches within a chunk only, so every sentence meets the
     same batch-mates, and gets bitwise the same float32 hidden states, whatever the number of
-    shards. Returns the plan's summary (also logged and stored in each shard's metadata).
+    shards. Each sentence's token ids go with it (``ids``, boundary tokens included), and the
+    tokenizer's SHA-256 in the metadata (``tokenizer_sha256``): an extraction job with the same
+    tokenizer takes them and tokenizes nothing (:func:`ctxvar.extraction.shard.read_shard`).
+    Returns the plan's summary (also logged and stored in each shard's metadata).
     """
+    from ctxvar.models.hashing import tokenizer_sha256
     from ctxvar.models.tokens import encode
 
     table = read_table(sentences_path)
     n_shards = len(shard_paths)
-    lengths = encode(tokenizer, table.column("text").to_pylist()).lengths
+    encoded = encode(tokenizer, table.column("text").to_pylist())
+    lengths = encoded.lengths
     batches = plan_batches(lengths, n_shards, batch_tokens)
     shard_of_batch = deal_batches(lengths, batches, n_shards)
     chunk = np.empty(len(lengths), dtype=np.int64)
@@ -95,15 +100,23 @@ def write_shards(sentences_path, shard_paths: list, tokenizer, batch_tokens: int
     warning = fewer_sentences_warning(len(lengths), n_shards)
     if warning:
         log.warning("%s", warning)
-    table = table.append_column("chunk", pa.array(chunk))
+    table = table.append_column("chunk", pa.array(chunk)).append_column("ids", token_lists(encoded))
     shard_of_sentence = shard_of_batch[chunk] if len(chunk) else chunk
+    tokenizer_digest = tokenizer_sha256(tokenizer)
     for index, path in enumerate(shard_paths):
         write_table(
             table.filter(pa.array(shard_of_sentence == index)),
             path,
-            metadata={"shard": index, "n_shards": n_shards, "plan": plan},
+            metadata={"shard": index, "n_shards": n_shards, "plan": plan, "tokenizer_sha256": tokenizer_digest},
         )
     return plan
+
+
+def token_lists(encoded) -> pa.Array:
+    """Each sentence's ids of an :class:`ctxvar.models.tokens.EncodedShard` as one list per row (int32 ids where
+    every id fits; 64-bit offsets: a corpus may hold more than 2³¹ tokens)."""
+    kind = pa.int32() if not len(encoded.ids) or int(encoded.ids.max()) < 2**31 else pa.int64()
+    return pa.LargeListArray.from_arrays(pa.array(encoded.offsets, pa.int64()), pa.array(encoded.ids, kind))
 
 
 def split_corpus(sentences_path, shard_paths: list, entry: dict, source: str, batch_tokens: int = BATCH_TOKENS):

@@ -44,7 +44,8 @@ from ctxvar.models.batching import (
     pad_batches,
     padding_fraction,
 )
-from ctxvar.models.tokens import EncodedShard, encode, type_marker, type_table
+from ctxvar.models.tokens import EncodedShard, type_marker, type_table
+from ctxvar.models.weight_digest import recorded_sha256
 from ctxvar.stats.declarations import kept_layer_sums, kept_sums, sums_files
 from ctxvar.stats.sample_file import bottom_k, sample_schema, sample_table
 from ctxvar.stats.sums import LayerWriter, moments_schema, moments_table, sums_schema
@@ -56,9 +57,10 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ShardRun:
-    """A loaded model and one shard, tokenized and batched, ready for :func:`ctxvar.extraction.passes.run_batches`."""
+    """A loaded model and one shard, tokenized and batched, ready for :func:`ctxvar.extraction.passes.run_batches`
+    (before the claim, :func:`planned_shard`'s: the shard alone, no device and no model)."""
 
-    device: torch.device
+    device: torch.device | None  # None until the device is claimed (prepare_shard)
     tokenizer: object
     model: object
     n_texts: int
@@ -79,13 +81,16 @@ class ShardRun:
     streamed: StreamedWeights | None = None  # the blocks' weights, read per layer (None: the model is whole)
     attention: str | None = None  # causal, bidirectional or none (passes.attention_kind); None: not known
     last_width: int | None = None  # the last hidden state's width, where the model's tail projects it (OPT)
+    padded_batches: ShardBatches | None = None  # the job's batches padded (ShardRun.padded)
 
     def padded(self, batches: list[np.ndarray] | None = None) -> ShardBatches:
-        """``batches`` (default: the job's own) padded up front, for :func:`run_batches`; with the tokens' words
-        when the job has them."""
+        """``batches`` padded up front, for :func:`run_batches`; default: the job's own, with the tokens' words
+        when the job has them (padded once, before the device is claimed: :func:`planned_shard`)."""
+        if batches is None and self.padded_batches is not None:
+            return self.padded_batches
         rows = self.batches if batches is None else batches
         padded = pad_batches(self.encoded, self.type_index, rows, loading.pad_id(self.tokenizer))
-        return padded.with_words(self.word_index) if self.word_index is not None and batches is None else padded
+        return padded.with_words(self.word_index) if self.word_index is not None and rows is self.batches else padded
 
     @property
     def n_words(self) -> int | None:
@@ -95,56 +100,49 @@ class ShardRun:
         run_batches(self.model, accumulator, batches, self.device, settings.progress, points)
 
 
-def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool = True) -> ShardRun:
-    """Claim a device, load the model, read, tokenize and batch the shard.
+def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool = True, weight_digest=None) -> ShardRun:
+    """Read and batch the shard, then claim a device and load the model.
 
-    The shard is tokenized in a background thread while the weights load, and (with
-    ``hash_weights``) the weights are hashed in another while the batches run: the
-    fast tokenizer and hashlib release the GIL. ``ShardRun.weights_hash`` is the
-    hash's future, None without ``hash_weights``. An error after the claim gives it up.
-    """
+    What the host does alone comes before the claim (:func:`planned_shard`): a job waiting for the GPU prepares
+    its shard while another job's batches run. With ``hash_weights``, ``ShardRun.weights_hash`` is the weights'
+    SHA-256 (a future): the digest's at ``weight_digest`` (rule digest_weights) where the model was loaded from
+    the files it hashed, else hashed in a thread beside the batches (hashlib releases the GIL); None without
+    ``hash_weights``. An error after the claim gives it up."""
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
     device = loading.resolve_device(settings.device)
+    if os.path.isdir(settings.source):
+        verify_manifest(settings.source, built_in_run(settings.model))  # locally built models carry one
+    tokenizer = loading.load_tokenizer(settings.model, settings.source)
+    shard = planned_shard(shard_path, tokenizer, settings)
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", devices.claim_gpu())
         log.info("claimed %s", device)
     try:
-        return loaded_shard(shard_path, settings, device, hash_weights)
+        return loaded_shard(shard, settings, device, hash_weights, weight_digest)
     except BaseException:
         devices.release_gpu()
         raise
 
 
-def loaded_shard(shard_path, settings: ExtractionSettings, device: torch.device, hash_weights: bool) -> ShardRun:
-    """:func:`prepare_shard` on ``device``, once claimed."""
-    if settings.threads:
-        torch.set_num_threads(settings.threads)
-    if os.path.isdir(settings.source):
-        verify_manifest(settings.source, built_in_run(settings.model))  # locally built models carry one
-    tokenizer = loading.load_tokenizer(settings.model, settings.source)
-    texts, chunk, sentence_id = read_shard(shard_path)
-    background = ThreadPoolExecutor(max_workers=2)
-    encoding = background.submit(encode, tokenizer, texts)
-    model, streamed = load_for_job(settings, device)
-    loading.check_tokenizer_fits(tokenizer, model, settings.model, settings.source)
-    if hash_weights:  # from the files just loaded (or, streamed, whose state every read checks), not the tensors
-        weight_files = streamed.files if streamed else hashing.weight_files(settings.model, settings.source, model)
-        weights_hash = background.submit(hashing.weights_sha256, weight_files, hashing.hash_threads(device))
-    else:
-        weights_hash = None
-    background.shutdown(wait=False)
-    encoded, source_row, long_counts = fit_to_positions(
-        encoding.result(), loading.max_positions(model.config), settings
-    )
+def planned_shard(shard_path, tokenizer, settings: ExtractionSettings) -> ShardRun:
+    """The host's part of :func:`prepare_shard`: the shard's token ids (:func:`ctxvar.extraction.shard.read_shard`),
+    fitted to the model's positions (from its config), its types, words and batches, padded. A
+    :class:`ShardRun` with no device and no model yet."""
+    encoded, chunk, sentence_id = read_shard(shard_path, tokenizer)
+    n_texts = len(chunk)
+    config = loading.load_config(settings.model, settings.source)
+    encoded, source_row, long_counts = fit_to_positions(encoded, loading.max_positions(config), settings)
     chunk, sentence_id = chunk[source_row], sentence_id[source_row]
     marker = type_marker(tokenizer, settings.merge_markers)
     types, type_index = type_table(tokenizer, encoded.ids, marker)
     words = word_table(encoded.ids, encoded.offsets) if settings.geometry.ethayarajh else (None, None)
     batches = chunk_batches(encoded.lengths, chunk, settings.batch_tokens)
-    return ShardRun(
-        device,
+    shard = ShardRun(
+        None,
         tokenizer,
-        model,
-        len(texts),
+        None,
+        n_texts,
         encoded,
         long_counts,
         types,
@@ -153,18 +151,44 @@ def loaded_shard(shard_path, settings: ExtractionSettings, device: torch.device,
         sentence_id,
         sequence_windows(source_row),
         batches,
-        model.config.num_hidden_layers + 1,
-        model.config.hidden_size,
-        weights_hash,
+        config.num_hidden_layers + 1,
+        config.hidden_size,
+        None,
         marker,
         *words,
-        streamed,
-        attention_kind(model, device, whole=streamed is None),
-        loading.last_hidden_width(model),
     )
+    shard.padded_batches = shard.padded(batches)
+    return shard
 
 
-def extract_shard(shard_path, out_path, settings: ExtractionSettings, files=None, pca_paths=None) -> dict:
+def loaded_shard(
+    shard: ShardRun, settings: ExtractionSettings, device: torch.device, hash_weights: bool, weight_digest=None
+) -> ShardRun:
+    """:func:`prepare_shard` on ``device``, once claimed: the model loaded into ``shard`` (see there)."""
+    model, streamed = load_for_job(settings, device)
+    loading.check_tokenizer_fits(shard.tokenizer, model, settings.model, settings.source)
+    if hash_weights:  # from the files just loaded (or, streamed, whose state every read checks), not the tensors
+        weight_files = streamed.files if streamed else hashing.weight_files(settings.model, settings.source, model)
+        recorded = recorded_sha256(weight_digest, weight_files) if weight_digest else None
+        if recorded is None:
+            background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hash")
+            weights_hash = background.submit(hashing.weights_sha256, weight_files, hashing.hash_threads(device))
+            background.shutdown(wait=False)
+        else:
+            weights_hash = Future()
+            weights_hash.set_result(recorded)
+    else:
+        weights_hash = None
+    shard.device, shard.model, shard.streamed, shard.weights_hash = device, model, streamed, weights_hash
+    shard.n_layers, shard.d = model.config.num_hidden_layers + 1, model.config.hidden_size
+    shard.attention = attention_kind(model, device, whole=streamed is None)
+    shard.last_width = loading.last_hidden_width(model)
+    return shard
+
+
+def extract_shard(
+    shard_path, out_path, settings: ExtractionSettings, files=None, pca_paths=None, weight_digest=None
+) -> dict:
     """Run the model over the shard and write its sums (see :mod:`ctxvar.stats.sums`,
     :mod:`ctxvar.extraction.position_sample` and :mod:`ctxvar.stats.word_files`).
 
@@ -173,7 +197,9 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings, files=None
     the declared sums per layer; ``sample``, the shard's bottom-k sampled points; ``words`` and ``sentences``,
     geometry.ethayarajh), exactly those kinds; None: beside ``out_path``, named as ``sums_files`` names them.
     ``pca_paths``: ``(types.csv or None, points file)``, Fig. 1's points of the types chosen before extraction
-    (:mod:`ctxvar.extraction.pca_points`; none without types.csv). Returns the metadata.
+    (:mod:`ctxvar.extraction.pca_points`; none without types.csv). ``weight_digest``: the model's digest file
+    (rule digest_weights, :mod:`ctxvar.models.weight_digest`), whose hash the job takes where its files are those
+    it hashed; None: the job hashes the weights. Returns the metadata.
     """
     expected = sums_files(str(out_path).removesuffix(".parquet"), settings.geometry)
     files = expected if files is None else {kind: path for kind, path in files.items() if path is not None}
@@ -182,7 +208,7 @@ def extract_shard(shard_path, out_path, settings: ExtractionSettings, files=None
             f"extract_shard: the geometry keeps the files {sorted(expected)}, not {sorted(files)} "
             "(ctxvar.stats.declarations.sums_files)"
         )
-    job = prepare_shard(shard_path, settings)
+    job = prepare_shard(shard_path, settings, weight_digest=weight_digest)
     with released_on_error(job), chosen_attention(job.device):
         return run_and_write(job, settings, out_path, files, pca_paths)
 

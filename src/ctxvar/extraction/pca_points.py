@@ -39,7 +39,7 @@ from ctxvar.files.parquet import (
     write_table,
 )
 from ctxvar.models.batching import ShardBatches
-from ctxvar.models.tokens import encode, type_marker, type_table
+from ctxvar.models.tokens import type_marker, type_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -61,8 +61,7 @@ def shard_type_counts(shard_path, tokenizer, max_positions: int | None, settings
     """``(types, n)``: the shard's type keys (sorted) and their counts, as its extraction job tokenizes it."""
     from ctxvar.extraction.shard import fit_to_positions, read_shard
 
-    texts, _, _ = read_shard(shard_path)
-    encoded, _, _ = fit_to_positions(encode(tokenizer, texts), max_positions, settings)
+    encoded, _, _ = fit_to_positions(read_shard(shard_path, tokenizer)[0], max_positions, settings)
     types, type_index = type_table(tokenizer, encoded.ids, type_marker(tokenizer, settings.merge_markers))
     return types, np.bincount(type_index, minlength=len(types))
 

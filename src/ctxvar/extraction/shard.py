@@ -9,17 +9,37 @@ import numpy as np
 
 from ctxvar.errors import CorpusError
 from ctxvar.extraction.settings import ExtractionSettings
-from ctxvar.files.parquet import read_table
+from ctxvar.files.atomic import REMEDY
+from ctxvar.files.parquet import ParquetInput
 from ctxvar.models.batching import token_budget_batches
-from ctxvar.models.tokens import EncodedShard, select, split_long
+from ctxvar.models.hashing import tokenizer_sha256
+from ctxvar.models.tokens import EncodedShard, encode, select, split_long
 
 log = logging.getLogger(__name__)
 
 
-def read_shard(path) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """The shard's texts, chunk numbers and sentence ids."""
-    table = read_table(path, columns=["text", "chunk", "sentence_id"])
-    return table.column("text").to_pylist(), table.column("chunk").to_numpy(), table.column("sentence_id").to_numpy()
+def read_shard(path, tokenizer) -> tuple[EncodedShard, np.ndarray, np.ndarray]:
+    """The shard's sentences as token ids, their chunk numbers and sentence ids. The ids are those the shard holds
+    (``ids``, written by :func:`ctxvar.corpus.shards.write_shards`) when it names ``tokenizer``'s SHA-256 as the
+    tokenizer that made them; else (a shard of another tokenizer, of an older ctxvar, or made by hand) its texts
+    tokenized here (:func:`ctxvar.models.tokens.encode`), the log saying why."""
+    shard = ParquetInput(path)
+    table = shard.read(["chunk", "sentence_id"])
+    chunk, sentence_id = table.column("chunk").to_numpy(), table.column("sentence_id").to_numpy()
+    made_by = shard.metadata.get("tokenizer_sha256") if "ids" in shard.schema.names else None
+    if made_by is not None and made_by == tokenizer_sha256(tokenizer):
+        ids = shard.read(["ids"]).column("ids").combine_chunks()
+        encoded = EncodedShard(ids=ids.values.to_numpy().astype(np.int64), offsets=ids.offsets.to_numpy())
+        if len(encoded.offsets) == len(chunk) + 1:
+            return encoded, chunk, sentence_id
+        raise CorpusError(f"{path}: {len(chunk)} sentences but {len(encoded.offsets) - 1} rows of ids; {REMEDY}")
+    log.info(
+        "%s: %s; tokenizing its sentences here",
+        path,
+        "holds no token ids" if made_by is None else "holds the token ids of another tokenizer",
+    )
+    texts = shard.read(["text"]).column("text").to_pylist()
+    return encode(tokenizer, texts), chunk, sentence_id
 
 
 def chunk_batches(lengths: np.ndarray, chunk: np.ndarray, batch_tokens: int) -> list[np.ndarray]:

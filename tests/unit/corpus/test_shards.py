@@ -105,5 +105,8 @@ def test_shards_partition_the_sentences_in_whole_planned_batches(tmp_path, tiny_
     )
     tokenizer = load_tokenizer({"id": "m"}, tiny_models["bert"])
     for path, planned in zip(paths, chunks):  # extraction runs each planned batch as one batch
-        texts, chunk, _ = read_shard(path)
-        assert len(chunk_batches(encode(tokenizer, texts).lengths, chunk, BATCH_TOKENS)) == len(planned)
+        encoded, chunk, _ = read_shard(path, tokenizer)
+        assert len(chunk_batches(encoded.lengths, chunk, BATCH_TOKENS)) == len(planned)
+        again = encode(tokenizer, pq.read_table(path).column("text").to_pylist())  # the ids are the tokenizer's
+        np.testing.assert_array_equal(encoded.ids, again.ids)
+        np.testing.assert_array_equal(encoded.offsets, again.offsets)

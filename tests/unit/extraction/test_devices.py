@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from ctxvar.errors import ModelLoadError
 from ctxvar.extraction import devices as gpus
 from ctxvar.extraction import extract, layer_major
 from ctxvar.extraction.budget import device_layers, state_bytes
@@ -232,9 +233,35 @@ def test_a_job_that_fails_after_its_claim_gives_it_up(
     assert not gpus._held and lock_is_free(tmp_path / "locks" / "gpu0.lock")
 
     monkeypatch.setattr(loading, "resolve_device", lambda device: torch.device("cuda"))  # no index: a claim
+    held_when_loading = []
+
+    def unreadable_weights(settings, device):
+        held_when_loading.append(bool(gpus._held))
+        raise ModelLoadError("the weights cannot be read")
+
+    monkeypatch.setattr(extract, "load_for_job", unreadable_weights)
+    with pytest.raises(ModelLoadError, match="cannot be read"):
+        prepare_shard(shard, settings)
+    assert held_when_loading == [True] and not gpus._held and lock_is_free(tmp_path / "locks" / "gpu0.lock")
+
+
+@pytest.mark.integration
+def test_a_job_prepares_its_shard_before_it_claims_the_gpu(tmp_path, monkeypatch, one_gpu, tiny_models, corpus_texts):
+    """Reading, tokenizing and batching the shard need no GPU: a job does them before its claim, so that a job
+    waiting for the GPU has them done when the job before releases it. A shard that cannot be read fails before
+    any claim."""
+    settings = ExtractionSettings(model={"id": "m"}, source=str(tiny_models["bert"]), device="cpu", progress=False)
+    monkeypatch.setattr(loading, "resolve_device", lambda device: torch.device("cuda"))  # no index: a claim
+    steps, plan, claim = [], extract.planned_shard, gpus.claim_gpu
+    monkeypatch.setattr(extract, "planned_shard", lambda *args: steps.append("shard") or plan(*args))
+    monkeypatch.setattr(gpus, "claim_gpu", lambda: steps.append("claim") or claim())
+    monkeypatch.setattr(extract, "loaded_shard", lambda shard, *args: steps.append("load") or shard)
+    job = prepare_shard(shard_of(tmp_path, corpus_texts[:40]), settings)
+    gpus.release_gpu()
+    assert steps == ["shard", "claim", "load"] and len(job.padded()) and job.model is None
     with pytest.raises(Exception, match="missing.parquet"):
         prepare_shard(tmp_path / "missing.parquet", settings)
-    assert not gpus._held and lock_is_free(tmp_path / "locks" / "gpu0.lock")
+    assert steps == ["shard", "claim", "load", "shard"] and not gpus._held
 
 
 def test_a_cuda_error_that_fails_the_release_too_still_gives_up_the_claim_and_keeps_the_jobs_error(

@@ -1,0 +1,151 @@
+"""An extraction job broken into its parts on a CPU: the seconds a GPU job spends on the GPU's path outside its
+batches (see docs/performance.md).
+
+    python bench/job_parts.py                      # bench/results/job_parts.{csv,md}
+    python bench/job_parts.py --quick --out D      # a small shard: checks the script only
+
+Per width, a model of that width and vocabulary (bert-base: d = 768, a 30,522-token tokenizer; the Llama-2-7B
+shape: d = 4,096, 32,000 tokens; one small block, since no forward pass is timed) over a paper-sized shard (the
+synthetic corpus, ≈ 1.3 M tokens), split by ``split_corpus`` as the workflow splits it (its token ids included)
+and hashed by ``digest_weights`` as the workflow hashes it. Each part runs the job's own function, timed on its
+own, in one process for the width, with the default geometry (config.schema.yaml):
+
+- **before the claim** (the host's work, while another job has the GPU): reading the shard with its ids,
+  planning it (positions, types, words, batches, padding; ``extract.planned_shard`` less the read);
+- **on the GPU's path**: ``extract.loaded_shard`` (loading the model from the page cache, taking the digest's
+  hash after checking the files' states, the attention probe), the sampled positions, and per hidden state
+  (13 for bert-base, 33 for the 7B) the hand-over of its sums to host memory (``passes.host_layers``), then the
+  metadata; the job gives the GPU up before it writes its last layer;
+- **beside it**: the weight hash (once per model, rule digest_weights), writing one layer (the job writes each
+  layer in a thread while the next computes) and the sums' device work per batch (inside the batches).
+
+``path_seconds`` is the sum of the GPU's path: loading, sample and metadata once, the hand-over once per hidden
+state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ctxvar.corpus.shards import write_shards
+from ctxvar.extraction import extract
+from ctxvar.extraction.passes import host_layers, job_sums
+from ctxvar.extraction.shard import read_shard
+from ctxvar.models.loading import load_tokenizer
+from ctxvar.models.random_init import build_random_model
+from ctxvar.models.weight_digest import digest_weights
+from ctxvar.stats.sums import LayerWriter, sums_schema
+
+import steps
+from harness import arguments, command, in_fresh_process, markdown, parse, write_results
+from synthetic import corpus_texts, write_corpus
+
+SENTENCES = {"full": 73000, "quick": 600}  # ≈ 1.3 M tokens of the synthetic corpus, as the GPU benchmark's shards
+WIDTHS = {  # the model's shape (one small block) and the hidden states of the model it stands for
+    "bert-base": ({"hidden_size": 768, "num_heads": 12, "vocab_size": 30522}, "float32", 13),
+    "llama-2-7b": ({"hidden_size": 4096, "num_heads": 32, "vocab_size": 32000}, "bfloat16", 33),
+}
+QUICK_WIDTH = {"hidden_size": 64, "num_heads": 2, "vocab_size": 2000}
+
+
+def build(work: Path, name: str, shape: dict, texts: list[str]) -> Path:
+    folder = work / name
+    if not (folder / "config.json").exists():
+        entry = {"id": name, "arch": "bert", "num_layers": 1, "intermediate_size": 64, "seed": 0, **shape}
+        build_random_model(entry, texts, folder)
+    return folder
+
+
+def timed(timings: dict, name: str, function, *args, **kwargs):
+    start = time.perf_counter()
+    value = function(*args, **kwargs)
+    timings[name] = time.perf_counter() - start
+    return value
+
+
+def job_parts(model_dir: str, sentences: str, work: str, dtype: str, hidden_states: int) -> dict:
+    """The parts of one job of ``model_dir`` over the corpus ``sentences``, one shard, on the CPU."""
+    timings: dict[str, float] = {}
+    work, source, device = Path(work), str(model_dir), torch.device("cpu")
+    tokenizer = load_tokenizer({"id": "bench"}, source)
+    write_shards(sentences, [work / "shard.parquet"], tokenizer)
+    digest = timed(timings, "weight_hash", digest_weights, {"id": "bench"}, source, work / "digest.json")
+    settings = dataclasses.replace(steps.settings_for(source, "cpu", dtype, steps.default_geometry()), threads=1)
+    timed(timings, "read_shard", read_shard, work / "shard.parquet", tokenizer)
+    shard = timed(timings, "plan", extract.planned_shard, work / "shard.parquet", tokenizer, settings)
+    timings["plan"] -= timings["read_shard"]
+    job = timed(timings, "load", extract.loaded_shard, shard, settings, device, True, work / "digest.json")
+    assert job.weights_hash.result() == digest["weights_sha256"], "the job did not take the digest's hash"
+    sampled = timed(timings, "sample", extract.sample_positions, job, settings)
+    sums = job_sums(job, [0], settings, sampled)
+    padded = job.padded()
+    most = max(rows * length for rows, length in padded.shapes)
+    kind = torch.bfloat16 if dtype == "bfloat16" else torch.float32
+    states = torch.from_numpy(np.random.default_rng(0).standard_normal((most, job.d), dtype=np.float32)).to(kind)
+    hits = sums.sample.locate(padded.tokens, padded.real) if sums.sample is not None else [None] * len(padded)
+    start = time.perf_counter()
+    for index, batch in enumerate(padded.to(device)):
+        rows, length = batch.input_ids.shape
+        hidden = [states[: rows * length].view(rows, length, job.d)] * job.n_layers  # only layer 0 is read
+        words = {"word_index": batch.word_index} if batch.word_index is not None else {}
+        sums.accumulate(hidden, batch.positions, batch.type_index, hits[index], **words)
+    timings["sums_per_batch"] = (time.perf_counter() - start) / len(padded)
+    layers = timed(timings, "hand_over_per_layer", host_layers, sums, job, settings)
+    metadata = timed(timings, "metadata", extract.model_metadata, settings, job)
+    names = extract.sum_names(settings.geometry)
+    with LayerWriter(work / "partial.parquet", sums_schema(job.d, metadata, names)) as writer:
+        timed(timings, "write_per_layer", writer.write, layers[0][0].to_table(writer.schema))
+    path = timings["load"] + timings["sample"] + timings["metadata"] + hidden_states * timings["hand_over_per_layer"]
+    return {
+        **timings,
+        "path_seconds": path,
+        "hidden_states": hidden_states,
+        "tokens": len(job.encoded.ids),
+        "types": len(job.types),
+        "batches": len(padded),
+        "d": job.d,
+    }
+
+
+def cpu_name() -> str:
+    """The CPU's model name, as /proc/cpuinfo gives it."""
+    lines = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "a CPU")
+
+
+def main(argv=None) -> None:
+    parser = arguments(__doc__, out="job_parts.{csv,md}", quick="a small shard and narrow models", work="models")
+    args = parse(parser, argv, quick_elsewhere=True)
+    work = args.work or args.out / "job-parts-work"
+    work.mkdir(parents=True, exist_ok=True)
+    corpus = write_corpus(work, SENTENCES["quick" if args.quick else "full"])
+    texts = corpus_texts(work)
+    rows = []
+    for name, (shape, dtype, hidden_states) in WIDTHS.items():
+        model = build(work, name, {**shape, **QUICK_WIDTH} if args.quick else shape, texts)
+        (work / name / "job").mkdir(exist_ok=True)
+        sentences = corpus.with_name("sentences.parquet")
+        parts = in_fresh_process(job_parts, str(model), str(sentences), str(work / name / "job"), dtype, hidden_states)
+        rows.append({"model": name, "dtype": dtype, **parts})
+    table = pd.DataFrame(rows)
+    report = "\n".join(
+        [
+            "# An extraction job's parts on a CPU",
+            "",
+            f"`{command('job_parts.py', *(['--quick'] if args.quick else []))}` on {cpu_name()}, seconds.",
+            "",
+            markdown(table, ".3g"),
+            "",
+        ]
+    )
+    write_results(args.out, {"job_parts.csv": table, "job_parts.md": report})
+
+
+if __name__ == "__main__":
+    main()
