@@ -437,3 +437,16 @@ def test_quick_extraction_order_benchmark_measures_both_orders(tmp_path):
     }
     assert (results[["seconds", "cpu_seconds", "peak_rss_mb"]] > 0).all().all()
     assert "Both orders gave the same partial files, bit for bit." in (tmp_path / "extraction_order.md").read_text()
+
+
+def test_quick_job_parts_reports_the_gpus_path_of_each_width(tmp_path):
+    """bench/job_parts.py --quick: every part of a job at both widths, the path the sum of its own parts (the
+    job took the digest's hash: the script asserts it)."""
+    run_bench_main("job_parts.py", tmp_path, "--quick")
+    table = pd.read_csv(tmp_path / "job_parts.csv")
+    assert list(table["model"]) == ["bert-base", "llama-2-7b"] and (table["tokens"] > 0).all()
+    on_path = (
+        table["load"] + table["sample"] + table["metadata"] + table["hidden_states"] * table["hand_over_per_layer"]
+    )
+    np.testing.assert_allclose(table["path_seconds"], on_path)
+    assert (table[["read_shard", "plan", "weight_hash", "sums_per_batch", "write_per_layer"]] > 0).all().all()
