@@ -32,9 +32,10 @@ overhead_b_over_a (seconds per token against (a)), padding_fraction, peak_host_m
 peak_gpu_mb (MiB; of the device the step used), gpu_name, torch, quick, and seconds, warm_up_seconds, mfu (the
 forward pass's model FLOPs, 2 × non-embedding parameters × real tokens, over the GPU's dense
 peak for the dtype), load_seconds, read_seconds, weights (loaded whole, streamed from the files, generated),
-max_device_mb, and the parts of a (b) step (steps.timed_loading_and_warm_up): prepare_seconds (the shard read,
-tokenized and batched beside the loading), batches_seconds (the whole-model batch loop) and hash_wait_seconds (the
-wait for the weight hash after the pass); the rest of (b)'s seconds is mostly the writing of the sums.
+max_device_mb, and the parts of a (b) step (steps.timed_loading_and_warm_up): prepare_seconds (the shard read and
+batched, before the device is claimed, and the model loaded), batches_seconds (the whole-model batch loop) and
+hash_wait_seconds (the wait for the weight hash after the pass: none where the job takes the digest made before it,
+as a workflow job takes rule digest_weights'); the rest of (b)'s seconds is mostly the writing of the sums.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@ batches (see docs/performance.md).
 
     python bench/job_parts.py                      # bench/results/job_parts.{csv,md}
     python bench/job_parts.py --quick --out D      # a small shard: checks the script only
+    python bench/job_parts.py --device cuda --out D   # the same parts on a GPU (each timed to a synchronisation)
 
 Per width, a model of that width and vocabulary (bert-base: d = 768, a 30,522-token tokenizer; the Llama-2-7B
 shape: d = 4,096, 32,000 tokens; one small block, since no forward pass is timed) over a paper-sized shard (the
@@ -11,17 +12,17 @@ and hashed by ``digest_weights`` as the workflow hashes it. Each part runs the j
 own, in one process for the width, with the default geometry (config.schema.yaml):
 
 - **before the claim** (the host's work, while another job has the GPU): reading the shard with its ids,
-  planning it (positions, types, words, batches, padding; ``extract.planned_shard`` less the read);
+  planning it (positions, types, words, batches, padding, the sampled positions, the tokenizer's hash and the
+  package versions; ``extract.planned_shard`` less the read);
 - **on the GPU's path**: ``extract.loaded_shard`` (loading the model from the page cache, taking the digest's
-  hash after checking the files' states, the attention probe), the sampled positions, and per hidden state
-  (13 for bert-base, 33 for the 7B) the hand-over of its sums to host memory (``passes.host_layers``), then the
-  metadata; the job gives the GPU up before it writes its last layer;
+  hash after checking the files' states, the attention probe), per hidden state (13 for bert-base, 33 for the
+  7B) the hand-over of its sums to host memory (``passes.host_layers``), and the metadata; the job gives the GPU
+  up before it writes its last layer;
 - **beside it**: the weight hash (once per model, rule digest_weights), writing one layer (the job writes each
   layer in a thread while the next computes) and the sums' device work per batch (inside the batches; over the
   first 8 batches, with random states).
 
-``path_seconds`` is the sum of the GPU's path: loading, sample and metadata once, the hand-over once per hidden
-state.
+``path_seconds`` is the sum of the GPU's path: loading and metadata once, the hand-over once per hidden state.
 """
 
 from __future__ import annotations
@@ -38,11 +39,13 @@ from ctxvar.corpus.shards import write_shards
 from ctxvar.extraction import extract
 from ctxvar.extraction.passes import host_layers, job_sums
 from ctxvar.extraction.shard import read_shard
+from ctxvar.models import hashing
 from ctxvar.models.loading import load_tokenizer
 from ctxvar.models.random_init import build_random_model
 from ctxvar.models.weight_digest import digest_weights
 from ctxvar.stats.sums import LayerWriter, sums_schema
 
+import gpu_models
 import steps
 from harness import arguments, command, in_fresh_process, markdown, parse, write_results
 from synthetic import corpus_texts, write_corpus
@@ -64,32 +67,41 @@ def build(work: Path, name: str, shape: dict, texts: list[str]) -> Path:
     return folder
 
 
-def timed(timings: dict, name: str, function, *args, **kwargs):
+def timed(timings: dict, name: str, device, function, *args):
+    """``function(*args)``, its seconds to a synchronisation of ``device`` in ``timings[name]``."""
     start = time.perf_counter()
-    value = function(*args, **kwargs)
+    value = function(*args)
+    steps.synchronise(device)
     timings[name] = time.perf_counter() - start
     return value
 
 
-def job_parts(model_dir: str, sentences: str, work: str, dtype: str, hidden_states: int) -> dict:
-    """The parts of one job of ``model_dir`` over the corpus ``sentences``, one shard, on the CPU."""
+def refuse_hashing(*args):
+    raise AssertionError("the job hashed its weights: it did not take the digest's hash")
+
+
+def job_parts(model_dir: str, sentences: str, work: str, dtype: str, hidden_states: int, device: str) -> dict:
+    """The parts of one job of ``model_dir`` over the corpus ``sentences``, one shard, on ``device``."""
     timings: dict[str, float] = {}
-    work, source, device = Path(work), str(model_dir), torch.device("cpu")
+    work, source, device = Path(work), str(model_dir), torch.device(device)
     tokenizer = load_tokenizer({"id": "bench"}, source)
     write_shards(sentences, [work / "shard.parquet"], tokenizer)
-    digest = timed(timings, "weight_hash", digest_weights, {"id": "bench"}, source, work / "digest.json")
-    settings = dataclasses.replace(steps.settings_for(source, "cpu", dtype, steps.default_geometry()), threads=1)
-    timed(timings, "read_shard", read_shard, work / "shard.parquet", tokenizer)
-    shard = timed(timings, "plan", extract.planned_shard, work / "shard.parquet", tokenizer, settings)
+    digest = timed(timings, "weight_hash", device, digest_weights, {"id": "bench"}, source, work / "digest.json")
+    settings = dataclasses.replace(steps.settings_for(source, str(device), dtype, steps.default_geometry()), threads=1)
+    timed(timings, "read_shard", device, read_shard, work / "shard.parquet", tokenizer)
+    shard = timed(timings, "plan", device, extract.planned_shard, work / "shard.parquet", tokenizer, settings)
     timings["plan"] -= timings["read_shard"]
-    job = timed(timings, "load", extract.loaded_shard, shard, settings, device, True, work / "digest.json")
-    assert job.weights_hash.result() == digest["weights_sha256"], "the job did not take the digest's hash"
-    sampled = timed(timings, "sample", extract.sample_positions, job, settings)
-    sums = job_sums(job, [0], settings, sampled)
+    hash_again = hashing.weights_sha256
+    hashing.weights_sha256 = refuse_hashing  # the job takes the digest's hash: no weight is read again
+    job = timed(timings, "load", device, extract.loaded_shard, shard, settings, device, True, work / "digest.json")
+    hashing.weights_sha256 = hash_again
+    assert job.weights_hash.result() == digest["weights_sha256"]
+    sums = job_sums(job, [0], settings, job.sampled)
     padded = job.padded()
     most = max(rows * length for rows, length in padded.shapes)
     kind = torch.bfloat16 if dtype == "bfloat16" else torch.float32
-    states = torch.from_numpy(np.random.default_rng(0).standard_normal((most, job.d), dtype=np.float32)).to(kind)
+    states = torch.from_numpy(np.random.default_rng(0).standard_normal((most, job.d), dtype=np.float32))
+    states = states.to(device=device, dtype=kind)
     hits = sums.sample.locate(padded.tokens, padded.real) if sums.sample is not None else [None] * len(padded)
     start = time.perf_counter()
     for index, batch in zip(range(TIMED_BATCHES), padded.to(device)):
@@ -97,13 +109,14 @@ def job_parts(model_dir: str, sentences: str, work: str, dtype: str, hidden_stat
         hidden = [states[: rows * length].view(rows, length, job.d)] * job.n_layers  # only layer 0 is read
         words = {"word_index": batch.word_index} if batch.word_index is not None else {}
         sums.accumulate(hidden, batch.positions, batch.type_index, hits[index], **words)
+    steps.synchronise(device)
     timings["sums_per_batch"] = (time.perf_counter() - start) / min(TIMED_BATCHES, len(padded))
-    layers = timed(timings, "hand_over_per_layer", host_layers, sums, job, settings)
-    metadata = timed(timings, "metadata", extract.model_metadata, settings, job)
+    layers = timed(timings, "hand_over_per_layer", device, host_layers, sums, job, settings)
+    metadata = timed(timings, "metadata", device, extract.model_metadata, settings, job)
     names = extract.sum_names(settings.geometry)
     with LayerWriter(work / "partial.parquet", sums_schema(job.d, metadata, names)) as writer:
-        timed(timings, "write_per_layer", writer.write, layers[0][0].to_table(writer.schema))
-    path = timings["load"] + timings["sample"] + timings["metadata"] + hidden_states * timings["hand_over_per_layer"]
+        timed(timings, "write_per_layer", device, writer.write, layers[0][0].to_table(writer.schema))
+    path = timings["load"] + timings["metadata"] + hidden_states * timings["hand_over_per_layer"]
     return {
         **timings,
         "path_seconds": path,
@@ -122,7 +135,9 @@ def cpu_name() -> str:
 
 
 def main(argv=None) -> None:
-    parser = arguments(__doc__, out="job_parts.{csv,md}", quick="a small shard and narrow models", work="models")
+    parser = arguments(
+        __doc__, out="job_parts.{csv,md}", quick="a small shard and narrow models", device="cpu", work="models"
+    )
     args = parse(parser, argv, quick_elsewhere=True)
     work = args.work or args.out / "job-parts-work"
     work.mkdir(parents=True, exist_ok=True)
@@ -133,14 +148,17 @@ def main(argv=None) -> None:
         model = build(work, name, {**shape, **QUICK_WIDTH} if args.quick else shape, texts)
         (work / name / "job").mkdir(exist_ok=True)
         sentences = corpus.with_name("sentences.parquet")
-        parts = in_fresh_process(job_parts, str(model), str(sentences), str(work / name / "job"), dtype, hidden_states)
+        job = str(work / name / "job")
+        parts = in_fresh_process(job_parts, str(model), str(sentences), job, dtype, hidden_states, args.device)
         rows.append({"model": name, "dtype": dtype, **parts})
     table = pd.DataFrame(rows)
+    machine = cpu_name() if args.device == "cpu" else gpu_models.device_name(args.device)
+    options = [*(["--device", args.device] if args.device != "cpu" else []), *(["--quick"] if args.quick else [])]
     report = "\n".join(
         [
             "# An extraction job's parts on a CPU",
             "",
-            f"`{command('job_parts.py', *(['--quick'] if args.quick else []))}` on {cpu_name()}, seconds.",
+            f"`{command('job_parts.py', *options)}` on {machine}, seconds.",
             "",
             markdown(table, ".3g"),
             "",

@@ -32,6 +32,7 @@ from ctxvar.extraction.streamed_weights import StreamedWeights
 from ctxvar.models import hashing
 from ctxvar.models import loading as models
 from ctxvar.models.batching import ShardBatches, pad_batch
+from ctxvar.models.weight_digest import digest_weights
 
 
 def peaks(device) -> dict:
@@ -133,6 +134,9 @@ def extraction(
     weight is made on the device from a seed when the job would read it (:class:`GeneratedWeights`, streamed;
     ``model_dir`` holds no weights), and the weight hash names that seed.
 
+    The weights are hashed before the job, as rule digest_weights hashes them once per model, and the job takes
+    that hash (with ``generated`` weights, which no file holds, the job hashes the seed).
+
     ``seconds`` is the whole job; ``load_seconds`` its model loading and ``warm_up_seconds``
     a forward pass on its first batch before its own, both timed in this process: the job
     less these two is what compares with (a).
@@ -140,9 +144,13 @@ def extraction(
     options = default_geometry() if geometry else NO_GEOMETRY
     timings = {}
     settings = dataclasses.replace(settings_for(model_dir, device, dtype, options), max_device_mb=max_device_mb)
+    digest = None if generated else f"{out}.weights_digest.json"  # made once per model, as rule digest_weights does
+    if digest:
+        digest_weights(settings.model, settings.source, digest, hashing.HASH_THREADS)
     start = time.perf_counter()
     with generated_weights() if generated else contextlib.nullcontext(), timed_loading_and_warm_up(timings):
-        metadata = extract_shard(shard, out, settings)  # the geometry's files beside ``out``, as a job names them
+        # the geometry's files beside ``out``, as a job names them
+        metadata = extract_shard(shard, out, settings, weight_digest=digest)
     return {
         "seconds": time.perf_counter() - start,
         **timings,
@@ -157,7 +165,7 @@ def timed_loading_and_warm_up(timings: dict):
     """Within the block, jobs time their model loading (``timings["load_seconds"]``) and run a warm-up batch
     before their first pass (``timings["warm_up_seconds"]``), as (a) does, on the whole-model and the
     layer-major path alike; ``timings["batches"]`` lists the pass's batches. The job's other parts are timed too:
-    ``prepare_seconds``, the shard read, tokenized and batched beside the loading (its loading not counted),
+    ``prepare_seconds``, the shard read and batched before the claim and the model loaded (its loading not counted),
     ``batches_seconds``, the pass after the warm-up (the whole-model batch loop, or the layer-major layers'
     computing, each ended by a device synchronisation), and ``hash_wait_seconds``, the wait for the weight hash once
     the pass is done. Under ``torch.profiler``, the loading is the range ``ctxvar.load`` and each pass's batch loop,

@@ -104,8 +104,8 @@ def shard_batches(folder, n_shards: int, n_sentences: int | None = None) -> list
     import pyarrow.parquet as pq
 
     from ctxvar.corpus.shards import split_corpus
-    from ctxvar.extraction.shard import chunk_batches, read_shard
-    from ctxvar.files.parquet import write_table
+    from ctxvar.extraction.shard import chunk_batches
+    from ctxvar.files.parquet import read_table, write_table
 
     sentences = folder / f"sentences-{n_sentences}.parquet"
     write_table(pq.read_table(folder / "sentences.parquet").slice(0, n_sentences), sentences)
@@ -113,7 +113,8 @@ def shard_batches(folder, n_shards: int, n_sentences: int | None = None) -> list
     split_corpus(sentences, shards, {"id": "m"}, str(folder / "model"))
     batched = []
     for shard in shards:
-        _, chunk, sentence_id = read_shard(shard)
+        columns = read_table(shard, columns=["chunk", "sentence_id"])
+        chunk, sentence_id = columns.column("chunk").to_numpy(), columns.column("sentence_id").to_numpy()
         lengths = sentence_lengths(folder)[sentence_id]  # a sentence's tokens do not depend on its shard
         batched.append((lengths, chunk_batches(lengths, chunk, BATCH_TOKENS)))
     return batched
@@ -296,15 +297,16 @@ def test_the_gpu_benchmarks_7b_shard_runs_at_least_30_batches(tmp_path):
     budget and its tokenizer (gpt2-medium's, trained on the corpus): enough batches to measure a rate."""
     from transformers import AutoTokenizer
 
-    from ctxvar.extraction.shard import chunk_batches, read_shard
+    from ctxvar.extraction.shard import chunk_batches
+    from ctxvar.files.parquet import read_table
     from ctxvar.models.batching import BATCH_TOKENS
     from ctxvar.models.tokens import encode
 
     from gpu_models import MODES
     from synthetic import write_corpus
 
-    shard = write_corpus(tmp_path, MODES["gpu"]["small"])
-    texts, chunk, _ = read_shard(shard)
+    shard = read_table(write_corpus(tmp_path, MODES["gpu"]["small"]), columns=["text", "chunk"])
+    texts, chunk = shard.column("text").to_pylist(), shard.column("chunk").to_numpy()
     random_model(tmp_path / "t", "gpt2", texts, seed=0, vocab_size=8000, **BENCH_SHAPE)
     lengths = encode(AutoTokenizer.from_pretrained(tmp_path / "t"), texts).lengths
     assert len(chunk_batches(lengths, chunk, BATCH_TOKENS)) >= 30
@@ -445,8 +447,6 @@ def test_quick_job_parts_reports_the_gpus_path_of_each_width(tmp_path):
     run_bench_main("job_parts.py", tmp_path, "--quick")
     table = pd.read_csv(tmp_path / "job_parts.csv")
     assert list(table["model"]) == ["bert-base", "llama-2-7b"] and (table["tokens"] > 0).all()
-    on_path = (
-        table["load"] + table["sample"] + table["metadata"] + table["hidden_states"] * table["hand_over_per_layer"]
-    )
+    on_path = table["load"] + table["metadata"] + table["hidden_states"] * table["hand_over_per_layer"]
     np.testing.assert_allclose(table["path_seconds"], on_path)
     assert (table[["read_shard", "plan", "weight_hash", "sums_per_batch", "write_per_layer"]] > 0).all().all()

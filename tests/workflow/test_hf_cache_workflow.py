@@ -100,9 +100,16 @@ def test_a_sweep_removes_the_checkpoint_it_downloaded_and_keeps_the_users(tmp_pa
     assert scheduled_jobs(snakemake(workdir, config, "-n", env=env))["release_hf_cache"] == 2
     assert scheduled_jobs(snakemake(workdir, config, "-n", *release_records, env=env)) == {"release_hf_cache": 2}
     fresh = scheduled_jobs(snakemake(tmp_path / "fresh", config, "-n", *release_records, env=env))
-    assert model_readers() == {"split_corpus", "select_pca_types", "extract_statistics", "embedding_matrix_statistics"}
+    assert model_readers() == {
+        "split_corpus",
+        "digest_weights",
+        "select_pca_types",
+        "extract_statistics",
+        "embedding_matrix_statistics",
+    }
     assert {rule: fresh.get(rule) for rule in model_readers() | {"merge_statistics"}} == {
         "split_corpus": 2,
+        "digest_weights": None,  # checkpoints removed after use are hashed by their jobs: no download ahead of them
         "select_pca_types": 1,  # figures.pca.model's (step0's) only
         "extract_statistics": 2,
         "merge_statistics": 2,  # its merged sums: the extraction jobs' partials are temporary

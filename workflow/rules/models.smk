@@ -45,10 +45,13 @@ rule digest_weights:  # once per model, on a CPU: its extraction jobs take the h
     benchmark:
         benchmarks("{model}/digest_weights.tsv")
     wildcard_constraints:
-        model="|".join(re.escape(m) for m in FORWARD_MODELS) or "(?!)",
+        model="|".join(re.escape(m) for m in DIGESTED_MODELS) or "(?!)",
     conda:
         "../../envs/extract.yaml"
     threads: 4  # hashlib releases the GIL: the files hash a tensor a thread
+    resources:
+        mem_mb=digest_mem_mb,  # a pickled checkpoint is unpickled whole
+        runtime=digest_runtime,  # the download of a Hub checkpoint, then one read of its files
     params:
         model=model_entry,
         source=model_source,

@@ -70,12 +70,13 @@ def write_shards(sentences_path, shard_paths: list, tokenizer, batch_tokens: int
     ``chunk`` column: extraction batches within a chunk only, so every sentence meets the
     same batch-mates, and gets bitwise the same float32 hidden states, whatever the number of
     shards. Each sentence's token ids go with it (``ids``, boundary tokens included), and the
-    tokenizer's SHA-256 in the metadata (``tokenizer_sha256``): an extraction job with the same
-    tokenizer takes them and tokenizes nothing (:func:`ctxvar.extraction.shard.read_shard`).
+    tokenizer's identity in the metadata (``tokenizer``: :func:`ctxvar.models.tokens.tokenizer_identity`):
+    an extraction job with the same tokenizer takes them and tokenizes nothing
+    (:func:`ctxvar.extraction.shard.read_shard`).
     Returns the plan's summary (also logged and stored in each shard's metadata).
     """
     from ctxvar.models.hashing import tokenizer_sha256
-    from ctxvar.models.tokens import encode
+    from ctxvar.models.tokens import encode, tokenizer_identity
 
     table = read_table(sentences_path)
     n_shards = len(shard_paths)
@@ -102,12 +103,12 @@ def write_shards(sentences_path, shard_paths: list, tokenizer, batch_tokens: int
         log.warning("%s", warning)
     table = table.append_column("chunk", pa.array(chunk)).append_column("ids", token_lists(encoded))
     shard_of_sentence = shard_of_batch[chunk] if len(chunk) else chunk
-    tokenizer_digest = tokenizer_sha256(tokenizer)
+    identity = tokenizer_identity(tokenizer, tokenizer_sha256(tokenizer))
     for index, path in enumerate(shard_paths):
         write_table(
             table.filter(pa.array(shard_of_sentence == index)),
             path,
-            metadata={"shard": index, "n_shards": n_shards, "plan": plan, "tokenizer_sha256": tokenizer_digest},
+            metadata={"shard": index, "n_shards": n_shards, "plan": plan, "tokenizer": identity},
         )
     return plan
 

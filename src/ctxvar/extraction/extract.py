@@ -82,6 +82,9 @@ class ShardRun:
     attention: str | None = None  # causal, bidirectional or none (passes.attention_kind); None: not known
     last_width: int | None = None  # the last hidden state's width, where the model's tail projects it (OPT)
     padded_batches: ShardBatches | None = None  # the job's batches padded (ShardRun.padded)
+    sampled: dict | None = None  # the sampled positions (sample_positions), None without a sample
+    tokenizer_sha256: str | None = None  # of the tokenizer (hashing.tokenizer_sha256)
+    versions: dict | None = None  # package_versions(), read before the claim (importlib.metadata takes a second)
 
     def padded(self, batches: list[np.ndarray] | None = None) -> ShardBatches:
         """``batches`` padded up front, for :func:`run_batches`; default: the job's own, with the tokens' words
@@ -127,11 +130,13 @@ def prepare_shard(shard_path, settings: ExtractionSettings, hash_weights: bool =
 
 def planned_shard(shard_path, tokenizer, settings: ExtractionSettings) -> ShardRun:
     """The host's part of :func:`prepare_shard`: the shard's token ids (:func:`ctxvar.extraction.shard.read_shard`),
-    fitted to the model's positions (from its config), its types, words and batches, padded. A
-    :class:`ShardRun` with no device and no model yet."""
-    encoded, chunk, sentence_id = read_shard(shard_path, tokenizer)
+    fitted to the model's positions (from its config), its types, words and batches, padded, its sampled
+    positions, and the tokenizer's hash and the package versions the metadata records. A :class:`ShardRun` with no
+    device and no model yet."""
+    tokenizer_digest = hashing.tokenizer_sha256(tokenizer)
+    encoded, chunk, sentence_id = read_shard(shard_path, tokenizer, tokenizer_digest)
     n_texts = len(chunk)
-    config = loading.load_config(settings.model, settings.source)
+    config = loading.checked_config(settings.model, settings.source)  # an encoder-decoder is refused in one line
     encoded, source_row, long_counts = fit_to_positions(encoded, loading.max_positions(config), settings)
     chunk, sentence_id = chunk[source_row], sentence_id[source_row]
     marker = type_marker(tokenizer, settings.merge_markers)
@@ -158,6 +163,8 @@ def planned_shard(shard_path, tokenizer, settings: ExtractionSettings) -> ShardR
         *words,
     )
     shard.padded_batches = shard.padded(batches)
+    shard.sampled = sample_positions(shard, settings)
+    shard.tokenizer_sha256, shard.versions = tokenizer_digest, package_versions()
     return shard
 
 
@@ -234,7 +241,7 @@ def run_and_write(job: ShardRun, settings: ExtractionSettings, out_path, files: 
         settings.batch_tokens,
         100 * padding,
     )
-    sampled = sample_positions(job, settings)
+    sampled = job.sampled  # read before the claim (planned_shard)
     parts, n_parts = planned_sums(job, settings, padded, sampled, points)
     parts = started(parts)
     metadata = {  # after the first layers: model_metadata waits for the weights' hash, which runs beside it
@@ -348,9 +355,12 @@ def chosen_blocks(job: ShardRun, settings: ExtractionSettings, padded: ShardBatc
         "model %r does not run layer-major, so its weights are not streamed: the whole model is loaded",
         settings.model["id"],
     )
+    files = job.streamed.files  # those the weights' hash names: the whole model must come from them as they were
     job.streamed.close()
     job.model = job.streamed = None
     job.model = loading.load_model(settings.model, settings.source, settings.dtype, job.device)
+    for path, state in zip(files.paths, files.states):
+        hashing.check_unchanged(files.what, path, state, os.stat(path))
     return None
 
 
@@ -423,7 +433,7 @@ def model_metadata(settings: ExtractionSettings, job: ShardRun) -> dict:
         "n_layers": job.n_layers,
         "d": job.d,
         **({"last_width": job.last_width} if job.last_width not in (None, job.d) else {}),
-        "tokenizer_sha256": hashing.tokenizer_sha256(job.tokenizer),
+        "tokenizer_sha256": job.tokenizer_sha256,
         "weights_sha256": job.weights_hash.result(),
         "model_config_sha256": hashing.model_config_sha256(job.model.config),
         "attn_implementation": getattr(job.model.config, "_attn_implementation", None),
@@ -434,5 +444,5 @@ def model_metadata(settings: ExtractionSettings, job: ShardRun) -> dict:
         "final_norm": loading.ends_in_final_norm(job.model),
         "attention": job.attention,
         "config_hash": settings.config_hash,
-        "versions": package_versions(),
+        "versions": job.versions,
     }

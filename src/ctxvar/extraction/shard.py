@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+import pyarrow as pa
 
 from ctxvar.errors import CorpusError
 from ctxvar.extraction.settings import ExtractionSettings
@@ -13,33 +14,61 @@ from ctxvar.files.atomic import REMEDY
 from ctxvar.files.parquet import ParquetInput
 from ctxvar.models.batching import token_budget_batches
 from ctxvar.models.hashing import tokenizer_sha256
-from ctxvar.models.tokens import EncodedShard, encode, select, split_long
+from ctxvar.models.tokens import EncodedShard, boundary_tokens, encode, select, split_long, tokenizer_identity
 
 log = logging.getLogger(__name__)
 
 
-def read_shard(path, tokenizer) -> tuple[EncodedShard, np.ndarray, np.ndarray]:
+def read_shard(path, tokenizer, tokenizer_digest: str | None = None) -> tuple[EncodedShard, np.ndarray, np.ndarray]:
     """The shard's sentences as token ids, their chunk numbers and sentence ids. The ids are those the shard holds
-    (``ids``, written by :func:`ctxvar.corpus.shards.write_shards`) when it names ``tokenizer``'s SHA-256 as the
-    tokenizer that made them; else (a shard of another tokenizer, of an older ctxvar, or made by hand) its texts
-    tokenized here (:func:`ctxvar.models.tokens.encode`), the log saying why."""
+    (``ids``, written by :func:`ctxvar.corpus.shards.write_shards`) when it names ``tokenizer``'s identity
+    (:func:`ctxvar.models.tokens.tokenizer_identity`) as that of the tokenizer that made them; else (a shard of
+    another tokenizer or library version, of an older ctxvar, or made by hand) its texts tokenized here
+    (:func:`ctxvar.models.tokens.encode`), the log saying why. ``tokenizer_digest``: the tokenizer's SHA-256,
+    where the caller has it (:func:`ctxvar.models.hashing.tokenizer_sha256`). Stored ids that are not what
+    ``write_shards`` writes are a :class:`CorpusError`."""
     shard = ParquetInput(path)
     table = shard.read(["chunk", "sentence_id"])
     chunk, sentence_id = table.column("chunk").to_numpy(), table.column("sentence_id").to_numpy()
-    made_by = shard.metadata.get("tokenizer_sha256") if "ids" in shard.schema.names else None
-    if made_by is not None and made_by == tokenizer_sha256(tokenizer):
-        ids = shard.read(["ids"]).column("ids").combine_chunks()
-        encoded = EncodedShard(ids=ids.values.to_numpy().astype(np.int64), offsets=ids.offsets.to_numpy())
-        if len(encoded.offsets) == len(chunk) + 1:
-            return encoded, chunk, sentence_id
-        raise CorpusError(f"{path}: {len(chunk)} sentences but {len(encoded.offsets) - 1} rows of ids; {REMEDY}")
+    identity = tokenizer_identity(tokenizer, tokenizer_digest or tokenizer_sha256(tokenizer))
+    made_by = shard.metadata.get("tokenizer") if "ids" in shard.schema.names else None
+    if made_by == identity:
+        return stored_ids(path, shard.read(["ids"]).column("ids"), tokenizer), chunk, sentence_id
     log.info(
         "%s: %s; tokenizing its sentences here",
         path,
-        "holds no token ids" if made_by is None else "holds the token ids of another tokenizer",
+        "holds no token ids" if made_by is None else f"holds the token ids of another tokenizer ({made_by})",
     )
     texts = shard.read(["text"]).column("text").to_pylist()
     return encode(tokenizer, texts), chunk, sentence_id
+
+
+def stored_ids(path, column, tokenizer) -> EncodedShard:
+    """The shard's ``ids`` column as an :class:`EncodedShard`, checked to be what ``write_shards`` writes: lists of
+    integer ids, none missing, each ``[bos] + … + [eos]`` of ``tokenizer`` and every id one of its own."""
+    column = column.combine_chunks() if column.num_chunks else pa.array([], pa.large_list(pa.int32()))
+    kind = column.type
+    if not (pa.types.is_large_list(kind) or pa.types.is_list(kind)) or not pa.types.is_integer(kind.value_type):
+        raise CorpusError(f"{path}: its ids column is {kind}, not lists of token ids; {REMEDY}")
+    if column.null_count or column.values.null_count:
+        raise CorpusError(f"{path}: its ids column has missing values; {REMEDY}")
+    encoded = EncodedShard(
+        ids=column.values.to_numpy().astype(np.int64), offsets=column.offsets.to_numpy().astype(np.int64)
+    )
+    bos, eos = boundary_tokens(tokenizer)
+    starts, ends = encoded.offsets[:-1], encoded.offsets[1:] - 1
+    if len(starts) and (
+        (encoded.lengths < 2).any()
+        or (encoded.ids[starts] != bos).any()
+        or (encoded.ids[ends] != eos).any()
+        or encoded.ids.min() < 0
+        or encoded.ids.max() >= len(tokenizer)
+    ):
+        raise CorpusError(
+            f"{path}: its ids are not [bos] + tokens + [eos] of the model's tokenizer (ids 0 to {len(tokenizer) - 1}); "
+            f"{REMEDY}"
+        )
+    return encoded
 
 
 def chunk_batches(lengths: np.ndarray, chunk: np.ndarray, batch_tokens: int) -> list[np.ndarray]:

@@ -130,6 +130,21 @@ def python_tokenizer_marker(tokenizer, name: str) -> str | None:
     return None
 
 
+def tokenizer_identity(tokenizer, sha256: str) -> dict:
+    """What decides the ids a tokenizer gives a text: its definition (``sha256``, of
+    :func:`ctxvar.models.hashing.tokenizer_sha256`), its class, and the transformers and tokenizers that run it.
+    Token ids stored with one identity (the shards' ``ids``) are taken only by a tokenizer of the same."""
+    import tokenizers
+    import transformers
+
+    return {
+        "sha256": sha256,
+        "class": type(tokenizer).__name__,
+        "transformers": transformers.__version__,
+        "tokenizers": tokenizers.__version__,
+    }
+
+
 def boundary_tokens(tokenizer) -> tuple[int, int]:
     """Ids of the tokens that wrap every sentence: ([CLS], [SEP]) for BERT, (<s>, </s>) for
     RoBERTa, (<|endoftext|>, <|endoftext|>) for GPT-2: cls/sep where defined, else bos/eos."""

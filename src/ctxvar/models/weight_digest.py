@@ -15,7 +15,7 @@ import logging
 
 import torch
 
-from ctxvar.errors import CtxvarError
+from ctxvar.errors import CtxvarError, first_line
 from ctxvar.files.atomic import read_json, write_json
 from ctxvar.models import hashing, loading
 
@@ -29,20 +29,27 @@ COMPARED = slice(1, None)
 
 def digest_weights(entry: dict, source: str, out_path, threads: int = 1) -> dict:
     """Hash the weight files the extraction jobs of model ``entry`` load it from (``source``: Hub id or folder)
-    and write ``{"model_id", "source", "weights_sha256", "files": [{"path", "state"}]}`` to ``out_path``
+    and write ``{"model_id", "source", "weights_sha256", "files": [{"path", "state"}], "why"}`` to ``out_path``
     (:func:`ctxvar.files.atomic.write_json`: written whole or not at all, with its checksum). ``state``: inode,
     size, mtime_ns and ctime_ns of the file when it was hashed. The hash does not depend on the job's dtype (a key
-    of the partials of its own). Returns the record."""
-    model = loading.load_model(entry, source, "float32", META)  # downloads and checks the files, reads no tensor
-    files = hashing.weight_files(entry, source, model)
-    record = {
-        "model_id": entry["id"],
-        "source": source,
-        "weights_sha256": hashing.weights_sha256(files, threads),
-        "files": [{"path": path, "state": list(state[COMPARED])} for path, state in zip(files.paths, files.states)],
-    }
+    of the partials of its own). A model this job cannot hash (a model class that cannot be built on ``meta``, a
+    download that fails) gets ``weights_sha256`` null and the reason in ``why``: its extraction jobs, which load
+    it as they always do, hash it themselves (and report what stops them). Returns the record."""
+    record = {"model_id": entry["id"], "source": source, "weights_sha256": None, "files": [], "why": None}
+    try:
+        model = loading.load_model(entry, source, "float32", META)  # downloads and checks the files, reads no tensor
+        files = hashing.weight_files(entry, source, model)
+        record["weights_sha256"] = hashing.weights_sha256(files, threads)
+        record["files"] = [
+            {"path": path, "state": list(state[COMPARED])} for path, state in zip(files.paths, files.states)
+        ]
+    except Exception as error:  # the extraction jobs hash the weights themselves, and name what stops them
+        record["why"] = first_line(error)
+        log.warning(
+            "model %r: the weights were not hashed here (%s); its extraction jobs hash them", entry["id"], record["why"]
+        )
     write_json(record, out_path)
-    log.info("model %r: weights %s, from %d file(s)", entry["id"], record["weights_sha256"], len(files.paths))
+    log.info("model %r: weights %s, from %d file(s)", entry["id"], record["weights_sha256"], len(record["files"]))
     return record
 
 
@@ -63,8 +70,8 @@ def recorded_sha256(digest_path, files: hashing.WeightFiles) -> str | None:
     if recorded != loaded:
         changed = sorted({path for path, _ in set(recorded) ^ set(loaded)})
         log.warning(
-            "%s: the weight files changed since %s hashed them (%s); hashing the weights here (snakemake "
-            "--forcerun digest_weights makes the digest anew)",
+            "%s: the weight files changed since %s hashed them (%s: replaced, written to or downloaded anew); "
+            "hashing the weights here",
             files.what,
             digest_path,
             ", ".join(changed),

@@ -72,13 +72,19 @@ from ctxvar.models.completeness import SHARD_INDEX
 from ctxvar.run.disk import TOKEN_TYPES, TypeGrowth, model_disk_bytes, packaged_model, sample_type_growth
 from ctxvar.run.end import made_from
 from ctxvar.run.inputs import run_inputs, sums_hashes
-from ctxvar.run.resources import TOKENS_PER_WORD, ModelShape, extraction_device, known_model_shape, shard_tokens
+from ctxvar.run.resources import (
+    DOWNLOAD_BYTES_PER_S,
+    TOKENS_PER_WORD,
+    ModelShape,
+    extraction_device,
+    known_model_shape,
+    shard_tokens,
+)
 
 CHARACTERS_PER_WORD = 6  # English prose and Wikipedia markup, spaces included
 ENWIK8_BYTES = 10**8  # the Hutter Prize's file, as the Hub's LTCB/enwik8 holds it
 STORED_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}  # config.json's torch_dtype → bytes per parameter
 RATE_DTYPE = {"float16": "bfloat16"}  # a dtype measured at another's rate (the same tensor cores)
-DOWNLOAD_BYTES_PER_S = 50e6  # the bandwidth the plan times downloads at: an assumption, 400 Mbit/s
 NAMES_SHOWN = 6  # models (or checkpoint families) the block names before "and N more"
 WEIGHT_INDEXES = (SHARD_INDEX, "pytorch_model.bin.index.json")  # a sharded checkpoint's map
 

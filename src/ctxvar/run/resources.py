@@ -50,6 +50,8 @@ class ModelShape:
 
 
 FALLBACK_SHAPE = ModelShape(n_layers=25, d=1024, vocab_size=50_000)
+DOWNLOAD_BYTES_PER_S = 50e6  # the bandwidth the cost plan times downloads at, and a download's time limit: 400 Mbit/s
+HASH_BYTES_PER_S = 500e6  # SHA-256 of one thread, an assumption below this machine's (the job has four)
 
 
 def shard_tokens(shard_path) -> int:
@@ -153,6 +155,19 @@ def embedding_matrices_mem_mb(shape: ModelShape, attempt: int = 1) -> int:
     matrix = shape.vocab_size * shape.d
     total = 4 * (shape.parameters + matrix) + 2 * 8 * matrix + 6 * 8 * matrix
     return int((HOST_BASELINE_MB + 1.5 * total / 2**20) * 2 ** (attempt - 1))
+
+
+def digest_mem_mb(shape: ModelShape, attempt: int = 1) -> int:
+    """Host memory of the weight digest (rule digest_weights): baseline + fp32 weights, ×1.5, doubled on each
+    retry: safetensors files are read a piece at a time, but a pickled checkpoint is unpickled whole."""
+    return int((HOST_BASELINE_MB + 1.5 * 4 * shape.parameters / 2**20) * 2 ** (attempt - 1))
+
+
+def digest_runtime_min(shape: ModelShape, attempt: int = 1) -> int:
+    """Minutes of the weight digest: its fp32 weights downloaded at :data:`DOWNLOAD_BYTES_PER_S` and read once at
+    :data:`HASH_BYTES_PER_S`, ×3, + 10, doubled on retry."""
+    seconds = 4 * shape.parameters * (1 / DOWNLOAD_BYTES_PER_S + 1 / HASH_BYTES_PER_S)
+    return int((3 * seconds / 60 + 10) * 2 ** (attempt - 1))
 
 
 def extraction_runtime_min(tokens: int, shape: ModelShape, gpu: bool, threads: int = 1, attempt: int = 1) -> int:

@@ -15,12 +15,17 @@ def partial_outputs():
 
 
 def extraction_inputs(wildcards):
-    """The shard, the model's weight digest, the model's folder if the run makes one, and, for
+    """The shard, the model's weight digest (DIGESTED_MODELS), the model's folder if the run makes one, and, for
     figures.pca.model, the Fig. 1 types whose points the job collects."""
     pca = {"pca_types": results(f"{PCA_MODEL}/pca/types.csv")} if wildcards.model == PCA_MODEL else {}
+    digest = (
+        {"weight_digest": results(f"{wildcards.model}/weights_digest.json")}
+        if wildcards.model in DIGESTED_MODELS
+        else {}
+    )
     return {
         "shard": results(f"corpus/shards/{wildcards.model}/{wildcards.shard}.parquet"),
-        "weight_digest": results(f"{wildcards.model}/weights_digest.json"),
+        **digest,
         **model_inputs(wildcards),
         **pca,
     }

@@ -12,13 +12,11 @@ def hub_snapshot(wildcards):
 
 def model_readers_outputs(model):
     """What the jobs that read ``model``'s files (tokenizer, configuration, weights) leave once they have ended:
-    its shards (split_corpus), its weight digest (digest_weights), its merged sums (every extraction job, whose
-    partials the merge reads and deletes),
+    its shards (split_corpus), its merged sums (every extraction job, whose partials the merge reads and deletes),
     its embedding matrices (embedding_matrix_statistics) and, for figures.pca.model, Fig. 1's types
     (select_pca_types); a model with forward: false, its embedding matrices alone."""
     forward = [
         *expand(results("corpus/shards/{model}/{shard}.parquet"), model=model, shard=SHARDS),
-        results(f"{model}/weights_digest.json"),
         results(f"{model}/sums.parquet"),
         *sums_files(results(f"{model}/sums"), GEOMETRY).values(),
         results(f"{model}/tokens.parquet"),

@@ -13,3 +13,14 @@ def type_keying(wildcards):
     if MODELS[wildcards.model].get("init") != "gaussian":
         return None
     return {"merge_markers": config["tokens"]["merge_markers"], "rule": TYPE_KEY_RULE}
+
+
+def digest_mem_mb(wildcards, attempt):
+    """The weight digest's host memory, from the model's shape."""
+    return estimates.digest_mem_mb(estimates.model_shape(MODELS[wildcards.model], model_source(wildcards)), attempt)
+
+
+def digest_runtime(wildcards, attempt):
+    """The weight digest's minutes: a Hub checkpoint's download and one read of its files."""
+    shape = estimates.model_shape(MODELS[wildcards.model], model_source(wildcards))
+    return estimates.digest_runtime_min(shape, attempt)
