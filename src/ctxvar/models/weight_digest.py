@@ -66,6 +66,9 @@ def recorded_sha256(digest_path, files: hashing.WeightFiles) -> str | None:
             "%s: the weight digest %s cannot be used (%s); hashing the weights here", files.what, digest_path, error
         )
         return None
+    if digest is None:
+        log.info("%s: %s holds no hash (%s); hashing the weights here", files.what, digest_path, record.get("why"))
+        return None
     loaded = [(path, state[COMPARED]) for path, state in zip(files.paths, files.states)]
     if recorded != loaded:
         changed = sorted({path for path, _ in set(recorded) ^ set(loaded)})

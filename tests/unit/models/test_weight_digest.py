@@ -14,7 +14,7 @@ from ctxvar.extraction.extract import prepare_shard
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.files.atomic import MANIFEST
 from ctxvar.models import hashing, loading
-from ctxvar.models.weight_digest import digest_weights
+from ctxvar.models.weight_digest import digest_weights, recorded_sha256
 
 from support.pipeline_runs import shard_of
 
@@ -62,3 +62,17 @@ def test_a_job_whose_files_changed_since_the_digest_hashes_them_itself(
     assert hashed == loaded_hash(source)
     assert (hashed != record["weights_sha256"]) is (change == "weights rewritten")
     assert "hashing the weights here" in caplog.text
+
+
+def test_a_model_the_digest_cannot_hash_gets_a_null_digest_and_its_jobs_hash_it(tmp_path, caplog, tiny_models):
+    """A digest that fails (here: the weight file missing) would otherwise block every extraction job of the model,
+    though each can hash what it loads; the record says why, and a job reading it hashes its files itself."""
+    source = Path(shutil.copytree(tiny_models["gpt2"], tmp_path / "model", ignore=shutil.ignore_patterns(MANIFEST)))
+    (source / "model.safetensors").rename(tmp_path / "elsewhere.safetensors")
+    record = digest_weights({"id": "m"}, str(source), tmp_path / "digest.json")
+    assert record["weights_sha256"] is None and record["files"] == [] and "model.safetensors" in record["why"]
+    (tmp_path / "elsewhere.safetensors").rename(source / "model.safetensors")
+    model = loading.load_model({"id": "m"}, str(source), "float32", loading.resolve_device("cpu"))
+    with caplog.at_level(logging.INFO):
+        assert recorded_sha256(tmp_path / "digest.json", hashing.weight_files({"id": "m"}, str(source), model)) is None
+    assert "holds no hash" in caplog.text
