@@ -28,6 +28,19 @@ def cluster_stops_with_this_tier(cluster, slurm_runs):
     stop_cluster(cluster)
 
 
+def submitted_jobs(output: str) -> dict[str, list[str]]:
+    """Rule → the SLURM job ids of its jobs that Snakemake submitted, matched by Snakemake's own job id: jobs started
+    together print their rule blocks first and their submission lines after, in any order."""
+    rules = {
+        jobid: rule
+        for rule, jobid in re.findall(r"^rule (\w+):\n(?:[ \t]+.*\n)*?[ \t]+jobid: (\d+)$", output, flags=re.M)
+    }
+    submitted: dict[str, list[str]] = {}
+    for job, slurm_job in re.findall(r"^Job (\d+) has been submitted with SLURM jobid (\d+)", output, flags=re.M):
+        submitted.setdefault(rules[job], []).append(slurm_job)
+    return submitted
+
+
 def test_demo_through_slurm_equals_the_local_run(slurm_runs, small_demo):
     """The demo's first model through the profile, every kind of job on its way (sample, split, extraction, the
     running and final merges, layer statistics, a per-model figure): byte for byte the local run's files."""
@@ -37,7 +50,7 @@ def test_demo_through_slurm_equals_the_local_run(slurm_runs, small_demo):
     assert run.returncode == 0, run.stderr[-3000:]
     assert list((workdir / "logs" / "slurm").rglob("*.log")), "no per-job SLURM logs"
     output = run.stdout + run.stderr
-    submitted = set(re.findall(r"^rule (\w+):.*?submitted with SLURM jobid \d+", output, flags=re.S | re.M))
+    submitted = set(submitted_jobs(output))
     assert {"sample_corpus", "split_corpus", "extract_statistics", "layer_statistics"} <= submitted, output[-3000:]
     # second-long jobs are not sbatch submissions
     assert "localrule plot_model_figure:" in output and "plot_model_figure" not in submitted
@@ -57,7 +70,7 @@ def test_only_extraction_jobs_are_granted_a_gpu(slurm_runs):
     assert run.returncode != 0 and "torch sees no CUDA device" in "".join(
         p.read_text() for p in (workdir / "logs").rglob("*.log")
     )
-    submitted = dict(re.findall(r"rule (\w+):.*?submitted with SLURM jobid (\d+)", output, flags=re.S))
+    submitted = {rule: ids[0] for rule, ids in submitted_jobs(output).items()}
     assert set(submitted) >= {"sample_corpus", "extract_statistics"}, output[-3000:]
     for rule, jobid in submitted.items():
         details = subprocess.run(["scontrol", "show", "job", jobid], capture_output=True, text=True, check=True).stdout
