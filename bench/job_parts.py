@@ -15,14 +15,17 @@ own, in one process for the width, with the default geometry (config.schema.yaml
   planning it (positions, types, words, batches, padding, the sampled positions, the tokenizer's hash and the
   package versions; ``extract.planned_shard`` less the read);
 - **on the GPU's path**: ``extract.loaded_shard`` (loading the model from the page cache, taking the digest's
-  hash after checking the files' states, the attention probe), per hidden state (13 for bert-base, 33 for the
-  7B) the hand-over of its sums to host memory (``passes.host_layers``), and the metadata; the job gives the GPU
-  up before it writes its last layer;
+  hash after checking the files' states, the attention probe), the first layer's empty sums (``new_sums``), the
+  metadata, and the last layer's hand-over to host memory (``passes.host_layers``); the job gives the GPU up
+  before it writes that layer. Where the job's memory plan has room for two layers' sums
+  (``hand_over_beside``, :mod:`ctxvar.extraction.hand_over`), each other layer's sums are made and handed over
+  beside the batches; else between the layers, on the path: once per hidden state (13 for bert-base, 33 for the
+  7B);
 - **beside it**: the weight hash (once per model, rule digest_weights), writing one layer (the job writes each
   layer in a thread while the next computes) and the sums' device work per batch (inside the batches; over the
   first 8 batches, with random states).
 
-``path_seconds`` is the sum of the GPU's path: loading and metadata once, the hand-over once per hidden state.
+``path_seconds`` is the sum of the GPU's path.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import torch
 
 from ctxvar.corpus.shards import write_shards
 from ctxvar.extraction import extract
+from ctxvar.extraction.layer_major import find_blocks, memory_plan
 from ctxvar.extraction.passes import host_layers, job_sums
 from ctxvar.extraction.shard import read_shard
 from ctxvar.models import hashing
@@ -96,7 +100,7 @@ def job_parts(model_dir: str, sentences: str, work: str, dtype: str, hidden_stat
     job = timed(timings, "load", device, extract.loaded_shard, shard, settings, device, True, work / "digest.json")
     hashing.weights_sha256 = hash_again
     assert job.weights_hash.result() == digest["weights_sha256"]
-    sums = job_sums(job, [0], settings, job.sampled)
+    sums = timed(timings, "new_sums", device, job_sums, job, [0], settings, job.sampled)
     padded = job.padded()
     most = max(rows * length for rows, length in padded.shapes)
     kind = torch.bfloat16 if dtype == "bfloat16" else torch.float32
@@ -116,10 +120,13 @@ def job_parts(model_dir: str, sentences: str, work: str, dtype: str, hidden_stat
     names = extract.sum_names(settings.geometry)
     with LayerWriter(work / "partial.parquet", sums_schema(job.d, metadata, names)) as writer:
         timed(timings, "write_per_layer", device, writer.write, layers[0][0].to_table(writer.schema))
-    path = timings["load"] + timings["metadata"] + hidden_states * timings["hand_over_per_layer"]
+    beside = memory_plan(settings, job, find_blocks(job.model), padded).hand_over_beside
+    between = 1 if beside else hidden_states  # the layers whose sums are made and handed over on the path
+    path = timings["load"] + timings["metadata"] + between * (timings["new_sums"] + timings["hand_over_per_layer"])
     return {
         **timings,
         "path_seconds": path,
+        "hand_over_beside": beside,
         "hidden_states": hidden_states,
         "tokens": len(job.encoded.ids),
         "types": len(job.types),

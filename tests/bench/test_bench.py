@@ -447,6 +447,8 @@ def test_quick_job_parts_reports_the_gpus_path_of_each_width(tmp_path):
     run_bench_main("job_parts.py", tmp_path, "--quick")
     table = pd.read_csv(tmp_path / "job_parts.csv")
     assert list(table["model"]) == ["bert-base", "llama-2-7b"] and (table["tokens"] > 0).all()
-    on_path = table["load"] + table["metadata"] + table["hidden_states"] * table["hand_over_per_layer"]
+    between = np.where(table["hand_over_beside"], 1, table["hidden_states"])  # layers handed over on the path
+    on_path = table["load"] + table["metadata"] + between * (table["new_sums"] + table["hand_over_per_layer"])
+    assert table["hand_over_beside"].all()  # on a CPU without a device budget
     np.testing.assert_allclose(table["path_seconds"], on_path)
     assert (table[["read_shard", "plan", "weight_hash", "sums_per_batch", "write_per_layer"]] > 0).all().all()

@@ -28,7 +28,7 @@ import torch
 
 from ctxvar.config.schema import SCHEMA
 from ctxvar.errors import StatisticsError
-from ctxvar.extraction.host_copy import to_host
+from ctxvar.extraction.host_copy import finite, to_host
 from ctxvar.extraction.word_sums import WordSums
 from ctxvar.models.batching import to_device
 from ctxvar.stats.declarations import TypeSum, declared_switches, keeps_moments, kept_layer_sums, kept_sums
@@ -209,8 +209,8 @@ class EmbeddingSums:
         """One host sync: whether every sum is finite (fp16 overflow gives inf/nan)."""
         return (
             self.types.all_finite()
-            and (self.moments is None or bool(torch.isfinite(self.moments.outer).all()))
-            and all(bool(torch.isfinite(total).all()) for _, total in self.layer_sums.values())
+            and (self.moments is None or finite(self.moments.outer))
+            and all(finite(total) for _, total in self.layer_sums.values())
             and (self.words is None or self.words.all_finite())
         )
 
@@ -286,7 +286,7 @@ class TypeSums:
         return self._unit
 
     def all_finite(self) -> bool:
-        return all(bool(torch.isfinite(values).all()) for values in self.sums.values())
+        return all(finite(values) for values in self.sums.values())
 
     def to_numpy(self) -> dict[str, np.ndarray]:
         """``count`` (U,) and each sum by name, (L, U, d) or (L, U), on the host."""

@@ -1,4 +1,4 @@
-"""Sums leave the device: a tensor copied to a host array, from a GPU through one pinned staging buffer."""
+"""Sums leave the device: checked finite, and copied to a host array, from a GPU through one pinned staging buffer."""
 
 from __future__ import annotations
 
@@ -8,6 +8,12 @@ import numpy as np
 import torch
 
 STAGING_BYTES = 64 << 20  # pinned host buffer through which sums leave a GPU
+
+
+def finite(tensor: torch.Tensor) -> bool:
+    """Whether every element of ``tensor`` is finite: its sum is finite (a NaN or an infinity in it makes the sum
+    NaN or infinite: one read, no mask), or, where the sum overflows, every element checked. One host sync."""
+    return bool(torch.isfinite(tensor.sum())) or bool(torch.isfinite(tensor).all())
 
 
 def to_host(tensor: torch.Tensor) -> np.ndarray:

@@ -41,7 +41,8 @@ from tqdm.auto import tqdm
 from ctxvar.errors import CtxvarError, DeviceMemoryError, ModelLoadError, first_line
 from ctxvar.extraction.accumulator import splits_gram
 from ctxvar.extraction.budget import activation_bytes, batch_bytes, reserve_bytes, smaller_dtype, state_bytes
-from ctxvar.extraction.passes import forward_options, host_layers, job_sums
+from ctxvar.extraction.hand_over import LayerHandOver
+from ctxvar.extraction.passes import forward_options
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.type_points import TypePoints
 from ctxvar.models import loading
@@ -358,6 +359,7 @@ class MemoryPlan:
     reserve: int
     states_on_host: bool
     cpu_budget: int | None = None  # on a CPU, the job's max_device_mb in bytes (None: no budget)
+    hand_over_beside: bool = False  # room for a second layer's sums: each handed over beside the next layer's batches
 
     def device_bytes(self) -> int:
         """The plan's device memory: resident weights, hidden states (when on the device), one layer's sums and
@@ -376,11 +378,16 @@ class MemoryPlan:
             if self.streamed
             else ""
         )
+        beside = (
+            "; each layer's sums handed to the host beside the next layer's batches (two layers' sums at once)"
+            if self.hand_over_beside
+            else "; each layer's sums handed to the host between the layers (no room for two)"
+        )
         return (
             f"weights {self.weights / gb:.3f} GB ({self.block_weights / gb:.3f} GB per block{streamed}), hidden states "
             f"{self.hidden_states / gb:.3f} GB (on {where}), one layer's sums {self.layer_sums / gb:.3f} GB, "
             f"transients {self.transients / gb:.3f} GB; {free} once the model is loaded, reserve "
-            f"{self.reserve / gb:.2f} GB"
+            f"{self.reserve / gb:.2f} GB{beside}"
         )
 
 
@@ -481,9 +488,12 @@ def planned_memory(
         + point_bytes
     )
     parts = (weights.weights, weights.block_weights, resident, streamed, hidden, one_layer, transients)
+    capped = bool(settings.max_state_mb) and 2 * one_layer > settings.max_state_mb * 1e6  # a cap on the sums' bytes
     if device_memory is None:
         budget = settings.max_device_bytes
-        return MemoryPlan(*parts, None, 0, False, budget)
+        plan = MemoryPlan(*parts, None, 0, False, budget)
+        beside = not capped and (budget is None or plan.device_bytes() + one_layer <= budget)
+        return dataclasses.replace(plan, hand_over_beside=beside)
     free, total = device_memory
     reserve = reserve_bytes(total)
     room = free - reserve - one_layer - transients - blocks_to_come
@@ -498,7 +508,9 @@ def planned_memory(
             f"{smaller_dtype(settings)}a lower batch_tokens, more shards (fewer types per shard) or a GPU with "
             "more memory"
         )
-    return MemoryPlan(*parts, free, reserve, hidden > room)
+    on_host = hidden > room
+    beside = not capped and room - (0 if on_host else hidden) >= one_layer  # a second layer's sums fit
+    return MemoryPlan(*parts, free, reserve, on_host, hand_over_beside=beside)
 
 
 def shape_weights(config, dtype: str) -> ModelWeights:
@@ -606,8 +618,9 @@ def layer_major_sums(
     points: TypePoints | None = None,
 ) -> Iterator[list]:
     """Per layer ℓ = 0 … L in order, the :func:`ctxvar.extraction.passes.host_layers` list of that one layer:
-    every batch embedded once, then each block run over every batch's hidden states; one layer's sums on the
-    device at a time; ``points`` (Fig. 1's) take their layer's rows. ``job``: a
+    every batch embedded once, then each block run over every batch's hidden states into one layer's sums, made
+    and handed to the host beside the batches of the layers around it where the plan has room for two layers'
+    sums (:class:`ctxvar.extraction.hand_over.LayerHandOver`); ``points`` (Fig. 1's) take their layer's rows. ``job``: a
     :class:`ctxvar.extraction.extract.ShardRun`; with its ``streamed`` weights
     (:class:`ctxvar.extraction.streamed_weights.StreamedWeights`), block ℓ − 1 is read before layer ℓ (block ℓ read
     ahead while it runs) and freed after it."""
@@ -620,14 +633,15 @@ def layer_major_sums(
     calls: list[list[BlockCall]] = []
     hits = None
     n_blocks = len(blocks.order)
-    with torch.inference_mode():
+    hand_over = LayerHandOver(job, settings, sampled, n_blocks + 1, plan.hand_over_beside)
+    with torch.inference_mode(), contextlib.closing(hand_over):
         for batch in on_device:
             hidden, batch_calls = recorded_calls(model, blocks, batch, options)
             states.append(hidden)
             calls.append(batch_calls)
         log.info("the blocks' recorded call arguments: %.3f GB", argument_bytes(calls) / 1e9)
         for layer in tqdm(range(n_blocks + 1), desc="layers", unit="layer", disable=not settings.progress):
-            sums = job_sums(job, [layer], settings, sampled)
+            sums = hand_over.sums(layer)
             if hits is None:
                 hits = (
                     sums.sample.locate(padded.tokens, padded.real)
@@ -653,11 +667,12 @@ def layer_major_sums(
                 del state
             if streamed is not None and layer > 0:
                 streamed.free(layer - 1)
-            finished = host_layers(sums, job, settings)
+            handed = hand_over.handed(sums, layer)
             del sums
             if layer == n_blocks:  # while the last layer is written, the generator holds nothing on the device
                 del model, blocks, states, calls, hidden, batch_calls
-            yield finished
+                handed += hand_over.rest()
+            yield from handed
 
 
 def argument_bytes(calls: list[list[BlockCall]]) -> int:

@@ -20,6 +20,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ctxvar.extraction.host_copy import finite
+
 
 def word_table(ids: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The shard's words and, per token, its word's index, −1 for the boundary tokens (each sequence's first
@@ -95,7 +97,7 @@ class WordSums:
         self.sum_mean_unit_sq[layer] += torch.linalg.vecdot(mean_unit, mean_unit).sum()
 
     def all_finite(self) -> bool:
-        return bool(torch.isfinite(self.sum_unit).all() and torch.isfinite(self.intra_sum).all())
+        return finite(self.sum_unit) and finite(self.intra_sum)
 
     def to_numpy(self, to_host) -> dict[str, np.ndarray]:
         """``count`` (W,), ``sum_unit`` (L, W, d), ``n_contexts`` (), ``intra_sum`` (L,), ``sum_mean_unit``

@@ -176,6 +176,13 @@ def test_the_memory_plan_names_its_parts_and_a_device_too_small_is_one_line(
     assert plan.hidden_states == int(padded.grid[-1]) * 32 * 4 and not plan.states_on_host
     assert plan.describe().startswith(f"weights {plan.weights / 1e9:.3f} GB ({block / 1e9:.3f} GB per block)")
     room = reserve_bytes(80 * 10**9) + plan.layer_sums + plan.transients
+    assert plan.hand_over_beside and "beside the next layer's batches" in plan.describe()
+    job, settings = fake_gpu_job(
+        family_models, monkeypatch, room + plan.hidden_states + plan.layer_sums - 1, tmp_path, corpus_texts[:20]
+    )
+    second_short = memory_plan(settings, job, blocks, padded)  # one byte short of a second layer's sums
+    assert not second_short.states_on_host and not second_short.hand_over_beside
+    assert "between the layers" in second_short.describe()
     job, settings = fake_gpu_job(family_models, monkeypatch, room + plan.hidden_states - 1, tmp_path, corpus_texts[:20])
     assert memory_plan(settings, job, blocks, padded).states_on_host  # one byte short: the states go to the host
     job, settings = fake_gpu_job(family_models, monkeypatch, room - 1, tmp_path, corpus_texts[:20])
