@@ -48,3 +48,23 @@ def test_the_streamed_weights_are_quoted_from_their_results_file():
 
 def test_the_memory_plans_are_quoted_from_their_results_file():
     assert_quoted("memory_plans", "## Memory plans of large models", 13)  # 6 paper models, 7B, 13B, 70B, 405B twice
+
+
+def test_the_job_parts_table_quotes_its_results_file():
+    """Each number of the job's parts (bench/job_parts.py) as docs/performance.md rounds it."""
+    import pandas as pd
+
+    parts = pd.read_csv(REPO / "bench" / "results" / "job_parts.csv").set_index("model")
+    section = PERFORMANCE[PERFORMANCE.index("**An extraction job's parts, on a CPU**") :]
+    assert "`python bench/job_parts.py`" in section
+    bert, llama = parts.loc["bert-base"], parts.loc["llama-2-7b"]
+    rows = {
+        "on the GPU's path, outside the batches": (f"{bert.path_seconds:.2f} s", f"{llama.path_seconds:.2f} s"),
+        "loading (": (f"{bert.load:.3f} s", f"{llama.load:.3f} s"),
+        "the weight hash, once per model": (f"{bert.weight_hash:.2f} s", f"{llama.weight_hash:.2f} s"),
+        "writing one layer's sums": (f"{bert.write_per_layer:.2f} s", f"{llama.write_per_layer:.2f} s"),
+    }
+    table = markdown_tables(section)[0]
+    for start, values in rows.items():
+        (row,) = [line for line in table if line.startswith(f"| {start}")]
+        assert row.split(" | ")[1:] == [values[0], f"{values[1]} |"], row
