@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU machine's checks, most telling first, each under a time limit, so that all of them fit one command of
-# about 8 minutes; reports and a log under $OUT. On a machine that lacks some of the project's dependencies and
+# at most 7 minutes; reports and a log under $OUT. On a machine that lacks some of the project's dependencies and
 # reaches no package index, put their wheels in .whl/ first: the script installs them into /tmp/site.
 #
 #   OUT=D bash bench/gpu_check.sh           # the checks on cuda, into D
@@ -9,7 +9,8 @@
 # 1. bench/gpu.py for bert-base and gpt2-medium: the bare forward pass against the job, broken down;
 # 2. bench/forward_variants.py: the bare forward pass by attention kernels (torch's choice, the job's) and width;
 # 3. bench/gpu.py for the Llama-2-7B shape;
-# 4. the extraction and layer-major integration tests on the device (CTXVAR_TEST_DEVICE): layer-major against
+# 4. bench/job_parts.py: an extraction job's parts timed on the card (the GPU's path outside the batches);
+# 5. the extraction and layer-major integration tests on the device (CTXVAR_TEST_DEVICE): layer-major against
 #    whole-model bit for bit, the declared sums against the CPU's brute force.
 # A step cut short by its limit keeps what it wrote (bench/gpu.py writes its report after each model).
 set -u
@@ -38,9 +39,10 @@ step() {
 }
 
 # shellcheck disable=SC2086
-step 200 python3 bench/gpu.py --device $device $quick --models ${models% *} --out "$out" --work "$work"
-step 120 python3 bench/forward_variants.py --device $device $quick --out "$out" --work "$work"
-step 150 python3 bench/gpu.py --device $device $quick --models ${models##* } --out "$out" --work "$work"
+step 150 python3 bench/gpu.py --device $device $quick --models ${models% *} --out "$out" --work "$work"
+step 40 python3 bench/forward_variants.py --device $device $quick --out "$out" --work "$work"
+step 115 python3 bench/gpu.py --device $device $quick --models ${models##* } --out "$out" --work "$work"
+step 50 python3 bench/job_parts.py --device $device $quick --out "$out" --work "$work/job-parts"
 export CTXVAR_TEST_DEVICE=$device
-step 90 python3 -m pytest -q -x -p no:cacheprovider --basetemp="$work/pytest" \
+step 65 python3 -m pytest -q -x -p no:cacheprovider --basetemp="$work/pytest" \
   tests/integration/extraction/test_extract.py tests/integration/extraction/test_layer_major.py
