@@ -17,15 +17,18 @@ own, in one process for the width, with the default geometry (config.schema.yaml
 - **on the GPU's path**: ``extract.loaded_shard`` (loading the model from the page cache, taking the digest's
   hash after checking the files' states, the attention probe), the first layer's empty sums (``new_sums``), the
   metadata, and the last layer's hand-over to host memory (``passes.host_layers``); the job gives the GPU up
-  before it writes that layer. Where the job's memory plan has room for two layers' sums
-  (``hand_over_beside``, :mod:`ctxvar.extraction.hand_over`), each other layer's sums are made and handed over
-  beside the batches; else between the layers, on the path: once per hidden state (13 for bert-base, 33 for the
-  7B);
+  before it writes that layer. Where the memory plan of the real model's shape on an H100 80 GB has room for two
+  layers' sums (``hand_over_beside``: :func:`ctxvar.extraction.layer_major.shape_plan`;
+  :mod:`ctxvar.extraction.hand_over`), each other layer's sums are made and handed over beside the batches, and the
+  batches wait only by what that takes beyond a layer's batches (``layer_seconds``: the shard's tokens over the
+  H200 job's rate in ``gpu_rates.csv``, per hidden state); else between the layers, on the path: once per hidden
+  state (13 for bert-base, 33 for the 7B). The zeros of new sums are a memset on a GPU, page faults here;
 - **beside it**: the weight hash (once per model, rule digest_weights), writing one layer (the job writes each
   layer in a thread while the next computes) and the sums' device work per batch (inside the batches; over the
   first 8 batches, with random states).
 
-``path_seconds`` is the sum of the GPU's path.
+``path_seconds`` is the sum of the GPU's path: load + metadata + new_sums + hand_over_per_layer, and per other
+layer, beside, max(0, new_sums + hand_over_per_layer − layer_seconds), between, new_sums + hand_over_per_layer.
 """
 
 from __future__ import annotations
@@ -40,13 +43,14 @@ import torch
 
 from ctxvar.corpus.shards import write_shards
 from ctxvar.extraction import extract
-from ctxvar.extraction.layer_major import find_blocks, memory_plan
+from ctxvar.extraction.layer_major import shape_plan, shape_weights
 from ctxvar.extraction.passes import host_layers, job_sums
 from ctxvar.extraction.shard import read_shard
 from ctxvar.models import hashing
 from ctxvar.models.loading import load_tokenizer
 from ctxvar.models.random_init import build_random_model
 from ctxvar.models.weight_digest import digest_weights
+from ctxvar.run.cost import gpu_rates
 from ctxvar.stats.sums import LayerWriter, sums_schema
 
 import gpu_models
@@ -59,6 +63,7 @@ WIDTHS = {  # the model's shape (one small block) and the hidden states of the m
     "bert-base": ({"hidden_size": 768, "num_heads": 12, "vocab_size": 30522}, "float32", 13),
     "llama-2-7b": ({"hidden_size": 4096, "num_heads": 32, "vocab_size": 32000}, "bfloat16", 33),
 }
+PLANNED_CARD = 80 * 10**9  # the H100's memory, whose plan for the real shape says where the sums are handed over
 TIMED_BATCHES = 8  # the first (longest) batches: the sums' work per batch; the hand-over reads their sums
 QUICK_WIDTH = {"hidden_size": 64, "num_heads": 2, "vocab_size": 2000}
 
@@ -120,19 +125,49 @@ def job_parts(model_dir: str, sentences: str, work: str, dtype: str, hidden_stat
     names = extract.sum_names(settings.geometry)
     with LayerWriter(work / "partial.parquet", sums_schema(job.d, metadata, names)) as writer:
         timed(timings, "write_per_layer", device, writer.write, layers[0][0].to_table(writer.schema))
-    beside = memory_plan(settings, job, find_blocks(job.model), padded).hand_over_beside
-    between = 1 if beside else hidden_states  # the layers whose sums are made and handed over on the path
-    path = timings["load"] + timings["metadata"] + between * (timings["new_sums"] + timings["hand_over_per_layer"])
+    name = Path(model_dir).name
+    config = real_config(name, len(tokenizer))
+    width = int(job.encoded.lengths.max())
+    plan = shape_plan(
+        config, shape_weights(config, dtype), settings, int(padded.grid[-1]), len(job.types), PLANNED_CARD, width
+    )
+    rate = next(
+        float(row["tokens_per_s"])
+        for row in gpu_rates()
+        if (row["kind"], row["model"], row["dtype"], row["geometry"]) == ("H200", name, dtype, True)
+    )
+    layer_seconds = len(job.encoded.ids) / rate / hidden_states
+    per_layer = timings["new_sums"] + timings["hand_over_per_layer"]
+    others = max(0.0, per_layer - layer_seconds) if plan.hand_over_beside else per_layer
+    path = timings["load"] + timings["metadata"] + per_layer + (hidden_states - 1) * others
     return {
         **timings,
         "path_seconds": path,
-        "hand_over_beside": beside,
+        "hand_over_beside": plan.hand_over_beside,
+        "layer_seconds": layer_seconds,
         "hidden_states": hidden_states,
         "tokens": len(job.encoded.ids),
         "types": len(job.types),
         "batches": len(padded),
         "d": job.d,
     }
+
+
+def real_config(name: str, vocab_size: int):
+    """The transformers config of the model ``name`` stands for (bert-base, or the Llama-2-7B shape), with the
+    benchmark's vocabulary."""
+    from transformers import BertConfig
+
+    if name == "llama-2-7b":
+        return gpu_models.llama_config(gpu_models.LLAMA_2_7B, vocab_size)
+    shape = gpu_models.BERT_BASE
+    return BertConfig(
+        hidden_size=shape["hidden_size"],
+        num_hidden_layers=shape["num_layers"],
+        num_attention_heads=shape["num_heads"],
+        intermediate_size=shape["intermediate_size"],
+        vocab_size=vocab_size,
+    )
 
 
 def cpu_name() -> str:

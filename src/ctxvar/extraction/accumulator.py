@@ -197,6 +197,17 @@ class EmbeddingSums:
             if points is not None:
                 self.moments.add(i, points)  # fp32 rows are centred in place: the gather is not read again
 
+    def release_buffers(self) -> None:
+        """Free the buffers the batches reuse (gathered rows, float64 rows, x/‖x‖, Σxxᵀ's chunks, sentence sums),
+        keeping the sums: called once the last batch is added, so that a layer whose sums wait to be handed over
+        holds no batch buffers beside the next layer's (:mod:`ctxvar.extraction.hand_over`)."""
+        self._gather = None
+        self.types.release_buffers()
+        if self.moments is not None:
+            self.moments._parts = self.moments._centred = None
+        if self.words is not None:
+            self.words.release_buffers()
+
     def _gather_rows(self, states: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Rows ``positions`` of ``states`` (B·T, d), in a reused buffer (forward dtype) grown as needed: fresh rows
         for every layer of every batch cost more (page faults on a CPU) than the copies."""
@@ -279,6 +290,9 @@ class TypeSums:
         for item in self.declared:
             self.sums[item.name][block].index_add_(0, type_index, item.values(chunk))
         return chunk
+
+    def release_buffers(self) -> None:
+        self._rows = self._unit = None
 
     def _unit_rows(self) -> torch.Tensor:
         if self._unit is None:

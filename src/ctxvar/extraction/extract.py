@@ -242,8 +242,8 @@ def run_and_write(job: ShardRun, settings: ExtractionSettings, out_path, files: 
         100 * padding,
     )
     sampled = job.sampled  # read before the claim (planned_shard)
-    parts, n_parts = planned_sums(job, settings, padded, sampled, points)
-    parts = started(parts)
+    computed, n_parts = planned_sums(job, settings, padded, sampled, points)
+    parts = started(computed)
     metadata = {  # after the first layers: model_metadata waits for the weights' hash, which runs beside it
         **model_metadata(settings, job),
         "shard": settings.shard,
@@ -257,6 +257,7 @@ def run_and_write(job: ShardRun, settings: ExtractionSettings, out_path, files: 
         "device_name": device_name(job.device),
     }
     with ExitStack() as opened:
+        opened.callback(computed.close)  # an error here stops the layers' threads before the device is freed
         sums_file = opened.enter_context(LayerWriter(out_path, sums_schema(d, metadata, sum_names(options))))
         layer_sum_names = [item.name for item in kept_layer_sums(options)]
         moments_file = (
@@ -301,7 +302,7 @@ def run_and_write(job: ShardRun, settings: ExtractionSettings, out_path, files: 
         written = None
         for index, layers in enumerate(parts):
             if written is not None:
-                written.result()  # the layer before is on disk: at most two layers' sums in host memory
+                written.result()  # the layer before is on disk: at most two layers' sums here (a third being copied)
             if index == n_parts - 1:
                 release_device(job)  # every sum is in host memory: the next job may use the GPU while this one writes
             written = writer.submit(write_layers, layers)  # written while the next layer computes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import threading
 
 import numpy as np
 import torch
@@ -12,7 +13,7 @@ STAGING_BYTES = 64 << 20  # pinned host buffer through which sums leave a GPU
 
 def finite(tensor: torch.Tensor) -> bool:
     """Whether every element of ``tensor`` is finite: its sum is finite (a NaN or an infinity in it makes the sum
-    NaN or infinite: one read, no mask), or, where the sum overflows, every element checked. One host sync."""
+    NaN or infinite: one read, no mask), or, where the sum overflows, every element checked."""
     return bool(torch.isfinite(tensor.sum())) or bool(torch.isfinite(tensor).all())
 
 
@@ -22,13 +23,18 @@ def to_host(tensor: torch.Tensor) -> np.ndarray:
     1.4 GB on an H100)."""
     if tensor.device.type != "cuda":
         return tensor.cpu().numpy()
-    staging = _pinned_staging().view(tensor.dtype)
-    return staged_copy(tensor, staging, torch.cuda.current_stream(tensor.device).synchronize)
+    with _STAGING:  # one buffer: a copy at a time, whichever thread hands sums over
+        staging = _pinned_staging().view(tensor.dtype)
+        return staged_copy(tensor, staging, torch.cuda.current_stream(tensor.device).synchronize)
+
+
+_STAGING = threading.Lock()
 
 
 @functools.cache
 def _pinned_staging() -> torch.Tensor:
-    return torch.empty(STAGING_BYTES, dtype=torch.uint8, pin_memory=True)
+    with torch.inference_mode(False):  # a normal tensor, which any thread may copy into
+        return torch.empty(STAGING_BYTES, dtype=torch.uint8, pin_memory=True)
 
 
 def staged_copy(tensor: torch.Tensor, staging: torch.Tensor, wait=None) -> np.ndarray:

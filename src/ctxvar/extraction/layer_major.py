@@ -359,7 +359,7 @@ class MemoryPlan:
     reserve: int
     states_on_host: bool
     cpu_budget: int | None = None  # on a CPU, the job's max_device_mb in bytes (None: no budget)
-    hand_over_beside: bool = False  # room for a second layer's sums: each handed over beside the next layer's batches
+    hand_over_beside: bool = False  # a GPU with room for a second layer's sums: handed over beside the batches
 
     def device_bytes(self) -> int:
         """The plan's device memory: resident weights, hidden states (when on the device), one layer's sums and
@@ -488,12 +488,8 @@ def planned_memory(
         + point_bytes
     )
     parts = (weights.weights, weights.block_weights, resident, streamed, hidden, one_layer, transients)
-    capped = bool(settings.max_state_mb) and 2 * one_layer > settings.max_state_mb * 1e6  # a cap on the sums' bytes
     if device_memory is None:
-        budget = settings.max_device_bytes
-        plan = MemoryPlan(*parts, None, 0, False, budget)
-        beside = not capped and (budget is None or plan.device_bytes() + one_layer <= budget)
-        return dataclasses.replace(plan, hand_over_beside=beside)
+        return MemoryPlan(*parts, None, 0, False, settings.max_device_bytes)
     free, total = device_memory
     reserve = reserve_bytes(total)
     room = free - reserve - one_layer - transients - blocks_to_come
@@ -509,6 +505,7 @@ def planned_memory(
             "more memory"
         )
     on_host = hidden > room
+    capped = bool(settings.max_state_mb) and 2 * one_layer > settings.max_state_mb * 1e6  # a cap on the sums' bytes
     beside = not capped and room - (0 if on_host else hidden) >= one_layer  # a second layer's sums fit
     return MemoryPlan(*parts, free, reserve, on_host, hand_over_beside=beside)
 
@@ -669,6 +666,7 @@ def layer_major_sums(
                 streamed.free(layer - 1)
             handed = hand_over.handed(sums, layer)
             del sums
+            hand_over.ahead(layer + 2)
             if layer == n_blocks:  # while the last layer is written, the generator holds nothing on the device
                 del model, blocks, states, calls, hidden, batch_calls
                 handed += hand_over.rest()

@@ -73,6 +73,11 @@ class WordSums:
             self._sentence_sum = torch.empty(n_rows + 1, self.d, dtype=torch.float64, device=row.device)
             self._sentence_sum_unit = torch.empty_like(self._sentence_sum)
 
+    def release_buffers(self) -> None:
+        """Free the batch's buffers (its tokens' words and sentences, the sentence sums); the sums stay."""
+        self._sentence_sum = self._sentence_sum_unit = None
+        self._word = self._sentence = self._sentence_count = None
+
     def start_layer(self) -> None:
         self._sentence_sum[: self._n_rows + 1].zero_()
         self._sentence_sum_unit[: self._n_rows + 1].zero_()
