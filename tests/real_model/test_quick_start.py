@@ -170,13 +170,13 @@ def test_the_quick_start_ends_by_saying_where_its_results_are(quick_start):
 
 
 def test_the_quick_start_prints_a_few_dozen_lines_before_its_closing_block(quick_start):
-    """Snakemake's block per job (about 800 lines for the quick start's 51 jobs) stays in its log file; the console
+    """Snakemake's block per job (about 800 lines for the quick start's 50 jobs) stays in its log file; the console
     has the start-up lines, the job table, a progress line per tenth of the jobs (ctxvar.run.console)."""
     lines = quick_start[1].stderr.splitlines()
     start = max(i for i, line in enumerate(lines) if line.startswith("==== ctxvar: "))
     assert start <= CONSOLE_LINES, "\n".join(lines[:start])
     progress = [line for line in lines[:start] if re.fullmatch(r"\d+ of \d+ steps \(\d+%\) done", line)]
-    assert 10 <= len(progress) <= 11 and progress[-1] == "51 of 51 steps (100%) done", progress
+    assert 10 <= len(progress) <= 11 and progress[-1] == "50 of 50 steps (100%) done", progress
 
 
 def test_the_quick_starts_size_is_what_the_readme_quotes(quick_start):

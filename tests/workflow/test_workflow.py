@@ -326,8 +326,7 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(runs_on_the_demo
     assert DEMO["shards"] == 2  # so no running merge (merge_next_shard)
     assert scheduled_jobs(run) == {
         "build_random_model": 1,
-        "split_corpus": 1,
-        "digest_weights": 1,
+        "split_corpus": 1,  # no digest_weights: a random model this small is hashed in its extraction jobs
         "extract_statistics": DEMO["shards"],
         "merge_statistics": 1,
         "layer_statistics": 1,

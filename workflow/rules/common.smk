@@ -123,13 +123,10 @@ FORWARD_FAMILIES = {family: ids for family, ids in FAMILIES.items() if ids[0] in
 WEIGHTED_MODELS = [mid for mid, entry in MODELS.items() if entry.get("init") != "gaussian"]  # with weight matrices
 GEOMETRY = config["geometry"]
 REMOVE_AFTER_USE = config["hf_cache"]["remove_after_use"]
-# Whose weights digest_weights hashes once for all their extraction jobs: the models of several shards, but for Hub
-# checkpoints the run removes after use, whose digest would download them all at the start (their jobs hash them)
-DIGESTED_MODELS = [
-    mid
-    for mid in FORWARD_MODELS
-    if len(SHARDS) > 1 and not (REMOVE_AFTER_USE and "commit" in (MODELS[mid].get("inputs") or {}))
-]
+# Whose weights digest_weights hashes once for all their extraction jobs (estimates.digested): the models of several
+# shards, but Hub checkpoints the run removes after use (a digest would download them all at the start) and models
+# the run builds too small to gain from it; the others' jobs hash their weights themselves
+DIGESTED_MODELS = [mid for mid in FORWARD_MODELS if estimates.digested(MODELS[mid], len(SHARDS), REMOVE_AFTER_USE)]
 FEWER_SENTENCES = (  # only shards make it matter: a corpus no model runs over (forward: false) is not sharded
     CORPUS
     and FORWARD_MODELS

@@ -51,6 +51,7 @@ class ModelShape:
 
 FALLBACK_SHAPE = ModelShape(n_layers=25, d=1024, vocab_size=50_000)
 DOWNLOAD_BYTES_PER_S = 50e6  # the bandwidth the cost plan times downloads at, and a download's time limit: 400 Mbit/s
+DIGESTED_PARAMETERS = 100_000_000  # a model the run builds is digested from this size (400 MB in fp32)
 HASH_BYTES_PER_S = 500e6  # SHA-256 of one thread, an assumption below this machine's (the job has four)
 
 
@@ -155,6 +156,20 @@ def embedding_matrices_mem_mb(shape: ModelShape, attempt: int = 1) -> int:
     matrix = shape.vocab_size * shape.d
     total = 4 * (shape.parameters + matrix) + 2 * 8 * matrix + 6 * 8 * matrix
     return int((HOST_BASELINE_MB + 1.5 * total / 2**20) * 2 ** (attempt - 1))
+
+
+def digested(entry: dict, n_shards: int, removed_after_use: bool) -> bool:
+    """Whether rule digest_weights hashes the model's weights once for its extraction jobs: with several shards,
+    unless it is a Hub checkpoint the run removes after use (``removed_after_use``; a digest would download every
+    such checkpoint at the run's start) or a model the run builds (``init`` random or gaussian) of fewer than
+    :data:`DIGESTED_PARAMETERS` parameters, whose hash in each job costs less than a job of its own. Decided from
+    the entry alone, so a run's jobs and their inputs stay the same from one start to the next."""
+    if n_shards < 2 or (removed_after_use and "commit" in (entry.get("inputs") or {})):
+        return False
+    return (
+        entry.get("init") not in ("random", "gaussian")
+        or known_model_shape(entry, "").parameters >= DIGESTED_PARAMETERS
+    )
 
 
 def digest_mem_mb(shape: ModelShape, attempt: int = 1) -> int:

@@ -157,3 +157,19 @@ def test_extraction_runs_where_the_device_setting_and_the_machine_say(monkeypatc
     assert resources.extraction_device("auto") == "cpu"
     monkeypatch.setattr(resources, "nvidia_driver", lambda: True)
     assert resources.extraction_device("auto") == "cuda"
+
+
+@pytest.mark.parametrize(
+    "entry, shards, removed, expected",
+    [
+        ({"id": "m", "name": "org/model"}, 8, False, True),  # a Hub model: hashed once for its 8 jobs
+        ({"id": "m", "name": "org/model"}, 1, False, False),  # one job: nothing to share
+        ({"id": "m", "name": "org/m", "inputs": {"commit": "a" * 40}}, 8, True, False),  # no download ahead of its jobs
+        ({"id": "m", "name": "org/m", "inputs": {"commit": "a" * 40}}, 8, False, True),
+        ({"id": "m", "init": "archive"}, 2, True, True),  # not a Hub checkpoint: never removed
+        ({"id": "m", "init": "random", "arch": "bert", "hidden_size": 32, "num_layers": 2}, 8, False, False),
+        ({"id": "m", "init": "random", "arch": "gpt2", "hidden_size": 2048, "num_layers": 24}, 8, False, True),
+    ],
+)
+def test_which_models_get_a_weight_digest(entry, shards, removed, expected):
+    assert resources.digested(entry, shards, removed) is expected
