@@ -33,6 +33,7 @@ NOT_IN_THE_DEMO = (
     "results/{run}/corpus/.ctxvar-",
     "results/{run}/hf_cache.json",  # Hub models only
     "results/{run}/{id}/hf_cache_release.json",
+    "results/{run}/{id}/weights_digest.json",  # the demo's models are built in the run, too small to need one
 )
 PCA_ONLY = ("/pca/", "/fig01_pca.", "/fig08_selected_tokens.", "/table2.")  # figures.pca.model: the first model
 WEIGHTED_ONLY = ("/embedding_matrices.csv", "/embedding_projection.parquet", "/emb01_projection.")  # not gaussian
