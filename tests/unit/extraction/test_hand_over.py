@@ -27,7 +27,7 @@ def job(tmp_path, tiny_models, corpus_texts):
     settings = ExtractionSettings(
         model={"id": "m"}, source=str(tiny_models["bert"]), device="cpu", progress=False, extraction_order="layer_major"
     )
-    return shard_of(tmp_path, corpus_texts[:60]), settings
+    return shard_of(tmp_path, corpus_texts[:30]), settings
 
 
 def beside(monkeypatch) -> list:
