@@ -1,6 +1,7 @@
 """The extraction job: one model over one corpus shard → a partial sums file.
 
-The job loads the model and reads, tokenizes and batches the shard (:class:`ShardRun`, :func:`prepare_shard`),
+The job reads and batches the shard (its token ids as ``split_corpus`` stored them), then claims the device and loads
+the model (:class:`ShardRun`, :func:`prepare_shard`),
 runs the model over the shard block by block (:mod:`ctxvar.extraction.layer_major`), or whole
 (:mod:`ctxvar.extraction.passes`), once either way, within the device budget (:mod:`ctxvar.extraction.budget`),
 and writes each layer's sums while the next computes (layer-major) or once the pass is done (whole-model).
