@@ -43,7 +43,7 @@ from ctxvar.files.space import disk_check_skipped, free_bytes, nearest_existing
 from ctxvar.models.archive import archive_path, packaged_key, packed_config, unpacked_bytes
 from ctxvar.models.gguf import gguf_shape
 from ctxvar.run.resources import ModelShape, config_shape, known_model_shape, shard_tokens
-from ctxvar.stats.declarations import keeps_moments, kept_layer_sums, kept_sums, token_row_bytes
+from ctxvar.stats.declarations import keeps_moments, kept_layer_sums, kept_sums, token_row_bytes, values_per_type
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +102,7 @@ def sums_bytes(tokens: int, shape: ModelShape, geometry: dict, growth: TypeGrowt
     """One sums file set (sums, moments, sample) over ``tokens`` tokens: an upper bound, or with ``growth`` an
     estimate (:func:`type_count`)."""
     types = type_count(tokens, shape, growth)
-    width = sum(item.width(shape.d) for item in kept_sums(geometry))
-    total = types * shape.n_layers * (8 * (width + 1) + ROW_OVERHEAD)
+    total = types * shape.n_layers * (8 * (values_per_type(shape.d, geometry) + 1) + ROW_OVERHEAD)
     if keeps_moments(geometry):  # d rows per layer: N, layer, Σx's entry, Σxxᵀ's row, each per-layer sum's entry
         row = 18 + (8 * shape.d if geometry["covariance"] else 0) + 8 * len(kept_layer_sums(geometry))
         total += shape.n_layers * shape.d * row

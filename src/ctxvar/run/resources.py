@@ -20,6 +20,7 @@ from ctxvar.config.entries import gaussian_spec, load_revision, random_spec
 from ctxvar.errors import ConfigError, CtxvarError
 from ctxvar.files.parquet import read_table
 from ctxvar.models import hub
+from ctxvar.stats.declarations import values_per_layer, values_per_type
 
 TOKENS_PER_WORD = 1.4  # subword tokens per space-separated word, BERT/GPT-2 on English prose
 HOST_BASELINE_MB = 1500  # Python, torch and transformers imported
@@ -127,25 +128,25 @@ def extraction_device(device: str) -> str:
 
 
 def extraction_mem_mb(tokens: int, shape: ModelShape, attempt: int = 1, geometry: dict | None = None) -> int:
-    """Host memory: baseline + fp32 weights + token arrays + the host copy of the sums
-    (8 · U · L · (d + 1) bytes, U ≤ min(vocabulary, tokens)) and of the geometry sums ``geometry`` asks for
-    (:func:`geometry_host_bytes`), ×1.5, doubled on each retry."""
-    types = min(shape.vocab_size, tokens)
-    total = 4 * shape.parameters + 32 * tokens + 8 * types * shape.n_layers * (shape.d + 1)
-    total += geometry_host_bytes(tokens, shape, geometry) if geometry else 0
+    """Host memory: baseline + fp32 weights + token arrays + the host copy of the sums that ``geometry`` keeps
+    (:func:`host_sums_bytes`; None: the paper's), ×1.5, doubled on each retry."""
+    total = 4 * shape.parameters + 32 * tokens + host_sums_bytes(tokens, shape, geometry or {})
     return int((HOST_BASELINE_MB + 1.5 * total / 2**20) * 2 ** (attempt - 1))
 
 
-def geometry_host_bytes(tokens: int, shape: ModelShape, geometry: dict) -> int:
-    """The host copy of the geometry sums: Σ x/‖x‖ per type (``cosine``) and per raw token id (``ethayarajh``),
-    8 · U · L · d bytes each (U ≤ min(vocabulary, tokens)); Σxxᵀ, 8 · L · d² (``covariance``); the sample,
-    4 · L · min(B · k, tokens) · d (``twonn``, B = ``batches``, k = ``sample_size``)."""
-    per_type = 8 * min(shape.vocab_size, tokens) * shape.n_layers * shape.d
-    total = per_type * (bool(geometry.get("cosine")) + bool(geometry.get("ethayarajh")))
-    total += 8 * shape.n_layers * shape.d**2 if geometry.get("covariance") else 0
+def host_sums_bytes(tokens: int, shape: ModelShape, geometry: dict) -> int:
+    """The host copy of the sums a job with config ``geometry`` keeps, U ≤ min(vocabulary, tokens) types: the
+    declared sums per (layer, type) and per layer, widths from :mod:`ctxvar.stats.declarations`, and a count per
+    type, 8 · (U · (L · w + 1) + L · w_layer); Σ x/‖x‖ per raw token id (``ethayarajh``), 8 · U · L · d;
+    Σxxᵀ, 8 · L · d² (``covariance``); the sample, 4 · L · min(B · k, tokens) · d (``twonn``, B = ``batches``,
+    k = ``sample_size``)."""
+    types, layers, d = min(shape.vocab_size, tokens), shape.n_layers, shape.d
+    total = 8 * (types * (layers * values_per_type(d, geometry) + 1) + layers * values_per_layer(d, geometry))
+    total += 8 * types * layers * d if geometry.get("ethayarajh") else 0
+    total += 8 * layers * d**2 if geometry.get("covariance") else 0
     if geometry.get("twonn"):
         points = min(geometry.get("sample_size", 0) * geometry.get("batches", 1), tokens)
-        total += 4 * shape.n_layers * points * shape.d
+        total += 4 * layers * points * d
     return total
 
 

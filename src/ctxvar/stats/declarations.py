@@ -9,7 +9,8 @@ sum adds across shards, so the merge is the same for all of them. The registry :
   (:func:`ctxvar.extraction.budget.state_bytes`, :func:`~ctxvar.extraction.budget.batch_bytes`);
 - the sums files' columns (:func:`ctxvar.stats.sums.sums_schema`, :class:`ctxvar.stats.sums.SumsFile`);
 - the merge (:func:`ctxvar.stats.merge.merge_layer`) and ``tokens.parquet`` (:func:`ctxvar.stats.merge.token_table`);
-- the disk estimate (:func:`ctxvar.run.disk.sums_bytes`) and the docs' tables (:func:`docs_rows`, tested against
+- the disk estimate (:func:`ctxvar.run.disk.sums_bytes`), the jobs' memory request
+  (:func:`ctxvar.run.resources.host_sums_bytes`) and the docs' tables (:func:`docs_rows`, tested against
   ``docs/outputs.md``).
 
 A :class:`LayerSum` is the same for one sum per layer over all its tokens (:data:`LAYER_SUMS`): it is kept in
@@ -193,6 +194,17 @@ def kept_layer_sums(geometry) -> tuple[LayerSum, ...]:
 
 def _kept(registry: tuple, geometry) -> tuple:
     return tuple(item for item in registry if is_on(item.switch, geometry))
+
+
+def values_per_type(d: int, geometry) -> int:
+    """float64 values per (layer, type) of the declared sums ``geometry`` keeps: the sum of their widths (d for a
+    vector, 1 for a number); n_t, one count per type, is not among them."""
+    return sum(item.width(d) for item in kept_sums(geometry))
+
+
+def values_per_layer(d: int, geometry) -> int:
+    """float64 values per layer of the declared per-layer sums ``geometry`` keeps."""
+    return sum(item.width(d) for item in kept_layer_sums(geometry))
 
 
 def keeps_moments(geometry) -> bool:

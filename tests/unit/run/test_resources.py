@@ -11,6 +11,7 @@ import pytest
 from ctxvar.errors import ConfigError
 from ctxvar.files.parquet import write_table
 from ctxvar.run import resources
+from ctxvar.stats import declarations
 
 
 def test_shard_tokens_from_word_counts(tmp_path):
@@ -114,24 +115,40 @@ def test_the_request_covers_the_sample_of_every_batch():
     sample = 4 * 13 * 64 * 4096 * 768
     assert resources.extraction_mem_mb(TOKENS, BERT_BASE, geometry=heavy) * 2**20 > 1.5 * sample
     assert (
-        resources.geometry_host_bytes(TOKENS, BERT_BASE, heavy)
-        - resources.geometry_host_bytes(TOKENS, BERT_BASE, {**heavy, "batches": 1})
+        resources.host_sums_bytes(TOKENS, BERT_BASE, heavy)
+        - resources.host_sums_bytes(TOKENS, BERT_BASE, {**heavy, "batches": 1})
         == 4 * 13 * 63 * 4096 * 768
     )
 
 
+OFF = {key: False for key in ("covariance", "cosine", "ethayarajh", "twonn")}
+PAPER_SUMS = 8 * 30_522 * (13 * (768 + 1) + 1)  # Σx and Σ‖x‖² per (layer, type), n per type
+
+
 def test_each_switch_adds_its_sums_and_the_sample_stops_at_the_tokens():
-    off = {key: False for key in ("covariance", "cosine", "ethayarajh", "twonn")}
-    assert resources.geometry_host_bytes(TOKENS, BERT_BASE, off) == 0
+    assert resources.host_sums_bytes(TOKENS, BERT_BASE, OFF) == PAPER_SUMS
     per_type = 8 * 30_522 * 13 * 768
-    assert resources.geometry_host_bytes(TOKENS, BERT_BASE, {**off, "cosine": True}) == per_type
-    assert resources.geometry_host_bytes(TOKENS, BERT_BASE, {**off, "ethayarajh": True}) == per_type
-    assert resources.geometry_host_bytes(TOKENS, BERT_BASE, {**off, "covariance": True}) == 8 * 13 * 768**2
-    few = resources.geometry_host_bytes(1000, BERT_BASE, {**DEFAULTS, "cosine": False, "covariance": False})
-    assert few == 4 * 13 * 1000 * 768
+    assert resources.host_sums_bytes(TOKENS, BERT_BASE, {**OFF, "cosine": True}) == PAPER_SUMS + per_type
+    assert resources.host_sums_bytes(TOKENS, BERT_BASE, {**OFF, "ethayarajh": True}) == PAPER_SUMS + per_type
+    covariance = resources.host_sums_bytes(TOKENS, BERT_BASE, {**OFF, "covariance": True})
+    assert covariance == PAPER_SUMS + 8 * 13 * 768**2
+    few = resources.host_sums_bytes(1000, BERT_BASE, {**DEFAULTS, "cosine": False, "covariance": False})
+    assert few == 8 * 1000 * (13 * 769 + 1) + 4 * 13 * 1000 * 768
     assert resources.extraction_mem_mb(TOKENS, BERT_BASE) < resources.extraction_mem_mb(
         TOKENS, BERT_BASE, geometry=DEFAULTS
     )
+
+
+def test_a_newly_declared_sum_is_in_the_request(monkeypatch):
+    """The request reads the sums' widths from their declarations: a d-vector per (layer, type) and one per
+    layer, declared as docs/architecture.md's recipe declares a sum, add their host copies."""
+    before = resources.host_sums_bytes(TOKENS, BERT_BASE, OFF)
+    per_type = declarations.TypeSum("sum_cube", "Σ x³", vector=True, switch=None, values=lambda c: c.rows**3)
+    per_layer = declarations.LayerSum("sum_cube_all", "Σ x³", vector=True, switch=None, values=lambda c: c.rows**3)
+    monkeypatch.setattr(declarations, "TYPE_SUMS", (*declarations.TYPE_SUMS, per_type))
+    monkeypatch.setattr(declarations, "LAYER_SUMS", (*declarations.LAYER_SUMS, per_layer))
+    after = resources.host_sums_bytes(TOKENS, BERT_BASE, OFF)
+    assert after - before == 8 * 30_522 * 13 * 768 + 8 * 13 * 768
 
 
 def test_a_mixture_of_experts_config_gives_its_experts_parameters_and_its_active_experts_work():
