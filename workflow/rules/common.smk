@@ -32,6 +32,7 @@ from ctxvar.config.entries import (
     pca_model,
 )
 from ctxvar.config.hashes import TYPE_KEY_RULE, extraction_geometry
+from ctxvar.config.kinds import kind_of
 from ctxvar.config.run_name import check_study_named, relative_if_below, run_name, run_named_on_purpose
 from ctxvar.config.schema import check_schema, load_config_file
 from ctxvar.corpus.enwik8 import check_file as check_enwik8_file
@@ -120,7 +121,7 @@ FORWARD_MODELS = forward_models(MODELS)  # those that run over the corpus; the o
 PCA_MODEL = pca_model(config)  # None when no model runs over the corpus
 FAMILIES = checkpoint_families(MODELS)  # {family: [id@revision, …]} from revisions:
 FORWARD_FAMILIES = {family: ids for family, ids in FAMILIES.items() if ids[0] in FORWARD_MODELS}
-WEIGHTED_MODELS = [mid for mid, entry in MODELS.items() if entry.get("init") != "gaussian"]  # with weight matrices
+WEIGHTED_MODELS = [mid for mid, entry in MODELS.items() if kind_of(entry).has_weights]  # with weight matrices
 GEOMETRY = config["geometry"]
 REMOVE_AFTER_USE = config["hf_cache"]["remove_after_use"]
 # Whose weights digest_weights hashes once for all their extraction jobs (estimates.digested): the models of several

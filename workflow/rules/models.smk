@@ -8,7 +8,7 @@ rule build_random_model:
     benchmark:
         benchmarks("models/{model}.tsv")
     wildcard_constraints:
-        model=models_made_by("random", "gaussian"),
+        model=models_made_by("build_random_model"),
     conda:
         "../../envs/extract.yaml"
     params:
@@ -26,7 +26,7 @@ rule unpack_model:
     benchmark:
         benchmarks("models/{model}.tsv")
     wildcard_constraints:
-        model=models_made_by("archive"),
+        model=models_made_by("unpack_model"),
     conda:
         "../../envs/extract.yaml"
     params:

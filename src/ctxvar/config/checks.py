@@ -11,10 +11,10 @@ from ctxvar.config.entries import (
     local_with_revision,
     missing_model_directory,
     models_by_id,
-    random_spec,
     reads_corpus,
     runs_forward,
 )
+from ctxvar.config.kinds import entry_problem, kind_of, random_spec
 from ctxvar.errors import ConfigError
 
 
@@ -41,35 +41,9 @@ def check_config(config: dict) -> None:
             raise ConfigError(
                 f"models[]: name {name!r} has leading or trailing spaces or control characters; remove them"
             )
-        sizes = random_spec(entry)
-        if entry.get("init") == "random" and sizes["hidden_size"] % sizes["num_heads"]:
-            raise ConfigError(
-                f"models[]: entry {entry.get('id')!r}: hidden_size {sizes['hidden_size']} is not a "
-                f"multiple of num_heads {sizes['num_heads']}; attention splits d across the heads"
-            )
-        for init, keys in INIT_ONLY_KEYS.items():
-            if entry.get("init") != init and keys & set(entry):
-                raise ConfigError(
-                    f"models[]: entry {entry.get('id') or entry.get('name')!r} sets "
-                    f"{', '.join(sorted(keys & set(entry)))}, which only init: {init} uses"
-                )
-        if entry.get("init", "pretrained") == "pretrained" and not entry.get("name"):
-            raise ConfigError(f"models[]: entry {entry.get('id')!r} needs 'name' (a Hub id or a local directory)")
-        if entry.get("init", "pretrained") == "pretrained" and missing_model_directory(entry):
-            raise ConfigError(missing_model_directory(entry))
-        if entry.get("init", "pretrained") == "pretrained" and local_with_revision(entry):
-            raise ConfigError(local_with_revision(entry))
-        if entry.get("init") == "archive":
-            check_archive_entry(entry)
-        if entry.get("init") == "random" and not entry.get("arch"):
-            raise ConfigError(
-                f"models[]: entry {entry.get('id')!r} has init: random and needs 'arch' (bert | roberta | gpt2)"
-            )
-        if entry.get("init") == "gaussian" and not runs_forward(entry):
-            raise ConfigError(
-                f"models[]: entry {entry.get('id')!r} has init: gaussian and forward: false; the Gaussian null model "
-                "has no weights, so nothing would be computed: remove forward: false"
-            )
+        problem = entry_problem(entry) or KIND_CHECKS.get(kind_of(entry).init, no_problem)(entry)
+        if problem:
+            raise ConfigError(problem)
     models = models_by_id(config)
     pca_model = config.get("figures", {}).get("pca", {}).get("model")
     if pca_model is not None and pca_model not in models:
@@ -130,35 +104,43 @@ def rows_conflict(rows: int | None, fraction: float, sampling: str) -> str | Non
     return None
 
 
-INIT_ONLY_KEYS = {
-    "gaussian": {"mean_scale", "noise_scale", "offset", "layer_norm"},
-    "archive": {"package", "archive", "gguf", "sha256"},
-}
+def no_problem(entry: dict) -> None:
+    return None
 
 
-def check_archive_entry(entry: dict) -> None:
+def pretrained_problem(entry: dict) -> str | None:
+    """An ``init: pretrained`` entry's ``name`` written as a path names a model directory, and a directory's entry
+    has no ``revision(s)``."""
+    return missing_model_directory(entry) or local_with_revision(entry)
+
+
+def random_problem(entry: dict) -> str | None:
+    """An ``init: random`` model's width splits across its attention heads."""
+    sizes = random_spec(entry)
+    if sizes["hidden_size"] % sizes["num_heads"]:
+        return (
+            f"models[]: entry {entry.get('id')!r}: hidden_size {sizes['hidden_size']} is not a "
+            f"multiple of num_heads {sizes['num_heads']}; attention splits d across the heads"
+        )
+    return None
+
+
+def archive_problem(entry: dict) -> str | None:
     """An ``init: archive`` entry names one file, ``archive`` (a zip) or ``gguf``, and ``sha256``; for a GGUF
-    file, ``sha256`` lists the file itself by its name. That file holds one version, so no ``revision(s)``."""
+    file, ``sha256`` lists the file itself by its name."""
     files = [key for key in ("archive", "gguf") if key in entry]
-    asked = [key for key in ("revision", "revisions") if entry.get(key)]
-    if asked:
-        raise ConfigError(
-            f"models[]: entry {entry.get('id')!r}: its {files[0] if files else 'archive'} holds one version of the "
-            f"model, so {' and '.join(asked)} cannot choose one; remove {' and '.join(asked)}, or list one archive "
-            "per checkpoint (each with its own id)"
-        )
     if len(files) > 1:
-        raise ConfigError(
-            f"models[]: entry {entry.get('id')!r} sets both archive and gguf; an init: archive entry reads one file"
-        )
+        return f"models[]: entry {entry.get('id')!r} sets both archive and gguf; an init: archive entry reads one file"
     if not files or "sha256" not in entry:
-        raise ConfigError(
+        return (
             f"models[]: entry {entry.get('id')!r} has init: archive and needs 'archive' (the .zip) and 'sha256' "
             "(the digest of at least its weights file), or 'gguf' (a GGUF checkpoint) in place of 'archive'"
         )
-    if files == ["gguf"]:
+    if files == ["gguf"] and os.path.basename(entry["gguf"]) not in entry["sha256"]:
         name = os.path.basename(entry["gguf"])
-        if name not in entry["sha256"]:
-            raise ConfigError(
-                f"models[]: entry {entry.get('id')!r}: sha256 must list the GGUF file itself, {name}: <its SHA-256>"
-            )
+        return f"models[]: entry {entry.get('id')!r}: sha256 must list the GGUF file itself, {name}: <its SHA-256>"
+    return None
+
+
+# The checks of an entry beyond what its kind declares (ctxvar.config.kinds.entry_problem), by init.
+KIND_CHECKS = {"pretrained": pretrained_problem, "random": random_problem, "archive": archive_problem}

@@ -7,7 +7,7 @@ import os
 import re
 from pathlib import Path
 
-from ctxvar.config.schema import SCHEMA
+from ctxvar.config.kinds import MODEL_DEFAULTS, kind_of
 from ctxvar.errors import ConfigError
 
 # Matched with fullmatch: '$' alone would accept a trailing newline.
@@ -16,31 +16,6 @@ REVISION_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=-]*")
 LOCAL_SOURCES = ("text", "parquet", "jsonl")  # read from corpus.path, which they need
 OPTIONAL_PATH_SOURCES = ("enwik8",)  # read from corpus.path when it is set, else from the Hub
 RESERVED_IDS = {"corpus", "models", "partials", "summary", "figures"}  # folders of results/
-
-
-# What a models[] entry that omits a key gets (the schema's $defs/model_defaults: small enough for a 2-core CPU).
-MODEL_DEFAULTS = SCHEMA["$defs"]["model_defaults"]["default"]
-RANDOM_KEYS = (
-    "vocab_size",
-    "hidden_size",
-    "num_layers",
-    "num_heads",
-    "intermediate_size",
-    "max_positions",
-    "seed",
-    "learning_rate",
-)
-GAUSSIAN_KEYS = ("mean_scale", "noise_scale", "offset", "layer_norm")
-
-
-def random_spec(entry: dict) -> dict:
-    """The entry's sizes, seed and learning rate, with the schema's model defaults for those it omits."""
-    return {key: entry.get(key, MODEL_DEFAULTS[key]) for key in RANDOM_KEYS}
-
-
-def gaussian_spec(entry: dict) -> dict:
-    """The Gaussian null model's scales and LayerNorm switch, with the schema's model defaults for those it omits."""
-    return {key: entry.get(key, MODEL_DEFAULTS[key]) for key in GAUSSIAN_KEYS}
 
 
 def revision_of(entry: dict) -> str:
@@ -123,10 +98,11 @@ def expand_revisions(entry: dict) -> list[dict]:
         raise ConfigError(
             f"models[]: entry {entry.get('id') or entry.get('name')!r} sets both revision and revisions; keep one"
         )
-    if entry.get("init") == "gaussian":
+    kind = kind_of(entry)
+    if kind.revisions == "none":
         raise ConfigError(
-            f"models[]: entry {entry.get('id')!r}: revisions apply to pretrained and random models, not gaussian; "
-            "list one gaussian entry per seed instead"
+            f"models[]: entry {entry.get('id')!r}: init: {kind.init} holds one version of the model, so revisions "
+            "cannot choose one; remove revisions, or list one entry per version (each with its own id)"
         )
     base = {key: value for key, value in entry.items() if key != "revisions"}
     family = model_id(base)
@@ -138,10 +114,10 @@ def expand_revisions(entry: dict) -> list[dict]:
                 "use letters, digits and . _ + = -"
             )
         step = CHECKPOINT_PATTERN.fullmatch(revision)
-        if entry.get("init") == "random" and not step:
+        if kind.revisions == "steps" and not step:
             raise ConfigError(
-                f"models[]: entry {family!r}: revision {revision!r} of a random model must be stepN "
-                "(the random-init model trained N steps on the corpus)"
+                f"models[]: entry {family!r}: revision {revision!r} of an init: {kind.init} model must be stepN "
+                "(the model trained N steps on the corpus)"
             )
         expanded.append(
             {
@@ -173,13 +149,11 @@ def models_by_id(config: dict) -> dict[str, dict]:
     return resolved
 
 
-BUILT_IN_RUN = ("random", "gaussian", "archive")
-
-
 def built_in_run(entry: dict) -> bool:
-    """Whether a rule makes the model in the run's ``models/{id}`` folder: random-init and Gaussian models are
-    built there, archives unpacked there; pretrained models load from the Hub or their own directory."""
-    return entry.get("init") in BUILT_IN_RUN
+    """Whether a rule makes the model in the run's ``models/{id}`` folder (its kind's ``made_by``: random-init and
+    Gaussian models are built there, archives unpacked there); pretrained models load from the Hub or their own
+    directory."""
+    return kind_of(entry).made_by is not None
 
 
 def model_source(entry: dict, run_folder) -> str:
@@ -202,9 +176,9 @@ def measured_entry(entry: dict) -> dict:
 
 
 def reads_corpus(entry: dict) -> bool:
-    """Whether the model needs the corpus: for its forward pass, or to train its tokenizer (init random and
-    gaussian build one on the corpus)."""
-    return runs_forward(entry) or entry.get("init") in ("random", "gaussian")
+    """Whether the model needs the corpus: for its forward pass, or to train its tokenizer (its kind's
+    ``reads_corpus``: init random and gaussian build one on the corpus)."""
+    return runs_forward(entry) or kind_of(entry).reads_corpus
 
 
 def forward_models(models: dict[str, dict]) -> list[str]:

@@ -172,8 +172,8 @@ def state_cap_bytes(settings: ExtractionSettings, job, padded, point_bytes: int 
     ``n_layers``, ``d``, ``types`` and ``n_words`` are read); ``padded``: its
     :class:`ctxvar.models.batching.ShardBatches` (``device_bytes()``).
     """
-    if settings.max_state_mb:
-        return settings.max_state_mb * 1e6
+    if settings.max_state_bytes:
+        return settings.max_state_bytes
     if job.device.type != "cuda":
         return float("inf")
     free, total = torch.cuda.mem_get_info(job.device)

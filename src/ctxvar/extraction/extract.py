@@ -323,8 +323,8 @@ def planned_sums(job: ShardRun, settings: ExtractionSettings, padded: ShardBatch
     options = settings.geometry
     blocks = chosen_blocks(job, settings, padded)
     if blocks is not None:
-        if settings.max_state_mb:
-            check_one_layer_fits(len(job.types), job.d, settings.max_state_mb * 1e6, options, job.n_words)
+        if settings.max_state_bytes:
+            check_one_layer_fits(len(job.types), job.d, settings.max_state_bytes, options, job.n_words)
         plan = memory_plan(settings, job, blocks, padded, points.device_bytes() if points else 0)
         log.info("layer-major over blocks %r; memory plan: %s", blocks.name, plan.describe())
         return layer_major_sums(job, padded, blocks, settings, plan, sampled, points), job.n_layers

@@ -505,7 +505,7 @@ def planned_memory(
             "more memory"
         )
     on_host = hidden > room
-    capped = bool(settings.max_state_mb) and 2 * one_layer > settings.max_state_mb * 1e6  # a cap on the sums' bytes
+    capped = bool(settings.max_state_bytes) and 2 * one_layer > settings.max_state_bytes  # a cap on the sums' bytes
     beside = not capped and room - (0 if on_host else hidden) >= one_layer  # a second layer's sums fit
     return MemoryPlan(*parts, free, reserve, on_host, hand_over_beside=beside)
 

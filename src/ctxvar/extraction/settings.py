@@ -34,6 +34,11 @@ class ExtractionSettings:
     progress: bool = True
 
     @property
+    def max_state_bytes(self) -> int | None:
+        """``max_state_mb`` in bytes; None where it is 0 (no cap of the job's own)."""
+        return int(self.max_state_mb * 1e6) if self.max_state_mb else None
+
+    @property
     def max_device_bytes(self) -> int | None:
         """``max_device_mb`` in bytes; None where it is 0 (no budget of the job's own)."""
         return int(self.max_device_mb * 1e6) if self.max_device_mb else None

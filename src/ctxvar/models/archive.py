@@ -16,6 +16,7 @@ import os
 import zipfile
 from pathlib import Path, PurePosixPath
 
+from ctxvar.config.kinds import kind_of
 from ctxvar.errors import IntegrityError, ModelLoadError, first_line
 from ctxvar.files.atomic import atomic_directory, file_sha256
 from ctxvar.files.space import disk_full, full_disk_named, require_free_space
@@ -56,7 +57,7 @@ def check_archives(models: dict[str, dict], run_folder) -> None:
     """At start-up: :func:`archive_path` of every ``init: archive`` entry not unpacked yet in
     ``run_folder/models/{id}``, so that a missing package, zip or GGUF file is one line before any job runs."""
     for mid, entry in models.items():
-        if entry.get("init") == "archive" and not os.path.isdir(os.path.join(run_folder, "models", mid)):
+        if kind_of(entry).packaged and not os.path.isdir(os.path.join(run_folder, "models", mid)):
             archive_path(entry)
 
 

@@ -1,25 +1,53 @@
-"""Models built locally, with no weights to download: random-init transformers and the Gaussian null model."""
+"""The models a run makes in its ``models/{id}`` folder, one builder per model kind (:mod:`ctxvar.config.kinds`):
+random-init transformers and the Gaussian null model built from the corpus, archives unpacked or converted.
+
+Each builder writes a ``save_pretrained`` folder with SHA256SUMS that appears only when complete, and imports
+what it needs itself, so that a job making one kind imports no other kind's libraries.
+"""
 
 from __future__ import annotations
 
-from ctxvar.config.entries import arch_of, random_spec
-from ctxvar.models.gaussian_null import build_gaussian_model
-from ctxvar.models.random_init import build_random_model, save_model, train_tokenizer
+from typing import Callable
+
+from ctxvar.config.entries import arch_of
+from ctxvar.config.kinds import kind_of, random_spec
 
 
-def build_local_model(entry: dict, texts, out_dir, merge_markers: bool = True) -> None:
-    """Build the ``init: random`` or ``init: gaussian`` model of ``entry`` into ``out_dir`` (``save_pretrained``
-    format with SHA256SUMS; the folder appears only when complete).
+def build_random(entry: dict, out_dir, texts, merge_markers: bool) -> None:
+    """``init: random``: :func:`~ctxvar.models.random_init.build_random_model` (its tokenizer trained on
+    ``texts``)."""
+    from ctxvar.models.random_init import build_random_model
 
-    ``init: gaussian`` builds the Gaussian null model (:mod:`ctxvar.models.gaussian_null`) over an ``arch``
-    (default bert) tokenizer trained on ``texts``, its types keyed with ``merge_markers``; ``init: random``
-    is :func:`~ctxvar.models.random_init.build_random_model`.
-    """
-    if entry.get("init") != "gaussian":
-        build_random_model(entry, texts, out_dir)
-        return
+    build_random_model(entry, texts, out_dir)
+
+
+def build_gaussian(entry: dict, out_dir, texts, merge_markers: bool) -> None:
+    """``init: gaussian``: the Gaussian null model (:mod:`ctxvar.models.gaussian_null`) over an ``arch`` (default
+    bert) tokenizer trained on ``texts``, its types keyed with ``merge_markers``."""
+    from ctxvar.models.gaussian_null import build_gaussian_model
+    from ctxvar.models.random_init import save_model, train_tokenizer
+
     spec = random_spec(entry)
     tokenizer = train_tokenizer(arch_of(entry), texts, spec["vocab_size"])
-    save_model(
-        build_gaussian_model(entry, tokenizer, merge_markers, spec["hidden_size"], spec["seed"]), tokenizer, out_dir
-    )
+    model = build_gaussian_model(entry, tokenizer, merge_markers, spec["hidden_size"], spec["seed"])
+    save_model(model, tokenizer, out_dir)
+
+
+def unpack_archive(entry: dict, out_dir, texts, merge_markers: bool) -> None:
+    """``init: archive``: the zip unpacked (:func:`~ctxvar.models.archive.unpack_model`) or the GGUF file
+    converted (:func:`~ctxvar.models.gguf.convert_gguf`), each checked against ``sha256``."""
+    from ctxvar.models.archive import packaged_key, unpack_model
+    from ctxvar.models.gguf import convert_gguf
+
+    (convert_gguf if packaged_key(entry) == "gguf" else unpack_model)(entry, out_dir)
+
+
+# One builder per kind that the run makes (ModelKind.made_by), under its init.
+BUILDERS: dict[str, Callable] = {"random": build_random, "gaussian": build_gaussian, "archive": unpack_archive}
+
+
+def build_model(entry: dict, out_dir, texts=None, merge_markers: bool = True) -> None:
+    """Make the model of ``entry`` in ``out_dir`` with its kind's builder (:data:`BUILDERS`); ``texts``: the
+    corpus's sentences, for kinds that read it (``ModelKind.reads_corpus``); ``merge_markers``: the run's type
+    keying, for kinds keyed by it (``ModelKind.type_keyed``)."""
+    BUILDERS[kind_of(entry).init](entry, out_dir, texts, merge_markers)

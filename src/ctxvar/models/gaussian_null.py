@@ -22,7 +22,7 @@ import torch
 from transformers import AutoModel, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput
 
-from ctxvar.config.entries import gaussian_spec
+from ctxvar.config.kinds import gaussian_spec
 from ctxvar.models.gaussian_null_config import GaussianNullConfig, register_config
 from ctxvar.models.random_init import randomise_layer_norms
 from ctxvar.models.tokens import type_key, type_marker

@@ -63,6 +63,7 @@ from ctxvar.config.entries import (
     models_by_id,
     runs_forward,
 )
+from ctxvar.config.kinds import kind_of
 from ctxvar.corpus import enwik8
 from ctxvar.corpus.enwik8 import PIECE_CHARACTERS, pieces_at_most
 from ctxvar.corpus.sources import PARQUET_EXPORT, source_rows_at_most
@@ -401,7 +402,7 @@ def indexed_bytes(entry: dict, source: str) -> int | None:
 
 def unknown_shape(entry: dict, source: str) -> str:
     """Why a model's shape is not known before its first job (``source``: where its files are read from)."""
-    if entry.get("init") == "archive":
+    if kind_of(entry).packaged:
         return "its archive's config.json or GGUF header cannot be read; its unpacking job says why"
     if is_local_path(entry.get("name", "")):
         return f"{entry['name']} has no readable config.json"
@@ -418,7 +419,7 @@ def model_cost(
     source = model_source(entry, run_folder)
     forward = runs_forward(entry)
     shape = known_model_shape(entry, source)
-    if shape is None and entry.get("init") == "archive" and not os.path.isdir(source):
+    if shape is None and kind_of(entry).packaged and not os.path.isdir(source):
         shape = packaged_model(entry)[0]  # its config.json in the zip, or its GGUF file's header
     catalogued = hub_shapes().get(entry.get("name", ""))
     parameters, stored = (catalogued[1], catalogued[2]) if catalogued else (None, 4)
@@ -466,7 +467,7 @@ def model_cost(
         cpu_seconds=on_cpu,
         sums_estimate=estimate,
         name=entry.get("name") or entry["id"],
-        weighted=entry.get("init") != "gaussian",
+        weighted=kind_of(entry).has_weights,
         unknown=None if shape is not None and download is not None else unknown_shape(entry, source),
     )
 

@@ -38,6 +38,7 @@ import os
 from dataclasses import dataclass
 
 from ctxvar.config.entries import model_source, models_by_id, pca_model, runs_forward
+from ctxvar.config.kinds import kind_of
 from ctxvar.errors import CtxvarError, DiskSpaceError, ModelLoadError, size_text
 from ctxvar.files.space import disk_check_skipped, free_bytes, nearest_existing
 from ctxvar.models.archive import archive_path, packaged_key, packed_config, unpacked_bytes
@@ -148,7 +149,7 @@ def planned_bytes(config: dict, run_folder) -> tuple[int, int] | None:
             continue
         source = model_source(entry, run_folder)
         shape = known_model_shape(entry, source)  # built: from the entry
-        if shape is None and entry.get("init") == "archive" and not os.path.isdir(source):
+        if shape is None and kind_of(entry).packaged and not os.path.isdir(source):
             shape, folder_bytes = packaged_model(entry)
             merged += folder_bytes
         if shape is None:  # a Hub model not downloaded yet: a bert-large-sized guess would block small runs

@@ -26,6 +26,7 @@ from ctxvar.config.entries import (
     runs_forward,
 )
 from ctxvar.config.hashes import corpus_settings, extraction_config_hash
+from ctxvar.config.kinds import kind_of
 from ctxvar.corpus import enwik8
 from ctxvar.errors import CtxvarError
 from ctxvar.files.atomic import read_json, write_json
@@ -67,8 +68,7 @@ def model_inputs(entry: dict, run_folder=None) -> dict:
 
     An archive gone since it was unpacked into ``run_folder/models/{id}`` keeps the fingerprint it had then
     (:func:`recorded_archive`): the unpacked folder's own checksums still hold, and nothing re-runs."""
-    init = entry.get("init", "pretrained")
-    if init == "archive":
+    if kind_of(entry).packaged:
         try:
             return {"archive": file_fingerprint(str(archive_path(entry)))}
         except CtxvarError:

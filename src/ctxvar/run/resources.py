@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
-from ctxvar.config.entries import gaussian_spec, load_revision, random_spec
+from ctxvar.config.entries import load_revision
+from ctxvar.config.kinds import kind_of, random_spec
 from ctxvar.errors import ConfigError, CtxvarError
 from ctxvar.files.parquet import read_table
 from ctxvar.models import hub
@@ -76,10 +77,10 @@ def model_shape(entry: dict, source: str) -> ModelShape:
 def known_model_shape(entry: dict, source: str) -> ModelShape | None:
     """The model's shape from its entry (models built locally) or its config.json (a local directory or the HF
     cache); None before a Hub model is downloaded, or when its config.json is malformed (its job reports that)."""
-    if entry.get("init") in ("random", "gaussian"):
+    kind = kind_of(entry)
+    if kind.built_from_entry:  # its blocks by its kind; its width and vocabulary the sizes every built kind takes
         spec = random_spec(entry)
-        layers = spec["num_layers"] if entry.get("init") == "random" else int(gaussian_spec(entry)["layer_norm"])
-        return ModelShape(layers + 1, spec["hidden_size"], spec["vocab_size"])
+        return ModelShape(kind.blocks(entry) + 1, spec["hidden_size"], spec["vocab_size"])
     return config_shape(hub.model_json(source, "config.json", load_revision(entry)) or {})
 
 
@@ -162,15 +163,13 @@ def embedding_matrices_mem_mb(shape: ModelShape, attempt: int = 1) -> int:
 def digested(entry: dict, n_shards: int, removed_after_use: bool) -> bool:
     """Whether rule digest_weights hashes the model's weights once for its extraction jobs: with several shards,
     unless it is a Hub checkpoint the run removes after use (``removed_after_use``; a digest would download every
-    such checkpoint at the run's start) or a model the run builds (``init`` random or gaussian) of fewer than
-    :data:`DIGESTED_PARAMETERS` parameters, whose hash in each job costs less than a job of its own. Decided from
-    the entry alone, so a run's jobs and their inputs stay the same from one start to the next."""
+    such checkpoint at the run's start) or a model the run builds from its entry (its kind's ``blocks``: init
+    random or gaussian) of fewer than :data:`DIGESTED_PARAMETERS` parameters, whose hash in each job costs less than
+    a job of its own. Decided from the entry alone, so a run's jobs and their inputs stay the same from one start to
+    the next."""
     if n_shards < 2 or (removed_after_use and "commit" in (entry.get("inputs") or {})):
         return False
-    return (
-        entry.get("init") not in ("random", "gaussian")
-        or known_model_shape(entry, "").parameters >= DIGESTED_PARAMETERS
-    )
+    return not kind_of(entry).built_from_entry or known_model_shape(entry, "").parameters >= DIGESTED_PARAMETERS
 
 
 def digest_mem_mb(shape: ModelShape, attempt: int = 1) -> int:

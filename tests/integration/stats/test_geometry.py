@@ -231,13 +231,13 @@ def test_twonn_matches_the_reference_estimator(one_shard):
 def test_gaussian_null_model_through_the_pipeline(tmp_path, corpus_texts):
     """The Gaussian null (no per-type means): mean cosine ≈ 0, anisotropy ≈ (1 + √(d/n))²/d, the
     Marchenko–Pastur edge over the mean eigenvalue; its LayerNorm layer is flagged as a final norm."""
-    from ctxvar.models.build import build_local_model
+    from ctxvar.models.build import build_model
 
     d = 32
-    build_local_model(
+    build_model(
         {"id": "null", "init": "gaussian", "hidden_size": d, "mean_scale": 0.0, "seed": 3},
-        corpus_texts,
         tmp_path / "null",
+        corpus_texts,
     )
     table, _ = run_geometry(tmp_path, str(tmp_path / "null"), corpus_texts, 2)
     n = table.loc[0, "n"]

@@ -236,7 +236,7 @@ def test_revisions_become_model_ids_in_step_order():
     "entry, message",
     [
         ({"id": "t", "init": "random", "arch": "gpt2", "revisions": ["main"]}, "must be stepN"),
-        ({"id": "g", "init": "gaussian", "revisions": ["step0"]}, "not gaussian"),
+        ({"id": "g", "init": "gaussian", "revisions": ["step0"]}, "holds one version"),
         ({"name": "gpt2", "revision": "x", "revisions": ["step0"]}, "both revision and revisions"),
     ],
 )

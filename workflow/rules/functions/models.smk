@@ -1,16 +1,16 @@
 # models.smk's wildcard constraints and the Gaussian null's type keying.
 
 
-def models_made_by(*inits):
-    """A wildcard constraint matching the ids of the models with one of ``inits`` (and nothing when none has)."""
-    ids = [mid for mid, entry in MODELS.items() if entry.get("init") in inits]
+def models_made_by(rule):
+    """A wildcard constraint matching the ids of the models whose kind ``rule`` makes (and nothing when none)."""
+    ids = [mid for mid, entry in MODELS.items() if kind_of(entry).made_by == rule]
     return "|".join(map(re.escape, ids)) or "(?!)"
 
 
 def type_keying(wildcards):
     """tokens.merge_markers and the rule that keys token types (a new rule rebuilds the model), for the Gaussian
     null, whose per-type means follow the types."""
-    if MODELS[wildcards.model].get("init") != "gaussian":
+    if not kind_of(MODELS[wildcards.model]).type_keyed:
         return None
     return {"merge_markers": config["tokens"]["merge_markers"], "rule": TYPE_KEY_RULE}
 
