@@ -100,6 +100,7 @@ def test_a_slice_of_razzhigaev_draws_every_figure_of_the_study(tmp_path):
     overlay = {
         "run": "razzhigaev_slice",
         "corpus": {"path": str(text)},  # the rest as the study samples enwik8
+        "geometry": {"sample_size": 1024},  # of the study's 4096: its 4 batches of TwoNN, at a sixteenth of the pairs
         "models": [{**TINY, **model} for model in models],
     }
     run = run_study(tmp_path / "work", "config/razzhigaev_2024.yaml", overlay, offline(tmp_path))
