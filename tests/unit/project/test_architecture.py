@@ -15,6 +15,7 @@ DAG_BUILD_IMPORTS = [
     "ctxvar.config.checks",
     "ctxvar.config.entries",
     "ctxvar.config.hashes",
+    "ctxvar.config.kinds",
     "ctxvar.config.run_name",
     "ctxvar.config.schema",
     "ctxvar.corpus.enwik8",
