@@ -6,10 +6,10 @@
 #   OUT=D bash bench/gpu_check.sh           # the checks on cuda, into D
 #   OUT=D bash bench/gpu_check.sh --quick   # tiny shapes on the CPU: checks the script only
 #
-# 1. bench/gpu.py for bert-base and gpt2-medium: the bare forward pass against the job, broken down;
-# 2. bench/forward_variants.py: the bare forward pass by attention kernels (torch's choice, the job's) and width;
-# 3. bench/gpu.py for the Llama-2-7B shape;
-# 4. bench/job_parts.py: an extraction job's parts timed on the card (the GPU's path outside the batches);
+# 1. python -m bench gpu for bert-base and gpt2-medium: the bare forward pass against the job, broken down;
+# 2. python -m bench forward_variants: the bare forward pass by attention kernels (torch's choice, the job's) and width;
+# 3. python -m bench gpu for the Llama-2-7B shape;
+# 4. python -m bench job_parts: an extraction job's parts timed on the card (the GPU's path outside the batches);
 # 5. the extraction and layer-major integration tests on the device (CTXVAR_TEST_DEVICE): layer-major against
 #    whole-model bit for bit, the declared sums against the CPU's brute force.
 # A step cut short by its limit keeps what it wrote (bench/gpu.py writes its report after each model).
@@ -39,10 +39,10 @@ step() {
 }
 
 # shellcheck disable=SC2086
-step 150 python3 bench/gpu.py --device $device $quick --models ${models% *} --out "$out" --work "$work"
-step 40 python3 bench/forward_variants.py --device $device $quick --out "$out" --work "$work"
-step 115 python3 bench/gpu.py --device $device $quick --models ${models##* } --out "$out" --work "$work"
-step 50 python3 bench/job_parts.py --device $device $quick --out "$out" --work "$work/job-parts"
+step 150 python3 -m bench gpu --device $device $quick --models ${models% *} --out "$out" --work "$work"
+step 40 python3 -m bench forward_variants --device $device $quick --out "$out" --work "$work"
+step 115 python3 -m bench gpu --device $device $quick --models ${models##* } --out "$out" --work "$work"
+step 50 python3 -m bench job_parts --device $device $quick --out "$out" --work "$work/job-parts"
 export CTXVAR_TEST_DEVICE=$device
 step 65 python3 -m pytest -q -x -p no:cacheprovider --basetemp="$work/pytest" \
   tests/integration/extraction/test_extract.py tests/integration/extraction/test_layer_major.py

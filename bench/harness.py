@@ -60,8 +60,9 @@ def parse(parser: argparse.ArgumentParser, argv=None, *, quick_elsewhere: bool =
 
 
 def command(script: str, *options: str) -> str:
-    """The command line that runs ``script`` (a path to a script of bench/) with ``options``, as a report names it."""
-    return " ".join(["python", f"bench/{Path(script).name}", *options])
+    """The command line that runs ``script`` (a path to a script of bench/) with ``options``, as a report names it:
+    ``python -m bench NAME …`` (bench/__main__.py)."""
+    return " ".join(["python -m bench", Path(script).stem, *options])
 
 
 def markdown(frame: pd.DataFrame, floatfmt: str = ".3g") -> str:

@@ -13,8 +13,8 @@ own, in one process for the width, with the default geometry (config.schema.yaml
 
 - **before the claim** (the host's work, while another job has the GPU): reading the shard with its ids,
   planning it (positions, types, words, batches, padding, the sampled positions, the tokenizer's hash and the
-  package versions; ``extract.planned_shard`` less the read);
-- **on the GPU's path**: ``extract.loaded_shard`` (loading the model from the page cache, taking the digest's
+  package versions; ``job.planned_shard`` less the read);
+- **on the GPU's path**: ``job.loaded_shard`` (loading the model from the page cache, taking the digest's
   hash after checking the files' states, the attention probe), the first layer's empty sums (``new_sums``), the
   metadata, and the last layer's hand-over to host memory (``passes.host_layers``); the job gives the GPU up
   before it writes that layer. Where the memory plan of the real model's shape on an H100 80 GB has room for two
@@ -42,8 +42,9 @@ import pandas as pd
 import torch
 
 from ctxvar.corpus.shards import write_shards
-from ctxvar.extraction import extract
+from ctxvar.extraction import job as job_state
 from ctxvar.extraction.layer_major import shape_plan, shape_weights
+from ctxvar.extraction.partials import sum_names
 from ctxvar.extraction.passes import host_layers, job_sums
 from ctxvar.extraction.shard import read_shard
 from ctxvar.models import hashing
@@ -98,11 +99,11 @@ def job_parts(model_dir: str, sentences: str, work: str, dtype: str, hidden_stat
     digest = timed(timings, "weight_hash", device, digest_weights, {"id": "bench"}, source, work / "digest.json")
     settings = dataclasses.replace(steps.settings_for(source, str(device), dtype, steps.default_geometry()), threads=1)
     timed(timings, "read_shard", device, read_shard, work / "shard.parquet", tokenizer)
-    shard = timed(timings, "plan", device, extract.planned_shard, work / "shard.parquet", tokenizer, settings)
+    shard = timed(timings, "plan", device, job_state.planned_shard, work / "shard.parquet", tokenizer, settings)
     timings["plan"] -= timings["read_shard"]
     hash_again = hashing.weights_sha256
     hashing.weights_sha256 = refuse_hashing  # the job takes the digest's hash: no weight is read again
-    job = timed(timings, "load", device, extract.loaded_shard, shard, settings, device, True, work / "digest.json")
+    job = timed(timings, "load", device, job_state.loaded_shard, shard, settings, device, True, work / "digest.json")
     hashing.weights_sha256 = hash_again
     assert job.weights_hash.result() == digest["weights_sha256"]
     sums = timed(timings, "new_sums", device, job_sums, job, [0], settings, job.sampled)
@@ -121,8 +122,8 @@ def job_parts(model_dir: str, sentences: str, work: str, dtype: str, hidden_stat
     steps.synchronise(device)
     timings["sums_per_batch"] = (time.perf_counter() - start) / min(TIMED_BATCHES, len(padded))
     layers = timed(timings, "hand_over_per_layer", device, host_layers, sums, job, settings)
-    metadata = timed(timings, "metadata", device, extract.model_metadata, settings, job)
-    names = extract.sum_names(settings.geometry)
+    metadata = timed(timings, "metadata", device, job_state.model_metadata, settings, job)
+    names = sum_names(settings.geometry)
     with LayerWriter(work / "partial.parquet", sums_schema(job.d, metadata, names)) as writer:
         timed(timings, "write_per_layer", device, writer.write, layers[0][0].to_table(writer.schema))
     name = Path(model_dir).name

@@ -21,7 +21,8 @@ import pandas as pd
 import torch
 from torch.profiler import record_function
 
-from ctxvar.extraction import extract
+from ctxvar.extraction import extract, order
+from ctxvar.extraction import job as job_state
 from ctxvar.extraction.accumulator import NO_GEOMETRY, GeometryOptions
 from ctxvar.extraction.attention import chosen_attention
 from ctxvar.extraction.extract import extract_shard, prepare_shard
@@ -170,7 +171,7 @@ def timed_loading_and_warm_up(timings: dict):
     computing, each ended by a device synchronisation), and ``hash_wait_seconds``, the wait for the weight hash once
     the pass is done. Under ``torch.profiler``, the loading is the range ``ctxvar.load`` and each pass's batch loop,
     after the warm-up, ``ctxvar.batches`` (see bench/profile_job.py)."""
-    load, run_batches, load_for_job = models.load_model, extract.run_batches, extract.load_for_job
+    load, run_batches, load_for_job = models.load_model, job_state.run_batches, job_state.load_for_job
 
     def timed_load(*args, **kwargs):
         start = time.perf_counter()
@@ -225,16 +226,16 @@ def timed_loading_and_warm_up(timings: dict):
                     return
                 yield layer
 
-    layer_major_sums, prepare, model_metadata = extract.layer_major_sums, extract.prepare_shard, extract.model_metadata
+    layer_major_sums, prepare, model_metadata = order.layer_major_sums, extract.prepare_shard, job_state.model_metadata
     patched = timed_load, warmed_up, warmed_up_layer_major, timed_load_for_job
-    models.load_model, extract.run_batches, extract.layer_major_sums, extract.load_for_job = patched
-    extract.prepare_shard, extract.model_metadata = timed_prepare, timed_metadata
+    models.load_model, job_state.run_batches, order.layer_major_sums, job_state.load_for_job = patched
+    extract.prepare_shard, job_state.model_metadata = timed_prepare, timed_metadata
     try:
         yield
     finally:
-        models.load_model, extract.run_batches = load, run_batches
-        extract.layer_major_sums, extract.load_for_job = layer_major_sums, load_for_job
-        extract.prepare_shard, extract.model_metadata = prepare, model_metadata
+        models.load_model, job_state.run_batches = load, run_batches
+        order.layer_major_sums, job_state.load_for_job = layer_major_sums, load_for_job
+        extract.prepare_shard, job_state.model_metadata = prepare, model_metadata
 
 
 class GeneratedWeights(StreamedWeights):
@@ -262,7 +263,7 @@ GENERATED_HASH = "generated on the device from seed {seed}: no files"
 def generated_weights(seed: int = 0):
     """Within the block, every job's model is built on ``meta`` from its config and streamed with
     :class:`GeneratedWeights` whatever its budget, and its weight hash is :data:`GENERATED_HASH`."""
-    load_for_job, weights_sha256 = extract.load_for_job, hashing.weights_sha256
+    load_for_job, weights_sha256 = job_state.load_for_job, hashing.weights_sha256
 
     def generating(settings, device):
         model = models.empty_model(settings.model, settings.source, settings.dtype)
@@ -272,11 +273,12 @@ def generated_weights(seed: int = 0):
         streamed.load_resident()
         return model, streamed
 
-    extract.load_for_job, hashing.weights_sha256 = generating, lambda files, threads=1: GENERATED_HASH.format(seed=seed)
+    generated_hash = GENERATED_HASH.format(seed=seed)
+    job_state.load_for_job, hashing.weights_sha256 = generating, lambda files, threads=1: generated_hash
     try:
         yield
     finally:
-        extract.load_for_job, hashing.weights_sha256 = load_for_job, weights_sha256
+        job_state.load_for_job, hashing.weights_sha256 = load_for_job, weights_sha256
 
 
 def reference_loop(model_dir: str, shard: str, out: str, device: str) -> dict:

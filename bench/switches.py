@@ -115,7 +115,7 @@ class Shard:
         self.sampled = self.sample(options.sample_size)
 
     def sample(self, m: int) -> dict[str, np.ndarray] | None:
-        """The bottom-m positions by the position hash, described as ``extract.sample_positions`` does."""
+        """The bottom-m positions by the position hash, described as ``job.sample_positions`` does."""
         if not m:
             return None
         n_sentences = len(self.offsets) - 1

@@ -32,4 +32,4 @@ def test_quick_switches_benchmark_measures_every_switch(tmp_path):
     assert twonn[1] > 3.9 * twonn[0] and (rows.loc["core + ethayarajh", ["words_file_bytes"]] > 0).all()
     assert rows.loc["core + cosine", "sums_file_bytes"] > 1.9 * core["sums_file_bytes"]
     report = (tmp_path / "switches.md").read_text()
-    assert "`python bench/switches.py --quick`" in report and "| core + ethayarajh" in report
+    assert "`python -m bench switches --quick`" in report and "| core + ethayarajh" in report

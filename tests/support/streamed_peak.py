@@ -28,7 +28,7 @@ import time
 from forward_peak import reset_peak, resident_bytes  # tests/support, the script's folder
 from pipeline_runs import streaming_budget_mb
 
-from ctxvar.extraction import extract
+from ctxvar.extraction import extract, order
 from ctxvar.extraction.settings import ExtractionSettings
 
 BATCH_TOKENS = 128  # the tests' whole-model job's, so that both give the same bits
@@ -36,8 +36,8 @@ BATCH_TOKENS = 128  # the tests' whole-model job's, so that both give the same b
 
 def main(shard: str, model_dir: str, out: str, dtype: str, max_device_mb: str, warm_up_dir: str) -> dict:
     plans = []
-    planned = extract.memory_plan
-    extract.memory_plan = lambda *args, **kwargs: plans.append(planned(*args, **kwargs)) or plans[-1]
+    planned = order.memory_plan
+    order.memory_plan = lambda *args, **kwargs: plans.append(planned(*args, **kwargs)) or plans[-1]
     settings = ExtractionSettings(
         model={"id": "streamed"},
         source=warm_up_dir,

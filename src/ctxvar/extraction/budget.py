@@ -168,7 +168,7 @@ def state_cap_bytes(settings: ExtractionSettings, job, padded, point_bytes: int 
     and run out of memory. A budget below one layer's sums is not an error: the whole-model path keeps every
     layer's sums in host memory (:func:`device_layers`).
 
-    ``job``: a :class:`ctxvar.extraction.extract.ShardRun` (its ``device``, ``encoded.lengths``, ``model.config``,
+    ``job``: a :class:`ctxvar.extraction.job.ShardRun` (its ``device``, ``encoded.lengths``, ``model.config``,
     ``n_layers``, ``d``, ``types`` and ``n_words`` are read); ``padded``: its
     :class:`ctxvar.models.batching.ShardBatches` (``device_bytes()``).
     """
@@ -200,7 +200,7 @@ def state_cap_bytes(settings: ExtractionSettings, job, padded, point_bytes: int 
 def warn_of_host_layers(settings: ExtractionSettings, job, on_device: int, cap: float) -> None:
     """A warning (the console's, through :func:`ctxvar.run.job_log.job_log`) when the cap leaves the sums of some
     hidden states to host memory on the whole-model path (their hidden states copied to the host batch by batch):
-    what it costs and the remedy. ``job``: a :class:`ctxvar.extraction.extract.ShardRun` (its ``device``,
+    what it costs and the remedy. ``job``: a :class:`ctxvar.extraction.job.ShardRun` (its ``device``,
     ``n_layers``, ``types``, ``d`` and ``n_words``)."""
     if on_device < job.n_layers:
         limit = "max_state_mb" if settings.max_state_mb else "the device's free memory less one batch"

@@ -22,7 +22,7 @@ from ctxvar.extraction.passes import host_layers, job_sums
 
 
 class LayerHandOver:
-    """The sums of a layer-major ``job`` (a :class:`ctxvar.extraction.extract.ShardRun`) of ``n_layers`` layers,
+    """The sums of a layer-major ``job`` (a :class:`ctxvar.extraction.job.ShardRun`) of ``n_layers`` layers,
     made and handed over beside the batches (``beside``) or between them. Use: ``sums(ℓ)`` before layer ℓ's
     batches, ``handed(sums, ℓ)`` after them (the host lists of the layers handed over since: the layer before
     beside, this one between), then, the caller's reference to the sums dropped, ``ahead(ℓ + 2)``; ``rest()``

@@ -397,7 +397,7 @@ def memory_plan(
     """The device memory of a layer-major job (:func:`planned_memory`) from its model (the job's ``streamed``
     weights, :class:`ctxvar.extraction.streamed_weights.StreamedWeights`, or the whole model loaded), its
     shard's ``padded`` batches, Fig. 1's points (``point_bytes``) and, on a GPU, the device's free memory with
-    the model loaded. ``job``: a :class:`ctxvar.extraction.extract.ShardRun`."""
+    the model loaded. ``job``: a :class:`ctxvar.extraction.job.ShardRun`."""
     width = int(job.encoded.lengths.max()) if len(job.encoded.lengths) else 1
     device_memory = torch.cuda.mem_get_info(job.device) if job.device.type == "cuda" else None
     return planned_memory(
@@ -618,7 +618,7 @@ def layer_major_sums(
     every batch embedded once, then each block run over every batch's hidden states into one layer's sums, made
     and handed to the host beside the batches of the layers around it where the plan has room for two layers'
     sums (:class:`ctxvar.extraction.hand_over.LayerHandOver`); ``points`` (Fig. 1's) take their layer's rows. ``job``: a
-    :class:`ctxvar.extraction.extract.ShardRun`; with its ``streamed`` weights
+    :class:`ctxvar.extraction.job.ShardRun`; with its ``streamed`` weights
     (:class:`ctxvar.extraction.streamed_weights.StreamedWeights`), block ℓ − 1 is read before layer ℓ (block ℓ read
     ahead while it runs) and freed after it."""
     model, device = job.model, job.device

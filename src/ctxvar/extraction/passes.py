@@ -36,7 +36,7 @@ def whole_model_sums(
     """One forward pass over the ``padded`` batches into the sums of every hidden state: the first ``on_device``
     on the job's device, the rest in host memory (each batch's hidden states of those layers copied there);
     yields, once, the list of :func:`host_layers` of every layer, the device's state freed first. ``points``
-    collects Fig. 1's points. ``job``: a :class:`ctxvar.extraction.extract.ShardRun` (its ``n_layers``, ``types``,
+    collects Fig. 1's points. ``job``: a :class:`ctxvar.extraction.job.ShardRun` (its ``n_layers``, ``types``,
     ``d``, ``device``, ``n_words`` and ``run``, and what :func:`layer_words` reads)."""
     split = splits_gram(loading.DTYPES[settings.dtype], job.device)  # the host's layers take the device's product
     parts = [
@@ -56,7 +56,7 @@ def job_sums(
     """Empty sums of ``layers`` for ``job`` (its ``n_layers``, ``types``, ``d``, ``last_width``, ``device``,
     ``n_words``) on
     ``device`` (default: the job's), with the sampled positions of
-    :func:`ctxvar.extraction.extract.sample_positions` (None: no sample); ``split``: Σxxᵀ's product
+    :func:`ctxvar.extraction.job.sample_positions` (None: no sample); ``split``: Σxxᵀ's product
     (:class:`EmbeddingSums`)."""
     return EmbeddingSums(
         layers,
@@ -77,7 +77,7 @@ def host_layers(sums: EmbeddingSums, job, settings: ExtractionSettings) -> list:
     """The layers of ``sums``, once every batch is in, as a list of ``(LayerSums, (Σxxᵀ or None, the declared
     per-layer sums by name), sampled points or None, (LayerWords, LayerSentences) or None)`` in host memory;
     a :class:`StatisticsError` when a sum is not finite (nothing is written then). ``job``: a
-    :class:`ctxvar.extraction.extract.ShardRun` (its ``types``, and what :func:`layer_words` reads)."""
+    :class:`ctxvar.extraction.job.ShardRun` (its ``types``, and what :func:`layer_words` reads)."""
     if not sums.all_finite():
         raise StatisticsError(
             f"model {settings.model['id']!r}: hidden states contain NaN or Inf with dtype {settings.dtype}; "
@@ -227,7 +227,7 @@ def layer_sums(sums: EmbeddingSums, types: np.ndarray):
 
 def layer_words(sums: EmbeddingSums, job) -> list[tuple[LayerWords, LayerSentences]]:
     """Per layer of ``sums``, its words (the shard's raw token ids, spelled by the tokenizer) and sentence sums;
-    ``job``: a :class:`ctxvar.extraction.extract.ShardRun` (its ``tokenizer`` and ``word_ids``)."""
+    ``job``: a :class:`ctxvar.extraction.job.ShardRun` (its ``tokenizer`` and ``word_ids``)."""
     arrays = sums.words.to_numpy(to_host)
     tokens = np.array(job.tokenizer.convert_ids_to_tokens(job.word_ids.tolist()), dtype=object)
     return [

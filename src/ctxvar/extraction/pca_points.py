@@ -72,7 +72,7 @@ def read_types(types_path) -> pd.DataFrame:
 
 
 def type_points(job, padded: ShardBatches, types_path) -> TypePoints | None:
-    """The collector of the types in ``types_path`` for ``job`` (a :class:`ctxvar.extraction.extract.ShardRun`),
+    """The collector of the types in ``types_path`` for ``job`` (a :class:`ctxvar.extraction.job.ShardRun`),
     None when none was chosen (a corpus too small for Fig. 1)."""
     from ctxvar.extraction.type_points import TypePoints
 

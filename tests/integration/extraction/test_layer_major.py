@@ -58,7 +58,7 @@ def test_layer_major_files_are_the_whole_model_files_bit_for_bit(
         folder = tmp_path / f"{n_shards}"
         folder.mkdir()
         for shard in shards_of(folder, corpus_texts[:30], model_dir, n_shards):
-            with caplog.at_level(logging.INFO, logger="ctxvar.extraction.extract"):
+            with caplog.at_level(logging.INFO, logger="ctxvar.extraction"):
                 layer_major, whole = both_orders(folder, shard, model_dir, dtype, options)
             assert "memory plan: weights" in caplog.text and "whole-model: one pass; sums of layers" in caplog.text
             assert layer_major.keys() == whole.keys()
@@ -137,10 +137,10 @@ def test_shared_layers_run_their_block_once_per_layer_in_order(family_models):
 
 def test_hidden_states_held_in_host_memory_give_the_same_bits(tmp_path, monkeypatch, family_models, corpus_texts):
     """A plan that puts the shard's hidden states in host memory (moved per batch) changes no bit."""
-    from ctxvar.extraction import extract
+    from ctxvar.extraction import order
 
-    planned = extract.memory_plan
-    monkeypatch.setattr(extract, "memory_plan", lambda *args: dataclasses.replace(planned(*args), states_on_host=True))
+    planned = order.memory_plan
+    monkeypatch.setattr(order, "memory_plan", lambda *args: dataclasses.replace(planned(*args), states_on_host=True))
     (shard,) = shards_of(tmp_path, corpus_texts[:20], family_models["qwen2"], 1)
     layer_major, whole = both_orders(tmp_path, shard, family_models["qwen2"], "float32", EVERY_SWITCH)
     for kind, table in whole.items():

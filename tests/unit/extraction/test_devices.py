@@ -16,7 +16,8 @@ import torch
 
 from ctxvar.errors import ModelLoadError
 from ctxvar.extraction import devices as gpus
-from ctxvar.extraction import extract, layer_major
+from ctxvar.extraction import job as job_state
+from ctxvar.extraction import layer_major
 from ctxvar.extraction.budget import device_layers, state_bytes
 from ctxvar.extraction.extract import extract_shard, prepare_shard
 from ctxvar.extraction.settings import ExtractionSettings
@@ -205,7 +206,7 @@ def test_with_one_gpu_a_waiting_job_takes_it_as_soon_as_it_is_released(tmp_path,
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("order, failing", [("whole_model", extract), ("layer_major", layer_major)])
+@pytest.mark.parametrize("order, failing", [("whole_model", job_state), ("layer_major", layer_major)])
 def test_a_job_that_fails_after_its_claim_gives_it_up(
     tmp_path, monkeypatch, one_gpu, tiny_models, corpus_texts, order, failing
 ):
@@ -239,7 +240,7 @@ def test_a_job_that_fails_after_its_claim_gives_it_up(
         held_when_loading.append(bool(gpus._held))
         raise ModelLoadError("the weights cannot be read")
 
-    monkeypatch.setattr(extract, "load_for_job", unreadable_weights)
+    monkeypatch.setattr(job_state, "load_for_job", unreadable_weights)
     with pytest.raises(ModelLoadError, match="cannot be read"):
         prepare_shard(shard, settings)
     assert held_when_loading == [True] and not gpus._held and lock_is_free(tmp_path / "locks" / "gpu0.lock")
@@ -252,10 +253,10 @@ def test_a_job_prepares_its_shard_before_it_claims_the_gpu(tmp_path, monkeypatch
     any claim."""
     settings = ExtractionSettings(model={"id": "m"}, source=str(tiny_models["bert"]), device="cpu", progress=False)
     monkeypatch.setattr(loading, "resolve_device", lambda device: torch.device("cuda"))  # no index: a claim
-    steps, plan, claim = [], extract.planned_shard, gpus.claim_gpu
-    monkeypatch.setattr(extract, "planned_shard", lambda *args: steps.append("shard") or plan(*args))
+    steps, plan, claim = [], job_state.planned_shard, gpus.claim_gpu
+    monkeypatch.setattr(job_state, "planned_shard", lambda *args: steps.append("shard") or plan(*args))
     monkeypatch.setattr(gpus, "claim_gpu", lambda: steps.append("claim") or claim())
-    monkeypatch.setattr(extract, "loaded_shard", lambda shard, *args: steps.append("load") or shard)
+    monkeypatch.setattr(job_state, "loaded_shard", lambda shard, *args: steps.append("load") or shard)
     job = prepare_shard(shard_of(tmp_path, corpus_texts[:40]), settings)
     gpus.release_gpu()
     assert steps == ["shard", "claim", "load"] and len(job.padded()) and job.model is None
@@ -276,6 +277,6 @@ def test_a_cuda_error_that_fails_the_release_too_still_gives_up_the_claim_and_ke
     monkeypatch.setattr(torch.cuda, "empty_cache", sticky)
     job = SimpleNamespace(model=object(), device=torch.device("cuda", gpus.claim_gpu(poll_seconds=0.05)))
     with pytest.raises(ValueError, match="the job's own error"):
-        with extract.released_on_error(job):
+        with job_state.released_on_error(job):
             raise ValueError("the job's own error")
     assert not gpus._held and job.model is None and lock_is_free(tmp_path / "locks" / "gpu0.lock")

@@ -25,9 +25,9 @@ def assert_quoted(script: str, heading: str, n_lines: int) -> None:
     """The first table of bench/results/{script}.md, every line (header, rule and ``n_lines`` − 2 rows) as the
     file has it, and the command that made it, in docs/performance.md's section ``heading``."""
     results = (REPO / "bench" / "results" / f"{script}.md").read_text()
-    (command,) = re.findall(rf"^`(python bench/{script}\.py[^`]*)`", results, re.MULTILINE)
+    (command,) = re.findall(rf"^`(python (?:-m bench {script}|bench/{script}\.py)\b[^`]*)`", results, re.MULTILINE)
     section = PERFORMANCE[PERFORMANCE.index(heading) :]
-    assert command in section
+    assert command.replace(f"python bench/{script}.py", f"python -m bench {script}") in section  # one script
     table = markdown_tables(results)[0]
     assert len(table) == n_lines
     for line in table:
@@ -56,7 +56,7 @@ def test_the_job_parts_table_quotes_its_results_file():
 
     parts = pd.read_csv(REPO / "bench" / "results" / "job_parts.csv").set_index("model")
     section = PERFORMANCE[PERFORMANCE.index("**An extraction job's parts, on a CPU**") :]
-    assert "`python bench/job_parts.py`" in section
+    assert "`python -m bench job_parts`" in section
     bert, llama = parts.loc["bert-base"], parts.loc["llama-2-7b"]
     rows = {
         "on the GPU's path, outside the batches": (f"{bert.path_seconds:.2f} s", f"{llama.path_seconds:.2f} s"),
