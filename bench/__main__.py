@@ -39,9 +39,10 @@ BENCHMARKS = (
 
 
 def summary(name: str) -> str:
-    """The first line of benchmark ``name``'s docstring, read without importing it (some import torch)."""
+    """The first sentence of benchmark ``name``'s docstring, read without importing it (some import torch)."""
     docstring = ast.get_docstring(ast.parse((HERE / f"{name}.py").read_text(encoding="utf-8"))) or ""
-    return docstring.splitlines()[0] if docstring else ""
+    paragraph = " ".join(docstring.split("\n\n")[0].split())
+    return paragraph.split(". ")[0].removesuffix(".")
 
 
 def listing() -> str:
@@ -61,8 +62,9 @@ def main(argv: list[str] | None = None) -> int | None:
         sys.exit(f"python -m bench: no benchmark {name!r}; `python -m bench` lists them ({', '.join(BENCHMARKS)})")
     if str(HERE) not in sys.path:  # the scripts import the shared modules as top-level modules
         sys.path.insert(0, str(HERE))
-    sys.argv = [f"python -m bench {name}", *options]  # argparse's usage line names the command
-    return importlib.import_module(name).main(options)
+    sys.argv = [str(HERE / f"{name}.py"), *options]  # as python bench/NAME.py has it (harness.program)
+    status = importlib.import_module(name).main(options)
+    return status if isinstance(status, int) else 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Two runs' results compared array by array: bit for bit, or within a relative tolerance.
 
-    python bench/compare_runs.py A/results/demo B/results/demo                 # every Parquet file, bit for bit
-    python bench/compare_runs.py cpu/results/demo gpu/results/demo --rtol 1e-6 --files '*/tokens.parquet'
+    python -m bench compare_runs A/results/demo B/results/demo                 # every Parquet file, bit for bit
+    python -m bench compare_runs cpu/results/demo gpu/results/demo --rtol 1e-6 --files '*/tokens.parquet'
 
 For every Parquet file that both folders hold (``--files``: only those matching one of these globs, relative to
 the folder), each column is read as the flat sequence of its values, whatever the layout: a vector column of

@@ -1,7 +1,7 @@
 """The CPU extraction rates the cost plan uses (:mod:`ctxvar.run.cost`), from the committed CPU benchmark.
 
-    python bench/cpu_rates.py    # writes src/ctxvar/run/cpu_rates.csv from bench/results/results.csv and report.md
-    python bench/cpu_rates.py --matrices  # measures the embedding-matrix statistics: cpu_matrix_seconds.csv, ≈ 10 min
+    python -m bench cpu_rates    # writes src/ctxvar/run/cpu_rates.csv from bench/results/results.csv and report.md
+    python -m bench cpu_rates --matrices  # measures the embedding-matrix statistics: cpu_matrix_seconds.csv, ≈ 10 min
 
 One row per model, dtype and job: the median over the rounds of the tokens per second of step ``(b) extraction``
 (the paper's sums), ``(b) extraction + geometry`` (the default geometry; both float32) and ``(e) extraction
@@ -21,6 +21,7 @@ and the SVD's) to another model's matrices.
 
 from __future__ import annotations
 
+import argparse
 import platform
 import re
 import sys
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness import RESULTS
+from harness import RESULTS, program
 
 RATES = Path(__file__).resolve().parents[1] / "src" / "ctxvar" / "run" / "cpu_rates.csv"
 MATRIX_SECONDS = RATES.with_name("cpu_matrix_seconds.csv")
@@ -39,7 +40,10 @@ JOBS = {  # step → (dtype, whether it has the default geometry)
     "(b) extraction + geometry": ("float32", True),
     "(e) extraction bf16": ("bfloat16", False),
 }
-MACHINE = re.compile(r"^`python bench/extraction_and_merge\.py`: [^,]+, ([^,]+), (\d+) torch threads, torch ([^,]+),")
+MACHINE = re.compile(  # the command report.md names, as python -m bench spells it or as older reports do
+    r"^`python (?:-m bench extraction_and_merge|bench/extraction_and_merge\.py)`: [^,]+, ([^,]+), (\d+) torch threads, "
+    r"torch ([^,]+),"
+)
 
 
 def machine(results: Path = RESULTS) -> tuple[str, str]:
@@ -100,12 +104,13 @@ def matrix_seconds() -> pd.DataFrame:
 
 
 def main(argv=None) -> None:
-    argv = list(argv or [])
-    if "--matrices" in argv:
-        argv.remove("--matrices")
-        table, out = matrix_seconds(), Path(argv[0]) if argv else MATRIX_SECONDS
-    else:
-        table, out = rates(), Path(argv[0]) if argv else RATES
+    parser = argparse.ArgumentParser(prog=program(), description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "out", nargs="?", type=Path, help=f"the CSV to write (default {RATES}, or with --matrices {MATRIX_SECONDS})"
+    )
+    parser.add_argument("--matrices", action="store_true", help="time the embedding-matrix job's SVDs instead")
+    args = parser.parse_args(argv)
+    table, out = (matrix_seconds(), args.out or MATRIX_SECONDS) if args.matrices else (rates(), args.out or RATES)
     table.to_csv(out, index=False)
     print(f"wrote {out}")
 

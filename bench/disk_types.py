@@ -1,8 +1,8 @@
 """Token types against tokens, and the disk of a slice shaped as Razzhigaev et al.'s run, against the cost plan's
 estimates; writes disk_types.csv, disk_estimate.csv and disk_estimate.md.
 
-    python bench/disk_types.py --fit-only    # the fit (≈ 1 min)
-    python bench/disk_types.py               # the fit and the slice (≈ 10 min on 2 CPU cores)
+    python -m bench disk_types --fit-only    # the fit (≈ 1 min)
+    python -m bench disk_types               # the fit and the slice (≈ 10 min on 2 CPU cores)
 
 The fit: two real tokenizers, all-MiniLM-L6-v2's WordPiece (uncased, bert-base-uncased's vocabulary) and
 SmolLM2-135M's byte-level BPE (both from the packages config/encoder_vs_decoder.yaml names), over the prose of the

@@ -1,9 +1,9 @@
 """Benchmark of the extraction and the merge; writes report.md and results.csv.
 
-    python bench/extraction_and_merge.py --quick    # bert-base (--large's model) in a tiny shape: checks the script
-    python bench/extraction_and_merge.py            # CPU: 3 rounds on ≈ 30 k tokens, bert-base-scale merge (≈ 25 min)
-    python bench/extraction_and_merge.py --large    # CPU: bert-base on a 200 k-token shard, (a) and (b) (≈ 15 min)
-    python bench/extraction_and_merge.py --device cuda  # GPU: bert-base, gpt2-medium and a 1.2B-parameter GPT-2
+    python -m bench extraction_and_merge --quick    # bert-base (--large's model) in a tiny shape: checks the script
+    python -m bench extraction_and_merge            # CPU: 3 rounds on ≈ 30 k tokens, bert-base-scale merge (≈ 25 min)
+    python -m bench extraction_and_merge --large    # CPU: bert-base on a 200 k-token shard, (a) and (b) (≈ 15 min)
+    python -m bench extraction_and_merge --device cuda  # GPU: bert-base, gpt2-medium and a 1.2B-parameter GPT-2
 
 On one machine, over the same token-budget batches of a synthetic Zipf corpus,
 with random-weight models of real sizes (same cost as trained ones):

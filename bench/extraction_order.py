@@ -1,8 +1,8 @@
 """Layer-major against whole-model extraction jobs: time and peak memory, and that their sums are the same bits.
 
-    python bench/extraction_order.py                  # gpt2- and bert-shaped models (d = 256, 8 layers), 3 rounds
-    python bench/extraction_order.py --quick          # d = 64, 2 layers, 120 sentences, one round
-    python bench/extraction_order.py --device cuda
+    python -m bench extraction_order                  # gpt2- and bert-shaped models (d = 256, 8 layers), 3 rounds
+    python -m bench extraction_order --quick          # d = 64, 2 layers, 120 sentences, one round
+    python -m bench extraction_order --device cuda
 
 Both orders run the same extraction job (``extract_shard``, end to end: model loading, tokenization, the
 passes, the partial file written) on one synthetic shard, with the workflow's default geometry sums

@@ -1,7 +1,7 @@
 """The bare forward pass under each choice of attention kernels and batch widths (see docs/performance.md).
 
-    python bench/forward_variants.py --device cuda --out D   # the GPU benchmark's models (gpu_models.py)
-    python bench/forward_variants.py --quick --out D         # tiny shapes on the CPU: checks the script only
+    python -m bench forward_variants --device cuda --out D   # the GPU benchmark's models (gpu_models.py)
+    python -m bench forward_variants --quick --out D         # tiny shapes on the CPU: checks the script only
 
 Per model and dtype, in a fresh process, the extraction's own batches (the first of them, up to a token cap) run
 through the bare forward pass with all hidden states (as bench/gpu.py's step (a)) once per variant:

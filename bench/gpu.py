@@ -1,8 +1,8 @@
 """GPU benchmark (see docs/performance.md).
 
-    python bench/gpu.py                 # on CUDA if torch sees it: writes bench/results/gpu.csv and gpu.md
-    python bench/gpu.py --models llama-2-7b  # those models' rows only; the others' stay from the run before
-    python bench/gpu.py --quick --out D  # tiny shapes: checks the script, measures nothing
+    python -m bench gpu                 # on CUDA if torch sees it: writes bench/results/gpu.csv and gpu.md
+    python -m bench gpu --models llama-2-7b  # those models' rows only; the others' stay from the run before
+    python -m bench gpu --quick --out D  # tiny shapes: checks the script, measures nothing
 
 Where a command's time is limited, run the models in parts with --models into one --out: the
 rows of the models not run stay when they came from the same GPU, torch version and mode

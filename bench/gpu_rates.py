@@ -1,6 +1,6 @@
 """The extraction rates the cost plan uses (:mod:`ctxvar.run.cost`), from the committed GPU benchmark.
 
-    python bench/gpu_rates.py    # writes src/ctxvar/run/gpu_rates.csv from bench/results/gpu.csv
+    python -m bench gpu_rates    # writes src/ctxvar/run/gpu_rates.csv from bench/results/gpu.csv
 
 One row per GPU kind, model, dtype and job: the tokens per second of step ``(b) extraction`` (the paper's sums)
 and ``(b) extraction + geometry`` (the default geometry) that ``bench/gpu.py`` measured, not in its quick mode,
@@ -11,13 +11,14 @@ scales a rate to another model's shape. The package reads the CSV; a test checks
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 import pandas as pd
 
 from gpu_models import BERT_BASE, GPT2_MEDIUM, LLAMA_2_7B
-from harness import RESULTS
+from harness import RESULTS, program
 
 RATES = Path(__file__).resolve().parents[1] / "src" / "ctxvar" / "run" / "gpu_rates.csv"
 SHAPES = {  # (hidden states, d) of the models bench/gpu.py measures
@@ -57,7 +58,9 @@ def rates(results: Path = RESULTS) -> pd.DataFrame:
 
 
 def main(argv=None) -> None:
-    out = Path(argv[0]) if argv else RATES
+    parser = argparse.ArgumentParser(prog=program(), description=__doc__.splitlines()[0])
+    parser.add_argument("out", nargs="?", type=Path, default=RATES, help=f"the CSV to write (default {RATES})")
+    out = parser.parse_args(argv).out
     rates().to_csv(out, index=False)
     print(f"wrote {out}")
 

@@ -36,7 +36,9 @@ def arguments(
     """A benchmark's parser, ``doc`` its description, with each shared option whose help is given: ``--out``, the
     folder for ``out`` (the files it names); ``--quick``; ``--device`` with ``device`` as its default, one of
     ``devices`` (None: any torch device); ``--rounds``; ``--work``, the folder for ``work``."""
-    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog=program(), description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     if quick is not None:
         parser.add_argument("--quick", action="store_true", help=quick)
     if device is not None:
@@ -48,6 +50,13 @@ def arguments(
     if work is not None:
         parser.add_argument("--work", type=Path, default=None, help=work)
     return parser
+
+
+def program() -> str:
+    """The command that runs the benchmark this process runs, as its usage line names it: ``python -m bench NAME``,
+    NAME the script's (bench/__main__.py puts the script's path in ``sys.argv[0]``, as ``python bench/NAME.py``
+    does)."""
+    return f"python -m bench {Path(sys.argv[0]).stem}"
 
 
 def parse(parser: argparse.ArgumentParser, argv=None, *, quick_elsewhere: bool = False) -> argparse.Namespace:

@@ -1,9 +1,9 @@
 """An extraction job broken into its parts on a CPU: the seconds a GPU job spends on the GPU's path outside its
 batches (see docs/performance.md).
 
-    python bench/job_parts.py                      # bench/results/job_parts.{csv,md}
-    python bench/job_parts.py --quick --out D      # a small shard: checks the script only
-    python bench/job_parts.py --device cuda --out D   # the same parts on a GPU (each timed to a synchronisation)
+    python -m bench job_parts                      # bench/results/job_parts.{csv,md}
+    python -m bench job_parts --quick --out D      # a small shard: checks the script only
+    python -m bench job_parts --device cuda --out D   # the same parts on a GPU (each timed to a synchronisation)
 
 Per width, a model of that width and vocabulary (bert-base: d = 768, a 30,522-token tokenizer; the Llama-2-7B
 shape: d = 4,096, 32,000 tokens; one small block, since no forward pass is timed) over a paper-sized shard (the

@@ -1,8 +1,8 @@
 """The statistics kernel alone: from hidden states already in memory to the per-type Q, M, V of every layer.
 
-    python bench/kernel.py                     # 200,000 tokens × 13 layers × 768 (8 GB of float32 states)
-    python bench/kernel.py --quick             # 20,000 tokens, 4 layers, d = 128, 5,000 types, one round: a smoke run
-    python bench/kernel.py --device cuda       # the same on a GPU
+    python -m bench kernel                     # 200,000 tokens × 13 layers × 768 (8 GB of float32 states)
+    python -m bench kernel --quick             # 20,000 tokens, 4 layers, d = 128, 5,000 types, one round: a smoke run
+    python -m bench kernel --device cuda       # the same on a GPU
 
 On a CPU the forward pass dominates a whole job, so job timings cannot show the statistics' own cost.
 Here every approach starts from the same hidden states (a deterministic function of the seed, built

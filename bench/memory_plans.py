@@ -1,6 +1,6 @@
 """Memory plans of layer-major extraction jobs from the models' shapes alone (see docs/performance.md).
 
-    python bench/memory_plans.py    # writes bench/results/memory_plans.csv and memory_plans.md
+    python -m bench memory_plans    # writes bench/results/memory_plans.csv and memory_plans.md
 
 No device and no weights: each model is built on ``meta`` from a transformers config of its published shape and
 planned by the job's own arithmetic (:func:`ctxvar.extraction.layer_major.shape_plan`) with the default geometry
@@ -135,7 +135,9 @@ def measured_seconds(results: Path) -> tuple[dict[tuple[str, str], float], str]:
     command gpu.md names."""
     rows = pd.read_csv(results / "gpu.csv")
     rows = rows[(rows.step == MEASURED_STEP) & rows.gpu_name.str.contains("H100") & ~rows.quick.astype(bool)]
-    (measured_by,) = re.findall(r"^`(python bench/gpu\.py[^`]*)`", (results / "gpu.md").read_text(), re.MULTILINE)
+    (measured_by,) = re.findall(
+        r"^`(python (?:-m bench gpu|bench/gpu\.py)\b[^`]*)`", (results / "gpu.md").read_text(), re.MULTILINE
+    )
     return {(row.model, row.dtype): MEGA / row.tokens_per_s for row in rows.itertuples()}, measured_by
 
 

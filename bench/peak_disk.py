@@ -1,10 +1,10 @@
 """Peak disk of a whole run against its merged sums, measured: writes peak_disk.md, peak_disk.csv and
 peak_disk_models.csv.
 
-    python bench/peak_disk.py                       # config/minilm.yaml, 8 shards, both merge modes × 3: ≈ 15 min
-    python bench/peak_disk.py --shards 4 --config config/demo.yaml --repeats 1
-    python bench/peak_disk.py --until merge_statistics  # the runs end with the merged sums: no tables or figures
-    python bench/peak_disk.py --config config/encoder_vs_decoder.yaml --shards 2 --repeats 1 --merges incremental \
+    python -m bench peak_disk                       # config/minilm.yaml, 8 shards, both merge modes × 3: ≈ 15 min
+    python -m bench peak_disk --shards 4 --config config/demo.yaml --repeats 1
+    python -m bench peak_disk --until merge_statistics  # the runs end with the merged sums: no tables or figures
+    python -m bench peak_disk --config config/encoder_vs_decoder.yaml --shards 2 --repeats 1 --merges incremental \
         --out bench/results/encoder_vs_decoder    # an example run as the README runs it: ≈ 20 min
 
 Runs the workflow in a temporary folder with partials deleted once merged (``keep_partials: false``, the

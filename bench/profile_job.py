@@ -1,7 +1,7 @@
 """One extraction job under torch.profiler, for each of the GPU benchmark's models (see docs/performance.md).
 
-    python bench/profile_job.py --device cuda --work W       # W: bench/gpu.py's --work folder (models kept)
-    python bench/profile_job.py --quick --out D              # tiny shapes on the CPU: checks the script only
+    python -m bench profile_job --device cuda --work W       # W: bench/gpu.py's --work folder (models kept)
+    python -m bench profile_job --quick --out D              # tiny shapes on the CPU: checks the script only
 
 Per model, in a fresh process, one job as a workflow job runs it (the config's default geometry; bert-base in
 fp32 over the benchmark's corpus, the Llama-2-7B-shaped decoder in bf16 over its smaller one), after a warm-up

@@ -1,8 +1,8 @@
 """The cost of geometry.batches: the sample's bytes, its accumulation per token, and its metrics per layer.
 
-    python bench/sample_batches.py                       # L = 13, d = 768, k = 4,096, B = 1 and 4 (bert-base)
-    python bench/sample_batches.py --quick               # d = 64, k = 512: a smoke run
-    python bench/sample_batches.py --batches 1 2 8 --device cuda
+    python -m bench sample_batches                       # L = 13, d = 768, k = 4,096, B = 1 and 4 (bert-base)
+    python -m bench sample_batches --quick               # d = 64, k = 512: a smoke run
+    python -m bench sample_batches --batches 1 2 8 --device cuda
 
 For each B it prints: the device bytes of the B · k float32 points of every layer (``state_bytes`` with the
 sample less without) and their bytes in a partial (``ctxvar.run.disk.sums_bytes``, likewise); the seconds per

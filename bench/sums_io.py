@@ -3,9 +3,9 @@ same layout with Parquet's page CRC-32 instead, in the layout before it and as r
 same file system and in the same run; then the paper run on one H100 at those rates. Writes sums_io.md,
 sums_io.csv and sums_io_projection.csv.
 
-    python bench/sums_io.py                 # a bert-base-sized partial and a 7B layer group, 3 rounds: ≈ 15 min
-    python bench/sums_io.py --quick         # small shapes, one round (the bench test tier runs it)
-    python bench/sums_io.py --dir /scratch  # the file system to measure (default: the system's temporary folder)
+    python -m bench sums_io                 # a bert-base-sized partial and a 7B layer group, 3 rounds: ≈ 15 min
+    python -m bench sums_io --quick         # small shapes, one round (the bench test tier runs it)
+    python -m bench sums_io --dir /scratch  # the file system to measure (default: the system's temporary folder)
 
 Each shape is one sums file with Σx and Σ x/‖x‖ (the default geometry): U types × L layers × d, every layer
 holding the same arrays (built once: only the files change). Types seen once (a Zipf law gives about a third)

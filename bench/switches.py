@@ -1,9 +1,9 @@
 """The cost of each geometry switch: device memory, partial-file bytes and time per token of the statistics kernel.
 
-    python bench/switches.py                     # bert-base: 200,000 tokens × 13 layers × d = 768, 3 rounds
-    python bench/switches.py --tokens 100000     # a smaller shard (a busy machine)
-    python bench/switches.py --quick             # 6,000 tokens × 3 layers × d = 64, k = 512, one round
-    python bench/switches.py --device cuda
+    python -m bench switches                     # bert-base: 200,000 tokens × 13 layers × d = 768, 3 rounds
+    python -m bench switches --tokens 100000     # a smaller shard (a busy machine)
+    python -m bench switches --quick             # 6,000 tokens × 3 layers × d = 64, k = 512, one round
+    python -m bench switches --device cuda
 
 Each switch of config ``geometry`` runs on its own beside the paper's sums ("core": n, Σx, Σ‖x‖² per
 type and layer), then all the schema's defaults together:

@@ -1,8 +1,8 @@
 """A Llama-shaped model three times the device budget, its weights streamed from its files, against the same
 model loaded whole: peak resident memory against the memory plan, time, and that the sums are the same bits.
 
-    python bench/weight_streaming.py                 # 22 blocks at d = 1024: 1.1 GB of float32 weights
-    python bench/weight_streaming.py --quick         # 4 blocks at d = 256
+    python -m bench weight_streaming                 # 22 blocks at d = 1024: 1.1 GB of float32 weights
+    python -m bench weight_streaming --quick         # 4 blocks at d = 256
 
 Builds a random-init ``LlamaForCausalLM`` (saved in 500 MB safetensors shards, keys under ``model.``) with the
 tokenizer of a small GPT-2 built beside it, and runs ``tests/support/streamed_peak.py`` on one synthetic shard twice,

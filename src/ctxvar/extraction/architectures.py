@@ -80,7 +80,8 @@ SIZES = {
     "qk_rope_head_dim": 4,
     "qk_nope_head_dim": 4,
     "v_head_dim": 8,
-    # state-space and linear-attention layers (Falcon-H1, Bamba, Kimi Linear), whose defaults are seconds a probe
+    # state-space and linear-attention layers (Falcon-H1's Mamba heads, Kimi Linear's), whose defaults are seconds a
+    # probe
     "mamba_n_heads": 4,
     "mamba_d_head": 8,
     "mamba_d_ssm": 32,

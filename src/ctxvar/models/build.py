@@ -11,6 +11,7 @@ from typing import Callable
 
 from ctxvar.config.entries import arch_of
 from ctxvar.config.kinds import kind_of, random_spec
+from ctxvar.errors import ConfigError
 
 
 def build_random(entry: dict, out_dir, texts, merge_markers: bool) -> None:
@@ -50,4 +51,7 @@ def build_model(entry: dict, out_dir, texts=None, merge_markers: bool = True) ->
     """Make the model of ``entry`` in ``out_dir`` with its kind's builder (:data:`BUILDERS`); ``texts``: the
     corpus's sentences, for kinds that read it (``ModelKind.reads_corpus``); ``merge_markers``: the run's type
     keying, for kinds keyed by it (``ModelKind.type_keyed``)."""
-    BUILDERS[kind_of(entry).init](entry, out_dir, texts, merge_markers)
+    kind = kind_of(entry)
+    if kind.init not in BUILDERS:
+        raise ConfigError(f"models[]: entry {entry.get('id')!r}: init: {kind.init} is not made in the run (no builder)")
+    BUILDERS[kind.init](entry, out_dir, texts, merge_markers)

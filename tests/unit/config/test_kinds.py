@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from ctxvar.config import kinds
-from ctxvar.config.checks import check_config
+from ctxvar.config.checks import KIND_CHECKS, check_config
 from ctxvar.config.entries import built_in_run, model_source, models_by_id, reads_corpus
 from ctxvar.config.schema import SCHEMA, SCHEMA_PATH, check_schema
 from ctxvar.errors import ConfigError
@@ -37,6 +37,17 @@ def test_the_schema_lists_every_kind_and_each_kind_the_run_makes_has_its_builder
     declared_keys = {key for kind in kinds.MODEL_KINDS for key in (*kind.own_keys, *dict(kind.required))}
     assert declared_keys <= set(MODEL_KEYS)
     assert {kind.revisions for kind in kinds.MODEL_KINDS} <= set(kinds.REVISIONS)
+    assert set(KIND_CHECKS) <= {kind.init for kind in kinds.MODEL_KINDS}
+    own_keys = [key for kind in kinds.MODEL_KINDS for key in kind.own_keys]
+    assert len(own_keys) == len(set(own_keys))  # a key only one kind takes
+
+
+def test_the_rules_that_make_models_get_what_their_kinds_need():
+    """build_random_model reads the corpus's sentences and the run's type keying; unpack_model reads neither."""
+    for kind in kinds.MODEL_KINDS:
+        assert kind.reads_corpus == (kind.made_by == "build_random_model"), kind.init
+        assert not kind.type_keyed or kind.made_by == "build_random_model", kind.init
+        assert not kind.packaged or kind.made_by == "unpack_model", kind.init
 
 
 @pytest.mark.parametrize(
@@ -78,7 +89,6 @@ def build_identity(entry: dict, out_dir, texts, merge_markers: bool) -> None:
 
 IDENTITY = kinds.ModelKind(
     "identity",
-    "every block returns its input",
     made_by="build_random_model",
     reads_corpus=True,
     blocks=lambda entry: kinds.random_spec(entry)["num_layers"],
