@@ -42,12 +42,18 @@ MOMENTS_COLUMNS = {"layer", "n", "sum", "sum_outer"}  # layout 1's and layout 2'
 
 class Column:
     """A column as compared: ``kind`` (its type, vectors as their number type and width), values in row order
-    (vectors' numbers row after row) and its null mask."""
+    (vectors' and lists' numbers row after row), its null mask and its rows' lengths (lists of any length, such
+    as a shard's token ids; None for other columns)."""
 
     def __init__(self, column: pa.ChunkedArray, vector_dtype: str):
         column = column.combine_chunks()
         self.nulls = column.is_null().to_numpy(zero_copy_only=False)
-        if pa.types.is_fixed_size_list(column.type):
+        self.lengths = None
+        if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+            self.values = column.flatten().to_numpy(zero_copy_only=False)
+            self.lengths = column.value_lengths().fill_null(0).to_numpy(zero_copy_only=False)
+            self.kind = f"list of {self.values.dtype.str}"
+        elif pa.types.is_fixed_size_list(column.type):
             self.values = column.flatten().to_numpy(zero_copy_only=False)
             self.kind = f"vector of {self.values.dtype.str}[{column.type.list_size}]"
         elif pa.types.is_fixed_size_binary(column.type):
@@ -109,6 +115,8 @@ def compare_file(first: Path, second: Path) -> dict[str, float]:
                 if x is None or y is None:
                     continue
         elif rows_a != rows_b or a[name].kind != b[name].kind or not np.array_equal(a[name].nulls, b[name].nulls):
+            continue
+        elif not np.array_equal(a[name].lengths, b[name].lengths):  # lists of other lengths (None == None: others)
             continue
         differences[name] = difference(x, y)
     return differences

@@ -400,7 +400,7 @@ def test_compare_runs_finds_layout_1_and_2_of_the_same_sums_equal_and_one_ulp_ap
 
 def test_compare_runs_says_ok_only_for_arrays_that_agree(tmp_path):
     """No false OK: infinities hiding a difference, other integer types, nulls against NaN,
-    vectors of another width, nothing compared; and a damaged file is a failure, not a traceback."""
+    vectors of another width, lists of other lengths, nothing compared; and a damaged file is a failure, not a traceback."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -422,6 +422,10 @@ def test_compare_runs_says_ok_only_for_arrays_that_agree(tmp_path):
     vectors = pa.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], type=pa.list_(pa.float64(), 3))
     other_width = pa.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], type=pa.list_(pa.float64(), 2))
     assert run(a=pa.table({"v": vectors}), b=pa.table({"v": other_width})) == 1
+    ids = pa.array([[1, 5, 2], [1, 2]], type=pa.large_list(pa.int32()))  # a shard's token ids: lists of any length
+    assert run(a=pa.table({"ids": ids}), b=pa.table({"ids": ids})) == 0
+    moved = pa.array([[1, 5], [2, 1, 2]], type=pa.large_list(pa.int32()))  # the same numbers, cut elsewhere
+    assert run(a=pa.table({"ids": ids}), b=pa.table({"ids": moved})) == 1
     (tmp_path / "b" / "t.parquet").write_bytes(b"not parquet")
     assert compare.main([str(tmp_path / "a"), str(tmp_path / "b")]) == 1
     (tmp_path / "empty").mkdir()
