@@ -399,8 +399,8 @@ def test_compare_runs_finds_layout_1_and_2_of_the_same_sums_equal_and_one_ulp_ap
 
 
 def test_compare_runs_says_ok_only_for_arrays_that_agree(tmp_path):
-    """No false OK: infinities hiding a difference, other integer types, nulls against NaN,
-    vectors of another width, lists of other lengths, nothing compared; and a damaged file is a failure, not a traceback."""
+    """No false OK: infinities hiding a difference, other integer types, nulls against NaN, vectors of another
+    width, lists of other lengths, nothing compared; and a damaged file is a failure, not a traceback."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
