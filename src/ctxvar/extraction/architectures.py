@@ -81,9 +81,8 @@ SIZES = {
     "qk_nope_head_dim": 4,
     "v_head_dim": 8,
     # state-space and linear-attention layers (Falcon-H1's Mamba heads, Kimi Linear's), whose defaults are seconds a
-    # probe
+    # probe; the Mamba head width left to each config, which derives it (Bamba's and GraniteMoeHybrid's must fit)
     "mamba_n_heads": 4,
-    "mamba_d_head": 8,
     "mamba_d_ssm": 32,
     "mamba_d_state": 16,
     "mamba_chunk_size": 16,
