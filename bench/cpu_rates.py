@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness import RESULTS, program
+from harness import RESULTS, command_pattern, program
 
 RATES = Path(__file__).resolve().parents[1] / "src" / "ctxvar" / "run" / "cpu_rates.csv"
 MATRIX_SECONDS = RATES.with_name("cpu_matrix_seconds.csv")
@@ -40,9 +40,8 @@ JOBS = {  # step → (dtype, whether it has the default geometry)
     "(b) extraction + geometry": ("float32", True),
     "(e) extraction bf16": ("bfloat16", False),
 }
-MACHINE = re.compile(  # the command report.md names, as python -m bench spells it or as older reports do
-    r"^`python (?:-m bench extraction_and_merge|bench/extraction_and_merge\.py)`: [^,]+, ([^,]+), (\d+) torch threads, "
-    r"torch ([^,]+),"
+MACHINE = re.compile(  # the command report.md names, then the machine
+    rf"^`{command_pattern('extraction_and_merge')}`: [^,]+, ([^,]+), (\d+) torch threads, torch ([^,]+),"
 )
 
 

@@ -74,6 +74,12 @@ def command(script: str, *options: str) -> str:
     return " ".join(["python -m bench", Path(script).stem, *options])
 
 
+def command_pattern(script: str) -> str:
+    """A regular expression of the command that runs benchmark ``script`` (its name, e.g. ``gpu``) as a report
+    names it: :func:`command`'s ``python -m bench NAME``, or ``python bench/NAME.py`` in reports made before it."""
+    return rf"python (?:-m bench {script}|bench/{script}\.py)\b"
+
+
 def markdown(frame: pd.DataFrame, floatfmt: str = ".3g") -> str:
     """``frame`` as a Markdown table without its index, "(none)" when it has no rows."""
     return frame.to_markdown(index=False, floatfmt=floatfmt) if not frame.empty else "(none)"

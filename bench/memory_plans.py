@@ -29,7 +29,7 @@ from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.layer_major import shape_plan, shape_weights
 from ctxvar.extraction.settings import ExtractionSettings
 
-from harness import RESULTS, arguments, command, markdown, write_results
+from harness import RESULTS, arguments, command, command_pattern, markdown, write_results
 
 CARD_BYTES = 80 * 10**9  # an 80 GB card, counted low: an H100 80GB has 80 GiB
 WIDTH = 512  # the longest row: BookCorpus sentences under 64 words (and BERT's positions)
@@ -135,9 +135,7 @@ def measured_seconds(results: Path) -> tuple[dict[tuple[str, str], float], str]:
     command gpu.md names."""
     rows = pd.read_csv(results / "gpu.csv")
     rows = rows[(rows.step == MEASURED_STEP) & rows.gpu_name.str.contains("H100") & ~rows.quick.astype(bool)]
-    (measured_by,) = re.findall(
-        r"^`(python (?:-m bench gpu|bench/gpu\.py)\b[^`]*)`", (results / "gpu.md").read_text(), re.MULTILINE
-    )
+    (measured_by,) = re.findall(rf"^`({command_pattern('gpu')}[^`]*)`", (results / "gpu.md").read_text(), re.MULTILINE)
     return {(row.model, row.dtype): MEGA / row.tokens_per_s for row in rows.itertuples()}, measured_by
 
 

@@ -41,7 +41,8 @@ def check_config(config: dict) -> None:
             raise ConfigError(
                 f"models[]: name {name!r} has leading or trailing spaces or control characters; remove them"
             )
-        problem = entry_problem(entry) or KIND_CHECKS.get(kind_of(entry).init, no_problem)(entry)
+        check = KIND_CHECKS.get(kind_of(entry).init)
+        problem = entry_problem(entry) or (check(entry) if check else None)
         if problem:
             raise ConfigError(problem)
     models = models_by_id(config)
@@ -105,10 +106,6 @@ def rows_conflict(rows: int | None, fraction: float, sampling: str) -> str | Non
     return None
 
 
-def no_problem(entry: dict) -> None:
-    return None
-
-
 def pretrained_problem(entry: dict) -> str | None:
     """An ``init: pretrained`` entry's ``name`` written as a path names a model directory, and a directory's entry
     has no ``revision(s)``."""
@@ -137,8 +134,8 @@ def archive_problem(entry: dict) -> str | None:
             f"models[]: entry {entry.get('id')!r} has init: archive and needs 'archive' (the .zip) and 'sha256' "
             "(the digest of at least its weights file), or 'gguf' (a GGUF checkpoint) in place of 'archive'"
         )
-    if files == ["gguf"] and os.path.basename(entry["gguf"]) not in entry["sha256"]:
-        name = os.path.basename(entry["gguf"])
+    name = os.path.basename(entry["gguf"]) if files == ["gguf"] else None
+    if name is not None and name not in entry["sha256"]:
         return f"models[]: entry {entry.get('id')!r}: sha256 must list the GGUF file itself, {name}: <its SHA-256>"
     return None
 

@@ -19,7 +19,7 @@ How a kind that the run makes is built is its builder, registered under the same
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Callable, Literal, get_args
 
 from ctxvar.config.schema import SCHEMA
 from ctxvar.errors import ConfigError
@@ -36,7 +36,8 @@ RANDOM_KEYS = (
     "learning_rate",
 )
 GAUSSIAN_KEYS = ("mean_scale", "noise_scale", "offset", "layer_norm")
-REVISIONS = ("any", "steps", "none")  # a Hub repository's revisions; stepN, trained in the run; one version
+Revisions = Literal["any", "steps", "none"]  # a Hub repository's revisions; stepN, trained in the run; one version
+REVISIONS = get_args(Revisions)
 
 
 def random_spec(entry: dict) -> dict:
@@ -67,7 +68,7 @@ class ModelKind:
     blocks: Callable[[dict], int] | None = None
     own_keys: tuple[str, ...] = ()
     required: tuple[tuple[str, str], ...] = ()
-    revisions: Literal["any", "steps", "none"] = "any"
+    revisions: Revisions = "any"
     needs_forward: bool = False
     type_keyed: bool = False
     packaged: bool = False

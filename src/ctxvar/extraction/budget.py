@@ -50,7 +50,7 @@ from ctxvar.extraction.accumulator import NO_GEOMETRY, SPLIT_CHUNK_ROWS, Geometr
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.word_sums import word_batch_bytes, word_sums_bytes
 from ctxvar.models import loading
-from ctxvar.stats.declarations import kept_layer_sums, kept_sums, values_per_layer, values_per_type
+from ctxvar.stats.declarations import declared_sums_bytes, kept_layer_sums, kept_sums
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +64,9 @@ def state_bytes(
     """Device bytes of the sums of ``n_layers`` layers (the state of the module docstring), the sample's
     ``options.sample_size`` = B · k float32 points per layer included. ``n_words``: raw token ids W
     (ethayarajh), at most the types times the markers merged; None: U, exact without marker merging."""
-    per_type = n_layers * values_per_type(d, options) + 1
-    per_layer = (d * d if options.covariance else 0) + values_per_layer(d, options) + options.sample_size * d / 2
+    per_layer = (d * d if options.covariance else 0) + options.sample_size * d / 2  # Σxxᵀ and the sample
     words = word_sums_bytes(n_layers, n_types if n_words is None else n_words, d) if options.ethayarajh else 0
-    return int(8 * (n_types * per_type + n_layers * per_layer) + words)
+    return int(declared_sums_bytes(n_layers, n_types, d, options) + 8 * n_layers * per_layer + words)
 
 
 def batch_bytes(

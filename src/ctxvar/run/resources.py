@@ -21,7 +21,7 @@ from ctxvar.config.kinds import kind_of, random_spec
 from ctxvar.errors import ConfigError, CtxvarError
 from ctxvar.files.parquet import read_table
 from ctxvar.models import hub
-from ctxvar.stats.declarations import values_per_layer, values_per_type
+from ctxvar.stats.declarations import declared_sums_bytes
 
 TOKENS_PER_WORD = 1.4  # subword tokens per space-separated word, BERT/GPT-2 on English prose
 HOST_BASELINE_MB = 1500  # Python, torch and transformers imported
@@ -137,12 +137,12 @@ def extraction_mem_mb(tokens: int, shape: ModelShape, attempt: int = 1, geometry
 
 def host_sums_bytes(tokens: int, shape: ModelShape, geometry: dict) -> int:
     """The host copy of the sums a job with config ``geometry`` keeps, U ≤ min(vocabulary, tokens) types: the
-    declared sums per (layer, type) and per layer, widths from :mod:`ctxvar.stats.declarations`, and a count per
-    type, 8 · (U · (L · w + 1) + L · w_layer); Σ x/‖x‖ per raw token id (``ethayarajh``), 8 · U · L · d;
-    Σxxᵀ, 8 · L · d² (``covariance``); the sample, 4 · L · min(B · k, tokens) · d (``twonn``, B = ``batches``,
-    k = ``sample_size``)."""
+    declared sums per (layer, type) and per layer and a count per type
+    (:func:`~ctxvar.stats.declarations.declared_sums_bytes`); Σ x/‖x‖ per raw token id (``ethayarajh``),
+    8 · U · L · d; Σxxᵀ, 8 · L · d² (``covariance``); the sample, 4 · L · min(B · k, tokens) · d (``twonn``,
+    B = ``batches``, k = ``sample_size``)."""
     types, layers, d = min(shape.vocab_size, tokens), shape.n_layers, shape.d
-    total = 8 * (types * (layers * values_per_type(d, geometry) + 1) + layers * values_per_layer(d, geometry))
+    total = declared_sums_bytes(layers, types, d, geometry)
     total += 8 * types * layers * d if geometry.get("ethayarajh") else 0
     total += 8 * layers * d**2 if geometry.get("covariance") else 0
     if geometry.get("twonn"):

@@ -6,11 +6,12 @@ adds to it (scatter-added by type on the device) and the ``tokens.parquet`` colu
 sum adds across shards, so the merge is the same for all of them. The registry :data:`TYPE_SUMS` drives:
 
 - the accumulator (:class:`ctxvar.extraction.accumulator.TypeSums`) and its device bytes
-  (:func:`ctxvar.extraction.budget.state_bytes`, :func:`~ctxvar.extraction.budget.batch_bytes`);
+  (:func:`ctxvar.extraction.budget.state_bytes`, :func:`~ctxvar.extraction.budget.batch_bytes`), and the jobs'
+  memory request (:func:`ctxvar.run.resources.host_sums_bytes`), both of the sums' bytes through
+  :func:`declared_sums_bytes`;
 - the sums files' columns (:func:`ctxvar.stats.sums.sums_schema`, :class:`ctxvar.stats.sums.SumsFile`);
 - the merge (:func:`ctxvar.stats.merge.merge_layer`) and ``tokens.parquet`` (:func:`ctxvar.stats.merge.token_table`);
-- the disk estimate (:func:`ctxvar.run.disk.sums_bytes`), the jobs' memory request
-  (:func:`ctxvar.run.resources.host_sums_bytes`) and the docs' tables (:func:`docs_rows`, tested against
+- the disk estimate (:func:`ctxvar.run.disk.sums_bytes`) and the docs' tables (:func:`docs_rows`, tested against
   ``docs/outputs.md``).
 
 A :class:`LayerSum` is the same for one sum per layer over all its tokens (:data:`LAYER_SUMS`): it is kept in
@@ -202,9 +203,11 @@ def values_per_type(d: int, geometry) -> int:
     return sum(item.width(d) for item in kept_sums(geometry))
 
 
-def values_per_layer(d: int, geometry) -> int:
-    """float64 values per layer of the declared per-layer sums ``geometry`` keeps."""
-    return sum(item.width(d) for item in kept_layer_sums(geometry))
+def declared_sums_bytes(n_layers: int, n_types: int, d: int, geometry) -> int:
+    """Bytes of the declared sums ``geometry`` keeps over ``n_layers`` layers of ``n_types`` types, and each type's
+    count: 8 · (U · (L · w + 1) + L · w_layer), w and w_layer the float64 values per (layer, type) and per layer."""
+    per_layer = sum(item.width(d) for item in kept_layer_sums(geometry))
+    return 8 * (n_types * (n_layers * values_per_type(d, geometry) + 1) + n_layers * per_layer)
 
 
 def keeps_moments(geometry) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import support.bench_scripts  # noqa: F401  (puts bench/ on sys.path, where harness is)
 from support.workflow_runs import REPO
 
 PERFORMANCE = (REPO / "docs" / "performance.md").read_text()
@@ -25,7 +26,9 @@ def assert_quoted(script: str, heading: str, n_lines: int) -> None:
     """The first table of bench/results/{script}.md, every line (header, rule and ``n_lines`` − 2 rows) as the
     file has it, and the command that made it, in docs/performance.md's section ``heading``."""
     results = (REPO / "bench" / "results" / f"{script}.md").read_text()
-    (command,) = re.findall(rf"^`(python (?:-m bench {script}|bench/{script}\.py)\b[^`]*)`", results, re.MULTILINE)
+    from harness import command_pattern
+
+    (command,) = re.findall(rf"^`({command_pattern(script)}[^`]*)`", results, re.MULTILINE)
     section = PERFORMANCE[PERFORMANCE.index(heading) :]
     assert command.replace(f"python bench/{script}.py", f"python -m bench {script}") in section  # one script
     table = markdown_tables(results)[0]
