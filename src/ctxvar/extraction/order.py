@@ -5,7 +5,6 @@ decide, within the device budget (:mod:`ctxvar.extraction.budget`); the memory p
 from __future__ import annotations
 
 import logging
-import os
 
 from ctxvar.extraction.budget import (
     check_one_layer_fits,
@@ -18,7 +17,7 @@ from ctxvar.extraction.job import ShardRun
 from ctxvar.extraction.layer_major import choose_blocks, layer_major_sums, memory_plan
 from ctxvar.extraction.passes import whole_model_sums
 from ctxvar.extraction.settings import ExtractionSettings
-from ctxvar.models import hashing, loading
+from ctxvar.extraction.streamed_weights import check_refused_fits
 from ctxvar.models.batching import ShardBatches
 
 log = logging.getLogger(__name__)
@@ -54,24 +53,29 @@ def planned_sums(job: ShardRun, settings: ExtractionSettings, padded: ShardBatch
 
 
 def chosen_blocks(job: ShardRun, settings: ExtractionSettings, padded: ShardBatches):
-    """:func:`ctxvar.extraction.layer_major.choose_blocks` for the job's model; with streamed weights, its probe
-    reads each block when it runs, and a model that is not to run layer-major (a refused probe) is loaded whole
-    instead, and the log says so; a shard with no batch runs none and keeps the streamed model."""
+    """:func:`ctxvar.extraction.layer_major.choose_blocks` for the job's model. With streamed weights, its probe
+    reads each block when it runs; where every weight fits the device budget at once, the blocks it read stay, so
+    that a model that is not to run layer-major (a refused probe) is whole once the rest are read, each block read
+    once, and the log says so; where they do not, such a model cannot run within the budget
+    (:func:`ctxvar.extraction.streamed_weights.check_refused_fits`). A shard with no batch runs none and keeps the
+    streamed model."""
     arguments = (padded.to(job.device), settings.extraction_order, settings.model["id"])
     if job.streamed is None:
         return choose_blocks(job.model, *arguments)
-    with job.streamed.on_demand():
+    keep = job.streamed.fits_whole()
+    with job.streamed.on_demand(keep=keep):
         blocks = choose_blocks(job.model, *arguments)
     if blocks is not None or not len(padded):  # no batch (an empty shard): no forward pass needs the blocks
+        if keep:
+            job.streamed.free_all()
         return blocks
+    check_refused_fits(settings, job.streamed)
+    job.streamed.install_all()
     log.warning(
-        "model %r does not run layer-major, so its weights are not streamed: the whole model is loaded",
+        "model %r does not run layer-major, so its weights are not streamed: the whole model is loaded, each block "
+        "once (those the probe read kept)",
         settings.model["id"],
     )
-    files = job.streamed.files  # those the weights' hash names: the whole model must come from them as they were
     job.streamed.close()
-    job.model = job.streamed = None
-    job.model = loading.load_model(settings.model, settings.source, settings.dtype, job.device)
-    for path, state in zip(files.paths, files.states):
-        hashing.check_unchanged(files.what, path, state, os.stat(path))
+    job.streamed = None
     return None

@@ -20,7 +20,9 @@ Mixtral's fused experts, or a quantized checkpoint's quantizer, such as block FP
 loads the whole model as today, its loading report read (:mod:`ctxvar.models.completeness`), and the log says
 which and why. The layer-major driver's probe (:func:`ctxvar.extraction.layer_major.probe_mismatch`) still runs
 first, each block loaded by a forward pre-hook and freed by a forward hook (:meth:`StreamedWeights.on_demand`);
-a model it refuses is loaded whole.
+where every weight fits the budget at once (the job streams for its sums and batch), the blocks the probe read
+stay, and a model it refuses is whole once the rest are read: no block is read twice. One whose weights exceed
+the budget cannot run whole within it, which stops the job (:func:`check_refused_fits`).
 
 Each file read checks that the file is the one whose state the weight hash recorded
 (:func:`ctxvar.models.hashing.check_unchanged`), so the hash names the bytes every block was read from.
@@ -145,10 +147,10 @@ class StreamedWeights:
     """The parameters of ``blocks`` of a model built on ``meta``, read from ``stored`` (by ``keys``) when needed:
     :meth:`fetch` reads a block's on a background thread, :meth:`install` puts them in place, :meth:`free` puts the
     ``meta`` placeholders back. ``files``: the :class:`ctxvar.models.hashing.WeightFiles` whose recorded state every
-    read checks."""
+    read checks; ``budget``: the device budget in bytes the job streams under (:func:`device_budget_bytes`)."""
 
-    def __init__(self, model, blocks: Blocks, keys, stored, files: hashing.WeightFiles, device):
-        self.model, self.blocks, self.device = model, blocks, device
+    def __init__(self, model, blocks: Blocks, keys, stored, files: hashing.WeightFiles, device, budget: int):
+        self.model, self.blocks, self.device, self.budget = model, blocks, device, budget
         self.files = files
         self._stored = {name: stored[key] for name, key in keys.items()}
         self._states = dict(zip(files.paths, files.states))
@@ -169,6 +171,11 @@ class StreamedWeights:
     def weights_bytes(self) -> int:
         """Device bytes of every parameter, loaded or not."""
         return sum(p.numel() * p.element_size() for p in self.model.parameters())
+
+    def fits_whole(self) -> bool:
+        """Whether every parameter at once is within the device ``budget`` the job streams under (it streams
+        because the weights and one layer's sums and batch are not)."""
+        return self.weights_bytes() <= self.budget
 
     def resident_bytes(self) -> int:
         """Device bytes of the parameters outside the blocks (always loaded)."""
@@ -234,17 +241,36 @@ class StreamedWeights:
             module = block.get_submodule(owner) if owner else block
             module._parameters[leaf] = value_of(name)
 
+    def installed(self, index: int) -> bool:
+        """Whether block ``index``'s parameters are in place (not its ``meta`` placeholders)."""
+        return not any(parameter.is_meta for parameter in self.blocks.modules[index].parameters())
+
+    def install_all(self) -> None:
+        """Read every block not in place yet: the whole model, each block read once."""
+        for index in range(len(self.blocks.modules)):
+            if not self.installed(index):
+                self.install(index, self._read_block(index))
+
+    def free_all(self) -> None:
+        """Free every block in place: back to the streamed state, nothing but the resident weights held."""
+        for index in range(len(self.blocks.modules)):
+            self.free(index)
+
     @contextlib.contextmanager
-    def on_demand(self):
-        """Within the block, a block's forward reads its parameters first and frees them after (a block whose
-        forward is the layer-major driver's stub, which does no work, reads nothing)."""
+    def on_demand(self, keep: bool = False):
+        """Within the block, a block's forward reads its parameters first, unless they are in place, and frees them
+        after, unless ``keep`` (a block whose forward is the layer-major driver's stub, which does no work, reads
+        nothing). ``keep``: each block read stays, so that a model the probe refuses is whole once it ends
+        (:meth:`install_all` reads what it did not run), not read a second time."""
 
         def before(module, args):
-            if not getattr(module.__dict__.get("forward"), "is_stub", False):
-                self.install(index_of[id(module)], self._read_block(index_of[id(module)]))
+            index = index_of[id(module)]
+            if not getattr(module.__dict__.get("forward"), "is_stub", False) and not self.installed(index):
+                self.install(index, self._read_block(index))
 
         def after(module, args, output):
-            self.free(index_of[id(module)])
+            if not keep:
+                self.free(index_of[id(module)])
 
         index_of = {id(block): index for index, block in enumerate(self.blocks.modules)}
         handles = [block.register_forward_pre_hook(before) for block in self.blocks.modules]
@@ -313,7 +339,7 @@ def load_for_job(settings: ExtractionSettings, device: torch.device):
         )
         return loading.load_model(entry, source, settings.dtype, device), None
     check_streaming_fits(settings, device, budget, ModelWeights.of(model, blocks), len(blocks.modules))
-    streamed = StreamedWeights(model, blocks, keys, stored, files, device)
+    streamed = StreamedWeights(model, blocks, keys, stored, files, device, budget)
     streamed.load_resident()
     loading.custom_code_warning(entry, source, "config.json", model)
     heads = sorted(set(stored) - set(keys.values()))
@@ -359,6 +385,28 @@ def check_streaming_fits(
     raise DeviceMemoryError(
         f"model {settings.model['id']!r} on {device}: a device budget of {budget / mb:.4g} MB ({given}) is below "
         f"the {needed / mb:.4g} MB its weights hold when streamed ({held}): {remedy}"
+    )
+
+
+def check_refused_fits(settings: ExtractionSettings, streamed: StreamedWeights) -> None:
+    """A :class:`DeviceMemoryError` naming the numbers when a model the layer-major probe refused has more weights
+    than the device budget it streams under (``streamed.budget``): it must run whole, and whole it would exceed
+    the budget (on a GPU without ``max_device_mb``, run out of memory)."""
+    if streamed.fits_whole():
+        return
+    weights = streamed.weights_bytes()
+    if streamed.budget == settings.max_device_bytes:
+        given = f"max_device_mb: {settings.max_device_mb:g}"
+        remedy = (
+            f"raise max_device_mb to at least {-(-weights // 1e6):.0f}, or set extraction_order: whole_model to hold "
+            "them whole beyond it"
+        )
+    else:
+        given, remedy = "the GPU's free memory less the reserve", f"use {smaller_dtype(settings)}a GPU with more memory"
+    raise DeviceMemoryError(
+        f"model {settings.model['id']!r} on {streamed.device}: it does not run layer-major (the line before says "
+        f"why), so its weights must be held whole, and their {weights / 1e9:.3f} GB in {settings.dtype} exceed the "
+        f"device budget of {streamed.budget / 1e9:.3f} GB ({given}): {remedy}"
     )
 
 

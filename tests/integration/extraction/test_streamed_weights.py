@@ -17,9 +17,12 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from ctxvar.errors import ModelLoadError
+from ctxvar.errors import DeviceMemoryError, ModelLoadError
 from ctxvar.extraction.extract import extract_shard, prepare_shard, run_and_write
+from ctxvar.extraction.layer_major import parameter_bytes
+from ctxvar.extraction.streamed_weights import StreamedWeights
 from ctxvar.files.atomic import MANIFEST
+from ctxvar.models import loading
 from ctxvar.stats.merge import MUST_MATCH
 
 from support.pipeline_runs import assert_sums_equal, shard_of, streaming_budget_mb, tiny_job_settings
@@ -133,16 +136,49 @@ def test_keys_that_transformers_renames_load_the_whole_model_and_the_log_says_wh
     assert_sums_equal(sums, whole)
 
 
-def test_a_model_whose_probe_is_refused_is_loaded_whole(tmp_path, llama, corpus_texts, caplog, monkeypatch):
-    """A probe that refuses the layer-major path (its verdict faked): the streamed model is replaced by the whole
-    one."""
+def refused_probe(monkeypatch) -> list[int]:
+    """Every probe refuses the layer-major path (its verdict faked), and no job loads a model whole from the files:
+    the list the indices of the blocks read from the files are appended to."""
     from ctxvar.extraction import layer_major
 
     monkeypatch.setattr(layer_major, "probe_mismatch", lambda model, blocks, batch: (blocks, "a refused probe"))
+    monkeypatch.setattr(loading, "load_model", lambda *args: pytest.fail("the model was loaded a second time"))
+    read, read_block = [], StreamedWeights._read_block
+    monkeypatch.setattr(
+        StreamedWeights, "_read_block", lambda self, index: read.append(index) or read_block(self, index)
+    )
+    return read
+
+
+def test_a_model_whose_probe_is_refused_is_loaded_whole_each_block_read_once(
+    tmp_path, llama, corpus_texts, caplog, monkeypatch
+):
+    """Under a budget that holds every weight but not one layer's sums and batch beside them, a probe that refuses
+    the layer-major path leaves the model whole: the blocks it read stay, each block is read from the files once
+    and the model is not loaded again; its sums are the whole model's."""
     shard = shard_of(tmp_path, corpus_texts[:12])
-    (sums, _), (whole, _), log = streamed_and_whole(tmp_path, shard, llama, llama, "float32", caplog)
-    assert STREAMED in log and "its weights are not streamed: the whole model is loaded" in log
+    whole, _ = job(tmp_path, shard, llama, "float32", 0, "whole")
+    model = loading.empty_model({"id": "tiny"}, llama, "float32")
+    read = refused_probe(monkeypatch)
+    with caplog.at_level(logging.INFO, logger="ctxvar.extraction"):
+        sums, _ = job(tmp_path, shard, llama, "float32", (parameter_bytes(model) + 8) / 1e6, "streamed")
+    assert STREAMED in caplog.text and "its weights are not streamed: the whole model is loaded" in caplog.text
+    assert sorted(read) == list(range(model.config.num_hidden_layers))
     assert_sums_equal(sums, whole)
+
+
+def test_a_refused_probe_under_a_budget_below_the_weights_stops_with_the_budget_it_needs(
+    tmp_path, llama, corpus_texts, monkeypatch
+):
+    """Refused, a model must run whole; weights beyond ``max_device_mb`` stop the job with one line naming the
+    budget that holds them, before any block is read twice."""
+    shard = shard_of(tmp_path, corpus_texts[:12])
+    read = refused_probe(monkeypatch)
+    weights = parameter_bytes(loading.empty_model({"id": "tiny"}, llama, "float32"))
+    with pytest.raises(DeviceMemoryError, match="does not run layer-major") as raised:
+        job(tmp_path, shard, llama, "float32", streaming_budget_mb(llama), "streamed")
+    assert f"raise max_device_mb to at least {-(-weights // 1e6):.0f}" in str(raised.value)
+    assert len(read) == len(set(read))
 
 
 def test_an_empty_shard_runs_no_block_and_loads_nothing_more(tmp_path, llama, caplog):
