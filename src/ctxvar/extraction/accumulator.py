@@ -20,7 +20,7 @@ Their device memory, and how many layers one pass holds: :mod:`ctxvar.extraction
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -33,16 +33,32 @@ from ctxvar.extraction.word_sums import WordSums
 from ctxvar.models.batching import to_device
 from ctxvar.stats.declarations import TypeSum, declared_switches, keeps_moments, kept_layer_sums, kept_sums
 
+BUILT_IN_SWITCHES = ("covariance", "cosine", "ethayarajh")  # geometry switches whose keys the files' metadata
+# records even when off, as the first sums files did; any other (a declared sum's) is recorded only when on
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, init=False)
 class GeometryOptions:
-    """Which sums beyond the paper's n, Σx, Σ‖x‖² a job accumulates (config ``geometry``)."""
+    """Which sums beyond the paper's n, Σx, Σ‖x‖² a job accumulates (config ``geometry``): ``switches``, the
+    geometry switches that are on (``covariance``: Σxxᵀ per layer; ``cosine``: Σ x/‖x‖ per (layer, type);
+    ``ethayarajh``: Σ x/‖x‖ per (layer, raw token id) and the sentence sums, word_sums.py; and any declared sum's
+    switch, :mod:`ctxvar.stats.declarations`), and ``sample_size``, the points per layer in the sample (B batches
+    of k for TwoNN; 0: none). Made as ``GeometryOptions(covariance=True, sample_size=8)``: a switch given True is
+    on."""
 
-    covariance: bool = False  # Σxxᵀ per layer
-    cosine: bool = False  # Σ x/‖x‖ per (layer, type)
-    sample_size: int = 0  # points per layer in the sample: B batches of k for TwoNN; 0: none
-    ethayarajh: bool = False  # Σ x/‖x‖ per (layer, raw token id) and the sentence sums (word_sums.py)
-    switches: frozenset[str] = frozenset()  # the other declared sums' switches that are on (ctxvar.stats.declarations)
+    switches: frozenset[str]
+    sample_size: int
+
+    def __init__(self, sample_size: int = 0, switches=frozenset(), **on: bool):
+        unknown = set(on).union(switches) - {*BUILT_IN_SWITCHES, *declared_switches()}
+        if unknown:
+            raise TypeError(f"GeometryOptions: no geometry switch {sorted(unknown)}")
+        object.__setattr__(self, "switches", frozenset(switches) | {key for key, value in on.items() if value})
+        object.__setattr__(self, "sample_size", sample_size)
+
+    covariance = property(lambda self: "covariance" in self.switches)
+    cosine = property(lambda self: "cosine" in self.switches)
+    ethayarajh = property(lambda self: "ethayarajh" in self.switches)
 
     @classmethod
     def default(cls) -> "GeometryOptions":
@@ -55,15 +71,16 @@ class GeometryOptions:
         """From config ``geometry`` (or :func:`ctxvar.config.hashes.extraction_geometry`, which leaves out
         batches: 1)."""
         points = geometry["sample_size"] * geometry.get("batches", 1) if geometry["twonn"] else 0
-        own = {field.name for field in fields(cls)}
-        switches = frozenset(key for key in declared_switches() if key not in own and geometry.get(key, False))
-        return cls(geometry["covariance"], geometry["cosine"], points, geometry["ethayarajh"], switches)
+        switches = {key for key in (*BUILT_IN_SWITCHES, *declared_switches()) if geometry.get(key, False)}
+        return cls(points, frozenset(switches))
 
     def record(self) -> dict:
-        """The options as the sums files' metadata records them (JSON): each field, and each switch in
-        ``switches`` as True (none for the shipped sums, whose metadata stays as it was)."""
-        recorded = {field.name: getattr(self, field.name) for field in fields(self) if field.name != "switches"}
-        return recorded | dict.fromkeys(sorted(self.switches), True)
+        """The options as the sums files' metadata records them (JSON): ``covariance``, ``cosine``,
+        ``sample_size`` and ``ethayarajh``, then each other switch that is on, as True (none for the shipped sums,
+        whose metadata stays as it was)."""
+        recorded = {"covariance": self.covariance, "cosine": self.cosine, "sample_size": self.sample_size}
+        others = sorted(self.switches.difference(BUILT_IN_SWITCHES))
+        return recorded | {"ethayarajh": self.ethayarajh} | dict.fromkeys(others, True)
 
     @property
     def moments(self) -> bool:

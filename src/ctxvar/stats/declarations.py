@@ -147,14 +147,13 @@ LAYER_SUMS: tuple[LayerSum, ...] = ()  # the moments file's N and Σx, and Σxx�
 
 
 def is_on(switch: str | None, geometry) -> bool:
-    """Whether ``switch`` is on in ``geometry``: a config's ``geometry`` mapping or an object with the
-    switches as attributes, or in its set ``switches`` of those on (:class:`ctxvar.extraction.accumulator.
-    GeometryOptions`, which has attributes for the switches it predates)."""
+    """Whether ``switch`` is on in ``geometry``: a config's ``geometry`` mapping, or an object whose set
+    ``switches`` holds those on (:class:`ctxvar.extraction.accumulator.GeometryOptions`)."""
     if switch is None:
         return True
     if isinstance(geometry, Mapping):
         return bool(geometry.get(switch, False))
-    return bool(getattr(geometry, switch, False)) or switch in getattr(geometry, "switches", ())
+    return switch in geometry.switches
 
 
 # The sums of the first sums files, (kind, name, formula, vector): runs that keep no other kept the extraction hash

@@ -1,7 +1,6 @@
 """A sum declared with a new ``geometry`` switch is kept by the extraction job exactly when the config turns the
 switch on: the job's options (GeometryOptions, built from the config) agree with the config, which the workflow,
-the disk estimate and the merge read. Before, options had attributes only for the switches they predated, so such
-a sum was never accumulated while the config said it was on."""
+the disk estimate and the merge read. The options hold every switch in one set."""
 
 from __future__ import annotations
 
@@ -38,14 +37,26 @@ def test_the_shipped_switches_give_the_same_options():
     assert GeometryOptions.from_config(GEOMETRY) == GeometryOptions(cosine=True)
 
 
-def test_the_sums_files_record_the_options_as_before_and_a_new_switch_as_json():
+def test_the_sums_files_record_the_options_as_before_and_a_new_switch_as_json(with_new_switches):
     import json
-    from dataclasses import asdict
 
     shipped = GeometryOptions.from_config({**GEOMETRY, "covariance": True, "twonn": True, "sample_size": 8})
-    assert shipped.record() == {key: value for key, value in asdict(shipped).items() if key != "switches"}
+    assert list(shipped.record().items()) == [  # as the first sums files' metadata: these keys in this order
+        ("covariance", True),
+        ("cosine", True),
+        ("sample_size", 8),
+        ("ethayarajh", False),
+    ]
     new = GeometryOptions(cosine=True, switches=frozenset({"fourth"}))
+    assert new == GeometryOptions(cosine=True, fourth=True) == GeometryOptions.from_config({**GEOMETRY, "fourth": True})
     assert json.loads(json.dumps(new.record())) == {**GeometryOptions(cosine=True).record(), "fourth": True}
+
+
+def test_one_set_holds_every_switch_and_an_unknown_one_is_refused():
+    options = GeometryOptions(covariance=True, ethayarajh=True, sample_size=4)
+    assert options.switches == {"covariance", "ethayarajh"} and (options.covariance, options.cosine) == (True, False)
+    with pytest.raises(TypeError, match="no geometry switch \\['fourth'\\]"):
+        GeometryOptions(fourth=True)  # not declared here: a typo must not switch nothing on in silence
 
 
 @pytest.mark.parametrize("covariance", [False, True])
