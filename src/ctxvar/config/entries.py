@@ -7,7 +7,7 @@ import os
 import re
 from pathlib import Path
 
-from ctxvar.config.kinds import MODEL_DEFAULTS, kind_of
+from ctxvar.config.kinds import CHECKPOINT_PATTERN, MODEL_DEFAULTS, kind_of
 from ctxvar.errors import ConfigError
 
 # Matched with fullmatch: '$' alone would accept a trailing newline.
@@ -32,9 +32,6 @@ def load_revision(entry: dict) -> str:
 def arch_of(entry: dict) -> str:
     """The entry's architecture, or the schema's default (an init gaussian entry's tokenizer kind)."""
     return entry.get("arch") or MODEL_DEFAULTS["arch"]
-
-
-CHECKPOINT_PATTERN = re.compile(r"^step(\d+)$")
 
 
 def model_id(entry: dict) -> str:

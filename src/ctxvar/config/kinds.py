@@ -18,6 +18,7 @@ How a kind that the run makes is built is its builder, registered under the same
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable, Literal, get_args
 
@@ -36,6 +37,7 @@ RANDOM_KEYS = (
     "learning_rate",
 )
 GAUSSIAN_KEYS = ("mean_scale", "noise_scale", "offset", "layer_norm")
+CHECKPOINT_PATTERN = re.compile(r"^step(\d+)$")  # a model trained N steps on the corpus in the run
 Revisions = Literal["any", "steps", "none"]  # a Hub repository's revisions; stepN, trained in the run; one version
 REVISIONS = get_args(Revisions)
 
@@ -143,6 +145,12 @@ def entry_problem(entry: dict) -> str | None:
             f"models[]: entry {entry.get('id')!r}: init: {kind.init} holds one version of the model, so "
             f"{' and '.join(asked)} cannot choose one; remove {' and '.join(asked)}, or list one entry per version "
             "(each with its own id)"
+        )
+    revision = entry.get("revision")
+    if kind.revisions == "steps" and revision and not CHECKPOINT_PATTERN.fullmatch(str(revision)):
+        return (
+            f"models[]: entry {entry.get('id')!r}: revision {revision!r} of an init: {kind.init} model must be stepN "
+            "(the model trained N steps on the corpus)"
         )
     if kind.needs_forward and not entry.get("forward", True):
         why = "it has no weights" if not kind.has_weights else "its weights alone are not measured"

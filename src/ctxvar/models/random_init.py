@@ -12,8 +12,7 @@ from collections import Counter
 import torch
 from transformers import AutoModel
 
-from ctxvar.config.entries import CHECKPOINT_PATTERN
-from ctxvar.config.kinds import random_spec
+from ctxvar.config.kinds import CHECKPOINT_PATTERN, random_spec
 from ctxvar.files.atomic import atomic_directory
 from ctxvar.models.training import language_model, train_steps
 

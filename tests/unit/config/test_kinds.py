@@ -58,6 +58,7 @@ def test_the_rules_that_make_models_get_what_their_kinds_need():
         ({"id": "r", "init": "random"}, "has init: random and needs 'arch' (bert | roberta | gpt2)"),
         ({"id": "g", "init": "gaussian", "revision": "v1"}, "init: gaussian holds one version of the model"),
         ({"id": "g", "init": "gaussian", "forward": False}, "has init: gaussian and forward: false"),
+        ({"id": "r", "init": "random", "arch": "gpt2", "revision": "v2"}, "revision 'v2' of an init: random model"),
         ({"id": "x", "init": "nonesuch"}, "init 'nonesuch' is not a model kind; use one of pretrained, random"),
     ],
 )
