@@ -2,7 +2,7 @@
 generated from it. A number or boolean that reaches the config as text says so, and why: Snakemake reads the values
 inside a ``--config`` mapping with YAML's BaseLoader, which keeps every scalar as text, so ``--config
 geometry='{batches: 8}'`` must not be refused as "'8' is not a whole number (no decimal point)". Every integer key
-has a maximum; required keys have no default."""
+has a maximum; required keys have no default; a key that appears twice in a config file is refused."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import re
 import pytest
 import yaml
 
-from ctxvar.config.schema import check_schema
+from ctxvar.config.schema import check_schema, load_config_file
 from ctxvar.errors import ConfigError
 
+from support.messages import one_line
 from support.workflow_runs import DEMO, REPO
 
 
@@ -95,3 +96,11 @@ def test_an_absurd_integer_is_refused_at_start_up_naming_the_maximum(key):
     ) as error:
         check_schema(config)
     assert "\n" not in str(error.value)
+
+
+def test_duplicate_yaml_keys_are_refused(tmp_path):
+    path = tmp_path / "study.yaml"
+    path.write_text("corpus:\n  source: synthetic\n  fraction: 1.0\n  fraction: 0.5\nmodels: []\n")
+    with pytest.raises(ConfigError, match="study.yaml: line 4: key 'fraction' appears twice") as error:
+        load_config_file(path)
+    one_line(error)
