@@ -1,9 +1,11 @@
-"""A job's log (ctxvar.run.job_log): a ctxvar error is one console line and a full traceback in the log; an
-unexpected exception is logged with its traceback and propagates."""
+"""A job's log (ctxvar.run.job_log): a ctxvar error is one console line and a full traceback in the log; an unexpected
+exception is logged with its traceback and propagates; warnings reach the console as one line, information only the
+log."""
 
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -35,3 +37,11 @@ def test_an_unexpected_exception_is_logged_with_its_traceback_and_propagates(tmp
         with job_log(log_path):
             1 / 0
     assert "unexpected error" in log_path.read_text() and "ZeroDivisionError" in log_path.read_text()
+
+
+def test_job_warnings_reach_the_console_as_one_line(tmp_path, capsys):
+    with job_log(tmp_path / "job.log"):
+        logging.getLogger("ctxvar.stats.summary").warning("models a, b load identical weights")
+        logging.getLogger("ctxvar.stats.summary").info("not for the console")
+    assert capsys.readouterr().err == "ctxvar warning: models a, b load identical weights\n"
+    assert "not for the console" in (tmp_path / "job.log").read_text()
