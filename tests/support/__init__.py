@@ -7,10 +7,13 @@ statistics by brute force, every embedding in memory; ``effective_rank_reference
 ``embedding_matrix_reference`` embedding_matrices.csv's rows by brute force from a matrix,
 ``razzhigaev_reference`` the published code the enwik8 source's pieces are checked against, on the generated
 enwik8-like files of ``enwik8_like``;
-``declared_sums`` builds sums files by hand with every sum the declarations keep; ``byte_flips`` damages files one
-byte at a time; ``hf_cache`` lays out a Hugging Face cache by hand (blobs, snapshots, refs), checks it as its
-user would (``scan_cache_dir``, offline downloads) and serves a Hub on this machine that names revisions' commits;
-``documented_outputs`` reads what docs/outputs.md says a run writes and checks a run's folder against it;
+``declared_sums`` builds sums files by hand with every sum the declarations keep, and holds the readers of each kind
+of sums file and each kind in an older layout; ``byte_flips`` damages files a byte at a time, or one byte for good;
+``hf_cache`` lays out a Hugging Face cache by hand (blobs, snapshots, refs), checks it as its user would
+(``scan_cache_dir``, offline downloads) and serves a Hub on this machine that names revisions' commits;
+``messages`` checks that an error's message is one line; ``model_files`` copies a tiny model as a user has it
+and pickles an object that runs code when unpickled; ``encoded_corpora`` writes small corpora in each encoding ctxvar
+reads; ``documented_outputs`` reads what docs/outputs.md says a run writes and checks a run's folder against it;
 ``workflow_runs`` runs Snakemake in a subprocess and holds the repository's root, the shipped configs and the runs
 beside the tests; ``slurm_cluster`` starts the SLURM tier's local cluster and its runs;
 ``bench_scripts`` runs the scripts of bench/; ``quick_start_figures`` draws every figure of the quick start with a

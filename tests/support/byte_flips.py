@@ -65,3 +65,17 @@ def reads_in_halves(monkeypatch) -> None:
         return read(self, size // 2) + read(self, size - size // 2)
 
     monkeypatch.setattr(_CountedFile, "read", in_halves)
+
+
+def flip(path: Path, position: int) -> None:
+    """Flip the lowest bit of the byte at ``position`` of ``path``, for good."""
+    data = bytearray(path.read_bytes())
+    data[position] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def data_region(path: Path) -> tuple[int, int]:
+    """[start, end) of a Parquet file's pages: after the 4 magic bytes, before the footer."""
+    size = path.stat().st_size
+    footer = int.from_bytes(path.read_bytes()[-8:-4], "little")
+    return 4, size - 8 - footer

@@ -1,16 +1,39 @@
 """Sums files built in a test from points, for every sum the declarations keep (ctxvar.stats.declarations): a
-test that writes sums, moments or partials by hand names no sum, so a sum declared later is in its files too."""
+test that writes sums, moments or partials by hand names no sum, so a sum declared later is in its files too.
+:data:`READERS` reads each kind of these files, and :data:`LAYOUT_1` holds a file of each kind in the layout an
+older ctxvar wrote."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import numpy as np
+import pyarrow as pa
 
 from ctxvar.stats.declarations import kept_layer_sums, kept_sums
-from ctxvar.stats.sums import LayerSums
+from ctxvar.stats.sample_file import SampleFile
+from ctxvar.stats.sums import LayerSums, MomentsFile, SumsFile
 
 COSINE = {"cosine": True}  # a geometry that keeps every switched per-type sum of the first files (Σ x/‖x‖)
+READERS = {"sums": SumsFile, "moments": MomentsFile, "sample": SampleFile}
+
+# The layouts before 'ctxvar sums 2', 'ctxvar moments 2' and 'ctxvar sample 2': vectors as fixed-size lists
+LAYOUT_1 = {
+    "sums": {
+        "layer": [0],
+        "token": ["a"],
+        "n": [1],
+        "sum_sq": [1.0],
+        "sum": pa.array([[1.0, 0.0]], pa.list_(pa.float64(), 2)),
+    },
+    "moments": {
+        "layer": [0],
+        "n": [1],
+        "sum": pa.array([[1.0, 0.0]], pa.list_(pa.float64(), 2)),
+        "sum_outer": pa.array([[1.0, 0.0, 0.0, 0.0]], pa.list_(pa.float64(), 4)),
+    },
+    "sample": {"layer": [0], "key": [1], "token": ["a"], "x": pa.array([[1.0, 0.0]], pa.list_(pa.float32(), 2))},
+}
 
 
 def chunk_of(points: np.ndarray) -> SimpleNamespace:

@@ -55,3 +55,27 @@ def assert_tokens_match(tokens: pd.DataFrame, expected: pd.DataFrame) -> None:
     for column in ("Q", "M", "V"):
         error = np.abs(merged[column] - merged[f"{column}_oracle"])
         assert (error <= 1e-6 * merged["Q_oracle"]).all(), column
+
+
+def moments_of(x: np.ndarray):
+    """``(N, Σx, Σxxᵀ)`` of the rows of ``x``, the moments the sums files hold, by brute force."""
+    return len(x), x.sum(0), x.T @ x
+
+
+def clusters(seed=0, n_types=40, d=6, offset=0.0):
+    """Per-type point clouds with Zipf-ish counts; returns (points, type labels)."""
+    rng = np.random.default_rng(seed)
+    counts = np.maximum(1, (2000 / np.arange(1, n_types + 1) ** 1.1).astype(int))
+    labels = np.repeat(np.arange(n_types), counts)
+    means = rng.normal(size=(n_types, d)) * rng.uniform(0.2, 3, size=(n_types, 1))
+    points = offset + means[labels] + rng.normal(size=(len(labels), d)) * rng.uniform(0.1, 2, size=(n_types, 1))[labels]
+    return points, labels
+
+
+def sums_of(points, labels):
+    """``(n_t, Σx, Σ‖x‖²)`` per type of ``points`` labelled by type index ``labels``, by brute force."""
+    n_types = labels.max() + 1
+    count = np.bincount(labels, minlength=n_types)
+    sum_ = np.zeros((n_types, points.shape[1]))
+    np.add.at(sum_, labels, points)
+    return count, sum_, np.bincount(labels, weights=(points**2).sum(1), minlength=n_types)

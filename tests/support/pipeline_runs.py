@@ -192,3 +192,23 @@ def both_orders(folder, shard, model_dir, dtype, options: GeometryOptions) -> tu
         paths["sums"] = f"{prefix}.parquet"
         files.append({kind: pq.read_table(path) for kind, path in paths.items()})
     return files[0], files[1]
+
+
+def geometry_partial_files(folder, model_dir, texts) -> dict:
+    """One extraction of ``texts`` into ``folder`` that writes every sums file: the sums with Σ x/‖x‖, the moments
+    and the sample; their paths by kind (``sums``, ``moments``, ``sample``)."""
+    settings = ExtractionSettings(
+        model={"id": "m"},
+        source=str(model_dir),
+        device=TEST_DEVICE,
+        progress=False,
+        config_hash="h",
+        geometry=GeometryOptions(covariance=True, cosine=True, sample_size=64),
+    )
+    paths = {
+        "sums": folder / "0.parquet",
+        "moments": folder / "0.moments.parquet",
+        "sample": folder / "0.sample.parquet",
+    }
+    extract_shard(shard_of(folder, texts), paths["sums"], settings)
+    return paths

@@ -132,3 +132,10 @@ def randomise_norms(model: torch.nn.Module, seed: int) -> None:
                     values = torch.rand if name == "weight" else torch.randn
                     scale, shift = (1.0, 0.5) if name == "weight" else (0.1, 0.0)
                     parameter.copy_(shift + scale * values(parameter.shape, generator=generator))
+
+
+def short_bert(folder, texts) -> str:
+    """``folder`` (as text), holding a random-init BERT of 24 positions, shorter than some of ``texts`` (the
+    session's corpus): the model of the tests of ``tokens.long_sentences``."""
+    sizes = dict(hidden_size=16, num_layers=2, intermediate_size=32, max_positions=24)
+    return random_model(folder, "bert", texts, seed=5, **sizes)

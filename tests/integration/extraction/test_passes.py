@@ -1,7 +1,9 @@
-"""Integration tier: what a job's forward passes wait for and hold, on tiny random-init models."""
+"""Integration tier: what a job's forward passes wait for and hold, on tiny random-init models; hidden
+states that hold NaN or Inf stop the job before it writes."""
 
 from __future__ import annotations
 
+import shutil
 import threading
 import weakref
 
@@ -9,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
+from ctxvar.errors import StatisticsError
 from ctxvar.extraction import passes
 from ctxvar.extraction.accumulator import EmbeddingSums
 from ctxvar.extraction.budget import state_bytes
@@ -20,7 +23,7 @@ from ctxvar.models import hashing
 from ctxvar.models import loading as models
 from ctxvar.run.job_log import job_log
 
-from support.pipeline_runs import TEST_DEVICE, shard_of
+from support.pipeline_runs import TEST_DEVICE, extract, shard_of
 
 HASH_PATIENCE_S = 30  # how long the held-back hash waits for a forward pass before it gives up: a deadlock's bound
 
@@ -139,3 +142,19 @@ def recording(method, calls: list):
         return method(self, index)
 
     return recorded
+
+
+def test_non_finite_hidden_states_fail_without_writing(tmp_path, tiny_models, corpus_texts):
+    from transformers import AutoModel
+
+    model_dir = tmp_path / "overflow"
+    shutil.copytree(tiny_models["gpt2"], model_dir, ignore=shutil.ignore_patterns("SHA256SUMS"))  # a user's directory
+    model = AutoModel.from_pretrained(model_dir)
+    with torch.no_grad():
+        model.h[0].mlp.c_fc.weight.mul_(1e38)  # overflows float32 in the first block
+    model.save_pretrained(model_dir)
+    with pytest.raises(
+        StatisticsError, match="NaN or Inf with dtype float32; nothing was written: the model's weights"
+    ):
+        extract(model_dir, shard_of(tmp_path, corpus_texts[:20]), tmp_path / "p.parquet")
+    assert not (tmp_path / "p.parquet").exists()

@@ -3,7 +3,8 @@
 heads alike, what was read is recorded with its hashes, and what cannot be resolved loads the whole model. A
 checkpoint saved before safetensors (pytorch_model.bin, or its shards) is unpickled weights-only, giving the numbers
 and hashes of the same weights as safetensors; what keeps its matrices from being read alone stops the job in one
-line, since no whole model is loaded from a pickle."""
+line, since no whole model is loaded from a pickle. A pickle
+that would run code is refused in one line, and nothing runs."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from ctxvar.files.parquet import read_metadata, read_table
 from ctxvar.models import embedding_weights
 from ctxvar.stats.embedding_matrices import embedding_matrix_statistics, read_matrices, whole_model_matrices
 
+from support.model_files import RunsCode
 from support.tiny_models import pickled, tiny_model
 
 pytestmark = pytest.mark.integration
@@ -288,3 +290,23 @@ def test_custom_model_code_loads_the_whole_model_with_the_same_matrices(tmp_path
     assert set(opened) >= shard_names(source)
     alone, _ = read_matrices({"id": "m"}, source, "float32")
     assert_same_matrices(alone, matrices)
+
+
+def test_a_pickle_read_for_the_embedding_matrices_runs_no_code(tmp_path, tiny_models):
+    """A forward: false model without safetensors has its pytorch_model.bin unpickled weights-only: a file holding
+    an object whose unpickling would run code (here, create a folder; plain pickle does) is refused in one line
+    naming what it would import, and nothing runs."""
+    from safetensors.torch import load_file
+
+    from ctxvar.stats.embedding_matrices import read_matrices
+
+    model_dir = tmp_path / "pickled"
+    shutil.copytree(tiny_models["gpt2"], model_dir, ignore=shutil.ignore_patterns("SHA256SUMS"))  # a user's directory
+    tensors = load_file(model_dir / "model.safetensors")
+    (model_dir / "model.safetensors").unlink()
+    marker = tmp_path / "code-ran"
+    torch.save({**tensors, "payload": RunsCode(str(marker))}, model_dir / "pytorch_model.bin")
+    with pytest.raises(ModelLoadError) as error:
+        read_matrices({"id": "m"}, str(model_dir), "float32")
+    assert "pytorch_model.bin cannot be read by torch's weights-only unpickler" in str(error.value)
+    assert "os.makedirs" in str(error.value) and "\n" not in str(error.value) and not marker.exists()

@@ -7,6 +7,8 @@ directory."""
 from __future__ import annotations
 
 import copy
+import json
+import math
 import zipfile
 
 import pytest
@@ -19,7 +21,10 @@ from ctxvar.errors import ConfigError, CtxvarError
 from ctxvar.models.archive import check_archives
 
 from support.enwik8_like import write_enwik8_like
-from support.workflow_runs import DEMO
+from support.messages import one_line
+from support.workflow_runs import DEMO, REPO
+
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
 
 @pytest.mark.parametrize(
@@ -227,4 +232,61 @@ def test_forward_false_where_nothing_would_be_computed_is_one_line(change, messa
     for key, value in change.items():
         config[key] = {**config[key], **value} if key == "figures" else value
     with pytest.raises(ConfigError, match=message):
+        check_config(config)
+
+
+def demo_with(**changes) -> dict:
+    config = json.loads(json.dumps(DEMO))
+    for dotted, value in changes.items():
+        *parents, key = dotted.split("__")
+        target = config
+        for parent in parents:
+            target = target[int(parent)] if parent.isdigit() else target[parent]
+        target[key] = value
+    return config
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"models__0__id": "tiny-bert\n"}, "models.0.id: 'tiny-bert\\\\n'|id 'tiny-bert\\\\n' is not usable"),
+        ({"models__0__id": "../escape"}, "not usable"),
+        ({"analysis__min_log10_n": 3, "analysis__max_log10_n": 2}, "min_log10_n \\(3\\) is above max_log10_n \\(2\\)"),
+        ({"corpus__fraction": math.nan}, "corpus.fraction: nan is not a finite number"),
+        ({"corpus__synthetic__zipf_exponent": math.inf}, "zipf_exponent: inf is not a finite number"),
+        ({"analysis__max_log10_n": -math.inf}, "max_log10_n: -inf is not a finite number"),
+        ({"corpus__seed": 2**32}, "corpus.seed: 4294967296 is greater than the maximum"),
+        ({"corpus__seed": -1}, "corpus.seed: -1 is less than the minimum"),
+        ({"models__0__seed": 2**40}, "models.0.seed: .* is greater than the maximum"),
+        ({"figures__pca__seed": 2**33}, "figures.pca.seed"),
+        ({"shards": 2.0}, "shards: 2.0 is not a whole number"),
+        ({"shards": True}, "shards: True is not a whole number"),
+        ({"shards": "8"}, "shards: '8' is not a whole number"),
+        ({"shards": 0}, "shards: 0 is less than the minimum"),
+        ({"geometry__sample_size": 1e9}, "sample_size: 1000000000.0 is not a whole number"),
+        ({"models__0__hidden_size": 66}, "hidden_size 66 is not a multiple of num_heads 4"),
+        ({"models__3__revisions": ["step0", "step10\n"]}, "revision 'step10\\\\n' is not usable|revisions"),
+        ({"run": "my run"}, "run: 'my run' is not usable"),
+        ({"device": "gpu"}, "device: 'gpu' is not allowed; use one of auto, cuda, cpu"),
+        ({"models__0__init": "archive"}, "init: archive and needs 'archive' \\(the .zip\\) and 'sha256'"),
+        ({"models__0__sha256": {"model.safetensors": "0" * 64}}, "sets sha256, which only init: archive uses"),
+        (
+            {"models__0__init": "archive", "models__0__archive": "m.zip", "models__0__sha256": {"w": "AB" * 32}},
+            "sha256",
+        ),
+        ({"models__0__init": "archive", "models__0__archive": "m.zip", "models__0__sha256": {}}, "sha256"),
+    ],
+)
+def test_bad_config_values_fail_at_start_with_one_line(changes, message):
+    config = demo_with(**changes)
+    with pytest.raises(ConfigError, match=message) as error:
+        check_schema(config, SCHEMA)
+        check_config(config)
+        models_by_id(config)
+    one_line(error)
+
+
+def test_a_model_name_with_a_trailing_newline_is_refused():
+    config = demo_with(models=[{"name": "gpt2\n"}])
+    with pytest.raises(ConfigError, match="name 'gpt2\\\\n' has leading or trailing spaces or control characters"):
         check_config(config)

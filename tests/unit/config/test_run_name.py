@@ -1,11 +1,12 @@
-"""A study's config file without models: or corpus: is refused, naming what it would have inherited."""
+"""A run's name (ctxvar.config.run_name): the config file's ``run``, else its file name, never one inherited from
+another config; a study's config file without models: or corpus: is refused, naming what it would have inherited."""
 
 from __future__ import annotations
 
 import pytest
 import yaml
 
-from ctxvar.config.run_name import check_study_named
+from ctxvar.config.run_name import check_study_named, run_name
 from ctxvar.errors import ConfigError
 
 from support.workflow_runs import REPO
@@ -45,3 +46,14 @@ def test_a_models_section_the_schema_refuses_still_gets_the_one_line_about_the_m
     """The check runs before the schema: models: [gpt2] (a name, not an entry) raised AttributeError there."""
     with pytest.raises(ConfigError, match="^x.yaml has no corpus: section"):
         check_study_named({"models": models}, ["x.yaml"], REPO)
+
+
+def test_run_names_keep_configs_apart():
+    assert run_name({"run": "paper"}, {}, {}) == "paper"
+    assert run_name({"run": "paper"}, {"config/demo.yaml": {"run": "demo"}}, {}) == "demo"
+    assert (
+        run_name({"run": "paper"}, {"studies/my_study.yaml": {"models": []}}, {}) == "my_study"
+    )  # never inherits paper
+    assert run_name({"run": "paper"}, {"a.yaml": {}}, {"run": "other"}) == "other"
+    with pytest.raises(ConfigError, match="run: 'my study' cannot name a results folder"):
+        run_name({}, {"my study.yaml": {}}, {})

@@ -1,8 +1,7 @@
-"""The config's schema (ctxvar.config.schema, workflow/schemas/config.schema.yaml) and the configuration reference
-generated from it. A number or boolean that reaches the config as text says so, and why: Snakemake reads the values
-inside a ``--config`` mapping with YAML's BaseLoader, which keeps every scalar as text, so ``--config
-geometry='{batches: 8}'`` must not be refused as "'8' is not a whole number (no decimal point)". Every integer key
-has a maximum; required keys have no default."""
+"""The config's schema (ctxvar.config.schema, workflow/schemas/config.schema.yaml). A number or boolean that reaches the
+config as text says so, and why: Snakemake reads the values inside a ``--config`` mapping with YAML's BaseLoader, which
+keeps every scalar as text, so ``--config geometry='{batches: 8}'`` must not be refused as "'8' is not a whole number
+(no decimal point)". Every integer key has a maximum; a key that appears twice in a config file is refused."""
 
 from __future__ import annotations
 
@@ -12,10 +11,11 @@ import re
 import pytest
 import yaml
 
-from ctxvar.config.schema import check_schema
+from ctxvar.config.schema import check_schema, load_config_file
 from ctxvar.errors import ConfigError
 
-from support.workflow_runs import DEMO, REPO
+from support.messages import one_line
+from support.workflow_runs import DEMO
 
 
 @pytest.mark.parametrize(
@@ -38,31 +38,10 @@ def test_other_text_keeps_the_plain_message():
     assert str(error.value) == "shards: 'eight' is not a whole number (no decimal point)"
 
 
-def test_the_configuration_reference_is_generated_from_the_schema():
-    """config/README.md is the schema's descriptions and defaults; regenerate with python -m ctxvar.config.reference."""
-    from ctxvar.config.reference import REFERENCE, SCHEMA, markdown
-
-    assert (REPO / REFERENCE).read_text() == markdown(yaml.safe_load((REPO / SCHEMA).read_text()))
-
-
 def test_the_schema_loaded_by_libyaml_is_what_the_pure_python_loader_reads():
     from ctxvar.config.schema import SCHEMA, SCHEMA_PATH
 
     assert repr(SCHEMA) == repr(yaml.safe_load(SCHEMA_PATH.read_text()))  # repr: 1 and 1.0, True and 1 differ
-
-
-def test_required_keys_have_no_default_and_the_reference_says_required():
-    """A default on a required key would be documented but never used (corpus.source once read "hf")."""
-    from ctxvar.config.reference import SCHEMA, markdown
-
-    schema = yaml.safe_load((REPO / SCHEMA).read_text())
-    reference = markdown(schema)
-    assert "default" not in schema["properties"]["corpus"]  # required unless no model reads it (config.checks)
-    for key, spec in (("models", schema), ("corpus.source", schema["properties"]["corpus"])):
-        name = key.rsplit(".", 1)[-1]
-        assert name in spec["required"] and "default" not in spec["properties"][name], key
-        row = next(line for line in reference.splitlines() if line.startswith(f"| `{key}` |"))
-        assert row.split(" | ")[2] == "*required*", row
 
 
 def integer_keys(properties: dict, prefix: str = ""):
@@ -95,3 +74,11 @@ def test_an_absurd_integer_is_refused_at_start_up_naming_the_maximum(key):
     ) as error:
         check_schema(config)
     assert "\n" not in str(error.value)
+
+
+def test_duplicate_yaml_keys_are_refused(tmp_path):
+    path = tmp_path / "study.yaml"
+    path.write_text("corpus:\n  source: synthetic\n  fraction: 1.0\n  fraction: 0.5\nmodels: []\n")
+    with pytest.raises(ConfigError, match="study.yaml: line 4: key 'fraction' appears twice") as error:
+        load_config_file(path)
+    one_line(error)

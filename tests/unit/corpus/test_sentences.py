@@ -2,17 +2,20 @@
 sampling, of a share of the rows or of a number of them (corpus.rows, refused where it cannot be drawn), local text,
 JSON Lines and Parquet sources through ``datasets`` with the word filter, the Hub's datasets offline or out of
 reach, and the lines dropped (blank, undecodable, control characters, too long), counted, and named when none is
-kept."""
+kept; byte-order marks inside Parquet text are removed and counted."""
 
 import json
 import random
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from ctxvar.corpus.sentences import sample_indices, sample_sentences
 from ctxvar.errors import CorpusError
+
+from support.encoded_corpora import ENCODED_CORPUS
 
 BASE = {
     "name": None,
@@ -173,3 +176,16 @@ def test_a_corpus_with_no_kept_sentence_stops_at_sampling_with_what_was_dropped(
     path.write_text(content)
     with pytest.raises(CorpusError, match=f"no sentence kept of \\d+ sampled rows \\({dropped}\\)"):
         sample_sentences({**BASE, "source": "text", "path": str(path)})
+
+
+def test_parquet_text_with_marks_and_control_characters(tmp_path):
+    path = tmp_path / "c.parquet"
+    pq.write_table(
+        pa.table(
+            {"text": ["\ufeffthe cat sat", "nul\x00inside", "bell\x07", "zero\ufeffwidth", "tab\tok", "cr\rline"]}
+        ),
+        path,
+    )
+    table, counts = sample_sentences({**ENCODED_CORPUS, "source": "parquet", "path": str(path)})
+    assert sorted(table.column("text").to_pylist()) == ["tab\tok", "the cat sat", "zerowidth"]
+    assert counts["dropped_control_characters"] == 3 and counts["removed_byte_order_mark"] == 2

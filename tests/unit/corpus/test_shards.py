@@ -1,11 +1,13 @@
-"""Sharding the corpus (ctxvar.corpus.shards): shards balanced by cost and every planned batch whole in one shard,
-the batch plan the same for any shard count, every shard busy when the corpus has as many sentences, and the
-warnings about the shard count: an empty corpus gets one line, from the sampling, and no warning to "set shards: 1"
-before it (shards was already 1, and no shard count helps a corpus with no sentence)."""
+"""Sharding the corpus (ctxvar.corpus.shards): shards balanced by cost and every planned batch whole in one shard, the
+batch plan the same for any shard count, every shard busy when the corpus has as many sentences, and the warnings about
+the shard count: an empty corpus gets one line, from the sampling, and no warning to "set shards: 1" before it (shards
+was already 1, and no shard count helps a corpus with no sentence), and a corpus with fewer sentences than shards is
+named at start-up, from its lines before it is sampled and from its exact count after."""
 
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -19,9 +21,11 @@ from ctxvar.corpus.shards import (
     split_corpus,
     start_up_warning,
 )
+from ctxvar.files.parquet import write_table
 from ctxvar.models.batching import padding_fraction
 
 from .test_sentences import BASE  # the corpus settings the sampling tests start from
+from support.workflow_runs import DEMO
 
 
 def test_an_empty_source_gets_no_shards_warning(tmp_path):
@@ -110,3 +114,35 @@ def test_shards_partition_the_sentences_in_whole_planned_batches(tmp_path, tiny_
         again = encode(tokenizer, pq.read_table(path).column("text").to_pylist())  # the ids are the tokenizer's
         np.testing.assert_array_equal(encoded.ids, again.ids)
         np.testing.assert_array_equal(encoded.offsets, again.offsets)
+
+
+@pytest.mark.parametrize(
+    "lines, fraction, expected",
+    [
+        (
+            ["a b", "", "c d e"],
+            1.0,
+            "the corpus has at most 3 sentence(s), fewer than shards: 8, so at least 5 shard(s)",
+        ),
+        (["a b"] * 20, 0.2, "the corpus has at most 4 sentence(s), fewer than shards: 8"),
+        (["a b"] * 8, 1.0, None),
+    ],
+)
+def test_a_text_corpus_with_fewer_lines_than_shards_is_named_at_start_up(tmp_path, lines, fraction, expected):
+    path = tmp_path / "few.txt"
+    path.write_text("\n".join(lines), encoding="utf-16")  # lines counted after decoding, not as bytes
+    corpus = {**DEMO["corpus"], "source": "text", "path": str(path), "fraction": fraction}
+    warning = start_up_warning(corpus, tmp_path / "not-sampled-yet.parquet", 8)
+    assert warning is None if expected is None else expected in warning
+
+
+def test_the_sampled_corpus_gives_the_exact_count_at_start_up(tmp_path):
+    write_table(pa.table({"text": ["a b"] * 5}), tmp_path / "sentences.parquet")
+    parquet = tmp_path / "source.parquet"
+    write_table(pa.table({"text": ["a b"] * 100}), parquet)
+    corpus = {**DEMO["corpus"], "source": "parquet", "path": str(parquet)}
+    assert start_up_warning(corpus, tmp_path / "sentences.parquet", 8).startswith(
+        "shards: the corpus has 5 sentence(s), fewer than shards: 8, so 3 shard(s) get none"
+    )
+    assert start_up_warning(corpus, tmp_path / "not-sampled-yet.parquet", 8) is None  # 100 rows in the source
+    assert start_up_warning({**corpus, "source": "hf", "name": "x"}, tmp_path / "nothing.parquet", 8) is None

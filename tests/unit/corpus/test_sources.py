@@ -4,7 +4,8 @@ old times back (``os.utime``) must still give the sentences a fresh read gives, 
 the run's fingerprint names. Files whose names hold glob characters are read as named (``datasets`` takes
 ``data_files`` as glob patterns, so ``corpus [v2].txt`` would match ``corpus v.txt`` beside it). A JSON Lines
 corpus whose text column holds a number, list or object on some row names that row. The synthetic corpus is
-deterministic and Zipfian."""
+deterministic and Zipfian. A text or JSON Lines file's byte-order mark gives its encoding, and UTF-16 without one is
+refused naming the encoding."""
 
 from __future__ import annotations
 
@@ -25,6 +26,9 @@ from ctxvar.corpus.sentences import sample_sentences, text_column, write_sentenc
 from ctxvar.corpus.sources import synthetic_sentences
 from ctxvar.errors import CorpusError, DiskSpaceError
 from ctxvar.run.inputs import corpus_inputs
+
+from support.encoded_corpora import ENCODED_CORPUS, ENCODINGS, LINES, corpus_file
+from support.messages import one_line
 
 BASE = {
     "name": None,
@@ -312,3 +316,26 @@ def test_synthetic_corpus_is_deterministic_and_zipfian():
     counts = np.sort(np.unique(" ".join(texts).split(" "), return_counts=True)[1])[::-1]
     slope = np.polyfit(np.log(np.arange(1, 51)), np.log(counts[:50]), 1)[0]
     assert -1.4 < slope < -0.8
+
+
+@pytest.mark.parametrize("source", ["text", "jsonl"])
+@pytest.mark.parametrize("encoding", list(ENCODINGS))
+def test_byte_order_marks_are_decoded(tmp_path, source, encoding):
+    table, counts = sample_sentences(
+        {**ENCODED_CORPUS, "source": source, "path": str(corpus_file(tmp_path, source, encoding))}
+    )
+    assert sorted(table.column("text").to_pylist()) == sorted(LINES)
+    assert counts["dropped_invalid_utf8"] == counts["dropped_control_characters"] == 0
+
+
+@pytest.mark.parametrize("source", ["text", "jsonl"])
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
+def test_utf16_without_a_byte_order_mark_is_refused_naming_the_encoding(tmp_path, source, codec):
+    path = tmp_path / f"c.{source}"
+    lines = LINES if source == "text" else [json.dumps({"text": t}) for t in LINES]
+    path.write_bytes("\n".join(lines).encode(codec))
+    with pytest.raises(
+        CorpusError, match=f"looks like UTF-16 {codec[-2:].upper()} text without a byte-order mark"
+    ) as error:
+        sample_sentences({**ENCODED_CORPUS, "source": source, "path": str(path)})
+    one_line(error)

@@ -1,4 +1,6 @@
-"""Σxxᵀ of bf16 and fp16 models as the split bf16 product (``SecondMoments(split=True)``): within the bound that
+"""The sums a job accumulates (ctxvar.extraction.accumulator): per-type sums over many chunks are those of the kept
+rows, column sums over chunks are float64's, second moments keep float64 accuracy when the mean dwarfs the spread, and
+Σxxᵀ of bf16 and fp16 models as the split bf16 product (``SecondMoments(split=True)``) stays within the bound that
 docs/numerics.md states, on activations with massive outliers, against float64 of the same bf16 inputs."""
 
 from __future__ import annotations
@@ -9,15 +11,18 @@ import torch
 
 from ctxvar.extraction import accumulator
 from ctxvar.extraction.accumulator import (
+    CPU_CHUNK_ROWS,
     SPLIT_CHUNK_ROWS,
     EmbeddingSums,
     GeometryOptions,
     SecondMoments,
+    column_sums,
     splits_gram,
 )
 from ctxvar.extraction.budget import batch_bytes
 from ctxvar.stats.geometry import covariance
 
+from support.oracle import moments_of, sums_of
 from support.workflow_runs import REPO
 
 ROUND_TO_NEAREST_BOUND = 2e-5  # fp32 accumulation to nearest (a CPU's): the loᵀlo left out, ≲ 1.54e-5, and rounding
@@ -153,3 +158,54 @@ def test_numerics_doc_states_the_bounds_this_file_checks():
     ):
         assert claim in text, claim
     assert (ROUND_TO_NEAREST_BOUND, TENSOR_CORE_BOUND, UNCENTRED_MISS) == (2e-5, 1e-4, 2e-4)
+
+
+def test_second_moments_keep_float64_accuracy_when_the_mean_dwarfs_the_spread():
+    # ‖μ‖² = 10⁶ against a spread of 1: an uncentred fp32 product would miss the covariance entirely
+    rng = np.random.default_rng(0)
+    n, d = 3000, 16
+    x = (1000 * rng.standard_normal(d) / np.sqrt(d) + rng.standard_normal((n, d)) * rng.uniform(0.5, 2, d)).astype(
+        np.float32
+    )
+    sums = EmbeddingSums([0], 1, n_types=1, d=d, device=torch.device("cpu"), options=GeometryOptions(covariance=True))
+    for batch in np.array_split(np.arange(n), 3):
+        sums.accumulate(
+            [torch.from_numpy(x[batch])[None]], torch.arange(len(batch)), torch.zeros(len(batch), dtype=torch.int64)
+        )
+    exact = covariance(*moments_of(x.astype(np.float64)))
+    ours = covariance(n, x.astype(np.float64).sum(0), sums.moments.to_numpy()[0])
+    np.testing.assert_allclose(ours, exact, atol=1e-6 * np.abs(np.diag(exact)).max())
+
+
+@pytest.mark.parametrize(
+    "options",
+    [GeometryOptions(), GeometryOptions(covariance=True, cosine=True, sample_size=5)],
+    ids=["chunks gathered one by one", "one gather for the Gram matrix"],
+)
+def test_type_sums_over_many_chunks_are_those_of_the_kept_rows(options):
+    # more real tokens than CPU_CHUNK_ROWS, scattered among padding: every chunk must gather its own positions
+    rng = np.random.default_rng(1)
+    n_hidden, d, n_types = 3, 8, 50
+    hidden = [torch.randn(5, 200, d) for _ in range(n_hidden)]
+    positions = np.sort(rng.choice(1000, size=2 * CPU_CHUNK_ROWS + 77, replace=False))
+    labels = rng.integers(0, n_types, size=len(positions))
+    sample_tokens = np.array([0, 3, 100, 300, len(positions) - 1]) if options.sample_size else None
+    sums = EmbeddingSums(range(1, 3), n_hidden, n_types, d, torch.device("cpu"), options, sample_tokens)
+    hits = sums.sample.locate(np.arange(len(positions)), np.array([0, len(positions)]))[0] if sums.sample else None
+    sums.accumulate(hidden, torch.from_numpy(positions), torch.from_numpy(labels), hits)
+    arrays = sums.types.to_numpy()
+    for i, layer in enumerate((1, 2)):
+        kept = hidden[layer].reshape(-1, d).numpy().astype(np.float64)[positions]
+        count, sum_, sum_sq = sums_of(kept, labels)
+        np.testing.assert_array_equal(arrays["count"], count)
+        np.testing.assert_allclose(arrays["sum"][i], sum_, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(arrays["sum_sq"][i], sum_sq, rtol=1e-12)
+        if options.sample_size:
+            np.testing.assert_array_equal(sums.sample.to_numpy()[i], kept[sample_tokens].astype(np.float32))
+
+
+def test_column_sums_over_chunks_are_the_float64_sums():
+    x = (1e4 + np.random.default_rng(2).standard_normal((3 * CPU_CHUNK_ROWS + 5, 7))).astype(np.float32)
+    ours = column_sums(torch.from_numpy(x))
+    assert ours.dtype == torch.float64
+    np.testing.assert_allclose(ours.numpy(), x.astype(np.float64).sum(0), rtol=1e-15)

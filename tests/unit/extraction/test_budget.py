@@ -1,4 +1,6 @@
-"""The device budget for the sums: the memory left once the model and one batch are counted."""
+"""The device budget for the sums (ctxvar.extraction.budget): the memory left once the model and one batch are counted;
+the memory model of the sums, equal to what the accumulator allocates; the leading layers kept on the device under the
+cap, and a cap below one layer refused where one layer must fit."""
 
 import json
 import os
@@ -11,10 +13,11 @@ import pytest
 import torch
 
 from ctxvar.errors import DeviceMemoryError, StatisticsError
-from ctxvar.extraction.accumulator import GeometryOptions
+from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions
 from ctxvar.extraction.budget import (
     RESERVE_MIN_BYTES,
     activation_bytes,
+    batch_bytes,
     check_one_layer_fits,
     device_layers,
     state_budget_bytes,
@@ -182,3 +185,52 @@ def test_every_layer_on_the_device_is_no_warning_and_a_float32_job_is_told_of_bf
         assert (on_device == 33) == all_fit
     [record] = caplog.records
     assert "kept in host memory" in record.message and "use dtype: bfloat16, more shards" in record.message
+
+
+def test_geometry_state_is_what_the_memory_model_says():
+    options = GeometryOptions(covariance=True, cosine=True, sample_size=7)
+    sums = EmbeddingSums(
+        range(1, 4), 5, n_types=30, d=8, device=torch.device("cpu"), options=options, sample_tokens=np.arange(0, 14, 2)
+    )
+    tensors = [
+        sums.types.count,
+        *sums.types.sums.values(),
+        *(tensor for _, tensor in sums.layer_sums.values()),
+        sums.moments.outer,
+        sums.sample.points,
+    ]
+    assert sum(t.numel() * t.element_size() for t in tensors) == state_bytes(3, 30, 8, options)
+    hidden = [torch.randn(2, 10, 8) for _ in range(5)]
+    hits = sums.sample.locate(np.arange(20), np.array([0, 20]))[0]
+    sums.accumulate(hidden, torch.arange(0, 20), torch.randint(0, 30, (20,)), hits)
+    buffers = sums._gather.numel() * 4 + (sums.types._rows.numel() + sums.types._unit.numel()) * 8
+    assert buffers + 8 * 2 * 4 == batch_bytes(3, 20, 8, options)  # + a block row of the fp32 Gram (20 rows: one chunk)
+    np.testing.assert_array_equal(sums.sample.points[1].numpy(), hidden[2].reshape(-1, 8)[0:14:2].numpy())
+
+
+def test_the_leading_layers_on_the_device_keep_the_state_under_the_cap():
+    # Llama-size: 128k types, d = 4096, 33 hidden states: 138 GB of sums in one pass
+    assert state_bytes(33, 128_000, 4096) > 138e9
+    on_device = device_layers(33, 128_000, 4096, max_state_bytes=40e9)
+    assert on_device == 9 and state_bytes(9, 128_000, 4096) <= 40e9 < state_bytes(10, 128_000, 4096)
+    assert device_layers(13, 20_000, 768, float("inf")) == 13
+    assert device_layers(33, 128_000, 4096, max_state_bytes=1e9) == 0  # all of them in host memory
+
+
+def test_a_cap_below_one_layer_is_refused_where_one_layer_must_fit():
+    with pytest.raises(StatisticsError, match="raise max_state_mb"):
+        check_one_layer_fits(128_000, 4096, max_state_bytes=1e9)
+
+
+def test_device_state_is_what_the_memory_model_says():
+    sums = EmbeddingSums(range(2, 5), 6, n_types=300, d=16, device=torch.device("cpu"))
+    tensors = (
+        sums.types.count,
+        *sums.types.sums.values(),
+        *(tensor for _, tensor in sums.layer_sums.values()),
+    )  # every sum declared kept
+    allocated = sum(t.numel() * t.element_size() for t in tensors)
+    assert allocated == state_bytes(3, 300, 16)
+    hidden = [torch.randn(4, 10, 16) for _ in range(6)]
+    sums.accumulate(hidden, torch.arange(0, 40, 2), torch.randint(0, 300, (20,)))
+    assert sums._gather.numel() * 4 + sums.types._rows.numel() * 8 == batch_bytes(3, 20, 16)

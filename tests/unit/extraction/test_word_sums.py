@@ -13,7 +13,7 @@ from ctxvar.extraction.word_sums import word_table
 from ctxvar.run.disk import sums_bytes, words_files_bytes
 from ctxvar.run.resources import ModelShape
 from ctxvar.stats.ethayarajh import ethayarajh_metrics, is_punctuation
-from ctxvar.stats.word_files import LayerSentences, LayerWords, add_words
+from ctxvar.stats.word_files import LayerSentences, LayerWords
 
 D, N_HIDDEN = 6, 3
 LAYERS = [0, 2]
@@ -88,16 +88,6 @@ def test_word_table_leaves_out_each_sequences_first_and_last_token():
     word_ids, word_index = word_table(ids, np.array([0, 4, 7, 9]))
     np.testing.assert_array_equal(word_ids, [1, 2])
     np.testing.assert_array_equal(word_index, [-1, 0, 1, -1, -1, 1, -1, -1, -1])
-
-
-def test_words_add_over_the_union_of_ids():
-    a = LayerWords(0, np.array([1, 4]), np.array(["a", "d"], dtype=object), np.array([2, 1]), np.ones((2, 2)))
-    b = LayerWords(0, np.array([2, 4]), np.array(["b", "d"], dtype=object), np.array([3, 5]), np.full((2, 2), 2.0))
-    total = add_words([a, b])
-    np.testing.assert_array_equal(total.ids, [1, 2, 4])
-    assert list(total.tokens) == ["a", "b", "d"]
-    np.testing.assert_array_equal(total.count, [2, 3, 6])
-    np.testing.assert_array_equal(total.sum_unit[:, 0], [1, 2, 3])
 
 
 def test_punctuation_is_spacy_is_punct_on_the_marker_stripped_token():

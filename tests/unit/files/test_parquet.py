@@ -4,7 +4,8 @@ write of the footer, a disk error in ctxvar's own reads, a FIFO in a file's plac
 an idle open writer, blocks smaller than a page, and a corpus word that spells a footer entry each give a whole
 checked file or one line, never a hang or a traceback. A Parquet file of no rows reads back: a table of no rows can
 hold its columns in no chunks at all (as ``Table.filter`` leaves them), which Parquet reads back as one empty
-chunk, and both have one value digest."""
+chunk, and both have one value digest. A flipped byte anywhere in a file, a truncated, empty or foreign file, and a
+sums, moments or sample file in an older ctxvar's layout are each refused in one line that says to re-run."""
 
 from __future__ import annotations
 
@@ -14,14 +15,19 @@ import threading
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from ctxvar.errors import IntegrityError
 from ctxvar.files import byte_digest
-from ctxvar.files.parquet import ParquetInput, ParquetOutput, read_table, tagged_schema, write_table
+from ctxvar.files.parquet import ParquetInput, ParquetOutput, read_metadata, read_table, tagged_schema, write_table
 from ctxvar.files.value_digest import value_digest
+from ctxvar.stats.sample_file import SAMPLE_LAYOUT
+from ctxvar.stats.sums import MOMENTS_LAYOUT, SUMS_LAYOUT
 
-from support.byte_flips import reads_in_halves
+from support.byte_flips import data_region, each_byte_flipped, flip, reads_in_halves
+from support.declared_sums import LAYOUT_1, READERS
+from support.messages import one_line
 
 
 def table(rows: int = 300_000) -> pa.Table:
@@ -228,3 +234,74 @@ def test_a_filtered_table_of_no_rows_reads_back(tmp_path):
     write_table(empty, tmp_path / "empty.parquet", metadata={"shard": 1})
     back = read_table(tmp_path / "empty.parquet")
     assert back.num_rows == 0 and back.schema.names == ["sentence_id", "text"]
+
+
+def sample_table() -> pa.Table:
+    rng = np.random.default_rng(0)
+    return pa.table(
+        {
+            "layer": pa.array(np.zeros(300, np.int16)),
+            "token": [f"t{i}" for i in range(300)],
+            "n": rng.integers(1, 9, 300),
+            "x": rng.normal(size=300),
+        }
+    )
+
+
+@pytest.mark.parametrize("where", [0.0, 0.1, 0.35, 0.5, 0.8, 0.999])
+def test_a_flipped_byte_in_a_parquet_data_page_is_an_error_naming_the_file(tmp_path, where):
+    path = tmp_path / "stats.parquet"
+    write_table(sample_table(), path, metadata={"n_layers": 1})
+    start, end = data_region(path)
+    flip(path, start + int(where * (end - start - 1)))
+    with pytest.raises(IntegrityError) as error:
+        read_table(path)
+    assert one_line(error).startswith(f"{path}: ") and "delete it and re-run" in str(error.value)
+
+
+def test_every_byte_of_a_parquet_file_is_covered(tmp_path):
+    """Flipping any single byte anywhere fails reading the table; reading the metadata alone (the footer), any byte
+    outside the pages (the first 4, the footer, the last 8), and a flip in a page leaves the metadata as written."""
+    path = tmp_path / "t.parquet"
+    metadata = {"model_id": "m", "n_layers": 1}
+    write_table(sample_table().slice(0, 20), path, metadata=metadata)
+    pages = range(*data_region(path))
+    read_silently = []
+    for position in each_byte_flipped(path):
+        try:
+            read_table(path)
+            read_silently.append(("table", position))
+        except IntegrityError:
+            pass
+        try:
+            assert read_metadata(path) == metadata and position in pages, position
+        except IntegrityError:
+            assert position not in pages, position
+    assert read_silently == []
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "foreign"])
+def test_truncated_empty_and_foreign_parquet_files_are_refused(tmp_path, damage):
+    path = tmp_path / "shard.parquet"
+    if damage == "foreign":  # written by another program: no ctxvar checksum to trust
+        pq.write_table(sample_table(), path)
+    else:
+        write_table(sample_table(), path)
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2] if damage == "truncated" else b"")
+    with pytest.raises(IntegrityError, match=f"{path.name}: .*delete it and re-run") as error:
+        read_table(path)
+    one_line(error)
+
+
+@pytest.mark.parametrize("kind", LAYOUT_1)
+def test_a_file_in_the_layout_before_is_refused_with_a_line_that_says_re_run(tmp_path, kind):
+    """A sums, moments or sample file an older ctxvar wrote (checksums intact) is never read as numbers."""
+    path = tmp_path / f"0.{kind}.parquet"
+    write_table(pa.table(LAYOUT_1[kind]), path, metadata={"n_layers": 1, "shard": 0, "d": 2})
+    with pytest.raises(IntegrityError) as error:
+        READERS[kind](path)
+    expected = {"sums": SUMS_LAYOUT, "moments": MOMENTS_LAYOUT, "sample": SAMPLE_LAYOUT}[kind]
+    assert one_line(error) == (
+        f"{path}: is in an older layout of ctxvar (before {expected!r}), which this version does not read; "
+        "delete it and re-run (Snakemake rebuilds it)"
+    )

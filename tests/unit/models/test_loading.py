@@ -1,4 +1,5 @@
-"""Model loading: Hub ids that cannot be had fail at once with one line that helps; sharded checkpoints."""
+"""Model loading (ctxvar.models.loading): Hub ids that cannot be had fail at once with one line that helps; sharded
+checkpoints; a final norm at the end of a model is recognised."""
 
 import os
 import shutil
@@ -117,3 +118,28 @@ def test_a_pickled_hub_checkpoint_starts_no_safetensors_conversion(tmp_path, tin
     entry = {"id": "tiny", "name": "org/tiny", "revision": "step1000"}
     model = models.load_model(entry, "org/tiny", "float32", torch.device("cpu"))
     assert model is not None and started == [] and "DISABLE_SAFETENSORS_CONVERSION" not in os.environ
+
+
+@pytest.mark.parametrize(
+    "config_cls, model_cls, expected",
+    [
+        ("GPT2Config", "GPT2Model", True),
+        ("BertConfig", "BertModel", False),
+        ("GPTNeoXConfig", "GPTNeoXModel", True),
+        ("LlamaConfig", "LlamaModel", True),
+    ],
+)
+def test_final_norm_is_recognised(config_cls, model_cls, expected):
+    import transformers
+
+    sizes = {
+        "num_hidden_layers": 1,
+        "hidden_size": 8,
+        "num_attention_heads": 2,
+        "intermediate_size": 8,
+        "n_layer": 1,
+        "n_embd": 8,
+        "n_head": 2,
+    }
+    model = getattr(transformers, model_cls)(getattr(transformers, config_cls)(**sizes))
+    assert models.ends_in_final_norm(model) is expected

@@ -1,5 +1,6 @@
 """The package's shape: imports point down its layers, no import cycle between its modules, a DAG build that
-imports no torch, and jobs that import no library they do not use."""
+imports no torch, and jobs that import no library they do not use; and the tests mirror it: each module has a test
+file of its name in tests/unit or tests/integration, and each test file there is named after a module."""
 
 from __future__ import annotations
 
@@ -66,6 +67,25 @@ LAYERS = [
     ("results", ["ctxvar", "ctxvar.results"]),
 ]
 ROOT_MODULES_AT_MOST = 6  # errors, versions, the public load_results and __init__; the rest lives in a wing
+
+# The tests mirror the package (docs/testing.md, "Layout"): ctxvar.<subpackage>.<module> has
+# tests/<tier>/<subpackage>/test_<module>.py or test_<module>_<what>.py in one of these tiers, a module of the
+# package root tests/unit/test_<module>.py; tests/unit/project checks the whole tree.
+TESTS = PACKAGE.parents[1] / "tests"
+MIRRORING_TIERS = ("unit", "integration")
+WHOLE_TREE = TESTS / "unit" / "project"
+DRAWN_WITH_THE_CATALOGUE = (
+    "its figures are drawn and checked, with every figure of the catalogue, through ctxvar.figures.draw "
+    "(tests/unit/figures/test_draw.py, test_draw_artists.py)"
+)
+WITHOUT_A_TEST_FILE = {  # module → where its tests are instead of a file of its name
+    "ctxvar.figures.catalogue": "every figure it declares is drawn and checked through ctxvar.figures.draw "
+    "(tests/unit/figures/test_draw.py, test_draw_artists.py)",
+    "ctxvar.figures.cross_model": DRAWN_WITH_THE_CATALOGUE,
+    "ctxvar.figures.embedding_plots": DRAWN_WITH_THE_CATALOGUE,
+    "ctxvar.figures.per_model": DRAWN_WITH_THE_CATALOGUE,
+    "ctxvar.figures.pca_plots": "Fig. 1 drawn from a job's points in tests/integration/extraction/test_extract.py",
+}
 
 
 def module_name(path: Path) -> str:
@@ -255,3 +275,86 @@ def test_import_time_libraries_follow_the_package_and_skip_function_bodies():
 @pytest.mark.parametrize("script", sorted(JOBS_WITHOUT))
 def test_a_job_imports_no_library_it_does_not_use(script):
     assert not import_time_libraries(job_imports(script)) & JOBS_WITHOUT[script]
+
+
+def module_named_by(test_file: str, modules: set[str]) -> str | None:
+    """The module of ``modules`` (names in one subpackage) that the test file named ``test_file`` (its stem)
+    checks: ``test_<module>`` or ``test_<module>_<what>``, the longest such module (``test_merge_io_x`` is
+    merge_io's, not merge's); None for a file named after none."""
+    named = [name for name in modules if test_file == f"test_{name}" or test_file.startswith(f"test_{name}_")]
+    return max(named, key=len, default=None)
+
+
+def package_modules() -> dict[str, set[str]]:
+    """Subpackage (``""`` for the package root) → the names of its modules."""
+    found: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        if path.name != "__init__.py":
+            found.setdefault(".".join(path.relative_to(PACKAGE).parts[:-1]), set()).add(path.stem)
+    return found
+
+
+def mirroring_test_files() -> dict[Path, str]:
+    """Each test file of the mirroring tiers but tests/unit/project → the subpackage its folder stands for
+    (``""`` for the folder of the tier itself)."""
+    return {
+        path: ".".join(path.parent.relative_to(TESTS / tier).parts)
+        for tier in MIRRORING_TIERS
+        for path in (TESTS / tier).rglob("test_*.py")
+        if WHOLE_TREE not in path.parents
+    }
+
+
+def qualified(subpackage: str, name: str) -> str:
+    return ".".join(["ctxvar", *([subpackage] if subpackage else []), name])
+
+
+def module_of_test_file(path: Path, subpackage: str, modules: dict[str, set[str]]) -> str | None:
+    """The module (``ctxvar.…``) that the test file ``path``, in the folder of ``subpackage``, is named after; None
+    for none (the package root's modules are tested in tests/unit alone)."""
+    if not subpackage and path.parent != TESTS / "unit":
+        return None
+    name = module_named_by(path.stem, modules.get(subpackage, set()))
+    return None if name is None else qualified(subpackage, name)
+
+
+def modules_with_a_test_file() -> set[str]:
+    modules = package_modules()
+    named = {module_of_test_file(path, subpackage, modules) for path, subpackage in mirroring_test_files().items()}
+    return named - {None}
+
+
+def all_modules() -> set[str]:
+    return {qualified(subpackage, name) for subpackage, names in package_modules().items() for name in names}
+
+
+def test_a_test_file_belongs_to_the_longest_module_it_is_named_after():
+    modules = {"merge", "merge_io", "gaussian_null", "gaussian_null_config", "sums"}
+    assert module_named_by("test_merge", modules) == "merge"
+    assert module_named_by("test_merge_free_space", modules) == "merge"
+    assert module_named_by("test_merge_io", modules) == "merge_io"
+    assert module_named_by("test_gaussian_null_config", modules) == "gaussian_null_config"
+    assert module_named_by("test_mergers", modules) is None and module_named_by("test_hostile_inputs", modules) is None
+
+
+def test_every_module_has_a_test_file_of_its_name():
+    untested = sorted(all_modules() - modules_with_a_test_file() - set(WITHOUT_A_TEST_FILE))
+    assert not untested, (
+        "modules without tests/<tier>/<subpackage>/test_<module>.py (tests/unit/test_<module>.py for the package "
+        f"root's): {untested}"
+    )
+
+
+def test_every_test_file_is_named_after_a_module_of_its_folder():
+    modules = package_modules()
+    unnamed = sorted(
+        str(path.relative_to(TESTS))
+        for path, subpackage in mirroring_test_files().items()
+        if module_of_test_file(path, subpackage, modules) is None
+    )
+    assert not unnamed, f"test files named after no module of their folder's subpackage: {unnamed}"
+
+
+def test_a_module_without_a_test_file_of_its_name_is_one_that_still_needs_its_reason():
+    assert set(WITHOUT_A_TEST_FILE) <= all_modules(), "a module that is gone"
+    assert not set(WITHOUT_A_TEST_FILE) & modules_with_a_test_file(), "a module that has its test file now"

@@ -79,32 +79,6 @@ def test_a_resource_snakemake_would_round_is_refused_at_start_up(rule, name, val
     resources.check_set_resources({rule: {name: "min(4000, 2 * input.size_mb)"}})  # expressions, evaluated per job
 
 
-class Named(dict):
-    """A Snakemake job's ``params`` or ``resources``: names as attributes and ``get``."""
-
-    __getattr__ = dict.__getitem__
-
-
-def test_the_device_budget_resource_reaches_the_extraction_settings():
-    """``max_device_mb`` of ``extract_statistics`` (a profile's set-resources) is the job's device budget."""
-    from types import SimpleNamespace
-
-    from ctxvar.extraction.settings import job_settings
-
-    job = SimpleNamespace(
-        params=Named(
-            model={"id": "m"}, source="m", dtype="float32", tokens={"merge_markers": True, "long_sentences": "skip"}
-        ),
-        config={"device": "cpu", "extraction_order": "auto"},
-        resources=Named(batch_tokens=256, max_state_mb=0, max_device_mb=300),
-        threads=1,
-        wildcards=SimpleNamespace(shard="0"),
-    )
-    assert job_settings(job).max_device_mb == 300
-    del job.resources["max_device_mb"]
-    assert job_settings(job).max_device_mb == 0
-
-
 BERT_BASE = resources.ModelShape(13, 768, 30_522)
 TOKENS = 1_550_000
 DEFAULTS = {"covariance": True, "cosine": True, "ethayarajh": False, "twonn": True, "sample_size": 4096, "batches": 1}

@@ -16,12 +16,9 @@ from IsoScore.IsoScore import IsoScore
 from ctxvar.stats.geometry import covariance, covariance_metrics, rank_metrics, spectrum_metrics
 
 from support.effective_rank_reference import entropy_rank, rankme, roy_vetterli_effective_rank
+from support.oracle import moments_of
 
 RTOL = 1e-6
-
-
-def moments_of(x: np.ndarray):
-    return len(x), x.sum(0), x.T @ x
 
 
 @pytest.mark.parametrize("n, d, offset", [(500, 12, 0.0), (500, 12, 30.0), (7, 12, 3.0), (2000, 40, 1e3)])

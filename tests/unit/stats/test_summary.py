@@ -1,17 +1,20 @@
-"""Summary tables that are not the models' tables as they are now are outdated: a run with a target or --until
-that re-made a model's geometry.csv (say after geometry.spectrum_k changed, which the sums do not carry) left
-summary/geometry.csv with the old columns; the closing lines said "finished" and load_results returned it."""
+"""The summary tables (ctxvar.stats.summary). Summary tables that are not the models' tables as they are now are
+outdated: a run with a target or --until that re-made a model's geometry.csv (say after geometry.spectrum_k changed,
+which the sums do not carry) left summary/geometry.csv with the old columns; the closing lines said "finished" and
+load_results returned it. Checkpoints that load identical weights are flagged and logged."""
 
 from __future__ import annotations
+
+import logging
 
 import pandas as pd
 import pytest
 
 from ctxvar.errors import StatisticsError
-from ctxvar.files.atomic import write_csv
+from ctxvar.files.atomic import write_csv, write_json
 from ctxvar.results import check_summary_current
 from ctxvar.run.end import outdated_outputs
-from ctxvar.stats.summary import summary_tables
+from ctxvar.stats.summary import models_table, summary_tables
 
 
 def finished_run(folder):
@@ -72,3 +75,14 @@ def test_models_csv_says_whether_each_model_is_an_encoder_or_a_decoder(tmp_path)
         runs[model] = str(tmp_path / model / "run.json")
     table = models_table(runs)
     assert table["attention"].tolist()[:3] == ["bidirectional", "causal", "none"] and pd.isna(table["attention"][3])
+
+
+def test_identical_weights_are_flagged_and_logged(tmp_path, caplog):
+    runs = {}
+    for model, digest in (("p@step0", "aa"), ("p@step1", "bb"), ("p@step2", "bb")):
+        runs[model] = tmp_path / f"{model}.json"
+        write_json({"weights_sha256": digest}, runs[model])
+    with caplog.at_level(logging.WARNING):
+        table = models_table(runs, {m: "p" for m in runs})
+    assert list(table["same_weights_as"]) == ["", "p@step2", "p@step1"]
+    assert "p@step1, p@step2 load identical weights" in caplog.text

@@ -1,7 +1,7 @@
-"""Unit tier: whether a model is an encoder or a decoder (models.csv's ``attention``), as it declares it or as one
-forward pass shows it: transformers' ``is_causal`` flags say what the probe measures on every family that sets
-them, the probe tells the families that set none, and the Gaussian null, whose positions attend to nothing, says so
-itself."""
+"""Unit tier: whether a model is an encoder or a decoder (ctxvar.extraction.passes, models.csv's ``attention``), as it
+declares it or as one forward pass shows it: transformers' ``is_causal`` flags say what the probe measures on every
+family that sets them, the probe tells the families that set none, and the Gaussian null, whose positions attend to
+nothing, says so itself."""
 
 from __future__ import annotations
 
