@@ -2,22 +2,34 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from ctxvar.extraction.accumulator import NO_GEOMETRY, GeometryOptions
 from ctxvar.models.batching import BATCH_TOKENS
 
 
 @dataclass
-class ExtractionSettings:
-    """Everything an extraction job needs besides its shard and output path."""
+class MeasuredSettings:
+    """What an extraction job measures: each of these changes its sums, so each comes from a config key that the
+    extraction hash reads (:func:`ctxvar.config.hashes.extraction_config_hash`), and partials that differ in any
+    never merge."""
 
     model: dict  # resolved model entry (id, name, revision, ...)
     source: str  # Hub id or local directory to load from
     dtype: str = "float32"
-    device: str = "auto"
     merge_markers: bool = True
     long_sentences: str = "skip"  # skip | split | error
+    geometry: GeometryOptions = field(default_factory=lambda: NO_GEOMETRY)  # sums beyond n, Σx, Σ‖x‖²
+    sample_seed: int = 0  # seed of the sample's position hash (geometry.seed)
+
+
+@dataclass
+class ExecutionSettings:
+    """How an extraction job runs: where, in what batches and within what memory. None of these changes what it
+    measures (the sums are the same but for floating-point summation order), so no hash reads them and a run may
+    change them without re-extracting."""
+
+    device: str = "auto"
     batch_tokens: int = BATCH_TOKENS
     max_state_mb: float = (
         0  # cap on the sums' memory, any device; 0: the GPU's free memory less one batch (budget.py), no cap on CPU
@@ -25,12 +37,8 @@ class ExtractionSettings:
     # the device's memory for the model's weights, any device; 0: the GPU's free memory less the reserve
     # (budget.py), no budget on CPU. Weights beyond it are read block by block (streamed_weights.py)
     max_device_mb: float = 0
-    geometry: GeometryOptions = field(default_factory=lambda: NO_GEOMETRY)  # sums beyond n, Σx, Σ‖x‖²
-    sample_seed: int = 0  # seed of the sample's position hash (geometry.seed)
     extraction_order: str = "auto"  # auto | layer_major | whole_model (ctxvar.extraction.layer_major)
     threads: int | None = None  # CPU threads for torch; None keeps torch's default
-    config_hash: str = ""
-    shard: int = 0
     progress: bool = True
 
     @property
@@ -42,6 +50,20 @@ class ExtractionSettings:
     def max_device_bytes(self) -> int | None:
         """``max_device_mb`` in bytes; None where it is 0 (no budget of the job's own)."""
         return int(self.max_device_mb * 1e6) if self.max_device_mb else None
+
+
+@dataclass
+class ExtractionSettings(ExecutionSettings, MeasuredSettings):
+    """Everything an extraction job needs besides its shard and output path: what it measures
+    (:class:`MeasuredSettings`), how it runs (:class:`ExecutionSettings`), and which job it is: the extraction hash
+    its partials carry and its shard's number."""
+
+    config_hash: str = ""
+    shard: int = 0
+
+    def measured(self) -> MeasuredSettings:
+        """The settings that change the sums, alone."""
+        return MeasuredSettings(**{item.name: getattr(self, item.name) for item in fields(MeasuredSettings)})
 
 
 def job_settings(job, config_hash: str = "") -> ExtractionSettings:

@@ -110,7 +110,7 @@ def test_a_7b_decoder_in_bf16_fits_its_sums_on_an_80_gb_card():
     free = total - int(13.5e9) - GiB  # the weights and the CUDA context
     activations = activation_bytes(LLAMA_2_7B, n_hidden, d, 16384, 64, 2)
     budget = state_budget_bytes(free, total, activations, 16384 * d * 20)
-    cosine = SimpleNamespace(cosine=True, covariance=False, sample_size=0, ethayarajh=False)
+    cosine = GeometryOptions(cosine=True)
     assert state_bytes(n_hidden, types, d, cosine) < budget < free - activations
     assert device_layers(n_hidden, types, d, budget, cosine) == n_hidden
     assert device_layers(n_hidden, types, d, total / 2, cosine) == 27
