@@ -26,7 +26,7 @@ from ctxvar.extraction import job as job_state
 from ctxvar.extraction.accumulator import NO_GEOMETRY, GeometryOptions
 from ctxvar.extraction.attention import chosen_attention
 from ctxvar.extraction.extract import extract_shard, prepare_shard
-from ctxvar.extraction.layer_major import find_blocks
+from ctxvar.extraction.layer_major import ModelWeights, find_blocks
 from ctxvar.extraction.passes import forward_options
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.streamed_weights import StreamedWeights
@@ -72,6 +72,13 @@ def settings_for(
         progress=False,
         config_hash="bench",
     )
+
+
+def least_streamed_mb(model_dir, dtype: str) -> int:
+    """The least whole megabytes of device budget (``max_device_mb``) under which a job streams the model in
+    ``model_dir`` in ``dtype``: the weights outside its blocks and two blocks (a lower budget is refused)."""
+    model = models.empty_model({"id": "bench"}, str(model_dir), dtype)
+    return -(-ModelWeights.of(model, find_blocks(model)).resident(streamed=True) // 10**6)
 
 
 def warm_up(model, batches: ShardBatches, device) -> float:

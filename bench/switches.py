@@ -64,12 +64,18 @@ from ctxvar.stats.sample_file import bottom_k, sample_schema, sample_table
 from ctxvar.stats.sums import LayerSums, LayerWriter, moments_schema, moments_table, sums_schema
 from ctxvar.stats.word_files import LayerSentences, LayerWords, sentences_schema, words_schema
 
-from harness import arguments, command, in_fresh_process, markdown, value_range, write_results
+from harness import Options, command, in_fresh_process, markdown, ranges, spread, write_results
 from synthetic import ZIPF_EXPONENT, layer_states, zipf_tokens
 
+OPTIONS = Options(
+    out="switches.md and switches.csv",
+    quick="6,000 tokens × 3 layers × d = 64, k = 512, one round",
+    device="cpu",
+    rounds="every switch",
+)
 SHAPES = {
-    "bert-base": {"tokens": 200_000, "layers": 13, "d": 768, "vocabulary": 30_000, "k": 4096, "rounds": 3},
-    "quick": {"tokens": 6_000, "layers": 3, "d": 64, "vocabulary": 3_000, "k": 512, "rounds": 1},
+    "bert-base": {"tokens": 200_000, "layers": 13, "d": 768, "vocabulary": 30_000, "k": 4096},
+    "quick": {"tokens": 6_000, "layers": 3, "d": 64, "vocabulary": 3_000, "k": 512},
 }
 SEED = 0
 FILES = ("sums", "moments", "sample", "words", "sentences")  # an extraction job's partial files, by geometry
@@ -291,26 +297,18 @@ def timed(switch: str, geometry: dict, shape: dict, device: str, write_to: str |
 
 
 def main(argv=None) -> None:
-    parser = arguments(
-        __doc__,
-        out="switches.md and switches.csv",
-        quick="6,000 tokens × 3 layers × d = 64, k = 512, one round",
-        device="cpu",
-        rounds="rounds of every switch (default 3; --quick 1)",
-    )
+    parser = OPTIONS.parser(__doc__)
     parser.add_argument("--tokens", type=int, help="tokens in the shard (default 200,000; --quick 6,000)")
     parser.add_argument("--dir", help="folder the partial files are written to and deleted from (default: --out)")
     args = parser.parse_args(argv)
     args.load_at_start = os.getloadavg()
     shape = dict(SHAPES["quick" if args.quick else "bert-base"])
     shape["tokens"] = args.tokens or shape["tokens"]
-    rounds = args.rounds or shape.pop("rounds")
-    shape.pop("rounds", None)
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     settings = switches(shape["k"])
     runs = []
-    for round_ in range(rounds):
+    for round_ in range(args.rounds):
         for switch, geometry in settings.items():
             write_to = (args.dir or str(out)) if round_ == 0 else None
             run = in_fresh_process(timed, switch, geometry, shape, args.device, write_to)
@@ -322,21 +320,15 @@ def main(argv=None) -> None:
     seconds = table.pivot(index="round", columns="switch", values="seconds")
     table["ratio_to_core"] = [seconds.loc[r, "core"] for r in table["round"]]
     table["ratio_to_core"] = table["seconds"] / table["ratio_to_core"]
-    write_results(out, {"switches.csv": table, "switches.md": report(table, list(settings), shape, rounds, args)})
+    write_results(out, {"switches.csv": table, "switches.md": report(table, list(settings), shape, args)})
 
 
 def summary(table: pd.DataFrame, order: list[str]) -> pd.DataFrame:
     """Per switch: MB of device state (formula, measured peak), MB of partial files (written, bound), seconds per
     million tokens and the ratio to core (median, range over the rounds)."""
     first = table[table["round"] == 0].set_index("switch").loc[order]
-    grouped = table.groupby("switch").agg(
-        s_per_M=("s_per_M_tokens", "median"),
-        ratio=("ratio_to_core", "median"),
-        ratio_min=("ratio_to_core", "min"),
-        ratio_max=("ratio_to_core", "max"),
-        peak=("peak_bytes", "median"),
-    )
-    grouped = grouped.loc[order]
+    medians = {"s_per_M": ("s_per_M_tokens", "median"), "peak": ("peak_bytes", "median")}
+    grouped = spread(table, "switch", ["ratio_to_core"], after=medians).loc[order]
     return pd.DataFrame(
         {
             "switch": order,
@@ -345,17 +337,17 @@ def summary(table: pd.DataFrame, order: list[str]) -> pd.DataFrame:
             "partial MB": (first["partial_bytes"] / 1e6).to_numpy(),
             "bound MB": (first["partial_bytes_bound"] / 1e6).to_numpy(),
             "s per M tokens": grouped["s_per_M"].to_numpy(),
-            "× core": grouped["ratio"].to_numpy(),
-            "× core range": [value_range(pair) for pair in zip(grouped["ratio_min"], grouped["ratio_max"])],
+            "× core": grouped["median_ratio_to_core"].to_numpy(),
+            "× core range": ranges(grouped, "ratio_to_core"),
         }
     )
 
 
-def report(table: pd.DataFrame, order: list[str], shape: dict, rounds: int, args) -> str:
+def report(table: pd.DataFrame, order: list[str], shape: dict, args) -> str:
     first = table[table["round"] == 0].set_index("switch").loc[order]
     device = args.device + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else "")
     flags = (["--quick"] if args.quick else []) + (["--tokens", str(args.tokens)] if args.tokens else [])
-    flags += ["--rounds", str(args.rounds)] if args.rounds else []
+    flags += ["--rounds", str(args.rounds)] if args.rounds != OPTIONS.default_rounds[args.quick] else []
     flags += ["--device", "cuda"] if args.device == "cuda" else []
     start, end = args.load_at_start, os.getloadavg()
     default_tokens = SHAPES["quick" if args.quick else "bert-base"]["tokens"]
@@ -386,7 +378,7 @@ def report(table: pd.DataFrame, order: list[str], shape: dict, rounds: int, args
             f"{smaller} × {shape['layers']} layers × d = {shape['d']}, Zipf({ZIPF_EXPONENT}) "
             f"types over a {shape['vocabulary']:,}-word vocabulary ({int(first['types'].iloc[0]):,} types, "
             f"{int(first['words'].iloc[0]):,} raw ids inside sentences), {int(first['batches'].iloc[0])} batches of "
-            f"up to {BATCH_TOKENS:,} padded tokens; {rounds} round(s), each switch in a fresh process, the rounds "
+            f"up to {BATCH_TOKENS:,} padded tokens; {args.rounds} round(s), each switch in a fresh process, the rounds "
             "interleaved. Every switch gave the same core sums, bit for bit.",
             "",
             markdown(summary(table, order), ".4g"),
