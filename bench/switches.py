@@ -26,8 +26,8 @@ token: allocating the zeroed sums and ``EmbeddingSums.accumulate`` over every ba
 - device state: ``state_bytes`` (the sums of one pass) and, measured, the peak memory the process grew by
   from the start of the clock to the end of the last batch (on a CPU the resident set, its peak reset
   first through /proc/self/clear_refs; on a GPU ``torch.cuda.max_memory_allocated``);
-- partial bytes: the files an extraction job writes for the state, written with its writers (``LayerWriter``
-  and the schemas of ``ctxvar.stats.sums``, ``sample_file`` and ``word_files``) in the first round and
+- partial bytes: the files an extraction job writes for the state, written as it writes them (its hand-over to
+  host memory, ``passes.host_layers``, and its writers, ``partials.PartialFiles``) in the first round and
   measured on disk, beside ``ctxvar.run.disk.sums_bytes``, the free-space check's upper bound;
 - time per token: seconds per million tokens, and the ratio to core taken within each round (a round runs
   every switch once, each in a fresh process; median and range over the rounds).
@@ -54,15 +54,17 @@ import torch
 from ctxvar.config.schema import SCHEMA
 from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions
 from ctxvar.extraction.budget import batch_bytes, state_bytes
+from ctxvar.extraction.partials import PartialFiles
+from ctxvar.extraction.passes import host_layers
 from ctxvar.extraction.position_sample import token_keys
+from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.word_sums import word_table
 from ctxvar.models.batching import BATCH_TOKENS, ShardBatches, pad_batches, token_budget_batches
 from ctxvar.models.tokens import EncodedShard
 from ctxvar.run.disk import sums_bytes
 from ctxvar.run.resources import ModelShape
-from ctxvar.stats.sample_file import bottom_k, sample_schema, sample_table
-from ctxvar.stats.sums import LayerSums, LayerWriter, moments_schema, moments_table, sums_schema
-from ctxvar.stats.word_files import LayerSentences, LayerWords, sentences_schema, words_schema
+from ctxvar.stats.declarations import sums_files
+from ctxvar.stats.sample_file import bottom_k
 
 from harness import Options, command, in_fresh_process, markdown, ranges, spread, write_results
 from synthetic import ZIPF_EXPONENT, layer_states, zipf_tokens
@@ -102,8 +104,8 @@ def switches(k: int) -> dict[str, dict]:
 
 
 class Shard:
-    """The Zipf shard that kernel.py times too (synthetic.py), as extraction sees it: sentences, types, padded
-    batches, sampled positions."""
+    """The Zipf shard that kernel.py times too (synthetic.py), as extraction sees it (its ``job``): sentences, types,
+    padded batches, sampled positions, raw ids (the types themselves, spelled as the types by its tokenizer)."""
 
     def __init__(self, shape: dict, options: GeometryOptions):
         self.shape = shape
@@ -119,6 +121,17 @@ class Shard:
         if options.ethayarajh:
             self.batches.with_words(word_index)
         self.sampled = self.sample(options.sample_size)
+
+    @property
+    def tokenizer(self):
+        return self  # what the job's hand-over asks of a tokenizer: the raw ids' spelling
+
+    def convert_ids_to_tokens(self, ids: list[int]) -> list[str]:
+        return self.types[ids].tolist()
+
+    def metadata(self, options: GeometryOptions) -> dict:
+        """The partial files' metadata: the geometry that made them."""
+        return {"model_id": "bench", "geometry": options.record()}
 
     def sample(self, m: int) -> dict[str, np.ndarray] | None:
         """The bottom-m positions by the position hash, described as ``job.sample_positions`` does."""
@@ -165,56 +178,16 @@ def accumulate(shard: Shard, options: GeometryOptions, states, device: str, cloc
 
 
 def write_partial(sums: EmbeddingSums, shard: Shard, options: GeometryOptions, folder: Path) -> dict[str, int]:
-    """The partial files of ``extract.extract_shard`` for these sums, with its writers and schemas; their bytes."""
-    d, metadata = shard.shape["d"], {"model_id": "bench", "geometry": options.record()}
-    types = sums.types.to_numpy()
-    outer = sums.moments.to_numpy() if sums.moments is not None else None
-    points = sums.sample.to_numpy() if sums.sample is not None else None
-    words = sums.words.to_numpy(lambda tensor: tensor.cpu().numpy()) if sums.words is not None else None
-    schemas = {
-        "sums": sums_schema(d, metadata, [item.name for item in sums.types.declared]),
-        "moments": moments_schema(d, metadata) if outer is not None else None,
-        "sample": sample_schema(d, metadata) if points is not None else None,
-        "words": words_schema(d, metadata) if words is not None else None,
-        "sentences": sentences_schema(metadata) if words is not None else None,
-    }
-    with ExitStack() as stack:
-        files = {
-            name: stack.enter_context(LayerWriter(folder / f"{name}.parquet", schema))
-            for name, schema in schemas.items()
-            if schema is not None
-        }
-        for i in range(len(sums.layers)):
-            layer = LayerSums(
-                i, shard.types, types["count"], {item.name: types[item.name][i] for item in sums.types.declared}
-            )
-            files["sums"].write(layer.to_table(files["sums"].schema))
-            if outer is not None:
-                total = layer.sum.sum(axis=0)
-                files["moments"].write(
-                    moments_table(i, int(layer.count.sum()), total, outer[i], files["moments"].schema)
-                )
-            if points is not None:
-                files["sample"].write(sample_table(i, shard.sampled, points[i], files["sample"].schema))
-            if words is not None:
-                spelled = shard.types[shard.word_ids]
-                files["words"].write(
-                    LayerWords(i, shard.word_ids, spelled, words["count"], words["sum_unit"][i]).to_table(
-                        files["words"].schema
-                    )
-                )
-                sentences = LayerSentences(
-                    i,
-                    int(words["n_contexts"]),
-                    float(words["intra_sum"][i]),
-                    float(words["sum_mean_unit_sq"][i]),
-                    words["sum_mean_unit"][i],
-                )
-                files["sentences"].write(sentences.to_table(files["sentences"].schema))
-    sizes = {name: os.path.getsize(folder / f"{name}.parquet") for name in files}
-    for name in files:
-        (folder / f"{name}.parquet").unlink()
-    return sizes
+    """The partial files an extraction job writes for these sums, as it writes them (its hand-over to host memory,
+    ``passes.host_layers``, and its writers, ``partials.PartialFiles``), in ``folder``; their bytes by kind."""
+    paths = {"sums": folder / "sums.parquet", **sums_files(folder / "sums", options)}
+    settings = ExtractionSettings(model={"id": "bench"}, source="bench", geometry=options)
+    with ExitStack() as opened:
+        files = PartialFiles(
+            opened, paths["sums"], paths, shard.shape["d"], shard.metadata(options), options, shard.sampled
+        )
+        files.write(host_layers(sums, shard, settings))
+    return {kind: os.path.getsize(path) for kind, path in paths.items()}
 
 
 class PhaseClock:
