@@ -44,13 +44,10 @@ QUICK_SHAPE = {"hidden_size": 64, "num_layers": 2, "num_heads": 2, "intermediate
 
 def job(model_dir: str, shard: str, out: str, device: str, order: str, threads: int) -> dict:
     """One extraction job with ``extraction_order`` = ``order``; its seconds and peaks."""
-    import dataclasses
-
     import torch
 
     torch.set_num_threads(threads)
-    settings = steps.settings_for(model_dir, device, geometry=steps.default_geometry())
-    settings = dataclasses.replace(settings, extraction_order=order)
+    settings = steps.settings_for(model_dir, device, geometry=steps.default_geometry(), extraction_order=order)
     start, cpu_start = time.perf_counter(), time.process_time()
     extract_shard(shard, out, settings)  # the default geometry's moments and sample files beside ``out``
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start

@@ -33,7 +33,6 @@ layer, beside, max(0, new_sums + hand_over_per_layer − layer_seconds), between
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 
@@ -99,7 +98,7 @@ def job_parts(model_dir: str, sentences: str, work: str, dtype: str, hidden_stat
     tokenizer = load_tokenizer({"id": "bench"}, source)
     write_shards(sentences, [work / "shard.parquet"], tokenizer)
     digest = timed(timings, "weight_hash", device, digest_weights, {"id": "bench"}, source, work / "digest.json")
-    settings = dataclasses.replace(steps.settings_for(source, str(device), dtype, steps.default_geometry()), threads=1)
+    settings = steps.settings_for(source, str(device), dtype, steps.default_geometry(), threads=1)
     timed(timings, "read_shard", device, read_shard, work / "shard.parquet", tokenizer)
     shard = timed(timings, "plan", device, job_state.planned_shard, work / "shard.parquet", tokenizer, settings)
     timings["plan"] -= timings["read_shard"]

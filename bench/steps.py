@@ -10,7 +10,6 @@ allocator growth) fall outside both sides of their ratio.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import resource
 import time
@@ -56,22 +55,12 @@ def default_geometry() -> GeometryOptions:
 
 
 def settings_for(
-    model_dir: str,
-    device: str,
-    dtype: str = "float32",
-    geometry: GeometryOptions = NO_GEOMETRY,
-    batch_tokens: int = 16384,
+    model_dir: str, device: str, dtype: str = "float32", geometry: GeometryOptions = NO_GEOMETRY, **fields
 ) -> ExtractionSettings:
-    return ExtractionSettings(
-        model={"id": "bench"},
-        source=model_dir,
-        device=device,
-        dtype=dtype,
-        batch_tokens=batch_tokens,
-        geometry=geometry,
-        progress=False,
-        config_hash="bench",
-    )
+    """The settings of a benchmark's job of the model in ``model_dir`` on ``device``: the job's defaults (its batch
+    budget, whole or layer-major by its plan), no progress bar, and any other of its ``fields``."""
+    job = {"model": {"id": "bench"}, "source": model_dir, "device": device, "dtype": dtype, "geometry": geometry}
+    return ExtractionSettings(**job, progress=False, config_hash="bench", **fields)
 
 
 def least_streamed_mb(model_dir, dtype: str) -> int:
@@ -151,7 +140,7 @@ def extraction(
     """
     options = default_geometry() if geometry else NO_GEOMETRY
     timings = {}
-    settings = dataclasses.replace(settings_for(model_dir, device, dtype, options), max_device_mb=max_device_mb)
+    settings = settings_for(model_dir, device, dtype, options, max_device_mb=max_device_mb)
     digest = None if generated else f"{out}.weights_digest.json"  # made once per model, as rule digest_weights does
     if digest:
         digest_weights(settings.model, settings.source, digest, hashing.HASH_THREADS)
