@@ -1,12 +1,12 @@
 """The benchmarks of bench/, one command: ``python -m bench NAME [options]`` runs benchmark NAME with its options
 (``python -m bench NAME --help`` lists them), ``python -m bench`` lists the benchmarks and what each measures.
 
-Each benchmark is a script of this folder with a ``main(argv)`` (:data:`BENCHMARKS`); it builds its command line
-and writes its reports with :mod:`harness`, and its report names the command that made it
-(:func:`harness.command`). The scripts still run as ``python bench/NAME.py``, the command older reports name. The
-other modules here are shared: ``harness`` (command line, fresh processes, reports), ``synthetic`` (inputs),
-``steps`` (what is measured on a model), ``gpu_models`` (the GPU benchmarks' models and corpora) and ``merging``
-(the merge benchmark's processes).
+Each benchmark is a script of this folder with a ``main(argv)`` (:data:`BENCHMARKS`); it declares its shared options
+once (``OPTIONS``, a :class:`harness.Options`), builds its command line from them and writes its reports with
+:mod:`harness`, and its report names the command that made it (:func:`harness.command`). The scripts still run as
+``python bench/NAME.py``, the command older reports name. The other modules here are shared: ``harness`` (command
+line, fresh processes, summaries, reports), ``synthetic`` (inputs), ``steps`` (what is measured on a model),
+``gpu_models`` (the GPU benchmarks' models and corpora) and ``merging`` (the merge benchmark's processes).
 """
 
 from __future__ import annotations

@@ -34,7 +34,9 @@ from ctxvar.files.parquet import LAYOUT_KEY, vector_rows
 from ctxvar.stats.sample_file import SAMPLE_LAYOUT
 from ctxvar.stats.sums import MOMENTS_LAYOUT
 
-from harness import arguments
+from harness import Options
+
+OPTIONS = Options()  # none of the options the benchmarks share: two folders to compare
 
 VECTOR_DTYPES = {SAMPLE_LAYOUT: "<f4"}  # the numbers in a layout's fixed_size_binary vectors; "<f8" for the others
 MOMENTS_COLUMNS = {"layer", "n", "sum", "sum_outer"}  # layout 1's and layout 2's moments files
@@ -130,7 +132,7 @@ def parquet_files(folder: Path, patterns: list[str] | None) -> set[Path]:
 
 
 def main(argv=None) -> int:
-    parser = arguments(__doc__)
+    parser = OPTIONS.parser(__doc__)
     parser.add_argument("first", type=Path)
     parser.add_argument("second", type=Path)
     parser.add_argument("--rtol", type=float, default=0.0, help="largest difference allowed (default 0: bitwise)")

@@ -21,7 +21,6 @@ and the SVD's) to another model's matrices.
 
 from __future__ import annotations
 
-import argparse
 import platform
 import re
 import sys
@@ -29,7 +28,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness import RESULTS, command_pattern, program
+from harness import RESULTS, Options, command_pattern
+
+OPTIONS = Options()  # none of the options the benchmarks share: the CSV it writes
 
 RATES = Path(__file__).resolve().parents[1] / "src" / "ctxvar" / "run" / "cpu_rates.csv"
 MATRIX_SECONDS = RATES.with_name("cpu_matrix_seconds.csv")
@@ -103,7 +104,7 @@ def matrix_seconds() -> pd.DataFrame:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog=program(), description=__doc__.splitlines()[0])
+    parser = OPTIONS.parser(__doc__)
     parser.add_argument(
         "out", nargs="?", type=Path, help=f"the CSV to write (default {RATES}, or with --matrices {MATRIX_SECONDS})"
     )

@@ -39,7 +39,9 @@ import pyarrow.parquet as pq
 import yaml
 from peak_disk import PeakSampler
 
-from harness import arguments, command, markdown, write_results
+from harness import Options, command, markdown, write_results
+
+OPTIONS = Options(out="disk_types.csv, disk_estimate.csv and disk_estimate.md", work="the slice's run")
 
 REPO = Path(__file__).resolve().parents[1]
 STANDIN = yaml.safe_load((REPO / "config" / "encoder_vs_decoder.yaml").read_text())["models"]  # MiniLM, SmolLM2
@@ -263,7 +265,7 @@ def report(curves: pd.DataFrame, sliced: pd.DataFrame | None, seconds: float, ar
 
 
 def main(argv=None) -> None:
-    parser = arguments(__doc__, out="disk_types.csv, disk_estimate.csv and disk_estimate.md", work="the slice's run")
+    parser = OPTIONS.parser(__doc__)
     parser.add_argument("--fit-only", action="store_true", help="the fit alone, not the slice")
     args = parser.parse_args(argv)
     start = time.perf_counter()

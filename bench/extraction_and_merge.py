@@ -29,7 +29,6 @@ import json
 import platform
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -37,14 +36,21 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ctxvar.models.random_init import build_random_model
 from ctxvar.stats.layers import layers_table
 from ctxvar.stats.merge import merge_partials
 
 import merging
 import steps
-from harness import arguments, command, in_fresh_process, markdown, write_results
-from synthetic import corpus_texts, write_corpus
+from harness import Options, command, in_fresh_process, markdown, median_range, spread, write_results
+from synthetic import corpus_folder, random_model
+
+OPTIONS = Options(
+    out="report.md and results.csv",
+    quick="tiny shapes, small corpus and merge, one round: checks the script",
+    device="cpu",
+    rounds="every step",
+    default_rounds=None,  # the mode's (MODES)
+)
 
 ARCHS = {  # random-weight models with the published shapes
     "bert-base": {"arch": "bert", "hidden_size": 768, "num_layers": 12, "num_heads": 12, "intermediate_size": 3072},
@@ -104,10 +110,8 @@ def extraction_rows(
 ) -> list[dict]:
     """Per round, each of the ``wanted`` steps in a fresh process, in turn, with the round's ratios; ``shape``
     (hidden size, layers, heads, intermediate size) replaces the architecture's published one."""
-    model_dir = folder / name
-    texts = corpus_texts(folder)
-    build_random_model({"id": name, **ARCHS[name], **(shape or {}), "vocab_size": 8000, "seed": 0}, texts, model_dir)
-    model_dir, shard = str(model_dir), str(folder / "shard.parquet")
+    model_dir = str(random_model(folder, name, **{**ARCHS[name], **(shape or {})}))
+    shard = str(folder / "shard.parquet")
     partial = {stem: str(folder / f"{name}-{stem}.parquet") for stem in ("fp32", "geometry", "bf16", "reference")}
     calls = {
         "(a) forward": (steps.forward, model_dir, shard, device),
@@ -143,25 +147,13 @@ def extraction_rows(
 
 
 def summary(extraction: pd.DataFrame) -> pd.DataFrame:
-    """Per model and step: the median over the rounds of seconds, tokens/s and each ratio, with its range."""
-
-    def spread(values: pd.Series) -> str:
-        values = values.dropna()
-        if values.empty:
-            return ""
-        if len(values) == 1:
-            return f"{values.iloc[0]:.3g}"
-        return f"{values.median():.3g} ({values.min():.3g}–{values.max():.3g})"
-
-    columns = ["seconds", "tokens_per_s", *RATIOS, "loop_share"]
-    grouped = extraction.groupby(["model", "step"], sort=False)
-    table = grouped[[c for c in columns if c in extraction]].agg(spread)
-    table.insert(0, "rounds", grouped.size())
-    table.insert(0, "tokens", grouped["tokens"].first())
-    for column in ("padding_fraction", "peak_rss_mb", "peak_gpu_mb"):
-        if column in extraction:
-            table[column] = grouped[column].max()
-    return table.reset_index()
+    """Per model and step: the median over the rounds of seconds, tokens/s and each ratio, with its range, and the
+    largest padding fraction and peaks."""
+    measured = [column for column in ("seconds", "tokens_per_s", *RATIOS, "loop_share") if column in extraction]
+    peaks = [column for column in ("padding_fraction", "peak_rss_mb", "peak_gpu_mb") if column in extraction]
+    before = {"tokens": ("tokens", "first"), "rounds": ("tokens", "size")}
+    table = spread(extraction, ["model", "step"], measured, before=before, after={c: (c, "max") for c in peaks})
+    return table.assign(**{c: median_range(table, c) for c in measured})[[*before, *measured, *peaks]].reset_index()
 
 
 def merged(folder: Path, name: str, stem: str) -> tuple[Path, Path]:
@@ -295,13 +287,7 @@ def report(
 
 
 def main(argv=None) -> None:
-    parser = arguments(
-        __doc__,
-        out="report.md and results.csv",
-        quick="tiny shapes, small corpus and merge, one round: checks the script",
-        device="cpu",
-        rounds="rounds of every step (default: the mode's)",
-    )
+    parser = OPTIONS.parser(__doc__)
     parser.add_argument("--large", action="store_true", help="bert-base on a ≥ 200 k-token shard: (a), (b), (b)+g")
     parser.add_argument("--models", nargs="+", choices=list(ARCHS), help="architectures to run (default: the mode's)")
     args = parser.parse_args(argv)
@@ -309,9 +295,7 @@ def main(argv=None) -> None:
         parser.error("argument --large: not allowed with argument --quick")
     mode = "quick" if args.quick else "large" if args.large else "gpu" if args.device == "cuda" else "cpu"
     spec, start = MODES[mode], time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        write_corpus(folder, spec["sentences"])
+    with corpus_folder(spec["sentences"]) as (folder, _):
         extraction, precision, merging = [], [], []
         wanted, rounds = spec.get("steps", EXTRACTION_STEPS), args.rounds or spec["rounds"]
         for name in args.models or spec["archs"]:

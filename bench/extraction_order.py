@@ -17,20 +17,25 @@ from __future__ import annotations
 
 import platform
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
 
 from ctxvar.extraction.extract import extract_shard
-from ctxvar.models.random_init import build_random_model
 from ctxvar.stats.declarations import sums_files
 
 import steps
-from harness import arguments, command, in_fresh_process, value_range, write_results
-from synthetic import corpus_texts, write_corpus
+from harness import Options, command, in_fresh_process, median_range, spread, write_results
+from synthetic import corpus_folder, corpus_texts, random_model
+
+OPTIONS = Options(
+    out="extraction_order.md and extraction_order.csv",
+    quick="d = 64, 2 layers, 120 sentences, one round",
+    device="cpu",
+    devices=None,
+    rounds="both orders",
+)
 
 ORDERS = ("layer_major", "whole_model")
 SHAPE = {"hidden_size": 256, "num_layers": 8, "num_heads": 4, "intermediate_size": 1024}
@@ -39,13 +44,10 @@ QUICK_SHAPE = {"hidden_size": 64, "num_layers": 2, "num_heads": 2, "intermediate
 
 def job(model_dir: str, shard: str, out: str, device: str, order: str, threads: int) -> dict:
     """One extraction job with ``extraction_order`` = ``order``; its seconds and peaks."""
-    import dataclasses
-
     import torch
 
     torch.set_num_threads(threads)
-    settings = steps.settings_for(model_dir, device, geometry=steps.default_geometry())
-    settings = dataclasses.replace(settings, extraction_order=order)
+    settings = steps.settings_for(model_dir, device, geometry=steps.default_geometry(), extraction_order=order)
     start, cpu_start = time.perf_counter(), time.process_time()
     extract_shard(shard, out, settings)  # the default geometry's moments and sample files beside ``out``
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
@@ -53,30 +55,18 @@ def job(model_dir: str, shard: str, out: str, device: str, order: str, threads: 
 
 
 def main(argv=None) -> None:
-    parser = arguments(
-        __doc__,
-        out="extraction_order.md and extraction_order.csv",
-        quick="d = 64, 2 layers, 120 sentences, one round",
-        device="cpu",
-        devices=None,
-        rounds="rounds of both orders (default 3; --quick 1)",
-    )
+    parser = OPTIONS.parser(__doc__)
     parser.add_argument("--sentences", type=int, default=None)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     shape = QUICK_SHAPE if args.quick else SHAPE
     sentences = args.sentences or (120 if args.quick else 3000)
-    rounds = args.rounds or (1 if args.quick else 3)
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        shard = write_corpus(folder, sentences)
-        texts = corpus_texts(folder)
+    with corpus_folder(sentences) as (folder, shard):
+        kept = len(corpus_texts(folder))
         for arch in ("gpt2", "bert"):
-            model_dir = folder / arch
-            entry = {"id": arch, "arch": arch, **shape, "max_positions": 512, "vocab_size": 8000, "seed": 0}
-            build_random_model(entry, texts, model_dir)
-            for round_ in range(rounds):
+            model_dir = random_model(folder, arch, arch=arch, **shape)
+            for round_ in range(args.rounds):
                 order = ORDERS if round_ % 2 == 0 else ORDERS[::-1]
                 outs = {name: str(folder / f"{arch}-{name}.parquet") for name in ORDERS}
                 for name in order:
@@ -89,35 +79,23 @@ def main(argv=None) -> None:
                 for major, whole in zip(files["layer_major"], files["whole_model"]):
                     if not pq.read_table(major).equals(pq.read_table(whole)):
                         sys.exit(f"{arch}: the layer-major and whole-model files {major} and {whole} differ")
-        kept = len(texts)
     table = pd.DataFrame(rows)
-    summary = table.groupby(["model", "order"]).agg(
-        seconds=("seconds", "median"),
-        seconds_min=("seconds", "min"),
-        seconds_max=("seconds", "max"),
-        cpu_seconds=("cpu_seconds", "median"),
-        cpu_min=("cpu_seconds", "min"),
-        cpu_max=("cpu_seconds", "max"),
-        peak_rss_mb=("peak_rss_mb", "median"),
-    )
+    after = {"peak_rss_mb": ("peak_rss_mb", "median")}
+    summary = spread(table, ["model", "order"], ["seconds", "cpu_seconds"], after=after, sort=True)
+    seconds, cpu = (median_range(summary, column, ".2f") for column in ("seconds", "cpu_seconds"))
     lines = [
         "# Layer-major against whole-model extraction",
         "",
         f"`{command(__file__, *(argv if argv is not None else sys.argv[1:]))}` on "
         f"{platform.machine()} ({args.device}, {args.threads} torch thread(s)): {sentences} sentences "
-        f"({kept} kept), shape {shape}, default geometry, {rounds} round(s), medians (range). "
+        f"({kept} kept), shape {shape}, default geometry, {args.rounds} round(s), medians (range). "
         "Both orders gave the same partial files, bit for bit.",
         "",
         "| model | order | seconds | CPU seconds | peak RSS MB |",
         "|---|---|---|---|---|",
     ]
-    for (model, order), row in summary.iterrows():
-        seconds = value_range((row.seconds_min, row.seconds_max), ".2f")
-        cpu = value_range((row.cpu_min, row.cpu_max), ".2f")
-        lines.append(
-            f"| {model} | {order} | {row.seconds:.2f} ({seconds}) | {row.cpu_seconds:.2f} ({cpu}) | "
-            f"{row.peak_rss_mb:.0f} |"
-        )
+    for (model, order), wall, used, peak in zip(summary.index, seconds, cpu, summary["peak_rss_mb"]):
+        lines.append(f"| {model} | {order} | {wall} | {used} | {peak:.0f} |")
     write_results(args.out, {"extraction_order.csv": table, "extraction_order.md": "\n".join(lines) + "\n"})
 
 

@@ -31,7 +31,9 @@ from ctxvar.models.batching import pad_batches
 
 import gpu_models
 import steps
-from harness import command, in_fresh_process, markdown, parse, write_results
+from harness import command, in_fresh_process, markdown, write_results
+
+OPTIONS = gpu_models.gpu_options("forward_variants.md and .csv", "corpus and models, as bench/gpu.py's")
 
 VARIANTS = [("default", 1), ("default", 64), ("job", 1), ("job", 8), ("job", 64)]  # (kernels, width multiple)
 KERNELS = {"default": None, "job": CUDA_KERNELS}
@@ -98,8 +100,7 @@ def variant_rows(model_dir: str, shard: str, device: str, dtype: str, cap: int, 
 
 
 def main(argv=None) -> None:
-    parser = gpu_models.gpu_arguments(__doc__, "forward_variants.md and .csv", "corpus and models, as bench/gpu.py's")
-    args = parse(parser, argv, quick_elsewhere=True)
+    args = OPTIONS.parser(__doc__).parse_args(argv)
     mode = "quick" if args.quick else "gpu"
     work, shard, small = gpu_models.corpora(args, gpu_models.MODES[mode])
     shard_size = gpu_models.MODES[mode]["shard_size"]

@@ -55,11 +55,13 @@ from gpu_models import (
     build_models,
     corpora,
     device_name,
-    gpu_arguments,
     gpu_family,
+    gpu_options,
     measured_options,
 )
-from harness import command, in_fresh_process, markdown, parse, write_results
+from harness import command, in_fresh_process, markdown, write_results
+
+OPTIONS = gpu_options("gpu.md and gpu.csv", "corpus and models")
 
 
 def read_seconds(model_dir: Path) -> float:
@@ -109,24 +111,18 @@ def rows_for(
     return rows
 
 
-def least_mb(model_dir: Path) -> int:
-    """The least whole megabytes of device budget a job streams the model under in bf16: the weights outside its
-    blocks and two blocks (a lower budget is refused)."""
-    from ctxvar.extraction.layer_major import ModelWeights, find_blocks
-    from ctxvar.models.loading import empty_model
-
-    model = empty_model({"id": "bench"}, str(model_dir), "bfloat16")
-    return -(-ModelWeights.of(model, find_blocks(model)).resident(streamed=True) // 10**6)
-
-
 def streamed_rows_for(name: str, model_dir: Path, shard: Path, device: str, gpu_name: str, quick: bool) -> list[dict]:
-    """The load and (b)+g steps of a decoder whose job streams its weights (:data:`WEIGHTS`), in bf16: from its
-    files under a device budget of a third of them (at least what streaming holds, :func:`least_mb`), or generated
-    on the device (no files: no read_seconds). No (a) nor (b): a bare forward pass of the whole model does not fit,
-    and the job is what is measured."""
+    """The load and (b)+g steps of a decoder whose job streams its weights (:data:`WEIGHTS`), in bf16: from its files
+    under a device budget of a third of them (at least what streaming holds, :func:`steps.least_streamed_mb`), or
+    generated on the device (no files: no read_seconds). No (a) nor (b): a bare forward pass of the whole model does
+    not fit, and the job is what is measured."""
     generated = WEIGHTS[name] == "generated"
     files = sorted(model_dir.glob("*.safetensors"))
-    budget_mb = 0 if generated else max(sum(path.stat().st_size for path in files) // 3 // 10**6, least_mb(model_dir))
+    budget_mb = 0  # generated: no files to read under a budget
+    if not generated:
+        budget_mb = max(
+            sum(path.stat().st_size for path in files) // 3 // 10**6, steps.least_streamed_mb(model_dir, "bfloat16")
+        )
     partial = str(shard.parent / f"{name}-bfloat16.parquet")
     geometry = in_fresh_process(
         steps.extraction, str(model_dir), str(shard), partial, device, "bfloat16", True, budget_mb, generated
@@ -173,9 +169,9 @@ COLUMNS = [
 
 
 def main(argv=None) -> None:
-    parser = gpu_arguments(__doc__, "gpu.md and gpu.csv", "corpus and models")
+    parser = OPTIONS.parser(__doc__)
     parser.add_argument("--models", nargs="+", choices=list(MODES["gpu"]["models"]), help="default: every model")
-    args = parse(parser, argv, quick_elsewhere=True)
+    args = parser.parse_args(argv)
     mode = MODES["quick" if args.quick else "gpu"]
     if set(args.models or ()) - set(mode["models"]):
         parser.error(f"--quick runs only {', '.join(mode['models'])}")

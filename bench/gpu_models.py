@@ -13,10 +13,8 @@ from pathlib import Path
 
 import torch
 
-from ctxvar.models.random_init import build_random_model
-
-from harness import arguments
-from synthetic import corpus_texts, write_corpus
+from harness import Options
+from synthetic import random_model, write_corpus
 
 BERT_BASE = {"arch": "bert", "hidden_size": 768, "num_layers": 12, "num_heads": 12, "intermediate_size": 3072}
 GPT2_MEDIUM = {"arch": "gpt2", "hidden_size": 1024, "num_layers": 24, "num_heads": 16, "intermediate_size": 4096}
@@ -73,7 +71,6 @@ def build_models(folder: Path, quick: bool, shard_size: str, names: list[str]) -
     """The benchmark's models among ``names``, each with a tokenizer trained on the corpus, saved in shards of at
     most ``shard_size`` (the decoder takes gpt2-medium's tokenizer, built for it when needed). A model saved in
     ``folder`` by an earlier run of the same mode and shape is kept (:func:`saved`); another is built anew."""
-    texts = corpus_texts(folder)
     specs = model_specs(quick, shard_size)
     dirs = {name: folder / name for name in names}
     llamas_to_build = [name for name in WEIGHTS if name in names and not saved(dirs[name], specs[name])]
@@ -82,8 +79,7 @@ def build_models(folder: Path, quick: bool, shard_size: str, names: list[str]) -
     for name in ("bert-base", "gpt2-medium"):
         if name in dirs and not saved(dirs[name], specs[name]):
             with building(dirs[name], specs[name]):
-                entry = {"id": name, **specs[name]["shape"], "vocab_size": 8000, "seed": 0}
-                build_random_model(entry, texts, dirs[name])
+                random_model(folder, name, **specs[name]["shape"])
                 reshard(dirs[name], shard_size)
     for name in llamas_to_build:
         with building(dirs[name], specs[name]):
@@ -204,17 +200,13 @@ def device_name(device: str) -> str:
     return torch.cuda.get_device_name(device) if torch.device(device).type == "cuda" else "cpu"
 
 
-def gpu_arguments(doc: str, out: str, work: str) -> argparse.ArgumentParser:
-    """The parser of a GPU benchmark (:func:`harness.arguments`): --device (default cuda where torch sees a GPU),
-    --quick, --out for ``out``, --work for ``work``."""
-    return arguments(
-        doc,
-        out=out,
-        quick="tiny shapes and corpus: checks the script only",
-        device="cuda" if torch.cuda.is_available() else "cpu",
-        devices=None,
-        work=f"{work} (default: OUT/gpu-work)",
-    )
+def gpu_options(out: str, work: str) -> Options:
+    """The options of a GPU benchmark (:class:`harness.Options`): --device (default cuda where torch sees a GPU),
+    --quick (which names an --out of its own), --out for ``out``, --work for ``work``."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    quick = "tiny shapes and corpus: checks the script only"
+    work = f"{work} (default: OUT/gpu-work)"
+    return Options(out=out, quick=quick, device=device, devices=None, work=work, quick_elsewhere=True)
 
 
 def measured_options(args: argparse.Namespace) -> list[str]:

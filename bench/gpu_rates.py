@@ -11,14 +11,15 @@ scales a rate to another model's shape. The package reads the CSV; a test checks
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import pandas as pd
 
 from gpu_models import BERT_BASE, GPT2_MEDIUM, LLAMA_2_7B
-from harness import RESULTS, program
+from harness import RESULTS, Options
+
+OPTIONS = Options()  # none of the options the benchmarks share: the CSV it writes
 
 RATES = Path(__file__).resolve().parents[1] / "src" / "ctxvar" / "run" / "gpu_rates.csv"
 SHAPES = {  # (hidden states, d) of the models bench/gpu.py measures
@@ -58,7 +59,7 @@ def rates(results: Path = RESULTS) -> pd.DataFrame:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog=program(), description=__doc__.splitlines()[0])
+    parser = OPTIONS.parser(__doc__)
     parser.add_argument("out", nargs="?", type=Path, default=RATES, help=f"the CSV to write (default {RATES})")
     out = parser.parse_args(argv).out
     rates().to_csv(out, index=False)

@@ -33,7 +33,6 @@ layer, beside, max(0, new_sums + hand_over_per_layer − layer_seconds), between
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 
@@ -49,15 +48,18 @@ from ctxvar.extraction.passes import host_layers, job_sums
 from ctxvar.extraction.shard import read_shard
 from ctxvar.models import hashing
 from ctxvar.models.loading import load_tokenizer
-from ctxvar.models.random_init import build_random_model
 from ctxvar.models.weight_digest import digest_weights
 from ctxvar.run.cost import gpu_rates
 from ctxvar.stats.sums import LayerWriter, sums_schema
 
 import gpu_models
 import steps
-from harness import arguments, command, in_fresh_process, markdown, parse, write_results
-from synthetic import corpus_texts, write_corpus
+from harness import Options, command, in_fresh_process, markdown, write_results
+from synthetic import random_model, write_corpus
+
+OPTIONS = Options(
+    out="job_parts.{csv,md}", quick="a small shard and narrow models", device="cpu", work="models", quick_elsewhere=True
+)
 
 SENTENCES = {"full": 73000, "quick": 600}  # ≈ 1.3 M tokens of the synthetic corpus, as the GPU benchmark's shards
 WIDTHS = {  # the model's shape (one small block) and the hidden states of the model it stands for
@@ -69,12 +71,11 @@ TIMED_BATCHES = 8  # the first (longest) batches: the sums' work per batch; the 
 QUICK_WIDTH = {"hidden_size": 64, "num_heads": 2, "vocab_size": 2000}
 
 
-def build(work: Path, name: str, shape: dict, texts: list[str]) -> Path:
-    folder = work / name
-    if not (folder / "config.json").exists():
-        entry = {"id": name, "arch": "bert", "num_layers": 1, "intermediate_size": 64, "seed": 0, **shape}
-        build_random_model(entry, texts, folder)
-    return folder
+def build(work: Path, name: str, shape: dict) -> Path:
+    """The model of ``name`` (one small block of ``shape``'s width) in ``work``, built unless an earlier run did."""
+    if (work / name / "config.json").exists():
+        return work / name
+    return random_model(work, name, arch="bert", num_layers=1, intermediate_size=64, **shape)
 
 
 def timed(timings: dict, name: str, device, function, *args):
@@ -97,7 +98,7 @@ def job_parts(model_dir: str, sentences: str, work: str, dtype: str, hidden_stat
     tokenizer = load_tokenizer({"id": "bench"}, source)
     write_shards(sentences, [work / "shard.parquet"], tokenizer)
     digest = timed(timings, "weight_hash", device, digest_weights, {"id": "bench"}, source, work / "digest.json")
-    settings = dataclasses.replace(steps.settings_for(source, str(device), dtype, steps.default_geometry()), threads=1)
+    settings = steps.settings_for(source, str(device), dtype, steps.default_geometry(), threads=1)
     timed(timings, "read_shard", device, read_shard, work / "shard.parquet", tokenizer)
     shard = timed(timings, "plan", device, job_state.planned_shard, work / "shard.parquet", tokenizer, settings)
     timings["plan"] -= timings["read_shard"]
@@ -178,17 +179,13 @@ def cpu_name() -> str:
 
 
 def main(argv=None) -> None:
-    parser = arguments(
-        __doc__, out="job_parts.{csv,md}", quick="a small shard and narrow models", device="cpu", work="models"
-    )
-    args = parse(parser, argv, quick_elsewhere=True)
+    args = OPTIONS.parser(__doc__).parse_args(argv)
     work = args.work or args.out / "job-parts-work"
     work.mkdir(parents=True, exist_ok=True)
     corpus = write_corpus(work, SENTENCES["quick" if args.quick else "full"])
-    texts = corpus_texts(work)
     rows = []
     for name, (shape, dtype, hidden_states) in WIDTHS.items():
-        model = build(work, name, {**shape, **QUICK_WIDTH} if args.quick else shape, texts)
+        model = build(work, name, {**shape, **QUICK_WIDTH} if args.quick else shape)
         (work / name / "job").mkdir(exist_ok=True)
         sentences = corpus.with_name("sentences.parquet")
         job = str(work / name / "job")

@@ -44,13 +44,19 @@ from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions
 from ctxvar.models.batching import BATCH_TOKENS
 from ctxvar.stats.finalize import finalize
 
-from harness import arguments, command, in_fresh_process, markdown, write_results
+from harness import SPREAD, Options, command, in_fresh_process, markdown, spread, write_results
 from steps import running_mean_update
 from synthetic import ZIPF_EXPONENT, layer_states, zipf_tokens
 
+OPTIONS = Options(
+    out="kernel.md and kernel.csv",
+    quick="20,000 tokens, 4 layers, d = 128, 5,000 types, one round",
+    device="cpu",
+    rounds="every approach",
+)
 SHAPES = {
-    "paper": {"tokens": 200_000, "layers": 13, "d": 768, "vocabulary": 30_000, "rounds": 3},
-    "quick": {"tokens": 20_000, "layers": 4, "d": 128, "vocabulary": 5_000, "rounds": 1},  # checks the script
+    "paper": {"tokens": 200_000, "layers": 13, "d": 768, "vocabulary": 30_000},
+    "quick": {"tokens": 20_000, "layers": 4, "d": 128, "vocabulary": 5_000},  # checks the script
 }
 PHASES = ("allocate", "add", "finalize")  # of (i): EmbeddingSums' zeroed sums, the batches' additions, Q/M/V
 APPROACHES = ("(i) ctxvar", "(ii) reference loop", "(iii) pandas groupby", "(i)+g ctxvar with geometry")
@@ -214,20 +220,12 @@ def agreement(out: Path) -> dict[str, dict[str, float]]:
 
 
 def main(argv=None) -> None:
-    parser = arguments(
-        __doc__,
-        out="kernel.md and kernel.csv",
-        quick="20,000 tokens, 4 layers, d = 128, 5,000 types, one round",
-        device="cpu",
-        rounds="rounds of (i), (ii), (iii) (default 3; --quick 1)",
-    )
-    args = parser.parse_args(argv)
-    shape = dict(SHAPES["quick" if args.quick else "paper"])
-    rounds = args.rounds or shape.pop("rounds")
+    args = OPTIONS.parser(__doc__).parse_args(argv)
+    shape = SHAPES["quick" if args.quick else "paper"]
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     runs = []
-    for round_ in range(rounds):
+    for round_ in range(args.rounds):
         for index, approach in enumerate(APPROACHES):
             run = in_fresh_process(timed, approach, shape, args.device, str(out / f".kernel-{index}.parquet"))
             runs.append({"round": round_, **run})
@@ -245,16 +243,10 @@ def main(argv=None) -> None:
 
 
 def report(table: pd.DataFrame, ratios: pd.DataFrame, errors: dict[str, dict[str, float]], shape: dict, args) -> str:
-    summary = table.groupby("approach", sort=False).agg(
-        tokens=("tokens", "first"),
-        types=("types", "first"),
-        median_seconds=("seconds", "median"),
-        min_seconds=("seconds", "min"),
-        max_seconds=("seconds", "max"),
-        median_tokens_per_s=("tokens_per_s", "median"),
-        peak_rss_mb=("peak_rss_mb", "max"),
-    )
-    ratio = ratios.agg(["median", "min", "max"]).T
+    before = {"tokens": ("tokens", "first"), "types": ("types", "first")}
+    after = {"median_tokens_per_s": ("tokens_per_s", "median"), "peak_rss_mb": ("peak_rss_mb", "max")}
+    summary = spread(table, "approach", ["seconds"], before=before, after=after)
+    ratio = ratios.agg(list(SPREAD)).T
     phases = (
         table[table["approach"].str.startswith("(i)")]
         .groupby("approach", sort=False)[[f"{phase}_seconds" for phase in PHASES] + ["system_seconds", "page_faults"]]

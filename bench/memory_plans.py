@@ -22,14 +22,17 @@ import re
 from pathlib import Path
 
 import pandas as pd
-from transformers import BertConfig, GPT2Config, LlamaConfig, RobertaConfig
+from transformers import BertConfig, GPT2Config, RobertaConfig
 
 from ctxvar.errors import DeviceMemoryError
-from ctxvar.extraction.accumulator import GeometryOptions
 from ctxvar.extraction.layer_major import shape_plan, shape_weights
 from ctxvar.extraction.settings import ExtractionSettings
 
-from harness import RESULTS, arguments, command, command_pattern, markdown, write_results
+import steps
+from gpu_models import LLAMA_2_7B, LLAMA_2_13B, LLAMA_2_70B, llama_config
+from harness import RESULTS, Options, command, command_pattern, markdown, write_results
+
+OPTIONS = Options(out="memory_plans.md and memory_plans.csv")
 
 CARD_BYTES = 80 * 10**9  # an 80 GB card, counted low: an H100 80GB has 80 GiB
 WIDTH = 512  # the longest row: BookCorpus sentences under 64 words (and BERT's positions)
@@ -39,17 +42,13 @@ MEGA = 10**6
 PAPER_SHARD_TOKENS = math.ceil(12_384_011 / 8 * 1.3 * 1.05)
 PAPER_TYPES = 24_719
 MEASURED_STEP = "(b) extraction + geometry"
-
-
-def llama(d: int, layers: int, ffn: int, heads: int, kv_heads: int, vocab: int) -> LlamaConfig:
-    return LlamaConfig(
-        hidden_size=d,
-        num_hidden_layers=layers,
-        intermediate_size=ffn,
-        num_attention_heads=heads,
-        num_key_value_heads=kv_heads,
-        vocab_size=vocab,
-    )
+LLAMA_3_1_405B = {  # beside gpu_models' Llama-2 shapes
+    "hidden_size": 16384,
+    "intermediate_size": 53248,
+    "num_hidden_layers": 126,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 8,
+}
 
 
 def roberta(d: int, layers: int, heads: int) -> RobertaConfig:
@@ -77,10 +76,10 @@ def shapes() -> dict[str, tuple[object, str]]:
         "roberta-large": (roberta(1024, 24, 16), "float32"),
         "gpt2": (GPT2Config(), "float32"),
         "gpt2-medium": (GPT2Config(n_embd=1024, n_layer=24, n_head=16), "float32"),
-        "llama-2-7b": (llama(4096, 32, 11008, 32, 32, 32000), "bfloat16"),
-        "llama-2-13b": (llama(5120, 40, 13824, 40, 40, 32000), "bfloat16"),
-        "llama-2-70b": (llama(8192, 80, 28672, 64, 8, 32000), "bfloat16"),
-        "llama-3.1-405b": (llama(16384, 126, 53248, 128, 8, 128256), "bfloat16"),
+        "llama-2-7b": (llama_config(LLAMA_2_7B, 32000), "bfloat16"),
+        "llama-2-13b": (llama_config(LLAMA_2_13B, 32000), "bfloat16"),
+        "llama-2-70b": (llama_config(LLAMA_2_70B, 32000), "bfloat16"),
+        "llama-3.1-405b": (llama_config(LLAMA_3_1_405B, 128256), "bfloat16"),
     }
 
 
@@ -99,8 +98,9 @@ PAPER_MODELS = ("bert-base", "bert-large", "roberta-base", "roberta-large", "gpt
 
 
 def settings_for(name: str, dtype: str) -> ExtractionSettings:
-    """A job's settings with the default geometry and batch budget."""
-    return ExtractionSettings(model={"id": name}, source=name, dtype=dtype, geometry=GeometryOptions.default())
+    """A job's settings on a GPU, as the benchmarks run their jobs (:func:`steps.settings_for`), with the default
+    geometry and batch budget."""
+    return steps.settings_for(name, "cuda", dtype, steps.default_geometry())
 
 
 def largest_shard_on_device(config, weights, settings: ExtractionSettings, n_types: int) -> int:
@@ -196,7 +196,7 @@ def report(rows: list[dict], measured_by: str) -> str:
 
 
 def main(argv=None) -> None:
-    args = arguments(__doc__, out="memory_plans.md and memory_plans.csv").parse_args(argv)
+    args = OPTIONS.parser(__doc__).parse_args(argv)
     rows, measured_by = plan_rows()
     write_results(
         args.out, {"memory_plans.csv": pd.DataFrame(rows), "memory_plans.md": report(rows, measured_by)}, echo=False

@@ -35,8 +35,9 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from harness import arguments, command, markdown, write_results
+from harness import Options, command, markdown, spread, write_results
 
+OPTIONS = Options(out="peak_disk.md and the CSVs")
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -158,15 +159,9 @@ def report(runs: pd.DataFrame, models: pd.DataFrame, args) -> str:
     options = ["--config", runs["config"].iloc[0], "--shards", str(args.shards), "--repeats", str(args.repeats)]
     options += ["--merges", args.merges] if args.merges != "both" else []
     options += ["--until", args.until] if args.until else []
-    summary = runs.groupby("incremental_merge", sort=False).agg(
-        runs=("peak_bytes", "size"),
-        median_peak_over_merged=("peak_over_merged", "median"),
-        min_peak_over_merged=("peak_over_merged", "min"),
-        max_peak_over_merged=("peak_over_merged", "max"),
-        median_peak_bytes=("peak_bytes", "median"),
-        merged_bytes=("merged_bytes", "median"),
-        median_seconds=("seconds", "median"),
-    )
+    medians = {"median_peak_bytes": "peak_bytes", "merged_bytes": "merged_bytes", "median_seconds": "seconds"}
+    before, after = {"runs": ("peak_bytes", "size")}, {name: (column, "median") for name, column in medians.items()}
+    summary = spread(runs, "incremental_merge", ["peak_over_merged"], before=before, after=after)
     return "\n".join(
         [
             "# Peak disk of a run against its merged sums",
@@ -193,7 +188,7 @@ def report(runs: pd.DataFrame, models: pd.DataFrame, args) -> str:
 
 
 def main(argv=None) -> None:
-    parser = arguments(__doc__, out="peak_disk.md and the CSVs")
+    parser = OPTIONS.parser(__doc__)
     parser.add_argument("--config", default=str(REPO / "config" / "minilm.yaml"), type=Path)
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3, help="runs of each merge mode (default 3)")

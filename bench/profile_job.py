@@ -37,7 +37,9 @@ from ctxvar.extraction.extract import extract_shard
 
 import gpu_models
 import steps
-from harness import command, in_fresh_process, markdown, parse, write_results
+from harness import command, in_fresh_process, markdown, write_results
+
+OPTIONS = gpu_models.gpu_options("profile.md and profile.csv", "bench/gpu.py's --work folder")
 
 DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 RUNTIME_CATEGORIES = {"cuda_runtime", "cuda_driver"}
@@ -184,8 +186,7 @@ def summary_table(results: dict[str, dict]) -> pd.DataFrame:
 
 
 def main(argv=None) -> None:
-    parser = gpu_models.gpu_arguments(__doc__, "profile.md and profile.csv", "bench/gpu.py's --work folder")
-    args = parse(parser, argv, quick_elsewhere=True)
+    args = OPTIONS.parser(__doc__).parse_args(argv)
     mode = gpu_models.MODES["quick" if args.quick else "gpu"]
     work, shard, small = gpu_models.corpora(args, mode)
     dirs = gpu_models.build_models(work, args.quick, mode["shard_size"], list(JOBS))

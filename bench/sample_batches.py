@@ -26,7 +26,9 @@ from ctxvar.run.disk import sums_bytes
 from ctxvar.run.resources import ModelShape
 from ctxvar.stats.sample_metrics import batch_anisotropy, batch_twonn, mean_and_std
 
-from harness import arguments
+from harness import Options
+
+OPTIONS = Options(quick="d = 64, k = 512, 20,000 tokens", device="cpu")  # prints its table: no --out
 
 TYPES = 1000
 
@@ -64,7 +66,7 @@ def metrics_seconds(k: int, d: int, batches: int) -> float:
 
 
 def main(argv=None) -> None:
-    parser = arguments(__doc__, quick="d = 64, k = 512, 20,000 tokens", device="cpu")
+    parser = OPTIONS.parser(__doc__)
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--layers", type=int, default=13)
     parser.add_argument("--d", type=int, default=768)

@@ -10,7 +10,6 @@ allocator growth) fall outside both sides of their ratio.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import resource
 import time
@@ -26,7 +25,7 @@ from ctxvar.extraction import job as job_state
 from ctxvar.extraction.accumulator import NO_GEOMETRY, GeometryOptions
 from ctxvar.extraction.attention import chosen_attention
 from ctxvar.extraction.extract import extract_shard, prepare_shard
-from ctxvar.extraction.layer_major import find_blocks
+from ctxvar.extraction.layer_major import ModelWeights, find_blocks
 from ctxvar.extraction.passes import forward_options
 from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.streamed_weights import StreamedWeights
@@ -56,22 +55,19 @@ def default_geometry() -> GeometryOptions:
 
 
 def settings_for(
-    model_dir: str,
-    device: str,
-    dtype: str = "float32",
-    geometry: GeometryOptions = NO_GEOMETRY,
-    batch_tokens: int = 16384,
+    model_dir: str, device: str, dtype: str = "float32", geometry: GeometryOptions = NO_GEOMETRY, **fields
 ) -> ExtractionSettings:
-    return ExtractionSettings(
-        model={"id": "bench"},
-        source=model_dir,
-        device=device,
-        dtype=dtype,
-        batch_tokens=batch_tokens,
-        geometry=geometry,
-        progress=False,
-        config_hash="bench",
-    )
+    """The settings of a benchmark's job of the model in ``model_dir`` on ``device``: the job's defaults (its batch
+    budget, whole or layer-major by its plan), no progress bar, and any other of its ``fields``."""
+    job = {"model": {"id": "bench"}, "source": model_dir, "device": device, "dtype": dtype, "geometry": geometry}
+    return ExtractionSettings(**job, progress=False, config_hash="bench", **fields)
+
+
+def least_streamed_mb(model_dir, dtype: str) -> int:
+    """The least whole megabytes of device budget (``max_device_mb``) under which a job streams the model in
+    ``model_dir`` in ``dtype``: the weights outside its blocks and two blocks (a lower budget is refused)."""
+    model = models.empty_model({"id": "bench"}, str(model_dir), dtype)
+    return -(-ModelWeights.of(model, find_blocks(model)).resident(streamed=True) // 10**6)
 
 
 def warm_up(model, batches: ShardBatches, device) -> float:
@@ -144,7 +140,7 @@ def extraction(
     """
     options = default_geometry() if geometry else NO_GEOMETRY
     timings = {}
-    settings = dataclasses.replace(settings_for(model_dir, device, dtype, options), max_device_mb=max_device_mb)
+    settings = settings_for(model_dir, device, dtype, options, max_device_mb=max_device_mb)
     digest = None if generated else f"{out}.weights_digest.json"  # made once per model, as rule digest_weights does
     if digest:
         digest_weights(settings.model, settings.source, digest, hashing.HASH_THREADS)

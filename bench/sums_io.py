@@ -43,8 +43,9 @@ from ctxvar.files.parquet import PARQUET_READS, VECTOR_WRITE_OPTIONS, tagged_sch
 from ctxvar.stats.declarations import kept_sums
 from ctxvar.stats.sums import LayerSums, SumsFile, sums_schema, write_sums
 
-from harness import arguments, command, markdown, value_range, write_results
+from harness import Options, command, markdown, ranges, spread, write_results
 
+OPTIONS = Options(out="sums_io.md and the CSVs", quick="small shapes, one round", rounds="every variant of each shape")
 SHAPES = {
     "bert-base partial": {"types": 20_000, "layers": 13, "d": 768},  # one of the paper's 8 shards, default geometry
     "7B layer group": {"types": 24_000, "layers": 4, "d": 4096},  # 4 of a Llama-2-7B's 33 hidden states
@@ -311,28 +312,25 @@ def summary(rows: pd.DataFrame) -> pd.DataFrame:
     """Per shape, variant and operation: median and range of GB/s over rounds; ratios to layout 1, to the page-CRC
     variant and to numpy, taken within each round."""
     keyed = rows.set_index(["round", "shape", "op", "variant"])["gb_per_s"]
-    out = []
-    for (shape, op, variant), group in rows.groupby(["shape", "op", "variant"], sort=False):
-        rounds = group["round"]
-        to_layout1 = [keyed[r, shape, op, variant] / keyed[r, shape, op, "layout 1"] for r in rounds]
-        to_crc = [keyed[r, shape, op, variant] / keyed[r, shape, op, "page CRC"] for r in rounds]
-        to_numpy = [keyed[r, shape, op, variant] / keyed[r, shape, op, "numpy"] for r in rounds]
-        out.append(
-            {
-                "shape": shape,
-                "op": op,
-                "variant": variant,
-                "GB/s (median)": group["gb_per_s"].median(),
-                "GB/s range": value_range(group["gb_per_s"]),
-                "× layout 1 (median)": np.median(to_layout1),
-                "× layout 1 range": value_range(to_layout1),
-                "× page CRC (median)": np.median(to_crc),
-                "× page CRC range": value_range(to_crc),
-                "× numpy (median)": np.median(to_numpy),
-                "file MB": group["file_bytes"].median() / 1e6,
-            }
-        )
-    return pd.DataFrame(out)
+    same_round = list(zip(rows["round"], rows["shape"], rows["op"]))
+    ratios = {  # each row's GB/s over that of another variant in its round, shape and op
+        f"over {variant}": rows["gb_per_s"].to_numpy() / keyed.loc[[(*key, variant) for key in same_round]].to_numpy()
+        for variant in ("layout 1", "page CRC", "numpy")
+    }
+    after = {"file_bytes": ("file_bytes", "median")}
+    table = spread(rows.assign(**ratios), ["shape", "op", "variant"], ["gb_per_s", *ratios], after=after)
+    return pd.DataFrame(
+        {
+            "GB/s (median)": table["median_gb_per_s"],
+            "GB/s range": ranges(table, "gb_per_s"),
+            "× layout 1 (median)": table["median_over layout 1"],
+            "× layout 1 range": ranges(table, "over layout 1"),
+            "× page CRC (median)": table["median_over page CRC"],
+            "× page CRC range": ranges(table, "over page CRC"),
+            "× numpy (median)": table["median_over numpy"],
+            "file MB": table["file_bytes"] / 1e6,
+        }
+    ).reset_index()
 
 
 def report(rows: pd.DataFrame, projected: pd.DataFrame, shapes: dict, args) -> str:
@@ -369,15 +367,9 @@ def report(rows: pd.DataFrame, projected: pd.DataFrame, shapes: dict, args) -> s
 
 
 def main(argv=None) -> None:
-    parser = arguments(
-        __doc__,
-        out="sums_io.md and the CSVs",
-        quick="small shapes, one round",
-        rounds="rounds (default 3, 1 with --quick)",
-    )
+    parser = OPTIONS.parser(__doc__)
     parser.add_argument("--dir", default=None, help="where the files go (default: the temporary folder)")
     args = parser.parse_args(argv)
-    args.rounds = args.rounds or (1 if args.quick else 3)
     use_system_allocator()  # as every job does
     shapes = QUICK_SHAPES if args.quick else SHAPES
     rows = []

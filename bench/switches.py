@@ -26,8 +26,8 @@ token: allocating the zeroed sums and ``EmbeddingSums.accumulate`` over every ba
 - device state: ``state_bytes`` (the sums of one pass) and, measured, the peak memory the process grew by
   from the start of the clock to the end of the last batch (on a CPU the resident set, its peak reset
   first through /proc/self/clear_refs; on a GPU ``torch.cuda.max_memory_allocated``);
-- partial bytes: the files an extraction job writes for the state, written with its writers (``LayerWriter``
-  and the schemas of ``ctxvar.stats.sums``, ``sample_file`` and ``word_files``) in the first round and
+- partial bytes: the files an extraction job writes for the state, written as it writes them (its hand-over to
+  host memory, ``passes.host_layers``, and its writers, ``partials.PartialFiles``) in the first round and
   measured on disk, beside ``ctxvar.run.disk.sums_bytes``, the free-space check's upper bound;
 - time per token: seconds per million tokens, and the ratio to core taken within each round (a round runs
   every switch once, each in a fresh process; median and range over the rounds).
@@ -54,22 +54,30 @@ import torch
 from ctxvar.config.schema import SCHEMA
 from ctxvar.extraction.accumulator import EmbeddingSums, GeometryOptions
 from ctxvar.extraction.budget import batch_bytes, state_bytes
+from ctxvar.extraction.partials import PartialFiles
+from ctxvar.extraction.passes import host_layers
 from ctxvar.extraction.position_sample import token_keys
+from ctxvar.extraction.settings import ExtractionSettings
 from ctxvar.extraction.word_sums import word_table
 from ctxvar.models.batching import BATCH_TOKENS, ShardBatches, pad_batches, token_budget_batches
 from ctxvar.models.tokens import EncodedShard
 from ctxvar.run.disk import sums_bytes
 from ctxvar.run.resources import ModelShape
-from ctxvar.stats.sample_file import bottom_k, sample_schema, sample_table
-from ctxvar.stats.sums import LayerSums, LayerWriter, moments_schema, moments_table, sums_schema
-from ctxvar.stats.word_files import LayerSentences, LayerWords, sentences_schema, words_schema
+from ctxvar.stats.declarations import sums_files
+from ctxvar.stats.sample_file import bottom_k
 
-from harness import arguments, command, in_fresh_process, markdown, value_range, write_results
+from harness import Options, command, in_fresh_process, markdown, ranges, spread, write_results
 from synthetic import ZIPF_EXPONENT, layer_states, zipf_tokens
 
+OPTIONS = Options(
+    out="switches.md and switches.csv",
+    quick="6,000 tokens × 3 layers × d = 64, k = 512, one round",
+    device="cpu",
+    rounds="every switch",
+)
 SHAPES = {
-    "bert-base": {"tokens": 200_000, "layers": 13, "d": 768, "vocabulary": 30_000, "k": 4096, "rounds": 3},
-    "quick": {"tokens": 6_000, "layers": 3, "d": 64, "vocabulary": 3_000, "k": 512, "rounds": 1},
+    "bert-base": {"tokens": 200_000, "layers": 13, "d": 768, "vocabulary": 30_000, "k": 4096},
+    "quick": {"tokens": 6_000, "layers": 3, "d": 64, "vocabulary": 3_000, "k": 512},
 }
 SEED = 0
 FILES = ("sums", "moments", "sample", "words", "sentences")  # an extraction job's partial files, by geometry
@@ -96,8 +104,8 @@ def switches(k: int) -> dict[str, dict]:
 
 
 class Shard:
-    """The Zipf shard that kernel.py times too (synthetic.py), as extraction sees it: sentences, types, padded
-    batches, sampled positions."""
+    """The Zipf shard that kernel.py times too (synthetic.py), as extraction sees it (its ``job``): sentences, types,
+    padded batches, sampled positions, raw ids (the types themselves, spelled as the types by its tokenizer)."""
 
     def __init__(self, shape: dict, options: GeometryOptions):
         self.shape = shape
@@ -113,6 +121,17 @@ class Shard:
         if options.ethayarajh:
             self.batches.with_words(word_index)
         self.sampled = self.sample(options.sample_size)
+
+    @property
+    def tokenizer(self):
+        return self  # what the job's hand-over asks of a tokenizer: the raw ids' spelling
+
+    def convert_ids_to_tokens(self, ids: list[int]) -> list[str]:
+        return self.types[ids].tolist()
+
+    def metadata(self, options: GeometryOptions) -> dict:
+        """The partial files' metadata: the geometry that made them."""
+        return {"model_id": "bench", "geometry": options.record()}
 
     def sample(self, m: int) -> dict[str, np.ndarray] | None:
         """The bottom-m positions by the position hash, described as ``job.sample_positions`` does."""
@@ -159,56 +178,16 @@ def accumulate(shard: Shard, options: GeometryOptions, states, device: str, cloc
 
 
 def write_partial(sums: EmbeddingSums, shard: Shard, options: GeometryOptions, folder: Path) -> dict[str, int]:
-    """The partial files of ``extract.extract_shard`` for these sums, with its writers and schemas; their bytes."""
-    d, metadata = shard.shape["d"], {"model_id": "bench", "geometry": options.record()}
-    types = sums.types.to_numpy()
-    outer = sums.moments.to_numpy() if sums.moments is not None else None
-    points = sums.sample.to_numpy() if sums.sample is not None else None
-    words = sums.words.to_numpy(lambda tensor: tensor.cpu().numpy()) if sums.words is not None else None
-    schemas = {
-        "sums": sums_schema(d, metadata, [item.name for item in sums.types.declared]),
-        "moments": moments_schema(d, metadata) if outer is not None else None,
-        "sample": sample_schema(d, metadata) if points is not None else None,
-        "words": words_schema(d, metadata) if words is not None else None,
-        "sentences": sentences_schema(metadata) if words is not None else None,
-    }
-    with ExitStack() as stack:
-        files = {
-            name: stack.enter_context(LayerWriter(folder / f"{name}.parquet", schema))
-            for name, schema in schemas.items()
-            if schema is not None
-        }
-        for i in range(len(sums.layers)):
-            layer = LayerSums(
-                i, shard.types, types["count"], {item.name: types[item.name][i] for item in sums.types.declared}
-            )
-            files["sums"].write(layer.to_table(files["sums"].schema))
-            if outer is not None:
-                total = layer.sum.sum(axis=0)
-                files["moments"].write(
-                    moments_table(i, int(layer.count.sum()), total, outer[i], files["moments"].schema)
-                )
-            if points is not None:
-                files["sample"].write(sample_table(i, shard.sampled, points[i], files["sample"].schema))
-            if words is not None:
-                spelled = shard.types[shard.word_ids]
-                files["words"].write(
-                    LayerWords(i, shard.word_ids, spelled, words["count"], words["sum_unit"][i]).to_table(
-                        files["words"].schema
-                    )
-                )
-                sentences = LayerSentences(
-                    i,
-                    int(words["n_contexts"]),
-                    float(words["intra_sum"][i]),
-                    float(words["sum_mean_unit_sq"][i]),
-                    words["sum_mean_unit"][i],
-                )
-                files["sentences"].write(sentences.to_table(files["sentences"].schema))
-    sizes = {name: os.path.getsize(folder / f"{name}.parquet") for name in files}
-    for name in files:
-        (folder / f"{name}.parquet").unlink()
-    return sizes
+    """The partial files an extraction job writes for these sums, as it writes them (its hand-over to host memory,
+    ``passes.host_layers``, and its writers, ``partials.PartialFiles``), in ``folder``; their bytes by kind."""
+    paths = {"sums": folder / "sums.parquet", **sums_files(folder / "sums", options)}
+    settings = ExtractionSettings(model={"id": "bench"}, source="bench", geometry=options)
+    with ExitStack() as opened:
+        files = PartialFiles(
+            opened, paths["sums"], paths, shard.shape["d"], shard.metadata(options), options, shard.sampled
+        )
+        files.write(host_layers(sums, shard, settings))
+    return {kind: os.path.getsize(path) for kind, path in paths.items()}
 
 
 class PhaseClock:
@@ -291,26 +270,18 @@ def timed(switch: str, geometry: dict, shape: dict, device: str, write_to: str |
 
 
 def main(argv=None) -> None:
-    parser = arguments(
-        __doc__,
-        out="switches.md and switches.csv",
-        quick="6,000 tokens × 3 layers × d = 64, k = 512, one round",
-        device="cpu",
-        rounds="rounds of every switch (default 3; --quick 1)",
-    )
+    parser = OPTIONS.parser(__doc__)
     parser.add_argument("--tokens", type=int, help="tokens in the shard (default 200,000; --quick 6,000)")
     parser.add_argument("--dir", help="folder the partial files are written to and deleted from (default: --out)")
     args = parser.parse_args(argv)
     args.load_at_start = os.getloadavg()
     shape = dict(SHAPES["quick" if args.quick else "bert-base"])
     shape["tokens"] = args.tokens or shape["tokens"]
-    rounds = args.rounds or shape.pop("rounds")
-    shape.pop("rounds", None)
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     settings = switches(shape["k"])
     runs = []
-    for round_ in range(rounds):
+    for round_ in range(args.rounds):
         for switch, geometry in settings.items():
             write_to = (args.dir or str(out)) if round_ == 0 else None
             run = in_fresh_process(timed, switch, geometry, shape, args.device, write_to)
@@ -322,21 +293,15 @@ def main(argv=None) -> None:
     seconds = table.pivot(index="round", columns="switch", values="seconds")
     table["ratio_to_core"] = [seconds.loc[r, "core"] for r in table["round"]]
     table["ratio_to_core"] = table["seconds"] / table["ratio_to_core"]
-    write_results(out, {"switches.csv": table, "switches.md": report(table, list(settings), shape, rounds, args)})
+    write_results(out, {"switches.csv": table, "switches.md": report(table, list(settings), shape, args)})
 
 
 def summary(table: pd.DataFrame, order: list[str]) -> pd.DataFrame:
     """Per switch: MB of device state (formula, measured peak), MB of partial files (written, bound), seconds per
     million tokens and the ratio to core (median, range over the rounds)."""
     first = table[table["round"] == 0].set_index("switch").loc[order]
-    grouped = table.groupby("switch").agg(
-        s_per_M=("s_per_M_tokens", "median"),
-        ratio=("ratio_to_core", "median"),
-        ratio_min=("ratio_to_core", "min"),
-        ratio_max=("ratio_to_core", "max"),
-        peak=("peak_bytes", "median"),
-    )
-    grouped = grouped.loc[order]
+    medians = {"s_per_M": ("s_per_M_tokens", "median"), "peak": ("peak_bytes", "median")}
+    grouped = spread(table, "switch", ["ratio_to_core"], after=medians).loc[order]
     return pd.DataFrame(
         {
             "switch": order,
@@ -345,17 +310,17 @@ def summary(table: pd.DataFrame, order: list[str]) -> pd.DataFrame:
             "partial MB": (first["partial_bytes"] / 1e6).to_numpy(),
             "bound MB": (first["partial_bytes_bound"] / 1e6).to_numpy(),
             "s per M tokens": grouped["s_per_M"].to_numpy(),
-            "× core": grouped["ratio"].to_numpy(),
-            "× core range": [value_range(pair) for pair in zip(grouped["ratio_min"], grouped["ratio_max"])],
+            "× core": grouped["median_ratio_to_core"].to_numpy(),
+            "× core range": ranges(grouped, "ratio_to_core"),
         }
     )
 
 
-def report(table: pd.DataFrame, order: list[str], shape: dict, rounds: int, args) -> str:
+def report(table: pd.DataFrame, order: list[str], shape: dict, args) -> str:
     first = table[table["round"] == 0].set_index("switch").loc[order]
     device = args.device + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else "")
     flags = (["--quick"] if args.quick else []) + (["--tokens", str(args.tokens)] if args.tokens else [])
-    flags += ["--rounds", str(args.rounds)] if args.rounds else []
+    flags += ["--rounds", str(args.rounds)] if args.rounds != OPTIONS.default_rounds[args.quick] else []
     flags += ["--device", "cuda"] if args.device == "cuda" else []
     start, end = args.load_at_start, os.getloadavg()
     default_tokens = SHAPES["quick" if args.quick else "bert-base"]["tokens"]
@@ -386,7 +351,7 @@ def report(table: pd.DataFrame, order: list[str], shape: dict, rounds: int, args
             f"{smaller} × {shape['layers']} layers × d = {shape['d']}, Zipf({ZIPF_EXPONENT}) "
             f"types over a {shape['vocabulary']:,}-word vocabulary ({int(first['types'].iloc[0]):,} types, "
             f"{int(first['words'].iloc[0]):,} raw ids inside sentences), {int(first['batches'].iloc[0])} batches of "
-            f"up to {BATCH_TOKENS:,} padded tokens; {rounds} round(s), each switch in a fresh process, the rounds "
+            f"up to {BATCH_TOKENS:,} padded tokens; {args.rounds} round(s), each switch in a fresh process, the rounds "
             "interleaved. Every switch gave the same core sums, bit for bit.",
             "",
             markdown(summary(table, order), ".4g"),

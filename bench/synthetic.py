@@ -1,9 +1,11 @@
 """The benchmarks' synthetic inputs, each a deterministic function of its seed: a shard of Zipf-distributed
-sentences for the benchmarks that run models, and Zipf-distributed token types with hidden states for those that
-time the statistics alone (kernel.py, switches.py)."""
+sentences and random-weight models with a tokenizer trained on them, for the benchmarks that run models, and
+Zipf-distributed token types with hidden states for those that time the statistics alone (kernel.py, switches.py)."""
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -33,9 +35,27 @@ def write_corpus(folder: Path, n_sentences: int, seed: int = 0) -> Path:
     return folder / "shard.parquet"
 
 
+@contextlib.contextmanager
+def corpus_folder(n_sentences: int):
+    """``(folder, shard)``: a temporary folder, gone after the block, holding the shard :func:`write_corpus` writes
+    of ``n_sentences`` sentences, beside which :func:`random_model` builds the models that run over it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        yield Path(tmp), write_corpus(Path(tmp), n_sentences)
+
+
 def corpus_texts(folder: Path) -> list[str]:
     """The sentences :func:`write_corpus` wrote into ``folder``, in order."""
     return pq.read_table(folder / "sentences.parquet", columns=["text"]).column("text").to_pylist()
+
+
+def random_model(folder: Path, name: str, **entry) -> Path:
+    """``folder / name``: a random-weight model of ``entry`` (an ``init: random`` model entry's ``arch``, sizes and
+    seed; a vocabulary of 8,000 unless it says otherwise) with a tokenizer trained on the corpus that
+    :func:`write_corpus` wrote into ``folder``."""
+    from ctxvar.models.random_init import build_random_model  # transformers' models: not for kernel.py's states
+
+    build_random_model({"id": name, "vocab_size": 8000, **entry}, corpus_texts(folder), folder / name)
+    return folder / name
 
 
 def zipf_tokens(tokens: int, vocabulary: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -5,12 +5,13 @@ model loaded whole: peak resident memory against the memory plan, time, and that
     python -m bench weight_streaming --quick         # 4 blocks at d = 256
 
 Builds a random-init ``LlamaForCausalLM`` (saved in 500 MB safetensors shards, keys under ``model.``) with the
-tokenizer of a small GPT-2 built beside it, and runs ``tests/support/streamed_peak.py`` on one synthetic shard twice,
-each in a fresh process on the CPU: with ``max_device_mb`` a third of the weights (streamed) and with no budget
-(loaded whole). Each gives the peak growth of resident memory over the job (loading and hashing included) after
-a warm-up job on the small model, and the memory plan the job logged (on a CPU the device is the host, so the
-plan bounds resident memory). The run stops when the two jobs' sums differ. Writes ``weight_streaming.csv``
-and ``weight_streaming.md`` under ``--out`` (default bench/results).
+tokenizer of a small GPT-2 built beside it, and runs ``tests/support/streamed_peak.py`` on one synthetic shard
+twice, each in a fresh process on the CPU: with ``max_device_mb`` a third of the weights (streamed; at least what
+streaming holds, :func:`steps.least_streamed_mb`: more for --quick's 4 blocks) and with no budget (loaded whole).
+Each gives the peak growth of resident memory over the job (loading and hashing included) after a warm-up job on the
+small model, and the memory plan the job logged (on a CPU the device is the host, so the plan bounds resident
+memory). The run stops when the two jobs' sums differ. Writes ``weight_streaming.csv`` and ``weight_streaming.md``
+under ``--out`` (default bench/results).
 """
 
 from __future__ import annotations
@@ -20,19 +21,20 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
 
-from ctxvar.models.random_init import build_random_model
+import steps
+from harness import Options, command, write_results
+from synthetic import corpus_folder, random_model
 
-from harness import arguments, command, write_results
-from synthetic import corpus_texts, write_corpus
+OPTIONS = Options(out="weight_streaming.md and weight_streaming.csv", quick="4 blocks at d = 256, 20 sentences")
 
 SHAPE = {"hidden_size": 1024, "num_hidden_layers": 22, "num_attention_heads": 16, "intermediate_size": 2816}
 QUICK_SHAPE = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 688}
+SMALL = {"arch": "gpt2", "hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64}  # a GPT-2
 PEAK_SCRIPT = Path(__file__).resolve().parents[1] / "tests" / "support" / "streamed_peak.py"
 MB = 1e6
 
@@ -75,25 +77,18 @@ def peak(shard: Path, model_dir: Path, out: Path, budget_mb: int, warm_up: Path)
 
 
 def main(argv=None) -> None:
-    parser = arguments(
-        __doc__, out="weight_streaming.md and weight_streaming.csv", quick="4 blocks at d = 256, 20 sentences"
-    )
+    parser = OPTIONS.parser(__doc__)
     parser.add_argument("--sentences", type=int, default=None)
     args = parser.parse_args(argv)
     shape = QUICK_SHAPE if args.quick else SHAPE
     sentences = args.sentences or (20 if args.quick else 40)
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        shard = write_corpus(folder, sentences)
-        texts = corpus_texts(folder)
-        small = folder / "small"
-        entry = {"id": "small", "arch": "gpt2", "hidden_size": 32, "num_layers": 2, "num_heads": 2}
-        build_random_model({**entry, "intermediate_size": 64, "max_positions": 512, "vocab_size": 2000}, texts, small)
+    with corpus_folder(sentences) as (folder, shard):
+        small = random_model(folder, "small", **SMALL, vocab_size=2000)  # the Llamas take its tokenizer
         warm_up = llama(folder / "warm-up", small, QUICK_SHAPE)
         model_dir = llama(folder / "llama", small, shape)
         weights = sum(path.stat().st_size for path in model_dir.glob("*.safetensors"))
-        budget_mb = int(weights / 3 / MB)
+        budget_mb = max(int(weights / 3 / MB), steps.least_streamed_mb(model_dir, "float32"))
         outs = {}
         for name, budget in (("streamed", budget_mb), ("whole", 0)):
             outs[name] = folder / f"{name}.parquet"
