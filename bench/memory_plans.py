@@ -12,7 +12,7 @@ one holding :data:`FEWER_TYPES`. Rows of at most 512 tokens
 they stream on that card, the hidden states per million tokens, one layer's sums, one batch's transients, the plan
 at its shard, the largest shard whose hidden states stay on the device, the checkpoint's bytes (the model with its
 LM head, in the job's dtype), the largest tensor the streamed path reads through host memory, and the seconds per
-million tokens on one H100 where bench/results/gpu.csv measured the model and dtype.
+million tokens on the GPU that bench/results/gpu.csv measured, where it measured the model and dtype.
 """
 
 from __future__ import annotations
@@ -130,18 +130,19 @@ def checkpoint_bytes(config, dtype: str) -> tuple[int, int]:
     return sum(sizes), max(sizes)
 
 
-def measured_seconds(results: Path) -> tuple[dict[tuple[str, str], float], str]:
-    """Seconds per million tokens of :data:`MEASURED_STEP` on an H100 by (model, dtype) from gpu.csv, and the
-    command gpu.md names."""
+def measured_seconds(results: Path) -> tuple[dict[tuple[str, str], float], str, str]:
+    """Seconds per million tokens of :data:`MEASURED_STEP` by (model, dtype) from gpu.csv (its full runs, all on one
+    GPU), the GPU's name and the command gpu.md names."""
     rows = pd.read_csv(results / "gpu.csv")
-    rows = rows[(rows.step == MEASURED_STEP) & rows.gpu_name.str.contains("H100") & ~rows.quick.astype(bool)]
+    rows = rows[(rows.step == MEASURED_STEP) & ~rows.quick.astype(bool)]
+    (gpu,) = rows.gpu_name.unique()
     (measured_by,) = re.findall(rf"^`({command_pattern('gpu')}[^`]*)`", (results / "gpu.md").read_text(), re.MULTILINE)
-    return {(row.model, row.dtype): MEGA / row.tokens_per_s for row in rows.itertuples()}, measured_by
+    return {(row.model, row.dtype): MEGA / row.tokens_per_s for row in rows.itertuples()}, gpu, measured_by
 
 
 def plan_rows(results: Path = RESULTS) -> tuple[list[dict], str]:
-    """One row per model of :func:`shapes`, and the command that measured the H100 times."""
-    seconds, measured_by = measured_seconds(results)
+    """One row per model of :func:`shapes`, and what measured the GPU times: the GPU and the command."""
+    seconds, gpu, measured_by = measured_seconds(results)
     rows = []
     for name, (config, dtype) in shapes().items():
         settings = settings_for(name, dtype)
@@ -151,8 +152,8 @@ def plan_rows(results: Path = RESULTS) -> tuple[list[dict], str]:
             rows.append(plan_row(name, config, dtype, settings, weights, padded_tokens, n_types, on_disk, largest))
     for row in rows:
         measured = seconds.get((row["model"], row["dtype"]))
-        row["h100_s_per_m_tokens"] = round(measured, 1) if measured is not None else "not measured"
-    return rows, measured_by
+        row["gpu_s_per_m_tokens"] = round(measured, 1) if measured is not None else "not measured"
+    return rows, f"`{measured_by}` on an {gpu}"
 
 
 def plan_row(name, config, dtype, settings, weights, padded_tokens, n_types, on_disk, largest) -> dict:
@@ -189,7 +190,7 @@ def report(rows: list[dict], measured_by: str) -> str:
     return (
         "# Memory plans of layer-major jobs (from the models' shapes)\n\n"
         f"`{command(__file__)}`; a card of 80 · 10⁹ bytes, the default geometry and batch_tokens; "
-        f"h100_s_per_m_tokens: step {MEASURED_STEP!r} of `{measured_by}` (bench/results/gpu.md).\n\n"
+        f"gpu_s_per_m_tokens: step {MEASURED_STEP!r} of {measured_by} (bench/results/gpu.md).\n\n"
         + markdown(pd.DataFrame(rows), "g")
         + "\n"
     )
