@@ -49,7 +49,7 @@ class GeometryOptions:
     switches: frozenset[str]
     sample_size: int
 
-    def __init__(self, sample_size: int = 0, switches=frozenset(), **on: bool):
+    def __init__(self, *, sample_size: int = 0, switches=frozenset(), **on: bool):
         unknown = set(on).union(switches) - {*BUILT_IN_SWITCHES, *declared_switches()}
         if unknown:
             raise TypeError(f"GeometryOptions: no geometry switch {sorted(unknown)}")
@@ -72,7 +72,7 @@ class GeometryOptions:
         batches: 1)."""
         points = geometry["sample_size"] * geometry.get("batches", 1) if geometry["twonn"] else 0
         switches = {key for key in (*BUILT_IN_SWITCHES, *declared_switches()) if geometry.get(key, False)}
-        return cls(points, frozenset(switches))
+        return cls(sample_size=points, switches=frozenset(switches))
 
     def record(self) -> dict:
         """The options as the sums files' metadata records them (JSON): ``covariance``, ``cosine``,
