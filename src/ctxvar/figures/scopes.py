@@ -14,6 +14,7 @@ scopes and the catalogue at start-up.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Callable
@@ -94,7 +95,7 @@ class Scope:
 
 def paths(value) -> list:
     """A need's files as a list: Snakemake gives a single file as a string."""
-    return [value] if isinstance(value, str) else list(value)
+    return [value] if isinstance(value, (str, os.PathLike)) else list(value)
 
 
 def read_each(need: str, files, models) -> dict:
