@@ -35,17 +35,19 @@ FORWARD, WEIGHTED, EVERY = "forward", "weighted", "every"  # the models that hav
 @dataclass(frozen=True)
 class Need:
     """An input a figure can need: which models have it (:data:`FORWARD`: those that run over the corpus,
-    :data:`WEIGHTED`: those with weight matrices, :data:`EVERY`), and what a draw function gets of its file."""
+    :data:`WEIGHTED`: those with weight matrices, :data:`EVERY`), what a draw function gets of its file, and whether
+    it holds the models' numbers (the corpus does not: a figure of it alone is not drawn again for a new model)."""
 
     models: str
     read: Callable
+    of_models: bool = True
 
 
 NEEDS = {
     "layers": Need(FORWARD, read_csv),  # layers.csv, one model's or summary/layers.csv, as a DataFrame
     "geometry": Need(FORWARD, read_csv),  # geometry.csv, likewise
     "tokens": Need(FORWARD, TokenStats),  # tokens.parquet, read a layer at a time
-    "sentences": Need(FORWARD, lambda path: path),  # the sampled corpus: the draw function reads the column it draws
+    "sentences": Need(FORWARD, lambda path: path, of_models=False),  # the sampled corpus: read by the draw function
     "models": Need(EVERY, read_csv),  # summary/models.csv, written with the summary tables
     "projection": Need(WEIGHTED, lambda path: read_table(path).to_pandas()),  # embedding_projection.parquet
     "embedding_matrices": Need(WEIGHTED, read_csv),  # embedding_matrices.csv
@@ -84,7 +86,8 @@ class Scope:
     def params(self) -> tuple[str, ...]:
         """What its rule passes beside the figure's name and caption, for ``call`` to read: the frequency filter
         (``analysis``) where it reads tokens.parquet ({} for a figure that does not), and as ``drawn`` says the
-        model ids in order (``models``), a family's {id: step} (``steps``) or every family's (``families``)."""
+        model ids in order (``models``; none for a figure of no model's numbers, Fig. 9's corpus), a family's
+        {id: step} (``steps``) or every family's (``families``)."""
         drawn = {"run": ("models",), "family": ("steps",), "families": ("families",)}.get(self.drawn, ())
         return (("analysis",) if "tokens" in self.inputs else ()) + drawn
 
@@ -290,7 +293,7 @@ class FigureRun:
         """The values of its scope's :attr:`Scope.params` for a job of ``figure``."""
         values = {
             "analysis": lambda: self.analysis if "tokens" in figure.needs else {},
-            "models": lambda: self.models(figure.needs),
+            "models": lambda: self.models(figure.needs) if any(NEEDS[need].of_models for need in figure.needs) else [],
             "steps": lambda: self.families_with(figure.needs)[wildcards["family"]],
             "families": lambda: self.families_with(figure.needs),
         }

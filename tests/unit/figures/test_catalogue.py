@@ -114,6 +114,17 @@ def test_each_scope_draws_its_figures_for_the_models_and_families_that_have_what
     }
 
 
+def test_a_figure_passes_the_params_of_what_it_draws():
+    """Only what the figure reads changes its params: Fig. 9, of the corpus alone, has no models (adding one does
+    not draw it again), nor the frequency filter."""
+    assert RUN.params(figure_named("fig09_sentence_lengths"), {}) == {"analysis": {}, "models": []}
+    assert RUN.params(figure_named("fig02_variance_on_mean"), {}) == {"analysis": RUN.analysis, "models": RUN.forward}
+    assert RUN.params(figure_named("geo06_anisotropy_encoders_decoders"), {}) == {"analysis": {}, "models": RUN.forward}
+    assert RUN.params(figure_named("fig05_decomposition"), {"model": "enc"}) == {"analysis": {}}
+    assert RUN.params(figure_named("emb01_projection"), {"model": "enc"}) == {}
+    assert RUN.params(figure_named("isotropy_by_step"), {}) == {"families": RUN.families}
+
+
 def test_importing_the_catalogue_imports_no_matplotlib():
     """The workflow imports it at start-up; the drawing modules it holds functions of import matplotlib as they
     draw."""
