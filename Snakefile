@@ -36,18 +36,13 @@ include: "workflow/rules/hf_cache.smk"  # Hub checkpoints the run downloaded lea
 include: "workflow/rules/run_end.smk"  # the run's targets and its last lines
 
 
-# Second-long summary and figure jobs run where Snakemake runs, never as separate cluster submissions.
+# Second-long summary and figure jobs run where Snakemake runs, never as separate cluster submissions (the rules of
+# workflow/rules/figures.smk say so themselves: localrule: True).
 localrules:
     all,
     summarise_models,
     summarise_embedding_matrices,
     select_pca_tokens,
-    plot_model_figure,
-    plot_summary_figure,
-    plot_checkpoints,
-    plot_embedding_projection,
-    plot_embedding_checkpoints,
-    plot_across_checkpoints,
     plot_pca,
     release_hf_cache,
 

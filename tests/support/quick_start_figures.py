@@ -3,8 +3,8 @@ all-MiniLM-L6-v2 (a 6-layer encoder: Q(X_t) 100–180, its [CLS] and [SEP] in ev
 every other type's), SmolLM2-135M-Instruct (a decoder with a final norm: from layer 2 on, its sentence-start token
 ``<|im_start|>``, one hidden state in every sentence, at M ≈ 4·10⁷ with V ≈ 0, and a few other types with massive
 activations, among types at M 10⁴–10⁵; C.V. of Q up to ≈ 28) and the Gaussian null (per-type means plus noise,
-then a LayerNorm: two hidden states). Each figure is drawn by the function its catalogue entry names, with the
-inputs the workflow gives it."""
+then a LayerNorm: two hidden states). Each figure is drawn by the function of its catalogue entry, with the
+inputs its scope gives it."""
 
 from __future__ import annotations
 
@@ -12,15 +12,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ctxvar.figures.catalogue import (
-    EMBEDDING_PROJECTION_FIGURE,
-    GEOMETRY_MODEL_FIGURES,
-    GEOMETRY_SUMMARY_FIGURES,
-    MODEL_FIGURES,
-    PCA_FIGURES,
-    SUMMARY_FIGURES,
-)
-from ctxvar.figures.draw import draw_function
+from ctxvar.figures import scopes
+from ctxvar.figures.catalogue import figure_named, figures_of
 from ctxvar.files.parquet import parquet_writer, tagged_schema, write_table
 from ctxvar.stats.geometry import geometry_columns
 from ctxvar.stats.layers import frequency_filter, ols
@@ -227,28 +220,26 @@ def draw_quick_start_with_a_decoder(folder) -> dict:
     plots = {}
     for model in MODELS:
         inputs = {"layers": layers[layers["model"] == model], "geometry": geometry[geometry["model"] == model]}
-        for name, spec in {**MODEL_FIGURES, **GEOMETRY_MODEL_FIGURES}.items():
-            args = [stats[model] if need == "tokens" else inputs[need] for need in spec.needs]
-            plots[f"{name}/{model}"] = draw_function(spec)(
-                *args, model, *([ANALYSIS] if "tokens" in spec.needs else [])
+        for figure in figures_of(scopes.MODEL):
+            args = [stats[model] if need == "tokens" else inputs[need] for need in figure.needs]
+            plots[f"{figure.name}/{model}"] = figure.draw(
+                *args, model, *([ANALYSIS] if "tokens" in figure.needs else [])
             )
     summary = {"layers": layers, "geometry": geometry, "models": pd.DataFrame({"model": MODELS})}
     summary["models"]["attention"] = summary["models"]["model"].map(ATTENTION)
-    for name, spec in {**SUMMARY_FIGURES, **GEOMETRY_SUMMARY_FIGURES}.items():
-        if spec.needs == ("tokens",):
-            plots[name] = draw_function(spec)(stats, ANALYSIS)
-        elif spec.needs == ("sentences",):
-            plots[name] = draw_function(spec)(sentences)
+    for figure in figures_of(scopes.SUMMARY):
+        if figure.needs == ("tokens",):
+            plots[figure.name] = figure.draw(stats, ANALYSIS)
+        elif figure.needs == ("sentences",):
+            plots[figure.name] = figure.draw(sentences)
         else:
-            plots[name] = draw_function(spec)(*(summary[need] for need in spec.needs), MODELS)
+            plots[figure.name] = figure.draw(*(summary[need] for need in figure.needs), MODELS)
     middle = stats[ENCODER].layer(3)
     selected, points = pca_inputs(middle)
-    plots["fig01_pca"] = draw_function(PCA_FIGURES["fig01_pca"])(points, selected, ENCODER, 3)
-    plots["fig08_selected_tokens"] = draw_function(PCA_FIGURES["fig08_selected_tokens"])(
-        middle, selected, ENCODER, 3, ANALYSIS
-    )
+    plots["fig01_pca"] = figure_named("fig01_pca").draw(points, selected, ENCODER, 3)
+    plots["fig08_selected_tokens"] = figure_named("fig08_selected_tokens").draw(middle, selected, ENCODER, 3, ANALYSIS)
     for model, matrices in ((ENCODER, ("input",)), (DECODER, ("tied",))):
-        plots[f"emb01_projection/{model}"] = draw_function(EMBEDDING_PROJECTION_FIGURE)(
+        plots[f"emb01_projection/{model}"] = figure_named("emb01_projection").draw(
             projection_points(matrices), model, matrices_table(matrices)
         )
     return plots

@@ -3,25 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import shutil
 import subprocess
+from pathlib import Path
 
 import matplotlib.image
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from ctxvar.figures.catalogue import (
-    ACROSS_CHECKPOINT_FIGURES,
-    GEOMETRY_MODEL_FIGURES,
-    GEOMETRY_SUMMARY_FIGURES,
-    MODEL_FIGURES,
-    PCA_FIGURES,
-    SUMMARY_FIGURES,
-)
+from ctxvar.figures import scopes
+from ctxvar.figures.catalogue import SCOPES, figure_named, figures_of
 from ctxvar.figures.plotting import grid_layers, middle_layer
 
-from support.workflow_runs import DEMO, end_of_run, snakemake
+from support.workflow_runs import DEMO, REPO, end_of_run, scheduled_jobs, snakemake
 
 MODELS = ["tiny-bert", "tiny-roberta", "trained-gpt2@step0"]  # the random-init models with 5 hidden states
 ALL_MODELS = [
@@ -35,17 +32,20 @@ ALL_MODELS = [
 MIDDLE = 2  # the demo's models have 5 hidden states
 
 
+def names(scope) -> list[str]:
+    return [figure.name for figure in figures_of(scope)]
+
+
 def figure_files(demo):
+    folder = demo / "results" / "demo"
     for model in ALL_MODELS:
-        yield from (
-            demo / "results" / "demo" / model / "figures" / name for name in [*MODEL_FIGURES, *GEOMETRY_MODEL_FIGURES]
-        )
-    yield from (demo / "results" / "demo" / "figures" / name for name in [*SUMMARY_FIGURES, *GEOMETRY_SUMMARY_FIGURES])
-    yield from (demo / "results" / "demo" / "tiny-bert" / "figures" / name for name in PCA_FIGURES)
-    yield demo / "results" / "demo" / "figures" / "checkpoints" / "trained-gpt2"
-    yield from (
-        demo / "results" / "demo" / "figures" / "across_checkpoints" / name for name in ACROSS_CHECKPOINT_FIGURES
-    )
+        yield from (folder / model / "figures" / name for name in names(scopes.MODEL))
+    yield from (folder / "figures" / name for name in names(scopes.SUMMARY))
+    yield from (folder / "tiny-bert" / "figures" / name for name in names(scopes.PCA))
+    yield from (folder / model / "figures" / "emb01_projection" for model in ALL_MODELS if model != "gaussian-null")
+    yield folder / "figures" / "checkpoints" / "trained-gpt2"
+    yield folder / "figures" / "checkpoints" / "embedding_matrices" / "trained-gpt2"
+    yield from (folder / "figures" / "across_checkpoints" / name for name in names(scopes.ACROSS_CHECKPOINTS))
 
 
 def test_every_figure_is_written_as_png_pdf_and_data(demo):
@@ -138,7 +138,7 @@ def test_report_holds_every_figure_grouped_by_model(demo_run):
         assert f"{stem.name}.png" in html, stem.name
     for model in [*ALL_MODELS, "All models"]:
         assert json.dumps(model) in html
-    assert MODEL_FIGURES["fig05_decomposition"].caption.split(",")[0] in html
+    assert figure_named("fig05_decomposition").caption.split(",")[0] in html
 
 
 def test_geometry_twonn_off_asks_for_no_intrinsic_dimension_figure(tmp_path):
@@ -193,3 +193,94 @@ def test_the_figures_across_checkpoints_draw_each_checkpoint_s_numbers(demo):
     for row in isotropy.itertuples():
         matrices = pd.read_csv(folder / row.model / "embedding_matrices.csv").set_index(["matrix", "centred"])
         assert row.isotropy == matrices.loc[(row.matrix, row.centred), "isotropy"]
+
+
+# docs/architecture.md's recipe for a figure in a new scope, followed in a copy of the project: the scope declared in
+# ctxvar/figures/scopes.py with its call, the figure in FIGURES, its function in a drawing module, and nothing else.
+NEW_SCOPE = '''
+
+def layers_by_step(figure, inputs: dict, params: dict) -> Plot:
+    """{id: layers.csv} of a family's checkpoints, and the family."""
+    return figure.draw(read_each("layers", inputs["layers"], params["steps"]), params["family"])
+
+
+LAYERS_BY_STEP = Scope(
+    "plot_layers_by_step",
+    "figures/checkpoints/layers/{family}",
+    "family",
+    {"layers": "{model}/layers.csv"},
+    layers_by_step,
+)
+'''
+NEW_FIGURE = """    Figure(
+        "layers_by_step",
+        LAYERS_BY_STEP,
+        "Training checkpoints",
+        "Q(X) per layer, one line per checkpoint.",
+        ("layers",),
+        draw=geometry_plots.q_by_step,
+    ),
+"""
+NEW_FUNCTION = '''
+
+@paper_style
+def q_by_step(tables: dict[str, pd.DataFrame], family: str) -> Plot:
+    """Q(X) per layer, one line per checkpoint of ``family`` ({id: its layers.csv})."""
+    figure, axes = panels(1, 1)
+    data = pd.concat([table.assign(model=model) for model, table in tables.items()], ignore_index=True)
+    for model, part in data.groupby("model", sort=False):
+        axes[0, 0].plot(part["layer"], part["Q"], label=model)
+    axes[0, 0].set(xlabel="layer", ylabel="$Q(X)$", title=family)
+    return Plot(figure, data[["model", "layer", "Q"]])
+'''
+
+
+def project_copy(folder: Path) -> Path:
+    """The project's files as git knows them (tracked, and new ones not ignored)."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True)
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        if (REPO / name).is_symlink():  # profiles/ links to workflow/profiles/
+            os.symlink(os.readlink(REPO / name), folder / name)
+        elif (REPO / name).is_file():
+            shutil.copy2(REPO / name, folder / name)
+    return folder
+
+
+def follow_the_recipe(project: Path) -> None:
+    figures = project / "src" / "ctxvar" / "figures"
+    source = (figures / "scopes.py").read_text()
+    source = source.replace("\nSCOPES = (", NEW_SCOPE + "SCOPES = (", 1).replace(
+        "ACROSS_CHECKPOINTS)", "ACROSS_CHECKPOINTS, LAYERS_BY_STEP)", 1
+    )
+    (figures / "scopes.py").write_text(source)
+    source = (
+        (figures / "catalogue.py").read_text().replace("    FigureRun,\n", "    LAYERS_BY_STEP,\n    FigureRun,\n", 1)
+    )
+    (figures / "catalogue.py").write_text(
+        source.replace("\n)\n\n\ndef figure_named", f"\n{NEW_FIGURE})\n\n\ndef figure_named", 1)
+    )
+    with open(figures / "geometry_plots.py", "a") as module:
+        module.write(NEW_FUNCTION)
+
+
+def test_a_figure_in_a_new_scope_by_the_recipe_is_a_rule_of_its_own_and_draws_in_a_finished_run(demo, tmp_path):
+    """Every scope is a rule with the jobs its scope declares; the new one draws from the finished demo's tables."""
+    project = project_copy(tmp_path / "project")
+    follow_the_recipe(project)
+    env = {"PYTHONPATH": str(project / "src")}
+    workdir = tmp_path / "run"
+    shutil.copytree(demo, workdir, symlinks=True)
+    config = REPO / "config" / "demo.yaml"  # the finished run's
+    dry = snakemake(workdir, config, "-n", "--forceall", "-s", str(project / "Snakefile"), env=env)
+    jobs = scheduled_jobs(dry)
+    assert jobs["plot_layers_by_step"] == 1 and "figures/checkpoints/layers/trained-gpt2.png" in dry.stdout
+    assert {scope.rule for scope in SCOPES} <= set(jobs)
+    target = str(Path("results", "demo", "figures", "checkpoints", "layers", "trained-gpt2.csv"))
+    run = snakemake(workdir, config, target, "-s", str(project / "Snakefile"), env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "plot_layers_by_step" in run.stderr and scheduled_jobs(run) == {"plot_layers_by_step": 1}
+    drawn = pd.read_csv(workdir / target)
+    assert list(drawn["model"].unique()) == ALL_MODELS[3:]
+    for model, part in drawn.groupby("model"):
+        np.testing.assert_array_equal(part["Q"], layers(demo, model)["Q"])

@@ -24,7 +24,8 @@ from safetensors.torch import load_file, save_file
 
 import ctxvar
 from ctxvar.config.schema import load_config_file
-from ctxvar.figures.catalogue import GEOMETRY_MODEL_FIGURES, GEOMETRY_SUMMARY_FIGURES, MODEL_FIGURES, SUMMARY_FIGURES
+from ctxvar.figures import scopes
+from ctxvar.figures.catalogue import figures_of
 from ctxvar.files.parquet import FOOTER_READ_BYTES, read_metadata
 from ctxvar.run.disk import planned_bytes
 from ctxvar.stats.declarations import kept_sums, token_columns
@@ -115,8 +116,8 @@ def test_bad_config_stops_before_any_job_with_a_readable_line(tmp_path, change, 
 
 N_MODELS = 6  # demo: 2 random-init encoders, the Gaussian null, 3 checkpoints of a decoder
 DEMO_SUMS = kept_sums(DEMO["geometry"])  # the per-type sums the demo keeps (with geometry.cosine)
-PER_MODEL_FIGURES = len(MODEL_FIGURES) + len(GEOMETRY_MODEL_FIGURES)
-SUMMARY_FIGURE_COUNT = len(SUMMARY_FIGURES) + len(GEOMETRY_SUMMARY_FIGURES)
+PER_MODEL_FIGURES = len(figures_of(scopes.MODEL))
+SUMMARY_FIGURE_COUNT = len(figures_of(scopes.SUMMARY))
 
 
 def test_demo_writes_every_documented_output(demo):

@@ -38,18 +38,7 @@ from ctxvar.config.schema import check_schema, load_config_file
 from ctxvar.corpus.enwik8 import check_file as check_enwik8_file
 from ctxvar.corpus.shards import start_up_warning
 from ctxvar.errors import CtxvarError
-from ctxvar.figures.catalogue import (
-    ACROSS_CHECKPOINT_FIGURES,
-    CHECKPOINT_FIGURE,
-    EMBEDDING_CHECKPOINT_FIGURE,
-    EMBEDDING_PROJECTION_FIGURE,
-    GEOMETRY_MODEL_FIGURES,
-    GEOMETRY_SUMMARY_FIGURES,
-    MODEL_FIGURES,
-    PCA_FIGURES,
-    SUMMARY_FIGURES,
-    accumulated,
-)
+from ctxvar.figures.catalogue import FIGURES, PCA, SCOPES, FigureRun, figure_named, figures_of
 from ctxvar.models.archive import check_archives
 from ctxvar.models.batching import BATCH_TOKENS
 from ctxvar.run import resources as estimates

@@ -71,7 +71,7 @@ rule plot_pca:
             results("{model}/figures/fig01_pca.png"),
             caption="../report/fig01.rst",
             category="{model}",
-            subcategory=PCA_FIGURES["fig01_pca"].group,
+            subcategory=figure_named("fig01_pca").group,
         ),
         fig01_pdf=results("{model}/figures/fig01_pca.pdf"),
         fig01_data=results("{model}/figures/fig01_pca.csv"),
@@ -79,7 +79,7 @@ rule plot_pca:
             results("{model}/figures/fig08_selected_tokens.png"),
             caption="../report/fig08.rst",
             category="{model}",
-            subcategory=PCA_FIGURES["fig08_selected_tokens"].group,
+            subcategory=figure_named("fig08_selected_tokens").group,
         ),
         fig08_pdf=results("{model}/figures/fig08_selected_tokens.pdf"),
         fig08_data=results("{model}/figures/fig08_selected_tokens.csv"),
@@ -92,7 +92,7 @@ rule plot_pca:
     conda:
         "../../envs/analysis.yaml"
     params:
-        captions={name: spec.caption for name, spec in PCA_FIGURES.items()},
+        captions={figure.name: figure.caption for figure in figures_of(PCA)},
         analysis=canonical(config["analysis"]),
     script:
         "../scripts/plot_pca.py"

@@ -7,39 +7,21 @@ def final_outputs():
     weights = [
         *expand(results("{model}/embedding_matrices.csv"), model=WEIGHTED_MODELS),
         *([results("summary/embedding_matrices.csv")] if WEIGHTED_MODELS else []),
-        *expand(results("{model}/figures/emb01_projection.{ext}"), model=WEIGHTED_MODELS, ext=FIGURE_FILES),
-        *expand(results("figures/checkpoints/embedding_matrices/{family}.{ext}"), family=FAMILIES, ext=FIGURE_FILES),
-        *expand(
-            results("figures/across_checkpoints/{figure}.{ext}"), figure=across_checkpoint_figures(), ext=FIGURE_FILES
-        ),
         *expand(results("{model}/hf_cache_release.json"), model=RELEASED_MODELS),  # hf_cache.remove_after_use
     ]
+    figures = figure_files()  # each figure for the models or families that have what it needs (ctxvar.figures.scopes)
     if not FORWARD_MODELS:  # every model forward: false: the embedding matrices, and summary tables of no model
-        return [results("summary/models.csv"), *weights]
+        return [results("summary/models.csv"), *weights, *figures]
     return [
         *expand(results("{model}/tokens.parquet"), model=FORWARD_MODELS),
         *expand(results("{model}/layers.csv"), model=FORWARD_MODELS),
         results("summary/layers.csv"),
         results("summary/models.csv"),
-        *expand(
-            results("{model}/figures/{figure}.{ext}"), model=FORWARD_MODELS, figure=MODEL_FIGURES, ext=FIGURE_FILES
-        ),
-        *expand(results("figures/{figure}.{ext}"), figure=SUMMARY_FIGURES, ext=FIGURE_FILES),
-        *expand(results("{model}/figures/{figure}.{ext}"), model=PCA_MODEL, figure=PCA_FIGURES, ext=FIGURE_FILES),
         *expand(results("{model}/table2.{ext}"), model=PCA_MODEL, ext=("csv", "tex")),
         *expand(results("{model}/geometry.csv"), model=FORWARD_MODELS),
         results("summary/geometry.csv"),
-        *expand(
-            results("{model}/figures/{figure}.{ext}"),
-            model=FORWARD_MODELS,
-            figure=accumulated(GEOMETRY_MODEL_FIGURES, GEOMETRY),
-            ext=FIGURE_FILES,
-        ),
-        *expand(
-            results("figures/{figure}.{ext}"), figure=accumulated(GEOMETRY_SUMMARY_FIGURES, GEOMETRY), ext=FIGURE_FILES
-        ),
-        *expand(results("figures/checkpoints/{family}.{ext}"), family=FORWARD_FAMILIES, ext=FIGURE_FILES),
         *weights,
+        *figures,
     ]
 
 

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from matplotlib.colors import Normalize
-from matplotlib.legend_handler import HandlerTuple
-from matplotlib.patches import Patch
 
 from ctxvar.figures.plotting import (
     NO_BREAK,
@@ -139,6 +136,9 @@ def figure_legend(figure, ax, n_models: int, extra: dict | None = None) -> None:
     """The figure's legend: the models, then ``extra`` entries (label → handle; a tuple of lines is drawn as their
     pieces side by side), then a batch band's and a final norm's entries where any axes has one. ``ax``: the axes
     whose lines name the models, or a list of axes that each draw some of them."""
+    from matplotlib.legend_handler import HandlerTuple
+    from matplotlib.patches import Patch
+
     found = {}  # label → handle, one ring entry
     for one in ax if isinstance(ax, list) else [ax]:
         found |= {label: handle for handle, label in zip(*one.get_legend_handles_labels()) if label not in found}
@@ -263,6 +263,8 @@ def variance_on_mean(stats: dict[str, TokenStats], analysis: dict) -> Plot:
     over the filtered types, drawn where both axes are linear
     (:func:`~ctxvar.figures.plotting.regression_panel`).
     """
+    from matplotlib.colors import Normalize
+
     rows, cols = grid_shape(len(stats))
     figure, axes = panels(rows, cols, size=(2.8, 2.4))
     middle = {model: s.layer(middle_layer(s.n_layers)) for model, s in stats.items()}

@@ -10,10 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from matplotlib import colormaps
-from matplotlib.cm import ScalarMappable
-from matplotlib.colors import Normalize
-from matplotlib.ticker import MaxNLocator
 
 from ctxvar.errors import InsufficientData
 from ctxvar.figures.cross_model import (
@@ -116,6 +112,9 @@ def intrinsic_dimension(geometry: pd.DataFrame, models: list[str]) -> Plot:
 
 
 def layer_colours(n_layers: int):
+    from matplotlib import colormaps
+    from matplotlib.colors import Normalize
+
     norm = Normalize(0, max(n_layers - 1, 1))
     return norm, (lambda layer: colormaps["viridis"](norm(layer)))
 
@@ -124,6 +123,8 @@ def layer_colours(n_layers: int):
 def spectrum(geometry: pd.DataFrame, model: str) -> Plot:
     """One model: the leading explained-variance ratios λ_i/tr C against i, one line per layer (dashed: after a final
     norm, and the colorbar's label says so only where there is one)."""
+    from matplotlib.ticker import MaxNLocator
+
     columns = [c for c in geometry.columns if c.startswith("explained_")]
     figure, axes = panels(1, 1, size=(3.4, 2.4))
     ax = axes[0, 0]
@@ -151,13 +152,17 @@ def spectrum(geometry: pd.DataFrame, model: str) -> Plot:
     return Plot(figure, data)
 
 
-def _scalar_mappable(norm) -> ScalarMappable:
+def _scalar_mappable(norm):
+    from matplotlib.cm import ScalarMappable
+
     return ScalarMappable(norm=norm, cmap="viridis")
 
 
 def layer_colorbar(figure, norm, **options):
     """The colorbar of :func:`layer_colours`' ``norm``, ticked at whole layers only (a model of few layers got
     0.5, 1.5, …); ``options`` as :meth:`matplotlib.figure.Figure.colorbar`'s."""
+    from matplotlib.ticker import MaxNLocator
+
     colorbar = figure.colorbar(_scalar_mappable(norm), **options)
     colorbar.ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     return colorbar

@@ -7,7 +7,6 @@ import re
 
 import numpy as np
 import pandas as pd
-from matplotlib.colors import Normalize
 
 from ctxvar.extraction.pca_points import projected_points
 from ctxvar.figures.pca_selection import table2, table2_latex
@@ -47,6 +46,8 @@ def point_summary(points: pd.DataFrame) -> pd.DataFrame:
 @paper_style
 def pca_scatter(points: pd.DataFrame, selected: pd.DataFrame, model: str, layer: int) -> Plot:
     """Fig. 1: every occurrence of the selected types on the 2 PCA axes, coloured by log10 n_t; × marks the origin."""
+    from matplotlib.colors import Normalize
+
     figure, axes = panels(1, 1, size=(5.0, 4.2))
     ax = axes[0, 0]
     log_n = np.log10(selected.set_index("token")["n"])

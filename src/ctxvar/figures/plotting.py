@@ -4,7 +4,8 @@ A figure function returns a :class:`Plot`: the matplotlib Figure and a table of
 the numbers it draws (line and bar series, annotated regressions, histogram
 counts). :func:`save_plot` writes it as PNG, PDF and CSV side by side, so the
 CSV is what the picture shows. Figures are built with ``matplotlib.figure.Figure``
-directly (no pyplot state, no GUI backend).
+directly (no pyplot state, no GUI backend), and matplotlib is imported by the functions that draw, not with the
+modules of :mod:`ctxvar.figures`: the workflow reads the catalogue, which holds the draw functions, at start-up.
 
 Axis scales follow one rule on the data (:func:`axis_scale`): values that span orders of magnitude get a
 log axis (symlog where some are 0), all others keep the paper's linear axis, and no axis clips a point away. A
@@ -21,19 +22,17 @@ import logging
 import re
 import textwrap
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import matplotlib
 import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter, SymmetricalLogLocator
-from matplotlib.transforms import Bbox
 
 from ctxvar.errors import InsufficientData
 from ctxvar.files.atomic import atomic_path, write_csv
 from ctxvar.stats.layers import ols
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +71,8 @@ def paper_style(function):
 
     @functools.wraps(function)
     def styled(*args, **kwargs):
+        import matplotlib
+
         with matplotlib.rc_context(PAPER_STYLE):
             PENDING_LABELS.append([])
             try:
@@ -98,24 +99,10 @@ class AxisScale:
         options = {"linthresh": self.linthresh} if self.name == "symlog" else {}
         (ax.set_xscale if axis == "x" else ax.set_yscale)(self.name, **options)
         if self.name == "symlog":
+            from ctxvar.figures.ticks import SymlogDecades
+
             drawn = ax.xaxis if axis == "x" else ax.yaxis
             drawn.set_major_locator(SymlogDecades(drawn.get_transform()))
-
-
-class SymlogDecades(SymmetricalLogLocator):
-    """matplotlib's symlog ticks, every k-th decade so that the labels fit the axis as drawn (as ``LogLocator``
-    does with ``numticks="auto"``), and without ±linthresh when k > 1; matplotlib's own labels every decade up to
-    15, which overlap on a panel."""
-
-    def tick_values(self, vmin, vmax):
-        if self.axis is not None:
-            self.numticks = int(np.clip(self.axis.get_tick_space(), 3, 9))
-        ticks = super().tick_values(vmin, vmax)
-        decades = np.sort(ticks[ticks > 0])
-        if 0 in ticks and len(decades) > 1 and decades[1] > 1.5 * self._base * decades[0]:
-            # every k-th decade from ±linthresh, which is one decade's width from 0: its label would meet 0's
-            ticks = ticks[~np.isclose(np.abs(ticks), self._linthresh)]
-        return ticks
 
 
 def axis_scale(values) -> AxisScale:
@@ -181,6 +168,8 @@ def scale_grid(axis, lo: float, hi: float, n: int) -> np.ndarray:
 
 def panels(nrows: int, ncols: int, size=PANEL_SIZE, **subplots) -> tuple[Figure, np.ndarray]:
     """A constrained-layout figure of ``nrows × ncols`` panels; axes as a 2-D array."""
+    from matplotlib.figure import Figure
+
     figure = Figure(figsize=(ncols * size[0], nrows * size[1]), layout="constrained")
     return figure, figure.subplots(nrows, ncols, squeeze=False, **subplots)
 
@@ -295,6 +284,8 @@ def thin_tick_labels(figure, renderer) -> bool:
     """Drop an axis's minor tick labels where two of its tick labels overlap in the figure's layout as last drawn:
     a log axis of less than about two decades labels 2–9 × 10ⁿ too, more than a short axis holds. Returns whether
     any were dropped."""
+    from matplotlib.ticker import NullFormatter
+
     thinned = False
     for ax in figure.axes:
         for axis in (ax.xaxis, ax.yaxis) if ax.get_visible() else ():
@@ -313,6 +304,8 @@ def fit_titles(figure, max_layouts: int = 4) -> bool:
     title, or labels dropped, change the layout). Titles are fitted to a drawn layout only: before it, an axes'
     frame can be twice as wide as the layout leaves it (a legend beside it). Returns whether the layout last drawn
     is the figure's (nothing changed after it)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     renderer = FigureCanvasAgg(figure).get_renderer()
     titles = [(figure._suptitle, None)] if figure._suptitle is not None else []
     titles += [(t, ax) for ax in figure.axes if ax.get_visible() for t in (ax.title, ax._left_title, ax._right_title)]
@@ -338,6 +331,8 @@ def save_plot(plot: Plot, png, pdf, csv) -> None:
 
 def placeholder(name: str, reason: str) -> Plot:
     """A figure that says why it was not drawn, with a CSV that says the same (column ``not_drawn``)."""
+    from matplotlib.figure import Figure
+
     figure = Figure(figsize=(5, 1.6), layout="constrained")
     figure.text(0.5, 0.5, f"{name}: not drawn\n{reason}", ha="center", va="center", wrap=True, fontsize=9)
     return Plot(figure, pd.DataFrame({"figure": [name], "not_drawn": [reason]}))
@@ -468,6 +463,9 @@ def place_pending_labels(requests: list[tuple], laid_out: set[int] = frozenset()
     whose box is inside its axes' frame and free of every label placed before it in the figure; a displaced label
     gets a thin leader line to its point. Boxes are measured in the figure's settled layout, drawn here unless the
     figure's id is in ``laid_out``."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.transforms import Bbox
+
     settled, taken = set(laid_out), {}
     for ax, xs, ys, labels, fontsize, beside in requests:
         figure = ax.figure

@@ -1,6 +1,6 @@
 """Unit tier: what figures draw from the run's tables (synthetic data): the paper's layers, scale groups and second
-axes, bars that stack to one, labels that do not overlap, the catalogue's draw functions, whole-set values on one
-log axis, and the panels of a switched-off geometry metric left out. Figures refuse tables of one model from
+axes, bars that stack to one, labels that do not overlap, whole-set values on one log axis,
+ and the panels of a switched-off geometry metric left out. Figures refuse tables of one model from
 different sums, as the summary does: the checkpoint figure joins each checkpoint's layers.csv and geometry.csv by
 layer; every other figure draws from one table per model."""
 
@@ -13,15 +13,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
 from ctxvar.errors import StatisticsError
-from ctxvar.figures.catalogue import (
-    ACROSS_CHECKPOINT_FIGURES,
-    GEOMETRY_MODEL_FIGURES,
-    GEOMETRY_SUMMARY_FIGURES,
-    MODEL_FIGURES,
-    SUMMARY_FIGURES,
-)
+from ctxvar.figures import scopes
+from ctxvar.figures.catalogue import FIGURES, figures_of
 from ctxvar.figures.cross_model import whole_set_values, within_between
-from ctxvar.figures.draw import checkpoint_figure
+from ctxvar.figures.draw import draw
 from ctxvar.figures.per_model import decomposition_bars
 from ctxvar.figures.plotting import grid_layers, middle_layer, panels, paper_style, place_labels, scale_groups
 from ctxvar.files.atomic import write_csv
@@ -50,14 +45,14 @@ def checkpoint_tables(folder, geometry_sums: dict[str, str]) -> tuple[list[str],
 
 def test_the_checkpoint_figure_draws_tables_of_the_same_sums(tmp_path):
     layers, geometry = checkpoint_tables(tmp_path, {model: f"h-{model}" for model in STEPS})
-    plot = checkpoint_figure("m", STEPS, layers, geometry)
+    plot = draw("checkpoints", {"layers": layers, "geometry": geometry}, {"family": "m", "steps": STEPS})
     assert set(plot.data["model"]) == set(STEPS)
 
 
 def test_the_checkpoint_figure_refuses_a_geometry_of_other_sums_naming_both_files(tmp_path):
     layers, geometry = checkpoint_tables(tmp_path, {"m@step0": "h-m@step0", "m@step100": "older"})
     with pytest.raises(StatisticsError) as error:
-        checkpoint_figure("m", STEPS, layers, geometry)
+        draw("checkpoints", {"layers": layers, "geometry": geometry}, {"family": "m", "steps": STEPS})
     message = str(error.value)
     assert message.startswith("model 'm@step100': its files come from different sums")
     assert layers[1] in message and geometry[1] in message and message.endswith(FINISH) and "\n" not in message
@@ -67,10 +62,10 @@ def test_every_other_figure_draws_one_table_per_model():
     """Why no other figure checks: a model figure reads one of its tables; a summary figure the summary tables
     (stacked layers, stacked geometry, models.csv: written by one job, which checks each model's tables and
     run.json against each other), or one tokens.parquet per model; a figure across checkpoints one table of each."""
-    for spec in {**MODEL_FIGURES, **GEOMETRY_MODEL_FIGURES, **ACROSS_CHECKPOINT_FIGURES}.values():
-        assert len(spec.needs) == 1, spec
-    for spec in {**SUMMARY_FIGURES, **GEOMETRY_SUMMARY_FIGURES}.values():
-        assert len(spec.needs) == 1 or set(spec.needs) <= {"layers", "geometry", "models"}, spec
+    for figure in figures_of(scopes.MODEL) + figures_of(scopes.ACROSS_CHECKPOINTS):
+        assert len(figure.needs) == 1, figure
+    for figure in figures_of(scopes.SUMMARY):
+        assert len(figure.needs) == 1 or set(figure.needs) <= {"layers", "geometry", "models"}, figure
 
 
 def test_the_pca_figures_refuse_a_selection_made_from_other_sums(tmp_path):
@@ -204,22 +199,6 @@ def test_placed_labels_do_not_overlap():
     assert not overlapping
 
 
-def test_every_catalogue_entry_names_its_draw_function():
-    from ctxvar.figures.catalogue import (
-        CHECKPOINT_FIGURE,
-        GEOMETRY_MODEL_FIGURES,
-        GEOMETRY_SUMMARY_FIGURES,
-        MODEL_FIGURES,
-        PCA_FIGURES,
-        SUMMARY_FIGURES,
-    )
-    from ctxvar.figures.draw import draw_function
-
-    entries = {**MODEL_FIGURES, **SUMMARY_FIGURES, **PCA_FIGURES, **GEOMETRY_MODEL_FIGURES, **GEOMETRY_SUMMARY_FIGURES}
-    for name, spec in {**entries, **ACROSS_CHECKPOINT_FIGURES, "checkpoints": CHECKPOINT_FIGURE}.items():
-        assert callable(draw_function(spec)), name
-
-
 def test_whole_set_values_share_one_log_axis_per_panel():
     layers = layers_frame()
     plot = whole_set_values(layers, ["a", "b"])
@@ -255,21 +234,19 @@ def geometry_frame(models=("a", "b"), n_layers=4, seed=0) -> pd.DataFrame:
 
 
 def test_a_switched_off_geometry_metric_asks_for_no_figure_of_it():
-    from ctxvar.figures.catalogue import accumulated
-
     every = {"covariance": True, "cosine": True, "twonn": True}
-    assert accumulated(GEOMETRY_SUMMARY_FIGURES, every) == GEOMETRY_SUMMARY_FIGURES
-    assert list(accumulated(GEOMETRY_SUMMARY_FIGURES, {**every, "twonn": False})) == [
+
+    def left_out(geometry):
+        return [figure.name for figure in FIGURES if not figure.drawn_with(geometry)]
+
+    assert left_out(every) == []
+    assert left_out({**every, "twonn": False}) == ["geo03_intrinsic_dimension", "twonn_by_step"]
+    assert left_out({**every, "cosine": False}) == ["geo02_cosine"]
+    assert left_out({**every, "covariance": False}) == [
+        "geo04_spectrum",
         "geo01_isotropy",
-        "geo02_cosine",
         "geo06_anisotropy_encoders_decoders",
     ]
-    assert list(accumulated(GEOMETRY_SUMMARY_FIGURES, {**every, "covariance": False})) == [
-        "geo02_cosine",
-        "geo03_intrinsic_dimension",
-    ]
-    assert list(accumulated(GEOMETRY_MODEL_FIGURES, {**every, "covariance": False})) == ["geo05_cv_by_min_count"]
-    assert list(accumulated(ACROSS_CHECKPOINT_FIGURES, {**every, "twonn": False})) == ["isotropy_by_step"]
 
 
 def test_intrinsic_dimension_without_any_twonn_value_is_a_placeholder_not_a_matplotlib_error():

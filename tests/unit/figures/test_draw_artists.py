@@ -17,21 +17,12 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.offsetbox import DrawingArea, HPacker, TextArea
 
-from ctxvar.figures import cross_model, embedding_plots, geometry_plots, per_model
-from ctxvar.figures.catalogue import (
-    ACROSS_CHECKPOINT_FIGURES,
-    CHECKPOINT_FIGURE,
-    EMBEDDING_CHECKPOINT_FIGURE,
-    EMBEDDING_PROJECTION_FIGURE,
-    GEOMETRY_MODEL_FIGURES,
-    GEOMETRY_SUMMARY_FIGURES,
-    MODEL_FIGURES,
-    PCA_FIGURES,
-    SUMMARY_FIGURES,
-)
+from ctxvar.figures import cross_model, embedding_plots, geometry_plots, per_model, scopes
+from ctxvar.figures.catalogue import FIGURES, figure_named, figures_of
 from ctxvar.figures.cross_model import BAND_GID, BAND_LABEL, FINAL_NORM_LABEL
-from ctxvar.figures.draw import across_checkpoint_table, draw_function, embedding_projection_figure
+from ctxvar.figures.draw import draw
 from ctxvar.figures.plotting import FIT_GID, NO_LINE_NOTE, AxisScale, axis_scale, scale_grid
+from ctxvar.figures.scopes import across_checkpoint_table
 from ctxvar.files.atomic import write_csv
 from ctxvar.files.parquet import write_table
 from ctxvar.stats.geometry import geometry_columns
@@ -284,32 +275,31 @@ LONG_NAME_FIGURES = (
 
 def draw_long_name_figures(folder, model: str) -> dict:
     """The figures that name a model called ``model`` in a title or a legend (and a second, "encoder"), and every
-    figure of training checkpoints, drawn by the function its catalogue entry names: those the quick start's
+    figure of training checkpoints, drawn by the function of its catalogue entry: those the quick start's
     (:func:`~support.quick_start_figures.draw_quick_start_with_a_decoder`) leave out."""
     decoder = token_stats(folder / "decoder.parquet", [decoder_layer(150, seed=layer) for layer in range(3)])
     encoder = token_stats(folder / "encoder.parquet", [paper_layer(150, seed=layer) for layer in range(3)])
     models = [model, "encoder"]
     layers, geometry = layers_table(models, n_layers=3), geometry_table(models, n_layers=3, batches=4)
-    catalogue = {**MODEL_FIGURES, **GEOMETRY_MODEL_FIGURES, **SUMMARY_FIGURES, **GEOMETRY_SUMMARY_FIGURES}
     summary = {"layers": layers, "geometry": geometry, "models": models_table(models, ["causal", "bidirectional"])}
     one_model = {"layers": layers[layers["model"] == model], "geometry": geometry[geometry["model"] == model]}
     plots = {}
     for name in LONG_NAME_FIGURES:
-        spec = catalogue[name]
-        if spec.needs == ("tokens",):
-            plots[name] = draw_function(spec)({model: decoder, "encoder": encoder}, ANALYSIS)
-        elif name in SUMMARY_FIGURES or name in GEOMETRY_SUMMARY_FIGURES:
-            plots[name] = draw_function(spec)(*(summary[need] for need in spec.needs), models)
+        figure = figure_named(name)
+        if figure.needs == ("tokens",):
+            plots[name] = figure.draw({model: decoder, "encoder": encoder}, ANALYSIS)
+        elif figure.scope is scopes.SUMMARY:
+            plots[name] = figure.draw(*(summary[need] for need in figure.needs), models)
         else:
-            plots[name] = draw_function(spec)(*(one_model[need] for need in spec.needs), model)
+            plots[name] = figure.draw(*(one_model[need] for need in figure.needs), model)
     steps = {f"{model}@step{step}": step for step in (0, 1000, 10000)}
     layer_tables = {m: layers_table([m], n_layers=3).drop(columns="model") for m in steps}
     geometry_tables = {m: geometry_table([m], n_layers=3).drop(columns="model") for m in steps}
-    plots["checkpoints"] = draw_function(CHECKPOINT_FIGURE)(
+    plots["checkpoints"] = figure_named("checkpoints").draw(
         geometry_plots.checkpoint_table(steps, layer_tables, geometry_tables), model
     )
-    plots["emb01_projection"] = draw_function(EMBEDDING_PROJECTION_FIGURE)(projection_points(), model, matrices_table())
-    plots["embedding_checkpoints"] = draw_function(EMBEDDING_CHECKPOINT_FIGURE)(
+    plots["emb01_projection"] = figure_named("emb01_projection").draw(projection_points(), model, matrices_table())
+    plots["embedding_checkpoints"] = figure_named("embedding_checkpoints").draw(
         embedding_plots.checkpoint_table(steps, {m: matrices_table() for m in steps}), model
     )
     families = {model: steps, "other": {f"other@step{step}": step for step in (0, 10, 100)}}
@@ -318,9 +308,9 @@ def draw_long_name_figures(folder, model: str) -> dict:
         "geometry": {m: geometry_table([m], n_layers=3).drop(columns="model") for m in members},
         "embedding_matrices": {m: matrices_table() for m in members},
     }
-    for name, spec in ACROSS_CHECKPOINT_FIGURES.items():
-        (need,) = spec.needs
-        plots[name] = draw_function(spec)(across_checkpoint_table(families, inputs[need]))
+    for figure in figures_of(scopes.ACROSS_CHECKPOINTS):
+        (need,) = figure.needs
+        plots[figure.name] = figure.draw(across_checkpoint_table(families, inputs[need]))
     return plots
 
 
@@ -357,15 +347,7 @@ def quick_start(tmp_path_factory) -> dict[str, Drawn]:
 
 def test_the_two_sets_draw_every_figure_of_the_catalogue(quick_start, long_name_figures):
     drawn = {name.split("/")[0] for name in [*quick_start, *long_name_figures]}
-    catalogue = {
-        *MODEL_FIGURES,
-        *GEOMETRY_MODEL_FIGURES,
-        *SUMMARY_FIGURES,
-        *GEOMETRY_SUMMARY_FIGURES,
-        *PCA_FIGURES,
-        *ACROSS_CHECKPOINT_FIGURES,
-    }
-    assert catalogue | {"checkpoints", "embedding_checkpoints", "emb01_projection"} == drawn
+    assert {figure.name for figure in FIGURES} == drawn
 
 
 def unlabelled(figure) -> list[str]:
@@ -511,9 +493,8 @@ def test_the_embedding_projection_names_its_axes_and_shows_each_matrix_s_isotrop
     # the workflow's draw function reads both files the embedding job writes
     write_table(pa.Table.from_pandas(projection_points(), preserve_index=False), tmp_path / "projection.parquet")
     write_csv(matrices_table(), tmp_path / "embedding_matrices.csv")
-    from_files = embedding_projection_figure(
-        "emb01_projection", "m", tmp_path / "projection.parquet", tmp_path / "embedding_matrices.csv"
-    )
+    inputs = {"projection": tmp_path / "projection.parquet", "embedding_matrices": tmp_path / "embedding_matrices.csv"}
+    from_files = draw("emb01_projection", inputs, {"model": "m"})
     assert [ax.get_title() for ax in from_files.figure.axes] == titles
 
 

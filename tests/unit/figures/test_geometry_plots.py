@@ -12,7 +12,8 @@ import pytest
 from ctxvar.errors import InsufficientData
 from ctxvar.figures import embedding_plots, geometry_plots
 from ctxvar.figures.cross_model import BAND_GID
-from ctxvar.figures.draw import across_checkpoint_table, across_checkpoints_figure, summary_figure
+from ctxvar.figures.draw import draw
+from ctxvar.figures.scopes import across_checkpoint_table
 from ctxvar.files.atomic import write_csv
 
 from .test_draw_artists import band_of, geometry_table, matrices_table, models_table
@@ -88,13 +89,8 @@ def test_the_summary_rule_draws_it_from_summary_geometry_and_models_csv(tmp_path
     attention is an empty cell."""
     write_csv(geometry_table(MODELS, n_layers=3), tmp_path / "geometry.csv")
     write_csv(models_table(MODELS, ATTENTION), tmp_path / "models.csv")
-    plot = summary_figure(
-        "geo06_anisotropy_encoders_decoders",
-        MODELS,
-        {},
-        geometry_path=tmp_path / "geometry.csv",
-        models_path=tmp_path / "models.csv",
-    )
+    inputs = {"geometry": tmp_path / "geometry.csv", "models": tmp_path / "models.csv"}
+    plot = draw("geo06_anisotropy_encoders_decoders", inputs, {"models": MODELS})
     assert "not_drawn" not in plot.data and set(plot.data["model"]) == {"tiny-bert", "tiny-roberta", "tiny-gpt2"}
     assert left_out(plot) == "left out: gaussian-null (no attention), other (attention not known)"
 
@@ -188,7 +184,7 @@ def test_the_checkpoint_rule_reads_each_checkpoint_s_file_in_the_order_of_its_fa
     for model in CHECKPOINTS:
         paths.append(tmp_path / f"{model}.csv")
         write_csv(tables[model], paths[-1])
-    plot = across_checkpoints_figure("twonn_by_step", FAMILIES, paths)
+    plot = draw("twonn_by_step", {"geometry": paths}, {"families": FAMILIES})
     assert list(plot.data["model"]) == CHECKPOINTS and "not_drawn" not in plot.data
-    empty = across_checkpoints_figure("twonn_by_step", {}, [])
+    empty = draw("twonn_by_step", {"geometry": []}, {"families": {}})
     assert "no models[] entry with revisions" in empty.data["not_drawn"][0]

@@ -21,8 +21,10 @@ CONDA_NAME = {
     "huggingface_hub": "huggingface_hub",
     "xxhash": "python-xxhash",
 }
-RULE = re.compile(
-    r"^rule (\w+):.*?conda:\s*\"\.\./\.\./envs/(\w+)\.yaml\".*?script:\s*\"\.\./scripts/(\w+)\.py\"", re.M | re.S
+RULE = re.compile(  # a rule by its name, or one a loop makes (figures.smk): rule: with name: and an expression
+    r"^\s*rule(?: (\w+):|:\s*name:\s*([\w.]+))"
+    r".*?conda:\s*\"\.\./\.\./envs/(\w+)\.yaml\".*?script:\s*\"\.\./scripts/(\w+)\.py\"",
+    re.M | re.S,
 )
 
 
@@ -88,7 +90,12 @@ def imported_packages(path: Path, seen: set) -> set[str]:
     return {m for m in found if m not in sys.stdlib_module_names}
 
 
-RULES = RULE.findall("\n".join(p.read_text() for p in sorted((REPO / "workflow" / "rules").glob("*.smk"))))
+RULES = [
+    (name or made, env, script)
+    for name, made, env, script in RULE.findall(
+        "\n".join(p.read_text() for p in sorted((REPO / "workflow" / "rules").glob("*.smk")))
+    )
+]
 
 
 def test_every_rule_with_a_script_has_an_env():

@@ -1,93 +1,70 @@
-# figures.smk's inputs, captions and report groups, and FIGURE_FILES, the files every figure writes.
+# figures.smk's rules, one per scope of ctxvar.figures.scopes: their targets, inputs, params and wildcard constraints,
+# all asked of FIGURE_RUN (the run's models as the scopes draw them); FIGURE_FILES, the files every figure writes.
 
 
 FIGURE_FILES = ("png", "pdf", "csv")  # the picture, for papers, and the numbers drawn
+FIGURE_RUN = FigureRun(
+    forward=FORWARD_MODELS,
+    weighted=WEIGHTED_MODELS,
+    every=list(MODELS),
+    families={family: {model: MODELS[model]["step"] for model in ids} for family, ids in FAMILIES.items()},
+    pca_model=PCA_MODEL,
+    geometry=GEOMETRY,
+    analysis=canonical(config["analysis"]),
+)
+DRAWN_SCOPES = [scope for scope in SCOPES if scope.call is not None]  # PCA's plot_pca draws its own (pca.smk)
 
 
-def figure_spec(wildcards):
-    return {**MODEL_FIGURES, **SUMMARY_FIGURES, **GEOMETRY_MODEL_FIGURES, **GEOMETRY_SUMMARY_FIGURES}[wildcards.figure]
+def figure_files():
+    """Every file of every figure the run draws (rule all)."""
+    stems = [stem for figure in FIGURES for stem in FIGURE_RUN.stems(figure)]
+    return [results(f"{stem}.{ext}") for stem in stems for ext in FIGURE_FILES]
 
 
-def figure_group(wildcards):
-    """The report's subcategory: the figure type."""
-    return figure_spec(wildcards).group
+def scope_figure(scope):
+    """{wildcards} → the figure of a job of ``scope``'s rule: its {figure}, or the scope's one figure."""
+    if "{figure}" in scope.path:
+        return lambda wildcards: figure_named(wildcards.figure)
+    (figure,) = figures_of(scope)
+    return lambda wildcards: figure
 
 
-def figure_caption(wildcards):
-    return figure_spec(wildcards).caption
+def scope_value(scope, value):
+    """``value(figure)`` for a rule's report entry or params: as a string for a scope of one figure (the rules'
+    outputs as they were written by hand), else a function of the job's wildcards."""
+    figure = scope_figure(scope)
+    if "{figure}" not in scope.path:
+        return value(figure(None))
+    return lambda wildcards: value(figure(wildcards))
 
 
-def figure_needs(wildcards):
-    return figure_spec(wildcards).needs
-
-
-def model_figure_inputs(wildcards):
-    """Only what the figure draws, so that a change elsewhere does not re-plot it."""
-    inputs = {
-        name: results(f"{wildcards.model}/{file}")
-        for name, file in (("layers", "layers.csv"), ("tokens", "tokens.parquet"), ("geometry", "geometry.csv"))
+def scope_inputs(scope):
+    """Only what the figure draws, so that a change elsewhere does not draw it again."""
+    figure = scope_figure(scope)
+    return lambda wildcards: {
+        need: results(path) if isinstance(path, str) else [results(one) for one in path]
+        for need, path in FIGURE_RUN.inputs(figure(wildcards), dict(wildcards.items())).items()
     }
-    return {name: path for name, path in inputs.items() if name in figure_needs(wildcards)}
 
 
-def summary_figure_inputs(wildcards):
-    """Only what the figure draws, so that e.g. Fig. 9 (corpus only) does not re-run when models change."""
-    inputs = {
-        "layers": results("summary/layers.csv"),
-        "geometry": results("summary/geometry.csv"),
-        "tokens": expand(results("{model}/tokens.parquet"), model=FORWARD_MODELS),
-        "sentences": results("corpus/sentences.parquet"),
-        "models": results("summary/models.csv"),
-    }
-    return {name: path for name, path in inputs.items() if name in figure_needs(wildcards)}
-
-
-def figure_models(wildcards):
-    """The model ids, for figures drawn from per-model files (their order sets legends and panels)."""
-    return FORWARD_MODELS if {"layers", "geometry", "tokens"} & set(figure_needs(wildcards)) else []
-
-
-def figure_analysis(wildcards):
-    """The frequency filter, for figures that apply it themselves (those drawn from tokens.parquet)."""
-    return canonical(config["analysis"]) if "tokens" in figure_needs(wildcards) else {}
-
-
-def checkpoint_inputs(wildcards):
-    members = FORWARD_FAMILIES[wildcards.family]
+def scope_params(scope):
+    """The figure's name and caption (the report's, workflow/report/figure.rst), then what its scope's call reads
+    (ctxvar.figures.scopes.Scope.params)."""
+    figure = scope_figure(scope)
     return {
-        "layers": expand(results("{model}/layers.csv"), model=members),
-        "geometry": expand(results("{model}/geometry.csv"), model=members),
+        "figure": scope_value(scope, lambda figure: figure.name),
+        "caption": scope_value(scope, lambda figure: figure.caption),
+        **{
+            name: (lambda wildcards, name=name: FIGURE_RUN.params(figure(wildcards), dict(wildcards.items()))[name])
+            for name in scope.params
+        },
     }
 
 
-def embedding_checkpoint_inputs(wildcards):
-    return {"matrices": expand(results("{model}/embedding_matrices.csv"), model=FAMILIES[wildcards.family])}
+def scope_constraints(scope):
+    return FIGURE_RUN.constraints(figures_of(scope))
 
 
-def across_checkpoint_figures():
-    """The entries of ACROSS_CHECKPOINT_FIGURES the run draws: each where a checkpoint family has its tables
-    (geometry: a family that runs over the corpus), and of a geometry metric only with its geometry switch on. (A
-    family has weights: the config refuses revisions of the Gaussian null, so every checkpoint has its
-    embedding_matrices.csv.)"""
-    drawn = accumulated(ACROSS_CHECKPOINT_FIGURES, GEOMETRY)
-    return [figure for figure in drawn if across_checkpoint_families(figure)]
-
-
-def across_checkpoint_families(figure):
-    """{family: [ids]} the figure draws: the families with the tables it needs."""
-    (need,) = ACROSS_CHECKPOINT_FIGURES[figure].needs
-    return FORWARD_FAMILIES if need == "geometry" else FAMILIES
-
-
-def across_checkpoint_steps(wildcards):
-    """{family: {id: step}}, the ids in step order, as the draw function reads the inputs' order."""
-    families = across_checkpoint_families(wildcards.figure)
-    return {family: {model: MODELS[model]["step"] for model in ids} for family, ids in families.items()}
-
-
-def across_checkpoint_inputs(wildcards):
-    """Each checkpoint's table the figure draws, in the order of across_checkpoint_steps."""
-    file = {"geometry": "geometry.csv", "embedding_matrices": "embedding_matrices.csv"}
-    (need,) = ACROSS_CHECKPOINT_FIGURES[wildcards.figure].needs
-    families = across_checkpoint_families(wildcards.figure)
-    return {"tables": [results(f"{model}/{file[need]}") for ids in families.values() for model in ids]}
+def scope_group(scope):
+    """The report's subcategory: the figure type."""
+    return scope_value(scope, lambda figure: figure.group)
