@@ -212,3 +212,22 @@ def end_of_run(output: str) -> tuple[dict[str, str], list[str]]:
         label, _, text = line.strip().partition("  ")
         block[label] = text.strip()
     return block, lines[end:]
+
+
+def project_copy(folder: Path) -> Path:
+    """The project's files as git knows them (tracked, and new ones not ignored), in a fresh git checkout under
+    ``folder``: a recipe followed there shows what it edited (``git status``)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True, check=True
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        if (REPO / name).is_symlink():  # profiles/ links to workflow/profiles/: a link to a folder, kept a link
+            os.symlink(os.readlink(REPO / name), folder / name)
+        elif (REPO / name).is_file():
+            shutil.copy2(REPO / name, folder / name)
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "the project as it is"]):
+        subprocess.run(
+            ["git", "-c", "user.name=test", "-c", "user.email=test@localhost", *command], cwd=folder, check=True
+        )
+    return folder

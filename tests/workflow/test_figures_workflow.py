@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
 import subprocess
@@ -18,7 +17,7 @@ from ctxvar.figures import scopes
 from ctxvar.figures.catalogue import SCOPES, figure_named, figures_of
 from ctxvar.figures.plotting import grid_layers, middle_layer
 
-from support.workflow_runs import DEMO, REPO, end_of_run, scheduled_jobs, snakemake
+from support.workflow_runs import DEMO, REPO, end_of_run, project_copy, scheduled_jobs, snakemake
 
 MODELS = ["tiny-bert", "tiny-roberta", "trained-gpt2@step0"]  # the random-init models with 5 hidden states
 ALL_MODELS = [
@@ -235,18 +234,6 @@ def q_by_step(tables: dict[str, pd.DataFrame], family: str) -> Plot:
 '''
 
 
-def project_copy(folder: Path) -> Path:
-    """The project's files as git knows them (tracked, and new ones not ignored)."""
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True)
-    for name in filter(None, listed.stdout.decode().split("\0")):
-        (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        if (REPO / name).is_symlink():  # profiles/ links to workflow/profiles/
-            os.symlink(os.readlink(REPO / name), folder / name)
-        elif (REPO / name).is_file():
-            shutil.copy2(REPO / name, folder / name)
-    return folder
-
-
 def follow_the_recipe(project: Path) -> None:
     figures = project / "src" / "ctxvar" / "figures"
     source = (figures / "scopes.py").read_text()
@@ -268,6 +255,12 @@ def test_a_figure_in_a_new_scope_by_the_recipe_is_a_rule_of_its_own_and_draws_in
     """Every scope is a rule with the jobs its scope declares; the new one draws from the finished demo's tables."""
     project = project_copy(tmp_path / "project")
     follow_the_recipe(project)
+    edited = subprocess.run(["git", "status", "--porcelain"], cwd=project, capture_output=True, text=True).stdout
+    assert sorted(line[3:] for line in edited.splitlines()) == [
+        "src/ctxvar/figures/catalogue.py",
+        "src/ctxvar/figures/geometry_plots.py",
+        "src/ctxvar/figures/scopes.py",
+    ]
     env = {"PYTHONPATH": str(project / "src")}
     workdir = tmp_path / "run"
     shutil.copytree(demo, workdir, symlinks=True)

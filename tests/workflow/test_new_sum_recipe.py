@@ -17,7 +17,7 @@ import pytest
 
 from ctxvar.stats import declarations
 
-from support.workflow_runs import REPO, SMALL_DEMO, SMALL_DEMO_OUTPUTS, scheduled_jobs, snakemake
+from support.workflow_runs import REPO, SMALL_DEMO, SMALL_DEMO_OUTPUTS, project_copy, scheduled_jobs, snakemake
 
 ARCHITECTURE = REPO / "docs" / "architecture.md"
 
@@ -73,24 +73,6 @@ def appended(source: str, name: str, item: str) -> str:
     start = sum(map(len, lines[: node.value.lineno - 1])) + node.value.col_offset
     end = sum(map(len, lines[: node.value.end_lineno - 1])) + node.value.end_col_offset
     return source[:start] + "(\n" + "".join(f"    {item},\n" for item in items) + ")" + source[end:]
-
-
-def project_copy(folder: Path) -> Path:
-    """The project's files as git knows them (tracked, and new ones not ignored), in a fresh git checkout."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True, check=True
-    ).stdout.decode()
-    for name in filter(None, listed.split("\0")):
-        (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        if (REPO / name).is_symlink():  # profiles/ links to workflow/profiles/: a link to a folder, kept a link
-            os.symlink(os.readlink(REPO / name), folder / name)
-        elif (REPO / name).is_file():
-            shutil.copy2(REPO / name, folder / name)
-    for command in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "the project as it is"]):
-        subprocess.run(
-            ["git", "-c", "user.name=test", "-c", "user.email=test@localhost", *command], cwd=folder, check=True
-        )
-    return folder
 
 
 def follow_the_recipe(project: Path, env: dict) -> None:
