@@ -1,8 +1,10 @@
 """Unit tier: the one draw entry (ctxvar.figures.draw), through which the workflow draws every figure but Figs. 1
-and 8: a figure in a new scope, declared and nothing else, is drawn as its scope calls it, or becomes a placeholder
-named as its file when its data are too few."""
+and 8: a figure in a new scope, declared and nothing else, is drawn as its scope calls it; a figure whose data are
+too few becomes a placeholder named as its file that says why, with a warning."""
 
 from __future__ import annotations
+
+import logging
 
 import numpy as np
 import pandas as pd
@@ -12,6 +14,7 @@ from ctxvar.figures.draw import draw
 from ctxvar.files.atomic import write_csv
 
 from support.figure_scopes import NEW_FIGURE, RUN, add_new_scope
+from support.figure_tables import geometry_table
 
 
 @pytest.fixture
@@ -30,3 +33,17 @@ def test_a_figure_in_a_new_scope_is_drawn_by_the_draw_entry(new_scope, tmp_path)
     np.testing.assert_array_equal(plot.data["Q"], [1.0, 2.0, 2.0, 3.0])
     empty = draw("layers_by_step", {"layers": []}, {"family": "dec", "steps": {}})
     assert empty.data.to_dict("list") == {"figure": ["dec"], "not_drawn": ["no checkpoint"]}  # named as its file
+
+
+def test_a_figure_whose_data_are_too_few_is_a_placeholder_that_says_why(tmp_path, caplog):
+    """No layer of any model with a TwoNN dimension (too few distinct points in each sample): the job still writes
+    the figure's files, a placeholder and its CSV, and the run goes on with a warning."""
+    geometry = geometry_table(["a", "b"])
+    geometry[["twonn", "twonn_gaussian"]] = np.nan
+    write_csv(geometry, tmp_path / "geometry.csv")
+    with caplog.at_level(logging.WARNING, logger="ctxvar"):
+        plot = draw("geo03_intrinsic_dimension", {"geometry": str(tmp_path / "geometry.csv")}, {"models": ["a", "b"]})
+    (reason,) = plot.data["not_drawn"]
+    assert plot.data["figure"].tolist() == ["geo03_intrinsic_dimension"] and "TwoNN dimension" in reason
+    assert [text.get_text() for text in plot.figure.texts] == [f"geo03_intrinsic_dimension: not drawn\n{reason}"]
+    assert "figure geo03_intrinsic_dimension not drawn" in caplog.text

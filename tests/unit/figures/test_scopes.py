@@ -1,21 +1,23 @@
 """Unit tier: the scopes figures are drawn in (ctxvar.figures.scopes), in a run of two encoders, a null model without
 weights and a family of two checkpoints: the files each scope's rule draws, for the models and families that have
-what its figures need; the params a figure's job gets, of what it draws alone; a figure in a new scope, declared
-and nothing else, with its rule's files, inputs, params and wildcard constraints; the checkpoint figure's tables of
-each checkpoint, which must come from the same sums."""
+what its figures need, each file the output of one rule under the rules' wildcard constraints; the params a
+figure's job gets, of what it draws alone; each model's file read for it, in order; a figure in a new scope,
+declared and nothing else, with its rule's files, inputs, params and wildcard constraints; the checkpoint figure's
+tables of each checkpoint, which must come from the same sums."""
 
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pandas as pd
 import pytest
 
 from ctxvar.errors import StatisticsError
 from ctxvar.figures import catalogue, scopes
-from ctxvar.figures.catalogue import SCOPES, figure_named, figures_of
+from ctxvar.figures.catalogue import FIGURES, SCOPES, figure_named, figures_of
 from ctxvar.figures.draw import draw
-from ctxvar.figures.scopes import FigureRun
+from ctxvar.figures.scopes import FigureRun, read_each
 from ctxvar.files.atomic import write_csv
 from ctxvar.stats.provenance import FINISH
 
@@ -58,6 +60,47 @@ def test_a_figure_passes_the_params_of_what_it_draws():
     assert RUN.params(figure_named("fig05_decomposition"), {"model": "enc"}) == {"analysis": {}}
     assert RUN.params(figure_named("emb01_projection"), {"model": "enc"}) == {}
     assert RUN.params(figure_named("isotropy_by_step"), {}) == {"families": RUN.families}
+
+
+def rule_output(scope, run: FigureRun) -> re.Pattern:
+    """The files of ``scope``'s rule as Snakemake matches them: its path, each wildcard held to the rule's
+    constraints (:meth:`FigureRun.constraints`), and {model} to workflow/rules/common.smk's (a model of the run)."""
+    constraints = {"model": "|".join(re.escape(model) for model in run.every), **run.constraints(figures_of(scope))}
+    parts = re.split(r"\{(\w+)\}", scope.path)
+    wildcard = {part: f"(?:{constraints.get(part, '.+')})" for part in parts[1::2]}
+    return re.compile("".join(wildcard[part] if index % 2 else re.escape(part) for index, part in enumerate(parts)))
+
+
+def test_each_file_a_run_draws_is_the_output_of_its_own_scope_s_rule_alone():
+    """Scopes share the shape of their paths ({model}/figures/{figure}: a model's figures, Fig. 1's, the embedding
+    projection; figures/{figure} and figures/checkpoints/{family}): the constraints leave each file to the rule of
+    its figure's scope, and Figs. 1 and 8 to pca.smk's plot_pca, the rule of no scope of figures.smk."""
+    rules = {scope: rule_output(scope, RUN) for scope in SCOPES if scope.call is not None}  # figures.smk's
+    for figure in FIGURES:
+        for file in RUN.stems(figure):
+            matched = [scope.rule for scope, output in rules.items() if output.fullmatch(file)]
+            assert matched == ([] if figure.scope is scopes.PCA else [figure.scope.rule]), file
+
+
+def test_a_family_s_constraint_matches_its_name_alone():
+    """A family's name is matched as it is written: a dot in it is no regular expression's wildcard."""
+    run = dataclasses.replace(RUN, families={"pythia-70m.deduped": RUN.families["dec"]})
+    constraint = run.constraints(figures_of(scopes.CHECKPOINTS))["family"]
+    assert re.fullmatch(constraint, "pythia-70m.deduped") and not re.fullmatch(constraint, "pythia-70m-deduped")
+
+
+def test_each_model_drawn_gets_its_own_file_read_as_its_need_says(tmp_path):
+    """The files come in the order of the models (Snakemake gives a single file as a string); more or fewer files
+    than models are refused, not paired with the wrong model."""
+    paths = []
+    for index in range(2):
+        paths.append(str(tmp_path / f"{index}.csv"))
+        write_csv(pd.DataFrame({"layer": [0], "Q": [float(index)]}), paths[-1])
+    read = read_each("layers", paths, ["a", "b"])
+    assert list(read) == ["a", "b"] and [table["Q"].item() for table in read.values()] == [0.0, 1.0]
+    assert read_each("layers", paths[1], ["b"])["b"]["Q"].item() == 1.0
+    with pytest.raises(ValueError):
+        read_each("layers", paths[:1], ["a", "b"])
 
 
 # --- a figure in a new scope ------------------------------------------------------------------------------------------
