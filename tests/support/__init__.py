@@ -17,7 +17,11 @@ reads; ``documented_outputs`` reads what docs/outputs.md says a run writes and c
 ``workflow_runs`` runs Snakemake in a subprocess and holds the repository's root, the shipped configs and the runs
 beside the tests; ``slurm_cluster`` starts the SLURM tier's local cluster and its runs;
 ``bench_scripts`` runs the scripts of bench/; ``quick_start_figures`` draws every figure of the quick start with a
-decoder added, from synthetic tables shaped like that run's, and ``figure_checks`` checks a drawn figure's texts (on
-the canvas, overlapping none) and lines (straight in the data, straight on the page); ``forward_peak`` and
+decoder added (or those named), from synthetic tables shaped like that run's, ``figure_tables`` makes the other
+synthetic tables the figures draw (a decoder's and an encoder's per-type tables, layers.csv, geometry.csv, the
+embedding matrices' files, models.csv), ``figure_scopes`` holds a run as the figures' scopes see it, the
+catalogue's rules and a figure in a new scope, and ``figure_checks`` checks a drawn figure's texts (on the canvas,
+overlapping none) and lines (straight in the data, straight on the page) and lays figures out once for a module's
+tests; ``forward_peak`` and
 ``streamed_peak`` are commands, each run in a fresh process, that measure an extraction's peak memory (``python
 tests/support/forward_peak.py ...``; the second imports the first from its own folder)."""

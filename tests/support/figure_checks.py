@@ -1,12 +1,19 @@
 """Checks of a drawn matplotlib figure as the Agg renderer lays it out: every text it draws (titles, axis labels,
 offset texts, the tick labels in view, annotations, legend and colorbar texts) stays on the canvas and overlaps no
-other, and a line that is straight in its data coordinates is straight on the page."""
+other, and a line that is straight in its data coordinates is straight on the page; figures laid out once with
+their texts (:class:`Drawn`, :func:`laid_out`), for the tests of a module to share, and a panel's fitted lines
+(:func:`fit_lines`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Annotation, Text
+
+from ctxvar.figures.plotting import FIT_GID
 
 OVERLAP_PX = 0.5  # boxes that share less than this (pixels, in both directions) touch, they do not overlap
 STRAIGHT_PX = 0.5  # a drawn point this far (pixels) from the chord through a line's ends bends it
@@ -116,3 +123,23 @@ def bent_straight_lines(figure) -> list[str]:
         for line in ax.lines
         if straight_in_data(line) and not straight_on_display(line)
     ]
+
+
+@dataclass
+class Drawn:
+    """A figure as its PNG lays it out, and every text it draws (:func:`~support.figure_checks.drawn_texts`)."""
+
+    figure: object
+    data: pd.DataFrame
+    texts: list
+
+
+def laid_out(plots: dict) -> dict[str, Drawn]:
+    """``plots`` ({name: Plot}, none a placeholder) laid out, each with its texts."""
+    assert not any("not_drawn" in plot.data for plot in plots.values())
+    return {name: Drawn(plot.figure, plot.data, drawn_texts(plot.figure)) for name, plot in plots.items()}
+
+
+def fit_lines(ax) -> list:
+    """The lines of ``ax`` that :func:`ctxvar.figures.plotting.regression_panel` draws for its fit."""
+    return [line for line in ax.lines if line.get_gid() == FIT_GID]

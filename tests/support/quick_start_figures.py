@@ -200,8 +200,13 @@ def pca_inputs(tokens: pd.DataFrame, seed=3) -> tuple[pd.DataFrame, pd.DataFrame
     return selected, points
 
 
-def draw_quick_start_with_a_decoder(folder) -> dict:
-    """Every figure such a run draws, {name: Plot}; a model's figures are named ``{figure}/{model}``."""
+def draw_quick_start_with_a_decoder(folder, figures: set[str] | None = None) -> dict:
+    """Every figure such a run draws, {name: Plot}, or those of it named in ``figures`` (names of the catalogue); a
+    model's figures are named ``{figure}/{model}``."""
+
+    def drawn(name: str) -> bool:
+        return figures is None or name in figures
+
     tables = {ENCODER: encoder_layers(), DECODER: decoder_layers(), NULL: null_layers()}
     stats = {model: token_stats(folder / f"{model}.parquet", layers) for model, layers in tables.items()}
     layers = pd.concat(
@@ -221,6 +226,8 @@ def draw_quick_start_with_a_decoder(folder) -> dict:
     for model in MODELS:
         inputs = {"layers": layers[layers["model"] == model], "geometry": geometry[geometry["model"] == model]}
         for figure in figures_of(scopes.MODEL):
+            if not drawn(figure.name):
+                continue
             args = [stats[model] if need == "tokens" else inputs[need] for need in figure.needs]
             plots[f"{figure.name}/{model}"] = figure.draw(
                 *args, model, *([ANALYSIS] if "tokens" in figure.needs else [])
@@ -228,6 +235,8 @@ def draw_quick_start_with_a_decoder(folder) -> dict:
     summary = {"layers": layers, "geometry": geometry, "models": pd.DataFrame({"model": MODELS})}
     summary["models"]["attention"] = summary["models"]["model"].map(ATTENTION)
     for figure in figures_of(scopes.SUMMARY):
+        if not drawn(figure.name):
+            continue
         if figure.needs == ("tokens",):
             plots[figure.name] = figure.draw(stats, ANALYSIS)
         elif figure.needs == ("sentences",):
@@ -236,10 +245,15 @@ def draw_quick_start_with_a_decoder(folder) -> dict:
             plots[figure.name] = figure.draw(*(summary[need] for need in figure.needs), MODELS)
     middle = stats[ENCODER].layer(3)
     selected, points = pca_inputs(middle)
-    plots["fig01_pca"] = figure_named("fig01_pca").draw(points, selected, ENCODER, 3)
-    plots["fig08_selected_tokens"] = figure_named("fig08_selected_tokens").draw(middle, selected, ENCODER, 3, ANALYSIS)
-    for model, matrices in ((ENCODER, ("input",)), (DECODER, ("tied",))):
-        plots[f"emb01_projection/{model}"] = figure_named("emb01_projection").draw(
-            projection_points(matrices), model, matrices_table(matrices)
+    if drawn("fig01_pca"):
+        plots["fig01_pca"] = figure_named("fig01_pca").draw(points, selected, ENCODER, 3)
+    if drawn("fig08_selected_tokens"):
+        plots["fig08_selected_tokens"] = figure_named("fig08_selected_tokens").draw(
+            middle, selected, ENCODER, 3, ANALYSIS
         )
+    if drawn("emb01_projection"):
+        for model, matrices in ((ENCODER, ("input",)), (DECODER, ("tied",))):
+            plots[f"emb01_projection/{model}"] = figure_named("emb01_projection").draw(
+                projection_points(matrices), model, matrices_table(matrices)
+            )
     return plots

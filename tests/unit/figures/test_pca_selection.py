@@ -102,3 +102,25 @@ def test_table2_sorts_by_frequency_and_escapes_latex():
     latex = table2_latex(table, "my_model", 6)
     assert r"\#x" in latex and r"c\&d" in latex and r"a\_b" in latex and r"my\_model" in latex
     assert "1000" in latex and r"\begin{tabular}" in latex
+
+
+def test_a_selection_names_the_sums_of_the_tokens_it_was_selected_from(tmp_path, monkeypatch):
+    """Even when no type can be selected (its empty selection.csv still has the column)."""
+    import pyarrow as pa
+
+    from ctxvar.figures import pca_selection
+    from ctxvar.files.parquet import write_table
+
+    tokens = pa.table({"layer": pa.array([0], pa.int16()), "token": ["x"], "n": [3], "Q": [0.5], "M": [0.1]})
+    write_table(tokens.append_column("V", pa.array([0.4])), tmp_path / "tokens.parquet", {"config_hash": "now"})
+    selected = pd.DataFrame([{c: 0 for c in pca_selection.SELECTION_COLUMNS}])
+    monkeypatch.setattr(pca_selection, "selection", lambda *args: (selected, __import__("numpy").zeros((2, 4))))
+    table, _ = pca_selection.select_pca_tokens("stats", tmp_path / "tokens.parquet", {"layer": 0}, {})
+    assert table["config_hash"].tolist() == ["now"]
+
+    def too_few(*args):
+        raise pca_selection.InsufficientData("no type")
+
+    monkeypatch.setattr(pca_selection, "selection", too_few)
+    table, components = pca_selection.select_pca_tokens("stats", tmp_path / "tokens.parquet", {"layer": 0}, {})
+    assert table.empty and "config_hash" in table.columns and components.empty

@@ -1,6 +1,7 @@
 """Unit tier: what every figure shares (ctxvar.figures.plotting): numbers to three significant digits, titles wrapped
 between words or after a name's separators (never inside a name), the scale rules of per-type values and of
-per-layer curves, and labels placed clear of each other once the layout is final."""
+per-layer curves, grids even on a log axis that end at the extreme values, the paper's middle and grid layers, the
+series that go on a second axis, and labels placed clear of each other once the layout is final."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.text import Text
 
-from ctxvar.figures import geometry_plots, per_model
 from ctxvar.figures.plotting import (
     MIN_TITLE_SIZE,
     NO_BREAK,
@@ -18,14 +20,18 @@ from ctxvar.figures.plotting import (
     curve_scale,
     fit_text,
     fit_titles,
+    grid_layers,
+    middle_layer,
     panels,
     paper_style,
     place_labels,
+    scale_grid,
+    scale_groups,
     significant,
 )
 
 from support.figure_checks import drawn_texts, overlapping_texts, texts_off_canvas
-from support.quick_start_figures import token_stats
+from support.figure_tables import decoder_layer
 
 NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
@@ -88,6 +94,23 @@ def test_a_title_is_shrunk_a_little_before_a_name_in_it_is_wrapped():
     assert text.get_text() == f"{NAME}\n(layer{NO_BREAK}15)" and MIN_TITLE_SIZE < text.get_fontsize() < 8
 
 
+# --- scales -----------------------------------------------------------------------------------------------------------
+
+
+def test_axis_scale_is_linear_unless_values_span_orders_of_magnitude():
+    rng = np.random.default_rng(0)
+    assert axis_scale(rng.uniform(50, 100, 500)) == AxisScale("linear")  # the paper's encoders
+    assert axis_scale(decoder_layer()["M"]) == AxisScale("log")  # one outlier far beyond the 99th percentile
+    assert axis_scale(10 ** rng.uniform(0, 3.5, 500)) == AxisScale("log")  # no outlier, but 3.5 decades
+    assert axis_scale(10 ** rng.uniform(0, 2.5, 500)) == AxisScale("linear")
+    with_zeros = np.r_[np.zeros(50), 10 ** rng.uniform(0, 3, 500), 4e7]  # V of types seen once is 0
+    scale = axis_scale(with_zeros)
+    low = np.percentile(with_zeros[with_zeros > 0], 1)
+    assert scale.name == "symlog" and scale.linthresh == 10 ** np.floor(np.log10(low))  # a decade, at or under it
+    assert axis_scale(np.r_[-1.0, 10 ** rng.uniform(0, 6, 500)]) == AxisScale("linear")  # signed: linear
+    assert axis_scale([np.nan, 1.0]) == AxisScale("linear")
+
+
 def test_the_scale_rule_sees_a_group_of_outliers_that_holds_the_99th_percentile():
     """SmolLM2's layers 3–9: 1–2 % of the types (massive activations) at 10–100 × the others' Q, so many that the
     99th percentile is one of them: the middle 90 % of the values take < 10 % of the range, so log."""
@@ -107,61 +130,54 @@ def test_per_layer_curves_go_on_a_log_axis_where_positive_values_span_orders_of_
     assert curve_scale(np.r_[3.0, 120.0]) == AxisScale("linear")  # within two decades
 
 
-def test_the_histograms_of_a_layer_of_constant_q_still_draw(tmp_path):
-    """A LayerNorm output whose Q(X_t) is the same for every type up to rounding: numpy cannot cut that range
-    into 50 bins, so the bins lie around the value."""
-    n = np.arange(10, 60)
-    layer = pd.DataFrame({"token": [f"t{i}" for i in n], "n": n, "Q": 414.72 + 1e-13 * np.sin(n), "M": 4.0 + n})
-    layer["V"] = layer["Q"] - layer["M"]
-    plot = per_model.value_histograms(
-        token_stats(tmp_path / "t.parquet", [layer]), "m", {"min_log10_n": 1, "max_log10_n": 5}
-    )
-    q_bins = plot.data.query("statistic == 'Q'")
-    assert q_bins["count"].sum() == len(layer) and q_bins["bin_left"].min() < 414.72 < q_bins["bin_right"].max()
+@pytest.mark.parametrize("scale", ["log", "symlog"])
+def test_a_grid_on_a_log_axis_ends_exactly_at_the_extreme_values(scale):
+    """10 ** log10(6.829612598000279) is one ulp below it: a histogram binned on the round trip lost that type."""
+    lo, hi = 0.2004865494579971, 6.829612598000279
+    ax = Figure().subplots()
+    ax.set_xscale(scale)
+    grid = scale_grid(ax.xaxis, lo, hi, 51)
+    assert (grid[0], grid[-1]) == (lo, hi) and np.all(np.diff(grid) > 0)
+    counts, _ = np.histogram([lo, 1.0, hi], bins=grid)
+    assert counts.sum() == 3
 
 
-def test_the_histograms_of_a_layer_whose_every_type_is_filtered_out_still_draw(tmp_path):
-    """A corpus of three sentences: no type reaches n ≥ 10, so each panel has no value and draws empty bins."""
-    layer = pd.DataFrame({"token": ["a", "b"], "n": [1, 2], "Q": [3.0, 4.0], "M": [1.0, 2.0], "V": [2.0, 2.0]})
-    plot = per_model.value_histograms(
-        token_stats(tmp_path / "t.parquet", [layer]), "m", {"min_log10_n": 1, "max_log10_n": 5}
-    )
-    assert plot.data["count"].sum() == 0 and len(plot.data) == 3 * 50
+def test_scale_groups_put_only_far_larger_series_on_the_right():
+    assert scale_groups({"bert": 300.0, "roberta": 150.0, "gpt2": 9000.0}) == (["bert", "roberta"], ["gpt2"])
+    assert scale_groups({"a": 1.0, "b": 9.0}) == (["a", "b"], [])
+    assert scale_groups({"a": np.nan, "b": 1.0}) == (["a", "b"], [])
 
 
-def test_the_c_v_against_n_min_of_31_layers_keeps_its_legend_on_the_canvas(tmp_path):
-    rng = np.random.default_rng(0)
-    n = np.round(10 ** rng.uniform(1, 3.5, 300)).astype(np.int64)
-    layers = []
-    for _ in range(31):
-        q = rng.uniform(100, 200, len(n))
-        layers.append(pd.DataFrame({"token": [f"t{i}" for i in range(len(n))], "n": n, "Q": q, "M": q / 2, "V": q / 2}))
-    plot = geometry_plots.cv_against_min_count(
-        token_stats(tmp_path / "t.parquet", layers), NAME, {"min_log10_n": 1, "max_log10_n": 5}
-    )
-    texts = drawn_texts(plot.figure)
-    assert len([text for text, _ in texts if text.startswith("layer ")]) == 31
-    assert not texts_off_canvas(plot.figure, texts) and not overlapping_texts(texts)
+def test_middle_and_grid_layers_follow_the_paper():
+    assert middle_layer(13) == 6 and middle_layer(25) == 12 and middle_layer(5) == 2
+    assert grid_layers(13) == [0, 3, 6, 9, 12]
+    assert grid_layers(25) == [0, 6, 12, 18, 24]
+    assert grid_layers(3) == [0, 1, 2]
 
 
-def test_a_layer_whose_every_q_is_equal_is_named_not_drawn_on_the_log_axes(tmp_path):
-    """C.V. 0 (LayerNorm without γ: every type's Q is d) has no place on the log axis: the other layer is drawn,
-    the title names the flat one, and no text leaves the canvas."""
-    rng = np.random.default_rng(0)
-    n = np.round(10 ** rng.uniform(1, 3.5, 300)).astype(np.int64)
-    tokens = [f"t{i}" for i in range(len(n))]
-    q = rng.uniform(100, 200, len(n))
-    varied = pd.DataFrame({"token": tokens, "n": n, "Q": q, "M": q / 2, "V": q / 2})
-    flat = pd.DataFrame({"token": tokens, "n": n, "Q": 384.0, "M": 192.0, "V": 192.0})
-    plot = geometry_plots.cv_against_min_count(
-        token_stats(tmp_path / "t.parquet", [varied, flat]), "m", {"min_log10_n": 1, "max_log10_n": 5}
-    )
-    ax = plot.figure.axes[0]
-    assert "C.V. 0 (every Q equal) at layer 1: not drawn" in " ".join(ax.get_title().split())
-    assert ax.get_yscale() == "log"
-    assert [line.get_label() for line in ax.get_lines()][0].startswith("layer 0: slope")
-    texts = drawn_texts(plot.figure)
-    assert not texts_off_canvas(plot.figure, texts) and not overlapping_texts(texts)
+# --- labels -----------------------------------------------------------------------------------------------------------
+
+
+@paper_style
+def crowded_labels():
+    figure, axes = panels(1, 1, size=(3, 3))
+    ax = axes[0, 0]
+    rng = np.random.default_rng(1)
+    xy = rng.normal(scale=0.3, size=(25, 2))
+    ax.scatter(xy[:, 0], xy[:, 1])
+    ax.set(xlim=(-3, 3), ylim=(-3, 3))
+    place_labels(ax, xy[:, 0], xy[:, 1], [f"token{i}" for i in range(25)])
+    return figure, ax
+
+
+def test_placed_labels_do_not_overlap():
+    figure, ax = crowded_labels()
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    figure.draw_without_rendering()
+    boxes = [Text.get_window_extent(t, renderer) for t in ax.texts]  # the text itself, not its leader line
+    assert len(boxes) == 25
+    overlapping = [(i, j) for i in range(25) for j in range(i + 1, 25) if boxes[i].overlaps(boxes[j])]
+    assert not overlapping
 
 
 @paper_style

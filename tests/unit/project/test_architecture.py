@@ -74,18 +74,7 @@ ROOT_MODULES_AT_MOST = 6  # errors, versions, the public load_results and __init
 TESTS = PACKAGE.parents[1] / "tests"
 MIRRORING_TIERS = ("unit", "integration")
 WHOLE_TREE = TESTS / "unit" / "project"
-DRAWN_WITH_THE_CATALOGUE = (
-    "its figures are drawn and checked, with every figure of the catalogue, through ctxvar.figures.draw "
-    "(tests/unit/figures/test_draw.py, test_draw_artists.py)"
-)
-WITHOUT_A_TEST_FILE = {  # module → where its tests are instead of a file of its name
-    "ctxvar.figures.catalogue": "every figure it declares is drawn and checked through ctxvar.figures.draw "
-    "(tests/unit/figures/test_draw.py, test_draw_artists.py)",
-    "ctxvar.figures.cross_model": DRAWN_WITH_THE_CATALOGUE,
-    "ctxvar.figures.embedding_plots": DRAWN_WITH_THE_CATALOGUE,
-    "ctxvar.figures.per_model": DRAWN_WITH_THE_CATALOGUE,
-    "ctxvar.figures.pca_plots": "Fig. 1 drawn from a job's points in tests/integration/extraction/test_extract.py",
-}
+WITHOUT_A_TEST_FILE: dict[str, str] = {}  # module → where its tests are instead of a file of its name
 
 
 def module_name(path: Path) -> str:
