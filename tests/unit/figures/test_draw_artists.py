@@ -97,9 +97,23 @@ def quick_start(tmp_path_factory) -> dict[str, Drawn]:
     return laid_out(draw_quick_start_with_a_decoder(tmp_path_factory.mktemp("quick_start")))
 
 
+# The scopes the two sets draw: the quick start's per model, summary, PCA and embedding projection, the long names' the
+# checkpoints' three
+DRAWN_SCOPES = (
+    scopes.MODEL,
+    scopes.SUMMARY,
+    scopes.PCA,
+    scopes.EMBEDDING_PROJECTION,
+    scopes.CHECKPOINTS,
+    scopes.EMBEDDING_CHECKPOINTS,
+    scopes.ACROSS_CHECKPOINTS,
+)
+
+
 def test_the_two_sets_draw_every_figure_of_the_catalogue(quick_start, long_name_figures):
+    """Every figure of the scopes the two sets draw (a figure in a new scope has its own test)."""
     drawn = {name.split("/")[0] for name in [*quick_start, *long_name_figures]}
-    assert {figure.name for figure in FIGURES} == drawn
+    assert {figure.name for figure in FIGURES if figure.scope in DRAWN_SCOPES} == drawn
 
 
 def unlabelled(figure) -> list[str]:
