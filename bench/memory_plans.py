@@ -135,7 +135,10 @@ def measured_seconds(results: Path) -> tuple[dict[tuple[str, str], float], str, 
     GPU), the GPU's name and the command gpu.md names."""
     rows = pd.read_csv(results / "gpu.csv")
     rows = rows[(rows.step == MEASURED_STEP) & ~rows.quick.astype(bool)]
-    (gpu,) = rows.gpu_name.unique()
+    gpus = rows.gpu_name.unique()
+    if len(gpus) != 1:
+        raise SystemExit(f"{results / 'gpu.csv'}: full runs of {sorted(gpus)} GPUs, not of one; run bench/gpu.py again")
+    (gpu,) = gpus
     (measured_by,) = re.findall(rf"^`({command_pattern('gpu')}[^`]*)`", (results / "gpu.md").read_text(), re.MULTILINE)
     return {(row.model, row.dtype): MEGA / row.tokens_per_s for row in rows.itertuples()}, gpu, measured_by
 

@@ -147,7 +147,8 @@ def entry_problem(entry: dict) -> str | None:
             "(each with its own id)"
         )
     revision = entry.get("revision")
-    if kind.revisions == "steps" and revision and not CHECKPOINT_PATTERN.fullmatch(str(revision)):
+    unset = (None, "", MODEL_DEFAULTS["revision"])  # main, the schema's default, names no checkpoint
+    if kind.revisions == "steps" and revision not in unset and not CHECKPOINT_PATTERN.fullmatch(str(revision)):
         return (
             f"models[]: entry {entry.get('id')!r}: revision {revision!r} of an init: {kind.init} model must be stepN "
             "(the model trained N steps on the corpus)"

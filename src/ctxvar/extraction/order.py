@@ -17,7 +17,7 @@ from ctxvar.extraction.job import ShardRun
 from ctxvar.extraction.layer_major import choose_blocks, layer_major_sums, memory_plan
 from ctxvar.extraction.passes import whole_model_sums
 from ctxvar.extraction.settings import ExtractionSettings
-from ctxvar.extraction.streamed_weights import check_refused_fits
+from ctxvar.extraction.streamed_weights import check_whole_fits
 from ctxvar.models.batching import ShardBatches
 
 log = logging.getLogger(__name__)
@@ -56,26 +56,32 @@ def chosen_blocks(job: ShardRun, settings: ExtractionSettings, padded: ShardBatc
     """:func:`ctxvar.extraction.layer_major.choose_blocks` for the job's model. With streamed weights, its probe
     reads each block when it runs; where every weight fits the device budget at once, the blocks it read stay, so
     that a model that is not to run layer-major (a refused probe) is whole once the rest are read, each block read
-    once, and the log says so; where they do not, such a model cannot run within the budget
-    (:func:`ctxvar.extraction.streamed_weights.check_refused_fits`). A shard with no batch runs none and keeps the
+    once; where they do not, such a model is held whole beyond the budget as one that cannot be streamed is
+    (:func:`ctxvar.extraction.streamed_weights.check_whole_fits`), the blocks the probe read read again. Either way
+    the model is not loaded a second time, and the log says so. A shard with no batch runs none and keeps the
     streamed model."""
     arguments = (padded.to(job.device), settings.extraction_order, settings.model["id"])
     if job.streamed is None:
         return choose_blocks(job.model, *arguments)
-    keep = job.streamed.fits_whole()
-    with job.streamed.on_demand(keep=keep):
-        blocks = choose_blocks(job.model, *arguments)
-    if blocks is not None or not len(padded):  # no batch (an empty shard): no forward pass needs the blocks
-        if keep:
-            job.streamed.free_all()
-        return blocks
-    check_refused_fits(settings, job.streamed)
-    job.streamed.install_all()
+    streamed, keep = job.streamed, job.streamed.fits_whole()
+    try:
+        with streamed.on_demand(keep=keep):
+            blocks = choose_blocks(job.model, *arguments)
+        if blocks is not None or not len(padded):  # no batch (an empty shard): no forward pass needs the blocks
+            streamed.free_all()
+            return blocks
+        if not keep:
+            check_whole_fits(settings, job.device, streamed.weights_bytes(), "it does not run layer-major")
+        streamed.install_all()
+    finally:
+        streamed.hand_back()
     log.warning(
-        "model %r does not run layer-major, so its weights are not streamed: the whole model is loaded, each block "
-        "once (those the probe read kept)",
+        "model %r does not run layer-major, so its weights are not streamed: the whole model is held, %s",
         settings.model["id"],
+        "each block read once (those the probe read kept)"
+        if keep
+        else "beyond the device budget, its blocks read again",
     )
-    job.streamed.close()
+    streamed.close()
     job.streamed = None
     return None

@@ -22,7 +22,8 @@ which and why. The layer-major driver's probe (:func:`ctxvar.extraction.layer_ma
 first, each block loaded by a forward pre-hook and freed by a forward hook (:meth:`StreamedWeights.on_demand`);
 where every weight fits the budget at once (the job streams for its sums and batch), the blocks the probe read
 stay, and a model it refuses is whole once the rest are read: no block is read twice. One whose weights exceed
-the budget cannot run whole within it, which stops the job (:func:`check_refused_fits`).
+the budget is held whole beyond it, as a checkpoint that cannot be streamed is (:func:`check_whole_fits`), its
+blocks read again; it is not loaded a second time either way.
 
 Each file read checks that the file is the one whose state the weight hash recorded
 (:func:`ctxvar.models.hashing.check_unchanged`), so the hash names the bytes every block was read from.
@@ -256,6 +257,12 @@ class StreamedWeights:
         for index in range(len(self.blocks.modules)):
             self.free(index)
 
+    def hand_back(self) -> None:
+        """Give the memory torch's allocator caches back to the GPU (nothing on a CPU): after the probe held every
+        block, the memory plan reads the GPU's free memory, which does not count what the cache keeps."""
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
     @contextlib.contextmanager
     def on_demand(self, keep: bool = False):
         """Within the block, a block's forward reads its parameters first, unless they are in place, and frees them
@@ -385,28 +392,6 @@ def check_streaming_fits(
     raise DeviceMemoryError(
         f"model {settings.model['id']!r} on {device}: a device budget of {budget / mb:.4g} MB ({given}) is below "
         f"the {needed / mb:.4g} MB its weights hold when streamed ({held}): {remedy}"
-    )
-
-
-def check_refused_fits(settings: ExtractionSettings, streamed: StreamedWeights) -> None:
-    """A :class:`DeviceMemoryError` naming the numbers when a model the layer-major probe refused has more weights
-    than the device budget it streams under (``streamed.budget``): it must run whole, and whole it would exceed
-    the budget (on a GPU without ``max_device_mb``, run out of memory)."""
-    if streamed.fits_whole():
-        return
-    weights = streamed.weights_bytes()
-    if streamed.budget == settings.max_device_bytes:
-        given = f"max_device_mb: {settings.max_device_mb:g}"
-        remedy = (
-            f"raise max_device_mb to at least {-(-weights // 1e6):.0f}, or set extraction_order: whole_model to hold "
-            "them whole beyond it"
-        )
-    else:
-        given, remedy = "the GPU's free memory less the reserve", f"use {smaller_dtype(settings)}a GPU with more memory"
-    raise DeviceMemoryError(
-        f"model {settings.model['id']!r} on {streamed.device}: it does not run layer-major (the line before says "
-        f"why), so its weights must be held whole, and their {weights / 1e9:.3f} GB in {settings.dtype} exceed the "
-        f"device budget of {streamed.budget / 1e9:.3f} GB ({given}): {remedy}"
     )
 
 

@@ -67,6 +67,11 @@ def test_what_a_kind_refuses_is_one_line(entry, message):
         check_config({**CONFIG, "models": [entry]})
 
 
+@pytest.mark.parametrize("revision", ["main", "step100"])
+def test_a_random_entry_takes_the_default_revision_and_a_step(revision):
+    check_config({**CONFIG, "models": [{"id": "r", "init": "random", "arch": "gpt2", "revision": revision}]})
+
+
 def build_identity(entry: dict, out_dir, texts, merge_markers: bool) -> None:
     """A GPT-2 of the entry's sizes whose blocks' attention and MLP output projections are zero, so that each
     block returns its input (x + 0 + 0); its final LayerNorm's γ and β random."""
