@@ -28,7 +28,7 @@ from ctxvar.extraction.extract import extract_shard, prepare_shard
 from ctxvar.extraction.layer_major import ModelWeights, find_blocks
 from ctxvar.extraction.passes import forward_options
 from ctxvar.extraction.settings import ExtractionSettings
-from ctxvar.extraction.streamed_weights import StreamedWeights
+from ctxvar.extraction.streamed_weights import StreamedWeights, device_budget_bytes
 from ctxvar.models import hashing
 from ctxvar.models import loading as models
 from ctxvar.models.batching import ShardBatches, pad_batch
@@ -240,8 +240,8 @@ class GeneratedWeights(StreamedWeights):
     memory and compute, for a model whose checkpoint the machine cannot hold. Matrices are normal(0, 0.02),
     one-dimensional weights ones and biases zeros, as transformers initialises them."""
 
-    def __init__(self, model, blocks, device, files: hashing.WeightFiles, seed: int = 0):
-        super().__init__(model, blocks, {}, {}, files, device)
+    def __init__(self, model, blocks, device, files: hashing.WeightFiles, budget: int, seed: int = 0):
+        super().__init__(model, blocks, {}, {}, files, device, budget)
         self.seed = seed
 
     def read(self, name: str, like: torch.Tensor) -> torch.Tensor:
@@ -265,7 +265,8 @@ def generated_weights(seed: int = 0):
         model = models.empty_model(settings.model, settings.source, settings.dtype)
         config = os.path.join(settings.source, "config.json")
         files = hashing.WeightFiles.of(models.described(settings.model, settings.source), [config])
-        streamed = GeneratedWeights(model, find_blocks(model), device, files, seed)
+        budget = device_budget_bytes(settings, device) or 0  # a job's; none (a CPU's): never held whole
+        streamed = GeneratedWeights(model, find_blocks(model), device, files, budget, seed)
         streamed.load_resident()
         return model, streamed
 

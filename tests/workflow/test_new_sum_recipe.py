@@ -81,7 +81,7 @@ def follow_the_recipe(project: Path, env: dict) -> None:
     declarations.write_text(appended(source, "LAYER_SUMS", recipe_declaration("LayerSum")))
     subprocess.run([sys.executable, "-m", "ruff", "format", "--quiet", str(declarations)], check=True)
     subprocess.run([sys.executable, "-m", "ctxvar.stats.declarations_doc"], cwd=project, env=env, check=True)
-    (project / "tests" / "integration" / "stats" / "test_fourth_powers.py").write_text(NEW_TEST)
+    (project / "tests" / "integration" / "stats" / "test_declarations_fourth_powers.py").write_text(NEW_TEST)
 
 
 def test_a_new_sum_by_the_recipe_passes_the_fast_tier_and_re_extracts_an_existing_run(tmp_path, request):
@@ -97,7 +97,7 @@ def test_a_new_sum_by_the_recipe_passes_the_fast_tier_and_re_extracts_an_existin
         "docs/geometry.md",
         "docs/outputs.md",
         "src/ctxvar/stats/declarations.py",
-        "tests/integration/stats/test_fourth_powers.py",
+        "tests/integration/stats/test_declarations_fourth_powers.py",
     ]
     tier = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'tier'}"],
