@@ -7,7 +7,7 @@ import os
 import re
 from pathlib import Path
 
-from ctxvar.config.kinds import CHECKPOINT_PATTERN, MODEL_DEFAULTS, kind_of
+from ctxvar.config.kinds import CHECKPOINT_PATTERN, MODEL_DEFAULTS, kind_of, revision_problem
 from ctxvar.errors import ConfigError
 
 # Matched with fullmatch: '$' alone would accept a trailing newline.
@@ -110,12 +110,10 @@ def expand_revisions(entry: dict) -> list[dict]:
                 f"models[]: entry {family!r}: revision {revision!r} is not usable in file paths; "
                 "use letters, digits and . _ + = -"
             )
+        problem = revision_problem(kind, family, revision)
+        if problem:
+            raise ConfigError(problem)
         step = CHECKPOINT_PATTERN.fullmatch(revision)
-        if kind.revisions == "steps" and not step:
-            raise ConfigError(
-                f"models[]: entry {family!r}: revision {revision!r} of an init: {kind.init} model must be stepN "
-                "(the model trained N steps on the corpus)"
-            )
         expanded.append(
             {
                 **base,

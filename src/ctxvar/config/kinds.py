@@ -127,6 +127,17 @@ def kind_of(entry: dict) -> ModelKind:
     )
 
 
+def revision_problem(kind: ModelKind, name, revision) -> str | None:
+    """One line where ``revision`` is not one a model of ``kind`` can be (a kind trained in the run: stepN);
+    None where it is."""
+    if kind.revisions == "steps" and not CHECKPOINT_PATTERN.fullmatch(str(revision)):
+        return (
+            f"models[]: entry {name!r}: revision {revision!r} of an init: {kind.init} model must be stepN "
+            "(the model trained N steps on the corpus)"
+        )
+    return None
+
+
 def entry_problem(entry: dict) -> str | None:
     """What the entry's kind refuses in it, as one line (None: nothing): a key another kind takes, a required key
     missing, a revision of a kind with one version, a kind with nothing to measure without a forward pass set
@@ -147,12 +158,10 @@ def entry_problem(entry: dict) -> str | None:
             "(each with its own id)"
         )
     revision = entry.get("revision")
-    unset = (None, "", MODEL_DEFAULTS["revision"])  # main, the schema's default, names no checkpoint
-    if kind.revisions == "steps" and revision not in unset and not CHECKPOINT_PATTERN.fullmatch(str(revision)):
-        return (
-            f"models[]: entry {entry.get('id')!r}: revision {revision!r} of an init: {kind.init} model must be stepN "
-            "(the model trained N steps on the corpus)"
-        )
+    if revision not in (None, "", MODEL_DEFAULTS["revision"]):  # main, the schema's default, names no checkpoint
+        problem = revision_problem(kind, entry.get("id"), revision)
+        if problem:
+            return problem
     if kind.needs_forward and not entry.get("forward", True):
         why = "it has no weights" if not kind.has_weights else "its weights alone are not measured"
         return (
