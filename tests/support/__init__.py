@@ -22,6 +22,7 @@ synthetic tables the figures draw (a decoder's and an encoder's per-type tables,
 embedding matrices' files, models.csv), ``figure_scopes`` holds a run as the figures' scopes see it, the
 catalogue's rules and a figure in a new scope, and ``figure_checks`` checks a drawn figure's texts (on the canvas,
 overlapping none) and lines (straight in the data, straight on the page) and lays figures out once for a module's
-tests; ``forward_peak`` and
+tests; ``cpu_costs`` is a pytest plugin, loaded on demand (``-p support.cpu_costs``), that writes each test's wall-clock
+and CPU seconds, its subprocesses' included; ``forward_peak`` and
 ``streamed_peak`` are commands, each run in a fresh process, that measure an extraction's peak memory (``python
 tests/support/forward_peak.py ...``; the second imports the first from its own folder)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import os
 import shlex
 import subprocess
@@ -50,3 +51,25 @@ def test_n_with_such_a_selection_stops_with_one_line():
         "ERROR: -m '' selects the workflow, slurm, real_model tiers, which run in one process (they share the "
         "demo's, the small demo's, the quick start's and the SLURM runs, each started once): leave out -n"
     ), session.stderr
+
+
+def test_the_cpu_costs_plugin_counts_each_tests_subprocesses_for_it(tmp_path):
+    """``-p support.cpu_costs`` (docs/testing.md): a test whose subprocess spins for 0.3 CPU-s has them in its
+    ``children_cpu_s``, the test beside it none; and the plugin refuses -n."""
+    spin = "import time; end = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
+    (tmp_path / "test_spin.py").write_text(
+        "import subprocess, sys\n\n"
+        f"def test_spins():\n    subprocess.run([sys.executable, '-c', {spin!r}], check=True)\n\n"
+        "def test_idles():\n    pass\n"
+    )
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "support.cpu_costs"]
+    environment = {**os.environ, "PYTHONPATH": str(REPO / "tests")}
+    options = ["--rootdir", str(tmp_path), "-c", os.devnull, "--cpu-costs", str(tmp_path / "costs.csv")]
+    run = subprocess.run([*command, *options, "test_spin.py"], cwd=tmp_path, env=environment, capture_output=True)
+    assert run.returncode == 0, run.stdout.decode()[-2000:]
+    costs = {row["test"]: row for row in csv.DictReader((tmp_path / "costs.csv").open())}
+    assert float(costs["test_spin.py::test_spins"]["children_cpu_s"]) >= 0.3
+    assert float(costs["test_spin.py::test_idles"]["children_cpu_s"]) == 0
+    assert b"cpu costs: 2 tests" in run.stdout
+    refused = subprocess.run([*command, "-n", "2", *options], cwd=tmp_path, env=environment, capture_output=True)
+    assert refused.returncode != 0 and b"leave out -n" in refused.stderr
