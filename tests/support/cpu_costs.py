@@ -2,14 +2,15 @@
 
     python -m pytest -m "" -p support.cpu_costs --cpu-costs cpu_costs.csv
 
-One row per test, in the order they ran: ``test`` (its node id), ``tier`` (its folder of tests/), ``wall_s``,
-``cpu_s`` (the test process's user + system seconds: the in-process tests) and ``children_cpu_s`` (the user + system
-seconds of the subprocesses that ended, and were waited for, while it ran: its Snakemake runs and their jobs, the
-benchmark scripts, the workers of an inner pytest). A run started in the background (``conftest.BACKGROUND_RUNS``)
-counts for the test that waits for it to end (the demo's for the first test that reads it), and a process the test did
-not wait for (SLURM's jobs, run by the cluster's daemons) counts for none. The suite's cores are busy for ``sum(cpu_s
-+ children_cpu_s) / (2 * wall)`` of a run on 2 cores; the line the plugin prints last gives the wall-clock and CPU
-seconds and the cores busy on average.
+One row per test, in the order they ran, written as each ends: ``test`` (its node id), ``tier`` (its folder of
+tests/, or empty), ``wall_s``, ``cpu_s`` (the test process's user + system seconds: the in-process tests) and
+``children_cpu_s`` (the user + system seconds of the subprocesses that were waited for while it ran: its Snakemake
+runs and their jobs, the benchmark scripts, the workers of an inner pytest). A shared fixture counts for the first
+test that uses it (the tiny models' build, the background runs' start), and a run started in the background
+(``conftest.BACKGROUND_RUNS``) for the test that waits for it to end; a process nobody here waits for (SLURM's
+jobs, run by the cluster's daemons) counts for none. The line the plugin prints gives the run's wall-clock and CPU
+seconds from the process's start (start-up and collection included, which are in no row), the cores they kept busy on
+average, and the share of those seconds the rows hold.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ from __future__ import annotations
 import csv
 import resource
 import time
-from pathlib import Path
 
+import psutil
 import pytest
 
 COLUMNS = ("test", "tier", "wall_s", "cpu_s", "children_cpu_s")
-ROWS = pytest.StashKey[list]()  # the rows so far
-STARTED = pytest.StashKey[float]()  # perf_counter() at the session's start
+WRITER = pytest.StashKey[tuple]()  # (the open CSV file, its csv.writer)
+ROWS_CPU = pytest.StashKey[list]()  # [the rows' CPU seconds so far]
 
 
 def pytest_addoption(parser):
@@ -31,11 +32,17 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    """One process: a worker of -n would count its own tests alone, and the workers would share one file."""
-    if getattr(config.option, "numprocesses", None) or hasattr(config, "workerinput"):
-        raise pytest.UsageError("-p support.cpu_costs measures a run in one process: leave out -n")
-    config.stash[ROWS] = []
-    config.stash[STARTED] = time.perf_counter()
+    """One process (a worker of -n would count its own tests alone, and the workers would share one file); the
+    file opened before the first test, so that a path that cannot be written stops the run before it starts."""
+    if getattr(config.option, "numprocesses", None) or getattr(config.option, "tx", None):
+        raise pytest.UsageError("-p support.cpu_costs measures a run in one process: leave out -n and --tx")
+    if hasattr(config, "workerinput") or config.option.collectonly:
+        return
+    out = open(config.getoption("cpu_costs"), "w", newline="", encoding="utf-8")  # noqa: SIM115 (closed at the end)
+    writer = csv.writer(out)
+    writer.writerow(COLUMNS)
+    config.stash[WRITER] = (out, writer)
+    config.stash[ROWS_CPU] = [0.0]
 
 
 def cpu_seconds(who: int) -> float:
@@ -44,31 +51,42 @@ def cpu_seconds(who: int) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def now() -> tuple[float, float, float]:
+def clocks() -> tuple[float, float, float]:
+    """(``time.perf_counter()``, this process's CPU seconds, its waited-for children's CPU seconds) now."""
     return time.perf_counter(), cpu_seconds(resource.RUSAGE_SELF), cpu_seconds(resource.RUSAGE_CHILDREN)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """The test's setup, call and teardown (session fixtures' teardown with the last test) measured together."""
-    before = now()
+    before = clocks()
     yield
-    after = now()
-    parts = Path(item.path).resolve().relative_to(Path(item.config.rootpath).resolve()).parts
+    after = clocks()
+    if WRITER not in item.config.stash:
+        return
+    wall, cpu, children = (round(end - start, 3) for start, end in zip(before, after))
+    parts = item.nodeid.split("::")[0].split("/")
     tier = parts[1] if parts[0] == "tests" and len(parts) > 2 else ""
-    item.config.stash[ROWS].append((item.nodeid, tier, *(round(end - start, 3) for start, end in zip(before, after))))
+    out, writer = item.config.stash[WRITER]
+    writer.writerow((item.nodeid, tier, wall, cpu, children))
+    out.flush()
+    item.config.stash[ROWS_CPU][0] += cpu + children
 
 
-def pytest_terminal_summary(terminalreporter, config):
-    """Write the rows, then one line: the run's wall-clock seconds, its CPU seconds and the cores they kept busy on
-    average."""
-    rows = config.stash[ROWS]
-    path = Path(config.getoption("cpu_costs"))
-    with open(path, "w", newline="", encoding="utf-8") as out:
-        writer = csv.writer(out)
-        writer.writerow(COLUMNS)
-        writer.writerows(rows)
-    wall = time.perf_counter() - config.stash[STARTED]
-    busy = sum(row[3] + row[4] for row in rows)
-    cores = f"{busy:.0f} CPU-s ({busy / wall:.2f} cores)"
-    terminalreporter.write_line(f"cpu costs: {len(rows)} tests, {wall:.0f} s, {cores} → {path}")
+def pytest_unconfigure(config):
+    """Close the file; then one line: the run's wall-clock and CPU seconds from the process's start, the cores busy
+    on average, and the share of its CPU seconds that the rows hold."""
+    if WRITER not in config.stash:
+        return
+    out, _ = config.stash[WRITER]
+    out.close()
+    wall = time.time() - psutil.Process().create_time()
+    cpu = cpu_seconds(resource.RUSAGE_SELF) + cpu_seconds(resource.RUSAGE_CHILDREN)
+    in_rows = config.stash[ROWS_CPU][0]
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    line = (
+        f"cpu costs: {wall:.0f} s, {cpu:.0f} CPU-s ({cpu / wall:.2f} cores), {in_rows / cpu:.0%} of them in the "
+        f"rows of {out.name}"
+    )
+    if reporter is not None:
+        reporter.write_line(line)

@@ -1,9 +1,11 @@
-"""The fast tier in two processes (pytest-xdist), and the tiers that share the background runs refused there."""
+"""The fast tier in two processes (pytest-xdist), and the tiers that share the background runs refused there; the
+plugin that measures each test's seconds (``-p support.cpu_costs``)."""
 
 from __future__ import annotations
 
 import csv
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -55,7 +57,8 @@ def test_n_with_such_a_selection_stops_with_one_line():
 
 def test_the_cpu_costs_plugin_counts_each_tests_subprocesses_for_it(tmp_path):
     """``-p support.cpu_costs`` (docs/testing.md): a test whose subprocess spins for 0.3 CPU-s has them in its
-    ``children_cpu_s``, the test beside it none; and the plugin refuses -n."""
+    ``children_cpu_s``, the test beside it none; a file that cannot be written stops the run before its tests; -n
+    is refused."""
     spin = "import time; end = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
     (tmp_path / "test_spin.py").write_text(
         "import subprocess, sys\n\n"
@@ -63,13 +66,22 @@ def test_the_cpu_costs_plugin_counts_each_tests_subprocesses_for_it(tmp_path):
         "def test_idles():\n    pass\n"
     )
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "support.cpu_costs"]
-    environment = {**os.environ, "PYTHONPATH": str(REPO / "tests")}
-    options = ["--rootdir", str(tmp_path), "-c", os.devnull, "--cpu-costs", str(tmp_path / "costs.csv")]
-    run = subprocess.run([*command, *options, "test_spin.py"], cwd=tmp_path, env=environment, capture_output=True)
-    assert run.returncode == 0, run.stdout.decode()[-2000:]
+    environment = {name: value for name, value in os.environ.items() if name != "PYTEST_ADDOPTS"}
+    environment["PYTHONPATH"] = str(REPO / "tests")
+
+    def run(*options: str) -> subprocess.CompletedProcess:
+        arguments = [*command, "--rootdir", str(tmp_path), "-c", os.devnull, *options]
+        return subprocess.run(arguments, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=120)
+
+    measured = run("--cpu-costs", str(tmp_path / "costs.csv"), "test_spin.py")
+    assert measured.returncode == 0, measured.stdout[-2000:] + measured.stderr[-2000:]
     costs = {row["test"]: row for row in csv.DictReader((tmp_path / "costs.csv").open())}
     assert float(costs["test_spin.py::test_spins"]["children_cpu_s"]) >= 0.3
     assert float(costs["test_spin.py::test_idles"]["children_cpu_s"]) == 0
-    assert b"cpu costs: 2 tests" in run.stdout
-    refused = subprocess.run([*command, "-n", "2", *options], cwd=tmp_path, env=environment, capture_output=True)
-    assert refused.returncode != 0 and b"leave out -n" in refused.stderr
+    assert re.search(
+        r"^cpu costs: \d+ s, \d+ CPU-s \([\d.]+ cores\), \d+% of them in the rows of ", measured.stdout, re.M
+    )
+    unwritable = run("--cpu-costs", str(tmp_path / "no such folder" / "costs.csv"), "test_spin.py")
+    assert unwritable.returncode != 0 and "passed" not in unwritable.stdout
+    refused = run("-n", "2", "test_spin.py")
+    assert refused.returncode != 0 and "leave out -n" in refused.stderr
