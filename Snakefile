@@ -28,8 +28,8 @@ include: "workflow/rules/merge.smk"
 include: "workflow/rules/functions/analyse.smk"
 include: "workflow/rules/analyse.smk"
 include: "workflow/rules/functions/pca.smk"
+include: "workflow/rules/functions/figures.smk"  # before pca.smk: its plot_pca captions figures as figures.smk does
 include: "workflow/rules/pca.smk"
-include: "workflow/rules/functions/figures.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/functions/hf_cache.smk"
 include: "workflow/rules/hf_cache.smk"  # Hub checkpoints the run downloaded leave the HF cache after use

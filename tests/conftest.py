@@ -104,7 +104,7 @@ def gpu_claim_ends_with_its_test():
 # idle (a cluster's polling, chains of single jobs, and, with one thread per test process, every in-process test).
 BACKGROUND_RUNS = ("slurm_runs", "started_small_demo", "started_demo", "started_quick_start")  # in starting order
 # The same runs in the order they end: the small demo (13 jobs) long before the cluster's and the quick start's,
-# the demo (113 jobs) last.
+# the demo (71 jobs) last.
 BACKGROUND_ENDS = ("started_small_demo", "slurm_runs", "started_quick_start", "started_demo")
 assert set(BACKGROUND_ENDS) == set(BACKGROUND_RUNS)
 SYNTHETIC = {"n_sentences": 300, "vocab_size": 300, "zipf_exponent": 1.1, "mean_words": 10}

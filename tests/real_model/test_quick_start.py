@@ -170,7 +170,7 @@ def test_the_quick_start_ends_by_saying_where_its_results_are(quick_start):
 
 
 def test_the_quick_start_prints_a_few_dozen_lines_before_its_closing_block(quick_start):
-    """Snakemake's block per job (about 800 lines for the quick start's 50 jobs) stays in its log file; the console
+    """Snakemake's block per job (hundreds of lines for the quick start) stays in its log file; the console
     has the start-up lines, the job table, a progress line per tenth of the jobs (ctxvar.run.console)."""
     lines = quick_start[1].stderr.splitlines()
     start = max(i for i, line in enumerate(lines) if line.startswith("==== ctxvar: "))

@@ -239,10 +239,11 @@ def draw_quick_start_with_a_decoder(folder, figures: set[str] | None = None) -> 
             continue
         if figure.needs == ("tokens",):
             plots[figure.name] = figure.draw(stats, ANALYSIS)
-        elif figure.needs == ("sentences",):
-            plots[figure.name] = figure.draw(sentences)
         else:
             plots[figure.name] = figure.draw(*(summary[need] for need in figure.needs), MODELS)
+    for figure in figures_of(scopes.CORPUS):
+        if drawn(figure.name):
+            plots[figure.name] = figure.draw(sentences)
     middle = stats[ENCODER].layer(3)
     selected, points = pca_inputs(middle)
     if drawn("fig01_pca"):

@@ -40,7 +40,7 @@ def figure_files(demo):
     folder = demo / "results" / "demo"
     for model in ALL_MODELS:
         yield from (folder / model / "figures" / name for name in names(scopes.MODEL))
-    yield from (folder / "figures" / name for name in names(scopes.SUMMARY))
+    yield from (folder / "figures" / name for name in names(scopes.SUMMARY) + names(scopes.CORPUS))
     yield from (folder / "tiny-bert" / "figures" / name for name in names(scopes.PCA))
     yield from (folder / model / "figures" / "emb01_projection" for model in ALL_MODELS if model != "gaussian-null")
     yield folder / "figures" / "checkpoints" / "trained-gpt2"

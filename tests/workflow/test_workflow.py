@@ -24,8 +24,6 @@ from safetensors.torch import load_file, save_file
 
 import ctxvar
 from ctxvar.config.schema import load_config_file
-from ctxvar.figures import scopes
-from ctxvar.figures.catalogue import figures_of
 from ctxvar.files.parquet import FOOTER_READ_BYTES, read_metadata
 from ctxvar.run.disk import planned_bytes
 from ctxvar.stats.declarations import kept_sums, token_columns
@@ -61,8 +59,9 @@ def test_paper_config_dry_run_fans_out_models_times_shards(tmp_path):
         "plot_embedding_projection": 6,
         "summarise_models": 1,
         "summarise_embedding_matrices": 1,
-        "plot_model_figure": 6 * PER_MODEL_FIGURES,
-        "plot_summary_figure": SUMMARY_FIGURE_COUNT,
+        "plot_model_figure": 6,  # one job a model draws its figures
+        "plot_summary_figure": 1,  # one job draws those across the models
+        "plot_corpus_figure": 1,  # Fig. 9, of the corpus alone
         "select_pca_types": 1,
         "select_pca_tokens": 1,
         "merge_pca_points": 1,
@@ -116,8 +115,6 @@ def test_bad_config_stops_before_any_job_with_a_readable_line(tmp_path, change, 
 
 N_MODELS = 6  # demo: 2 random-init encoders, the Gaussian null, 3 checkpoints of a decoder
 DEMO_SUMS = kept_sums(DEMO["geometry"])  # the per-type sums the demo keeps (with geometry.cosine)
-PER_MODEL_FIGURES = len(figures_of(scopes.MODEL))
-SUMMARY_FIGURE_COUNT = len(figures_of(scopes.SUMMARY))
 
 
 def test_demo_writes_every_documented_output(demo):
@@ -336,10 +333,10 @@ def test_adding_a_model_schedules_only_its_jobs_and_the_summary(runs_on_the_demo
         "plot_embedding_projection": 1,
         "summarise_models": 1,
         "summarise_embedding_matrices": 1,
-        "plot_model_figure": PER_MODEL_FIGURES,
-        "plot_summary_figure": SUMMARY_FIGURE_COUNT - 1,
+        "plot_model_figure": 1,
+        "plot_summary_figure": 1,
         "all": 1,
-    }  # all but Fig. 9 (corpus)
+    }  # not plot_corpus_figure: Fig. 9 draws the corpus alone
     assert set(re.findall(r"wildcards: model=([\w.-]+)", run.stdout)) == {"tiny-gpt2-wide"}
 
 
@@ -355,8 +352,8 @@ CONFIG_CHANGES = {
             "layer_statistics": 6,
             "geometry_statistics": 6,
             "summarise_models": 1,
-            "plot_model_figure": 36,
-            "plot_summary_figure": 12,
+            "plot_model_figure": 6,
+            "plot_summary_figure": 1,
             "plot_checkpoints": 1,
             "plot_across_checkpoints": 1,  # twonn_by_step: the checkpoints' geometry.csv
             "select_pca_tokens": 1,
@@ -367,7 +364,7 @@ CONFIG_CHANGES = {
     ),
     "remove-model": (
         {"models": DEMO["models"][:2]},
-        {"summarise_models": 1, "summarise_embedding_matrices": 1, "plot_summary_figure": 12, "all": 1},
+        {"summarise_models": 1, "summarise_embedding_matrices": 1, "plot_summary_figure": 1, "all": 1},
     ),
     "shards": (
         {"shards": 4},
@@ -379,8 +376,8 @@ CONFIG_CHANGES = {
             "layer_statistics": 6,
             "geometry_statistics": 6,
             "summarise_models": 1,
-            "plot_model_figure": 36,
-            "plot_summary_figure": 12,
+            "plot_model_figure": 6,
+            "plot_summary_figure": 1,
             "plot_checkpoints": 1,
             "plot_across_checkpoints": 1,  # twonn_by_step: the checkpoints' geometry.csv
             "select_pca_types": 1,
@@ -399,8 +396,8 @@ CONFIG_CHANGES = {
             "layer_statistics": 2,
             "geometry_statistics": 2,
             "summarise_models": 1,
-            "plot_model_figure": 2 * PER_MODEL_FIGURES,
-            "plot_summary_figure": 12,
+            "plot_model_figure": 2,
+            "plot_summary_figure": 1,
             "select_pca_tokens": 1,
             "merge_pca_points": 1,
             "plot_pca": 1,
@@ -413,7 +410,7 @@ CONFIG_CHANGES = {
             "geometry_statistics": 6,
             "summarise_models": 1,
             "plot_model_figure": 6,
-            "plot_summary_figure": 10,
+            "plot_summary_figure": 1,
             "plot_checkpoints": 1,
             "plot_across_checkpoints": 1,
             "all": 1,
@@ -427,8 +424,8 @@ CONFIG_CHANGES = {
             "layer_statistics": 6,
             "geometry_statistics": 6,
             "summarise_models": 1,
-            "plot_model_figure": 36,
-            "plot_summary_figure": 11,  # not geo02, the cosine figure
+            "plot_model_figure": 6,
+            "plot_summary_figure": 1,  # geo02, the cosine figure, not among its outputs
             "plot_checkpoints": 1,
             "plot_across_checkpoints": 1,
             "select_pca_tokens": 1,
@@ -448,12 +445,13 @@ def test_config_changes_schedule_the_minimum(runs_on_the_demo, change):
 def test_changing_analysis_code_never_reruns_extraction(runs_on_the_demo):
     assert "Nothing to be done" in runs_on_the_demo["copied workflow"].run.stdout  # the copy itself changes nothing
     run = runs_on_the_demo["edited workflow"].run
-    # Fig. 5, the checkpoint figure and the figures drawn from the summary tables (summarise_models writes them)
+    # the jobs of Fig. 5 (each model's figures), of the checkpoint figure and of those drawn from the summary tables
+    # (summarise_models writes them)
     assert scheduled_jobs(run) == {
         "layer_statistics": 6,
         "summarise_models": 1,
         "plot_model_figure": 6,
-        "plot_summary_figure": 10,
+        "plot_summary_figure": 1,
         "plot_checkpoints": 1,
         "all": 1,
     }

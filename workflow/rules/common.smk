@@ -3,6 +3,7 @@ import os
 import re
 import shlex
 import sys
+import tempfile
 import warnings
 
 from snakemake.utils import validate

@@ -1,33 +1,30 @@
-# Every figure but Figs. 1 and 8 (pca.smk): one rule per scope of ctxvar.figures.scopes, its name the scope's rule,
-# its jobs one per figure and model or family the scope draws it for, each running plot_figure.py.
+# Every figure but Figs. 1 and 8 (pca.smk): one rule per scope of ctxvar.figures.scopes that the run draws figures of,
+# its name the scope's rule, one job per model or family the scope draws for (one for the run) that draws all the
+# scope's figures in one process (plot_figure.py): a figure's imports cost more than its drawing.
 
 
-for scope in DRAWN_SCOPES:
+for scope, figures in DRAWN_SCOPES.items():
 
     rule:
         name:
             scope.rule
         input:
-            unpack(scope_inputs(scope)),
+            unpack(scope_inputs(figures)),
         output:
-            png=report(
-                results(f"{scope.path}.png"),
-                caption="../report/figure.rst",
-                category=scope.category,
-                subcategory=scope_group(scope),
-            ),
-            pdf=results(f"{scope.path}.pdf"),
-            data=results(f"{scope.path}.csv"),
+            png=scope_outputs(scope, figures, "png"),
+            pdf=scope_outputs(scope, figures, "pdf"),
+            data=scope_outputs(scope, figures, "csv"),
         log:
-            logs(f"{scope.path}.log"),
+            logs(f"{scope.job_path}.log"),
         benchmark:
-            benchmarks(f"{scope.path}.tsv")
+            benchmarks(f"{scope.job_path}.tsv")
         wildcard_constraints:
-            **scope_constraints(scope),
+            **FIGURE_RUN.constraints(figures),
         localrule: True
         conda:
             "../../envs/analysis.yaml"
         params:
-            **scope_params(scope),
+            figures=scope_params(figures),
+            captions=captions(figures),
         script:
             "../scripts/plot_figure.py"

@@ -69,7 +69,7 @@ rule plot_pca:
     output:
         fig01=report(
             results("{model}/figures/fig01_pca.png"),
-            caption="../report/fig01.rst",
+            caption=caption_file(figure_named("fig01_pca")),
             category="{model}",
             subcategory=figure_named("fig01_pca").group,
         ),
@@ -77,7 +77,7 @@ rule plot_pca:
         fig01_data=results("{model}/figures/fig01_pca.csv"),
         fig08=report(
             results("{model}/figures/fig08_selected_tokens.png"),
-            caption="../report/fig08.rst",
+            caption=caption_file(figure_named("fig08_selected_tokens")),
             category="{model}",
             subcategory=figure_named("fig08_selected_tokens").group,
         ),
@@ -92,7 +92,7 @@ rule plot_pca:
     conda:
         "../../envs/analysis.yaml"
     params:
-        captions={figure.name: figure.caption for figure in figures_of(PCA)},
+        captions=captions(figures_of(PCA)),
         analysis=canonical(config["analysis"]),
     script:
         "../scripts/plot_pca.py"

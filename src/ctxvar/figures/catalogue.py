@@ -1,19 +1,19 @@
 """The catalogue of figures: :data:`FIGURES`, one :class:`Figure` per figure, with its name, its scope, its report
 group, its one-line caption, the inputs it needs and the function that draws it.
 
-The scopes (:mod:`ctxvar.figures.scopes`) say where a figure's files go and for which models it is drawn:
-``MODEL`` to results/{model}/figures/{figure}, one set per model that runs over the corpus; ``SUMMARY`` to
-results/figures/{figure}, one each across those models; ``PCA`` to results/{model}/figures/ of the model of
-figures.pca; ``CHECKPOINTS`` to results/figures/checkpoints/{family}, one per model entry with ``revisions``
-(a checkpoint family) that runs over the corpus; ``EMBEDDING_PROJECTION`` to results/{model}/figures/, one per
-model with weights; ``EMBEDDING_CHECKPOINTS`` to results/figures/checkpoints/embedding_matrices/{family}, one per
-family; ``ACROSS_CHECKPOINTS`` to results/figures/across_checkpoints/{figure}, one each for every family together.
-Inputs (``needs``, :data:`~ctxvar.figures.scopes.NEEDS`): ``layers`` (layers.csv, per model or stacked in
-results/summary/layers.csv), ``geometry`` (geometry.csv, likewise), ``models`` (results/summary/models.csv, written
-with the stacked tables), ``tokens`` (tokens.parquet, per model), ``sentences`` (the sampled corpus),
-``projection`` (embedding_projection.parquet, per model) and ``embedding_matrices`` (embedding_matrices.csv, per
-model). A geometry figure is drawn only when config ``geometry`` accumulates the sums it shows
-(:meth:`Figure.drawn_with`).
+The scopes (:mod:`ctxvar.figures.scopes`) say where a figure's files go and for which models it is drawn: ``MODEL``
+to results/{model}/figures/{figure}, one set per model that runs over the corpus; ``SUMMARY`` to
+results/figures/{figure}, one each across those models; ``CORPUS`` there too, of the sampled corpus alone; ``PCA``
+to results/{model}/figures/ of the model of figures.pca; ``CHECKPOINTS`` to results/figures/checkpoints/{family},
+one per model entry with ``revisions`` (a checkpoint family) that runs over the corpus; ``EMBEDDING_PROJECTION`` to
+results/{model}/figures/, one per model with weights; ``EMBEDDING_CHECKPOINTS`` to
+results/figures/checkpoints/embedding_matrices/{family}, one per family; ``ACROSS_CHECKPOINTS`` to
+results/figures/across_checkpoints/{figure}, one each for every family together. Inputs (``needs``,
+:data:`~ctxvar.figures.scopes.NEEDS`): ``layers`` (layers.csv, per model or stacked in results/summary/layers.csv),
+``geometry`` (geometry.csv, likewise), ``models`` (results/summary/models.csv, written with the stacked tables),
+``tokens`` (tokens.parquet, per model), ``sentences`` (the sampled corpus), ``projection``
+(embedding_projection.parquet, per model) and ``embedding_matrices`` (embedding_matrices.csv, per model). A geometry
+figure is drawn only when config ``geometry`` accumulates the sums it shows (:meth:`Figure.drawn_with`).
 
 The workflow reads this at start-up; the drawing modules it imports import matplotlib only when they draw, so it
 imports no matplotlib. :func:`ctxvar.figures.draw.draw` draws a figure as its scope says.
@@ -29,6 +29,7 @@ from ctxvar.figures.plotting import Plot
 from ctxvar.figures.scopes import (
     ACROSS_CHECKPOINTS,
     CHECKPOINTS,
+    CORPUS,
     EMBEDDING_CHECKPOINTS,
     EMBEDDING_PROJECTION,
     MODEL,
@@ -143,7 +144,7 @@ FIGURES = (
     ),
     Figure(
         "fig09_sentence_lengths",
-        SUMMARY,
+        CORPUS,
         "Fig. 9: sentence lengths",
         "Histogram of the sampled sentences' lengths in space-separated words.",
         ("sentences",),

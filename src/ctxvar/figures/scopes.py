@@ -1,12 +1,14 @@
 """The scopes a figure is drawn in, each declared once as a :class:`Scope`: where its files go, the inputs its
 figures can need, for which models or checkpoint families it is drawn, and how its draw function is called.
 
-Every scope but Fig. 1's is one rule of workflow/rules/figures.smk, made there in a loop over :data:`SCOPES`,
-whose jobs run workflow/scripts/plot_figure.py: :func:`ctxvar.figures.draw.draw` reads what the figure needs and
-passes it as the scope's ``call`` says. :data:`PCA`'s figures are drawn by pca.smk's ``plot_pca``, with Table 2.
-The inputs (:data:`NEEDS`) are read by the models that run over the corpus (``layers``, ``geometry``, ``tokens``,
-``sentences``), by those with weight matrices (``projection``, ``embedding_matrices``) or by every model
-(``models``): a figure is drawn for (or across) the models, or the checkpoint families, that have all it needs.
+Every scope but Fig. 1's is one rule of workflow/rules/figures.smk, made there in a loop over :data:`SCOPES`, with one
+job per model or family the scope draws for (one for the run), which draws all the scope's figures in one process
+(workflow/scripts/plot_figure.py; a figure's imports cost more than its drawing): :func:`ctxvar.figures.draw.draw` reads
+what a figure needs and passes it as the scope's ``call`` says. :data:`PCA`'s figures are drawn by pca.smk's
+``plot_pca``, with Table 2. The inputs (:data:`NEEDS`) are read by the models that run over the corpus (``layers``,
+``geometry``, ``tokens``, ``sentences``), by those with weight matrices (``projection``, ``embedding_matrices``) or by
+every model (``models``): a figure is drawn for (or across) the models, or the checkpoint families, that have all it
+needs.
 
 Nothing here draws, and the modules it imports import matplotlib only when they draw: the workflow reads the
 scopes and the catalogue at start-up.
@@ -35,19 +37,17 @@ FORWARD, WEIGHTED, EVERY = "forward", "weighted", "every"  # the models that hav
 @dataclass(frozen=True)
 class Need:
     """An input a figure can need: which models have it (:data:`FORWARD`: those that run over the corpus,
-    :data:`WEIGHTED`: those with weight matrices, :data:`EVERY`), what a draw function gets of its file, and whether
-    it holds the models' numbers (the corpus does not: a figure of it alone is not drawn again for a new model)."""
+    :data:`WEIGHTED`: those with weight matrices, :data:`EVERY`) and what a draw function gets of its file."""
 
     models: str
     read: Callable
-    of_models: bool = True
 
 
 NEEDS = {
     "layers": Need(FORWARD, read_csv),  # layers.csv, one model's or summary/layers.csv, as a DataFrame
     "geometry": Need(FORWARD, read_csv),  # geometry.csv, likewise
     "tokens": Need(FORWARD, TokenStats),  # tokens.parquet, read a layer at a time
-    "sentences": Need(FORWARD, lambda path: path, of_models=False),  # the sampled corpus: read by the draw function
+    "sentences": Need(FORWARD, lambda path: path),  # the sampled corpus: read by the draw function
     "models": Need(EVERY, read_csv),  # summary/models.csv, written with the summary tables
     "projection": Need(WEIGHTED, lambda path: read_table(path).to_pandas()),  # embedding_projection.parquet
     "embedding_matrices": Need(WEIGHTED, read_csv),  # embedding_matrices.csv
@@ -56,6 +56,7 @@ NEEDS = {
 DRAWN = {  # how a scope is drawn: its wildcards, the params its rule passes beside the figure and its caption
     "model": "one set per model that has the figure's inputs: {model}",
     "run": "one across all the models that have them: params models",
+    "corpus": "one of the run's sampled corpus, not drawn again when the models change: no params",
     "family": "one per checkpoint family whose checkpoints have them: {family}, params steps",
     "families": "one across all those families: params families",
     "pca model": "Fig. 1's model (figures.pca.model) alone, by its own rule",
@@ -84,12 +85,22 @@ class Scope:
 
     @property
     def params(self) -> tuple[str, ...]:
-        """What its rule passes beside the figure's name and caption, for ``call`` to read: the frequency filter
+        """What its rule passes for each figure, beside its caption, for ``call`` to read: the frequency filter
         (``analysis``) where it reads tokens.parquet ({} for a figure that does not), and as ``drawn`` says the
-        model ids in order (``models``; none for a figure of no model's numbers, Fig. 9's corpus), a family's
-        {id: step} (``steps``) or every family's (``families``)."""
+        model ids in order (``models``), a family's {id: step} (``steps``) or every family's (``families``)."""
         drawn = {"run": ("models",), "family": ("steps",), "families": ("families",)}.get(self.drawn, ())
         return (("analysis",) if "tokens" in self.inputs else ()) + drawn
+
+    def figure_path(self, name: str) -> str:
+        """The files of figure ``name`` without their extension, the scope's {model} or {family} left in: the
+        outputs of the scope's rule."""
+        return self.path.replace("{figure}", name)
+
+    @property
+    def job_path(self) -> str:
+        """The log and benchmark of a job of the scope's rule without their extension: its path with the rule's
+        name for {figure}, since one job draws all its figures of a model, a family or the run."""
+        return self.path.replace("{figure}", self.rule)
 
     def stem(self, name: str, wildcards: dict) -> str:
         """The file name of figure ``name`` without its extension: what a placeholder for it is called."""
@@ -114,14 +125,17 @@ def per_model(figure, inputs: dict, params: dict) -> Plot:
 
 
 def across_models(figure, inputs: dict, params: dict) -> Plot:
-    """``{model: TokenStats}`` of each model's tokens.parquet and the frequency filter; or the sentences file's
-    path; or the summary tables the figure needs (stacked layers, stacked geometry, models.csv: DataFrames, all
-    written by one job that checks they come from the same sums) and the model ids in order (params ``models``)."""
+    """``{model: TokenStats}`` of each model's tokens.parquet and the frequency filter; or the summary tables the
+    figure needs (stacked layers, stacked geometry, models.csv: DataFrames, all written by one job that checks they
+    come from the same sums) and the model ids in order (params ``models``)."""
     if figure.needs == ("tokens",):
         return figure.draw(read_each("tokens", inputs["tokens"], params["models"]), params["analysis"])
-    if figure.needs == ("sentences",):
-        return figure.draw(inputs["sentences"])
     return figure.draw(*(NEEDS[need].read(inputs[need]) for need in figure.needs), params["models"])
+
+
+def of_corpus(figure, inputs: dict, params: dict) -> Plot:
+    """The sampled corpus's file (read by the draw function)."""
+    return figure.draw(inputs["sentences"])
 
 
 def checkpoint_family(figure, inputs: dict, params: dict) -> Plot:
@@ -190,11 +204,11 @@ SUMMARY = Scope(
         "layers": "summary/layers.csv",
         "geometry": "summary/geometry.csv",
         "tokens": "{model}/tokens.parquet",
-        "sentences": "corpus/sentences.parquet",
         "models": "summary/models.csv",
     },
     across_models,
 )
+CORPUS = Scope("plot_corpus_figure", "figures/{figure}", "corpus", {"sentences": "corpus/sentences.parquet"}, of_corpus)
 PCA = Scope("plot_pca", "{model}/figures/{figure}", "pca model")  # pca.smk: from the selected types' points
 CHECKPOINTS = Scope(
     "plot_checkpoints",
@@ -224,7 +238,7 @@ ACROSS_CHECKPOINTS = Scope(
     {"geometry": "{model}/geometry.csv", "embedding_matrices": "{model}/embedding_matrices.csv"},
     across_families,
 )
-SCOPES = (MODEL, SUMMARY, PCA, CHECKPOINTS, EMBEDDING_PROJECTION, EMBEDDING_CHECKPOINTS, ACROSS_CHECKPOINTS)
+SCOPES = (MODEL, SUMMARY, CORPUS, PCA, CHECKPOINTS, EMBEDDING_PROJECTION, EMBEDDING_CHECKPOINTS, ACROSS_CHECKPOINTS)
 
 
 @dataclass(frozen=True)
@@ -252,20 +266,39 @@ class FigureRun:
         models = set(self.models(needs))
         return {family: steps for family, steps in self.families.items() if set(steps) <= models}
 
-    def stems(self, figure) -> list[str]:
-        """The figure's files in results/{run}/ without their extension, one per job that draws it: none when no
-        model or family has what it needs, or when config ``geometry`` switches its metric off."""
+    def instances(self, figure) -> list[dict]:
+        """The wildcards of each job that draws the figure ({model} or {family}; {} for a job across them): none
+        when no model or family has what it needs, or when config ``geometry`` switches its metric off."""
         if not figure.drawn_with(self.geometry):
             return []
-        scope, name = figure.scope, figure.name
         drawn = {
             "model": lambda: [{"model": model} for model in self.models(figure.needs)],
             "run": lambda: [{}] if self.models(figure.needs) else [],
+            "corpus": lambda: [{}] if self.models(figure.needs) else [],
             "family": lambda: [{"family": family} for family in self.families_with(figure.needs)],
             "families": lambda: [{}] if self.families_with(figure.needs) else [],
             "pca model": lambda: [{"model": self.pca_model}] if self.pca_model is not None else [],
-        }[scope.drawn]()
-        return [scope.path.format_map({**wildcards, "figure": name}) for wildcards in drawn]
+        }
+        return drawn[figure.scope.drawn]()
+
+    def stems(self, figure) -> list[str]:
+        """The figure's files in results/{run}/ without their extension, one per job that draws it."""
+        return [
+            figure.scope.path.format_map({**wildcards, "figure": figure.name}) for wildcards in self.instances(figure)
+        ]
+
+    def drawn(self, figures) -> list:
+        """Those of one scope's ``figures`` that the run draws, in their order: the outputs of each job of the
+        scope's rule, which must therefore be drawn for the same models or families (a figure whose inputs other
+        models have belongs in a scope of its own)."""
+        drawn = [figure for figure in figures if self.instances(figure)]
+        if len({repr(self.instances(figure)) for figure in drawn}) > 1:
+            raise ValueError(
+                f"the figures of rule {drawn[0].scope.rule} are drawn for different models or families: "
+                f"{', '.join(f'{figure.name} for {self.instances(figure)}' for figure in drawn)}; declare those "
+                "drawn for other ones in a scope of their own"
+            )
+        return drawn
 
     def drawn_models(self, figure, wildcards: dict) -> list[str]:
         """The models a job of ``figure`` draws: the one of its wildcards, or those it is drawn across, in the
@@ -293,20 +326,27 @@ class FigureRun:
         """The values of its scope's :attr:`Scope.params` for a job of ``figure``."""
         values = {
             "analysis": lambda: self.analysis if "tokens" in figure.needs else {},
-            "models": lambda: self.models(figure.needs) if any(NEEDS[need].of_models for need in figure.needs) else [],
+            "models": lambda: self.models(figure.needs),
             "steps": lambda: self.families_with(figure.needs)[wildcards["family"]],
             "families": lambda: self.families_with(figure.needs),
         }
         return {name: values[name]() for name in figure.scope.params}
 
+    def job_inputs(self, figures, wildcards: dict) -> dict:
+        """{need: its file or files} of a job that draws ``figures`` (:meth:`inputs` of each, together): a need
+        the figures share must name the same files for each."""
+        inputs = {}
+        for figure in figures:
+            for need, files in self.inputs(figure, wildcards).items():
+                if inputs.setdefault(need, files) != files:
+                    raise ValueError(f"{figure.name} reads other {need} files than the figures before it: {files}")
+        return inputs
+
     def constraints(self, figures) -> dict[str, str]:
-        """The wildcard constraints of the rule of one scope's ``figures``: {figure} one of their names, {family}
-        one of the families any of them is drawn for ("$^", nothing, when none is)."""
+        """The wildcard constraints of the rule of one scope's ``figures``: {family} one of the families any of
+        them is drawn for ("$^", nothing, when none is)."""
         (scope,) = {figure.scope for figure in figures}
-        constraints = {}
-        if "{figure}" in scope.path:
-            constraints["figure"] = "|".join(figure.name for figure in figures)
-        if "{family}" in scope.path:
-            families = {family: None for figure in figures for family in self.families_with(figure.needs)}
-            constraints["family"] = "|".join(re.escape(family) for family in families) or "$^"
-        return constraints
+        if "{family}" not in scope.path:
+            return {}
+        families = {family: None for figure in figures for family in self.families_with(figure.needs)}
+        return {"family": "|".join(re.escape(family) for family in families) or "$^"}

@@ -97,11 +97,12 @@ def quick_start(tmp_path_factory) -> dict[str, Drawn]:
     return laid_out(draw_quick_start_with_a_decoder(tmp_path_factory.mktemp("quick_start")))
 
 
-# The scopes the two sets draw: the quick start's per model, summary, PCA and embedding projection, the long names' the
-# checkpoints' three
+# The scopes the two sets draw: the quick start's per model, summary, corpus, PCA and embedding projection, the long
+# names' the checkpoints' three
 DRAWN_SCOPES = (
     scopes.MODEL,
     scopes.SUMMARY,
+    scopes.CORPUS,
     scopes.PCA,
     scopes.EMBEDDING_PROJECTION,
     scopes.CHECKPOINTS,

@@ -34,6 +34,7 @@ def test_each_scope_draws_its_figures_for_the_models_and_families_that_have_what
     assert files["plot_model_figure"][:4] == [f"{model}/figures/fig05_decomposition" for model in RUN.forward]
     assert len(files["plot_model_figure"]) == 4 * len(figures_of(scopes.MODEL))
     assert files["plot_summary_figure"] == [f"figures/{figure.name}" for figure in figures_of(scopes.SUMMARY)]
+    assert files["plot_corpus_figure"] == ["figures/fig09_sentence_lengths"]
     assert files["plot_pca"] == ["enc/figures/fig01_pca", "enc/figures/fig08_selected_tokens"]
     assert files["plot_checkpoints"] == ["figures/checkpoints/dec"]
     assert files["plot_embedding_projection"] == [f"{m}/figures/emb01_projection" for m in ("enc", "dec@s0", "dec@s10")]
@@ -54,7 +55,7 @@ def test_each_scope_draws_its_figures_for_the_models_and_families_that_have_what
 def test_a_figure_passes_the_params_of_what_it_draws():
     """Only what the figure reads changes its params: Fig. 9, of the corpus alone, has no models (adding one does
     not draw it again), nor the frequency filter."""
-    assert RUN.params(figure_named("fig09_sentence_lengths"), {}) == {"analysis": {}, "models": []}
+    assert RUN.params(figure_named("fig09_sentence_lengths"), {}) == {}
     assert RUN.params(figure_named("fig02_variance_on_mean"), {}) == {"analysis": RUN.analysis, "models": RUN.forward}
     assert RUN.params(figure_named("geo06_anisotropy_encoders_decoders"), {}) == {"analysis": {}, "models": RUN.forward}
     assert RUN.params(figure_named("fig05_decomposition"), {"model": "enc"}) == {"analysis": {}}
@@ -63,23 +64,58 @@ def test_a_figure_passes_the_params_of_what_it_draws():
 
 
 def rule_output(scope, run: FigureRun) -> re.Pattern:
-    """The files of ``scope``'s rule as Snakemake matches them: its path, each wildcard held to the rule's
-    constraints (:meth:`FigureRun.constraints`), and {model} to workflow/rules/common.smk's (a model of the run)."""
-    constraints = {"model": "|".join(re.escape(model) for model in run.every), **run.constraints(figures_of(scope))}
-    parts = re.split(r"\{(\w+)\}", scope.path)
-    wildcard = {part: f"(?:{constraints.get(part, '.+')})" for part in parts[1::2]}
-    return re.compile("".join(wildcard[part] if index % 2 else re.escape(part) for index, part in enumerate(parts)))
+    """The files of ``scope``'s rule as Snakemake matches them: the path of each figure it draws
+    (:meth:`~ctxvar.figures.scopes.Scope.figure_path`), each wildcard held to the rule's constraints
+    (:meth:`FigureRun.constraints`), and {model} to workflow/rules/common.smk's (a model of the run)."""
+    figures = run.drawn(figures_of(scope))
+    constraints = {"model": "|".join(re.escape(model) for model in run.every), **run.constraints(figures)}
+    patterns = []
+    for figure in figures:
+        parts = re.split(r"\{(\w+)\}", scope.figure_path(figure.name))
+        wildcard = {part: f"(?:{constraints.get(part, '.+')})" for part in parts[1::2]}
+        patterns.append("".join(wildcard[part] if index % 2 else re.escape(part) for index, part in enumerate(parts)))
+    return re.compile("|".join(patterns) or "$^")
 
 
 def test_each_file_a_run_draws_is_the_output_of_its_own_scope_s_rule_alone():
     """Scopes share the shape of their paths ({model}/figures/{figure}: a model's figures, Fig. 1's, the embedding
-    projection; figures/{figure} and figures/checkpoints/{family}): the constraints leave each file to the rule of
-    its figure's scope, and Figs. 1 and 8 to pca.smk's plot_pca, the rule of no scope of figures.smk."""
+    projection; figures/{figure} and figures/checkpoints/{family}): each file is left to the rule of its figure's
+    scope, and Figs. 1 and 8 to pca.smk's plot_pca, the rule of no scope of figures.smk."""
     rules = {scope: rule_output(scope, RUN) for scope in SCOPES if scope.call is not None}  # figures.smk's
     for figure in FIGURES:
         for file in RUN.stems(figure):
             matched = [scope.rule for scope, output in rules.items() if output.fullmatch(file)]
             assert matched == ([] if figure.scope is scopes.PCA else [figure.scope.rule]), file
+
+
+def test_one_job_draws_each_scope_s_figures_of_a_model_a_family_or_the_run():
+    """Its log and benchmark are named after the rule; its inputs are those of all its figures, a need they share
+    being the same files; figures of one scope drawn for other models are refused, naming them."""
+    assert scopes.MODEL.job_path == "{model}/figures/plot_model_figure"
+    assert scopes.MODEL.figure_path("fig05_decomposition") == "{model}/figures/fig05_decomposition"
+    assert scopes.EMBEDDING_PROJECTION.job_path == scopes.EMBEDDING_PROJECTION.path  # a scope of one figure
+    assert RUN.job_inputs(RUN.drawn(figures_of(scopes.MODEL)), {"model": "enc"}) == {
+        "layers": "enc/layers.csv",
+        "tokens": "enc/tokens.parquet",
+        "geometry": "enc/geometry.csv",
+    }
+    summary = RUN.job_inputs(RUN.drawn(figures_of(scopes.SUMMARY)), {})
+    assert summary["tokens"] == [f"{model}/tokens.parquet" for model in RUN.forward] and "sentences" not in summary
+    across = RUN.drawn(figures_of(scopes.ACROSS_CHECKPOINTS))
+    assert [figure.name for figure in across] == ["twonn_by_step", "isotropy_by_step"]
+    weighted_alone = dataclasses.replace(RUN, forward=[], geometry={**RUN.geometry, "twonn": False})
+    assert [figure.name for figure in weighted_alone.drawn(across)] == ["isotropy_by_step"]
+    # a figure of weight matrices among the per-model figures would be drawn for other models than the rest
+    stray = dataclasses.replace(figure_named("emb01_projection"), scope=scopes.MODEL, name="stray")
+    with pytest.raises(ValueError, match="stray for \\[{'model': 'enc'}, {'model': 'dec@s0'}"):
+        RUN.drawn((*figures_of(scopes.MODEL), stray))
+    # a figure across the models with weights beside one across those that run over the corpus read other tokens
+    summary_scope = dataclasses.replace(scopes.SUMMARY, inputs={**scopes.SUMMARY.inputs, "projection": "{model}/p"})
+    fig10 = dataclasses.replace(figure_named("fig10_frequency_histogram"), scope=summary_scope)
+    weighted = dataclasses.replace(fig10, name="weighted", needs=("tokens", "projection"))
+    assert RUN.drawn([fig10, weighted]) == [fig10, weighted]
+    with pytest.raises(ValueError, match="weighted reads other tokens files"):
+        RUN.job_inputs([fig10, weighted], {})
 
 
 def test_a_family_s_constraint_matches_its_name_alone():

@@ -1,5 +1,6 @@
-# figures.smk's rules, one per scope of ctxvar.figures.scopes: their targets, inputs, params and wildcard constraints,
-# all asked of FIGURE_RUN (the run's models as the scopes draw them); FIGURE_FILES, the files every figure writes.
+# figures.smk's rules, one per scope of ctxvar.figures.scopes that the run draws figures of: their outputs, inputs,
+# params and wildcard constraints, all asked of FIGURE_RUN (the run's models as the scopes draw them); FIGURE_FILES,
+# the files every figure writes; caption_file, a figure's caption in the report.
 
 
 FIGURE_FILES = ("png", "pdf", "csv")  # the picture, for papers, and the numbers drawn
@@ -12,7 +13,15 @@ FIGURE_RUN = FigureRun(
     geometry=GEOMETRY,
     analysis=canonical(config["analysis"]),
 )
-DRAWN_SCOPES = [scope for scope in SCOPES if scope.call is not None]  # PCA's plot_pca draws its own (pca.smk)
+# {scope: the figures its rule draws}, for the scopes the run draws any of; PCA's plot_pca draws its own (pca.smk)
+DRAWN_SCOPES = {
+    scope: figures
+    for scope in SCOPES
+    if scope.call is not None and (figures := FIGURE_RUN.drawn(figures_of(scope)))
+}
+# report() takes a caption as a file, one per figure here, which shows the caption its job's params hold; made anew
+# at each start, removed when Snakemake exits
+CAPTIONS = tempfile.TemporaryDirectory(prefix="ctxvar-captions-")
 
 
 def figure_files():
@@ -21,50 +30,37 @@ def figure_files():
     return [results(f"{stem}.{ext}") for stem in stems for ext in FIGURE_FILES]
 
 
-def scope_figure(scope):
-    """{wildcards} → the figure of a job of ``scope``'s rule: its {figure}, or the scope's one figure."""
-    if "{figure}" in scope.path:
-        return lambda wildcards: figure_named(wildcards.figure)
-    (figure,) = figures_of(scope)
-    return lambda wildcards: figure
+def caption_file(figure):
+    """The report's caption of ``figure``: a file that shows ``params.captions[figure.name]`` of its job."""
+    path = os.path.join(CAPTIONS.name, f"{figure.name}.rst")
+    with open(path, "w", encoding="utf-8") as caption:
+        caption.write(f"{{{{ snakemake.params.captions.{figure.name} }}}}\n")
+    return path
 
 
-def scope_value(scope, value):
-    """``value(figure)`` for a rule's report entry or params: as a string for a scope of one figure (the rules'
-    outputs as they were written by hand), else a function of the job's wildcards."""
-    figure = scope_figure(scope)
-    if "{figure}" not in scope.path:
-        return value(figure(None))
-    return lambda wildcards: value(figure(wildcards))
+def scope_outputs(scope, figures, ext):
+    """The ``ext`` file of each of ``figures``; PNGs each in the report under its model (or All models) and its
+    figure type, with its caption."""
+    paths = [results(f"{scope.figure_path(figure.name)}.{ext}") for figure in figures]
+    if ext != "png":
+        return paths
+    entry = lambda figure: dict(caption=caption_file(figure), category=scope.category, subcategory=figure.group)
+    return [report(path, **entry(figure)) for path, figure in zip(paths, figures)]
 
 
-def scope_inputs(scope):
-    """Only what the figure draws, so that a change elsewhere does not draw it again."""
-    figure = scope_figure(scope)
+def scope_inputs(figures):
+    """Only what the figures draw, so that a change elsewhere does not draw them again."""
     return lambda wildcards: {
         need: results(path) if isinstance(path, str) else [results(one) for one in path]
-        for need, path in FIGURE_RUN.inputs(figure(wildcards), dict(wildcards.items())).items()
+        for need, path in FIGURE_RUN.job_inputs(figures, dict(wildcards.items())).items()
     }
 
 
-def scope_params(scope):
-    """The figure's name and caption (the report's, workflow/report/figure.rst), then what its scope's call reads
-    (ctxvar.figures.scopes.Scope.params)."""
-    figure = scope_figure(scope)
-    return {
-        "figure": scope_value(scope, lambda figure: figure.name),
-        "caption": scope_value(scope, lambda figure: figure.caption),
-        **{
-            name: (lambda wildcards, name=name: FIGURE_RUN.params(figure(wildcards), dict(wildcards.items()))[name])
-            for name in scope.params
-        },
-    }
+def scope_params(figures):
+    """{figure: what its scope's call reads (ctxvar.figures.scopes.Scope.params)}, in the order of the outputs."""
+    return lambda wildcards: {figure.name: FIGURE_RUN.params(figure, dict(wildcards.items())) for figure in figures}
 
 
-def scope_constraints(scope):
-    return FIGURE_RUN.constraints(figures_of(scope))
-
-
-def scope_group(scope):
-    """The report's subcategory: the figure type."""
-    return scope_value(scope, lambda figure: figure.group)
+def captions(figures):
+    """{figure: its caption}, which the report shows (caption_file)."""
+    return {figure.name: figure.caption for figure in figures}
