@@ -15,9 +15,7 @@ FIGURE_RUN = FigureRun(
 )
 # {scope: the figures its rule draws}, for the scopes the run draws any of; PCA's plot_pca draws its own (pca.smk)
 DRAWN_SCOPES = {
-    scope: figures
-    for scope in SCOPES
-    if scope.call is not None and (figures := FIGURE_RUN.drawn(figures_of(scope)))
+    scope: figures for scope in SCOPES if scope.call is not None and (figures := FIGURE_RUN.drawn(figures_of(scope)))
 }
 # report() takes a caption as a file, one per figure here, which shows the caption its job's params hold; made anew
 # at each start, removed when Snakemake exits
@@ -39,13 +37,16 @@ def caption_file(figure):
 
 
 def scope_outputs(scope, figures, ext):
-    """The ``ext`` file of each of ``figures``; PNGs each in the report under its model (or All models) and its
-    figure type, with its caption."""
+    """The ``ext`` file of each of ``figures``; the PNGs in the report."""
     paths = [results(f"{scope.figure_path(figure.name)}.{ext}") for figure in figures]
     if ext != "png":
         return paths
-    entry = lambda figure: dict(caption=caption_file(figure), category=scope.category, subcategory=figure.group)
-    return [report(path, **entry(figure)) for path, figure in zip(paths, figures)]
+    return [report(path, **report_entry(scope, figure)) for path, figure in zip(paths, figures)]
+
+
+def report_entry(scope, figure):
+    """Where the report puts the figure: under its model (or All models) and its figure type, with its caption."""
+    return {"caption": caption_file(figure), "category": scope.category, "subcategory": figure.group}
 
 
 def scope_inputs(figures):
