@@ -442,6 +442,11 @@ def test_config_changes_schedule_the_minimum(runs_on_the_demo, change):
     assert scheduled_jobs(runs_on_the_demo[change].run) == CONFIG_CHANGES[change][1]
 
 
+def test_the_cosine_switched_off_leaves_its_figure_out_of_the_summary_figures_job(runs_on_the_demo):
+    stdout = runs_on_the_demo["cosine-off"].run.stdout
+    assert "figures/geo02_cosine" not in stdout and "figures/geo01_isotropy.png" in stdout
+
+
 def test_changing_analysis_code_never_reruns_extraction(runs_on_the_demo):
     assert "Nothing to be done" in runs_on_the_demo["copied workflow"].run.stdout  # the copy itself changes nothing
     run = runs_on_the_demo["edited workflow"].run

@@ -25,6 +25,5 @@ for scope, figures in DRAWN_SCOPES.items():
             "../../envs/analysis.yaml"
         params:
             figures=scope_params(figures),
-            captions=captions(figures),
         script:
             "../scripts/plot_figure.py"

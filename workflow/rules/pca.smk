@@ -69,17 +69,13 @@ rule plot_pca:
     output:
         fig01=report(
             results("{model}/figures/fig01_pca.png"),
-            caption=caption_file(figure_named("fig01_pca")),
-            category="{model}",
-            subcategory=figure_named("fig01_pca").group,
+            **report_entry(PCA, figure_named("fig01_pca")),
         ),
         fig01_pdf=results("{model}/figures/fig01_pca.pdf"),
         fig01_data=results("{model}/figures/fig01_pca.csv"),
         fig08=report(
             results("{model}/figures/fig08_selected_tokens.png"),
-            caption=caption_file(figure_named("fig08_selected_tokens")),
-            category="{model}",
-            subcategory=figure_named("fig08_selected_tokens").group,
+            **report_entry(PCA, figure_named("fig08_selected_tokens")),
         ),
         fig08_pdf=results("{model}/figures/fig08_selected_tokens.pdf"),
         fig08_data=results("{model}/figures/fig08_selected_tokens.csv"),
@@ -92,7 +88,6 @@ rule plot_pca:
     conda:
         "../../envs/analysis.yaml"
     params:
-        captions=captions(figures_of(PCA)),
         analysis=canonical(config["analysis"]),
     script:
         "../scripts/plot_pca.py"

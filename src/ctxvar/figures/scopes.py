@@ -1,14 +1,14 @@
 """The scopes a figure is drawn in, each declared once as a :class:`Scope`: where its files go, the inputs its
 figures can need, for which models or checkpoint families it is drawn, and how its draw function is called.
 
-Every scope but Fig. 1's is one rule of workflow/rules/figures.smk, made there in a loop over :data:`SCOPES`, with one
-job per model or family the scope draws for (one for the run), which draws all the scope's figures in one process
-(workflow/scripts/plot_figure.py; a figure's imports cost more than its drawing): :func:`ctxvar.figures.draw.draw` reads
-what a figure needs and passes it as the scope's ``call`` says. :data:`PCA`'s figures are drawn by pca.smk's
-``plot_pca``, with Table 2. The inputs (:data:`NEEDS`) are read by the models that run over the corpus (``layers``,
-``geometry``, ``tokens``, ``sentences``), by those with weight matrices (``projection``, ``embedding_matrices``) or by
-every model (``models``): a figure is drawn for (or across) the models, or the checkpoint families, that have all it
-needs.
+Every scope but Fig. 1's is one rule of workflow/rules/figures.smk, made there in a loop over :data:`SCOPES` when the
+run draws any of its figures, with one job per model or family the scope draws for (one for the run), which draws all
+the scope's figures in one process (workflow/scripts/plot_figure.py; a figure's imports cost more than its drawing):
+:func:`ctxvar.figures.draw.draw_job` draws each as :func:`ctxvar.figures.draw.draw` does, reading what the figure needs
+and passing it as the scope's ``call`` says. :data:`PCA`'s figures are drawn by pca.smk's ``plot_pca``, with Table 2.
+The inputs (:data:`NEEDS`) are read by the models that run over the corpus (``layers``, ``geometry``, ``tokens``,
+``sentences``), by those with weight matrices (``projection``, ``embedding_matrices``) or by every model (``models``): a
+figure is drawn for (or across) the models, or the checkpoint families, that have all it needs.
 
 Nothing here draws, and the modules it imports import matplotlib only when they draw: the workflow reads the
 scopes and the catalogue at start-up.
@@ -53,7 +53,7 @@ NEEDS = {
     "embedding_matrices": Need(WEIGHTED, read_csv),  # embedding_matrices.csv
 }
 
-DRAWN = {  # how a scope is drawn: its wildcards, the params its rule passes beside the figure and its caption
+DRAWN = {  # how a scope is drawn: its wildcards, the params its rule passes for each of its figures
     "model": "one set per model that has the figure's inputs: {model}",
     "run": "one across all the models that have them: params models",
     "corpus": "one of the run's sampled corpus, not drawn again when the models change: no params",
@@ -271,10 +271,14 @@ class FigureRun:
         when no model or family has what it needs, or when config ``geometry`` switches its metric off."""
         if not figure.drawn_with(self.geometry):
             return []
+
+        def across() -> list[dict]:
+            return [{}] if self.models(figure.needs) else []
+
         drawn = {
             "model": lambda: [{"model": model} for model in self.models(figure.needs)],
-            "run": lambda: [{}] if self.models(figure.needs) else [],
-            "corpus": lambda: [{}] if self.models(figure.needs) else [],
+            "run": across,
+            "corpus": across,
             "family": lambda: [{"family": family} for family in self.families_with(figure.needs)],
             "families": lambda: [{}] if self.families_with(figure.needs) else [],
             "pca model": lambda: [{"model": self.pca_model}] if self.pca_model is not None else [],
@@ -283,9 +287,7 @@ class FigureRun:
 
     def stems(self, figure) -> list[str]:
         """The figure's files in results/{run}/ without their extension, one per job that draws it."""
-        return [
-            figure.scope.path.format_map({**wildcards, "figure": figure.name}) for wildcards in self.instances(figure)
-        ]
+        return [figure.scope.figure_path(figure.name).format_map(wildcards) for wildcards in self.instances(figure)]
 
     def drawn(self, figures) -> list:
         """Those of one scope's ``figures`` that the run draws, in their order: the outputs of each job of the

@@ -17,12 +17,12 @@ from ctxvar.files.space import full_disk_named
 def job_log(path):
     """Send logging and stderr (progress bars included) to ``path``; use the system allocator for Arrow.
 
-    Warnings also go to the console's stderr as one line each (what Snakemake shows
-    or, on a cluster, the job's log). A :class:`CtxvarError` goes to the console's
-    stderr as one line, and the job exits with status 1; the job log gets that line
-    with the full traceback, causes included. Any other exception (a bug) is logged
-    with its traceback too, then propagates; a full disk is one line naming the folder and its free space
-    (:func:`ctxvar.files.space.disk_full`, :func:`~ctxvar.files.space.full_disk_error`), not a bug.
+    Warnings also go to the console's stderr as one line each (what Snakemake shows or, on a cluster, the job's
+    log). A :class:`CtxvarError` goes to the console's stderr as one line, with its notes (what the job was doing),
+    and the job exits with status 1; the job log gets that line with the full traceback, causes included. Any other
+    exception (a bug) is logged with its traceback too, then propagates; a full disk is one line naming the folder
+    and its free space (:func:`ctxvar.files.space.disk_full`, :func:`~ctxvar.files.space.full_disk_error`), not a
+    bug.
     """
     console = sys.stderr
     use_system_allocator()
@@ -41,7 +41,8 @@ def job_log(path):
                 yield
         except CtxvarError as error:
             logging.exception("%s", error)
-            print(f"ctxvar error: {error} (traceback in {path})", file=console)
+            where = "".join(f"{note}; " for note in getattr(error, "__notes__", ()))  # e.g. the figure drawn
+            print(f"ctxvar error: {error} ({where}traceback in {path})", file=console)
             raise SystemExit(1) from None  # the traceback is in the log; the console gets one line
         except Exception:
             logging.exception("unexpected error (a bug: please report it with this log)")

@@ -1,6 +1,6 @@
-"""A job's log (ctxvar.run.job_log): a ctxvar error is one console line and a full traceback in the log; an unexpected
-exception is logged with its traceback and propagates; warnings reach the console as one line, information only the
-log."""
+"""A job's log (ctxvar.run.job_log): a ctxvar error is one console line (with its notes) and a full traceback in the
+log; an unexpected exception is logged with its traceback and propagates; warnings reach the console as one line,
+information only the log."""
 
 from __future__ import annotations
 
@@ -29,6 +29,18 @@ def test_a_job_error_is_one_console_line_and_a_full_traceback_in_the_log(tmp_pat
     )
     log = log_path.read_text()
     assert "Traceback" in log and "JSONDecodeError" in log and "The above exception was the direct cause" in log
+
+
+def test_a_job_error_s_notes_say_in_its_line_what_the_job_was_doing(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        with job_log(tmp_path / "job.log"):
+            error = ModelLoadError("model 'm': damaged")
+            error.add_note("while drawing figure fig05_decomposition")
+            raise error
+    assert capsys.readouterr().err == (
+        "ctxvar error: model 'm': damaged (while drawing figure fig05_decomposition; "
+        f"traceback in {tmp_path / 'job.log'})\n"
+    )
 
 
 def test_an_unexpected_exception_is_logged_with_its_traceback_and_propagates(tmp_path):

@@ -17,8 +17,8 @@ FIGURE_RUN = FigureRun(
 DRAWN_SCOPES = {
     scope: figures for scope in SCOPES if scope.call is not None and (figures := FIGURE_RUN.drawn(figures_of(scope)))
 }
-# report() takes a caption as a file, one per figure here, which shows the caption its job's params hold; made anew
-# at each start, removed when Snakemake exits
+# report() takes a caption as a file (rendered with its job's params alone, not knowing which of the job's outputs it
+# captions): one per figure, made anew at each start, removed when Snakemake exits
 CAPTIONS = tempfile.TemporaryDirectory(prefix="ctxvar-captions-")
 
 
@@ -29,10 +29,11 @@ def figure_files():
 
 
 def caption_file(figure):
-    """The report's caption of ``figure``: a file that shows ``params.captions[figure.name]`` of its job."""
+    """The report's caption of ``figure``: a file of its text, which the report's Jinja leaves as it is written
+    (the text, not a param of its job: editing a caption redraws nothing)."""
     path = os.path.join(CAPTIONS.name, f"{figure.name}.rst")
     with open(path, "w", encoding="utf-8") as caption:
-        caption.write(f"{{{{ snakemake.params.captions.{figure.name} }}}}\n")
+        caption.write(f"{{% raw %}}{figure.caption}{{% endraw %}}\n")
     return path
 
 
@@ -60,8 +61,3 @@ def scope_inputs(figures):
 def scope_params(figures):
     """{figure: what its scope's call reads (ctxvar.figures.scopes.Scope.params)}, in the order of the outputs."""
     return lambda wildcards: {figure.name: FIGURE_RUN.params(figure, dict(wildcards.items())) for figure in figures}
-
-
-def captions(figures):
-    """{figure: its caption}, which the report shows (caption_file)."""
-    return {figure.name: figure.caption for figure in figures}
