@@ -85,7 +85,7 @@ class Scope:
 
     @property
     def params(self) -> tuple[str, ...]:
-        """What its rule passes for each figure, beside its caption, for ``call`` to read: the frequency filter
+        """What its rule passes for each of its figures, for ``call`` to read: the frequency filter
         (``analysis``) where it reads tokens.parquet ({} for a figure that does not), and as ``drawn`` says the
         model ids in order (``models``), a family's {id: step} (``steps``) or every family's (``families``)."""
         drawn = {"run": ("models",), "family": ("steps",), "families": ("families",)}.get(self.drawn, ())
