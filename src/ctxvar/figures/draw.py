@@ -29,16 +29,17 @@ def draw(name: str, inputs: dict, params: dict) -> Plot:
 def draw_job(figures: dict[str, dict], inputs: dict, wildcards: dict, outputs) -> None:
     """A job of a scope's rule: each of ``figures`` ({name: its params}, in the order of ``outputs``) drawn by
     :func:`draw` from the job's ``inputs`` and ``wildcards`` and saved to its (png, pdf, csv) of ``outputs``.
-    Each file must be named as the figure's own (its scope's stem), so that no figure is saved under another's name;
-    an error while drawing one names it."""
-    for (name, params), files in zip(figures.items(), outputs, strict=True):
+    Every file must be named as its figure's own (its scope's stem), checked before any is drawn, so that no figure
+    is saved under another's name; an error while drawing or saving one names it."""
+    jobs = list(zip(figures.items(), outputs, strict=True))
+    for (name, _), files in jobs:
         stem = figure_named(name).scope.stem(name, wildcards)
         if any(Path(file).stem != stem for file in files):
             raise ValueError(f"figure {name} would be saved as {[str(file) for file in files]}, not {stem}.*")
+    for (name, params), files in jobs:
         log.info("drawing %s", name)
         try:
-            plot = draw(name, inputs, {**wildcards, **params})
+            save_plot(draw(name, inputs, {**wildcards, **params}), *files)
         except Exception as error:
-            error.add_note(f"while drawing figure {name}")
+            error.__notes__ = [*getattr(error, "__notes__", []), f"while drawing figure {name}"]  # add_note: 3.11
             raise
-        save_plot(plot, *files)

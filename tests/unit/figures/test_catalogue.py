@@ -11,6 +11,7 @@ import inspect
 import re
 import subprocess
 import sys
+from html import unescape
 
 import pandas as pd
 import pyarrow as pa
@@ -66,6 +67,19 @@ def test_a_switched_off_geometry_metric_asks_for_no_figure_of_it():
         "geo01_isotropy",
         "geo06_anisotropy_encoders_decoders",
     ]
+
+
+def test_every_caption_reads_in_the_report_as_it_is_written():
+    """Snakemake's report renders a caption file with Jinja, then as reStructuredText; caption_file
+    (workflow/rules/functions/figures.smk) writes each inside Jinja's raw, so that only reStructuredText could change
+    it: no caption may hold its markup."""
+    from docutils.core import publish_parts
+    from jinja2 import Environment
+
+    for figure in FIGURES:
+        text = Environment().from_string(f"{{% raw %}}{figure.caption}{{% endraw %}}\n").render()
+        shown = unescape(re.sub(r"<[^>]+>", " ", publish_parts(text, writer="html")["body"]))
+        assert " ".join(shown.split()) == " ".join(figure.caption.split()), figure.name
 
 
 def test_importing_the_catalogue_imports_no_matplotlib():

@@ -60,7 +60,9 @@ def test_a_job_saves_each_of_its_figures_to_its_own_files_and_names_the_one_it_s
     inputs = {"geometry": str(tmp_path / "geometry.csv")}
     with pytest.raises(ValueError, match="figure geo01_isotropy would be saved as .*geo03_intrinsic_dimension.png"):
         draw_job(figures, inputs, {}, outputs[::-1])
-    assert not (tmp_path / "figures").exists()
+    with pytest.raises(ValueError, match="figure geo03_intrinsic_dimension would be saved as .*geo01_isotropy.png"):
+        draw_job(figures, inputs, {}, [outputs[0], outputs[0]])
+    assert not (tmp_path / "figures").exists()  # refused before any figure is drawn
     draw_job(figures, inputs, {}, outputs)
     assert all(path.stat().st_size > 0 for files in outputs for path in files)
     assert set(pd.read_csv(outputs[0][2])["model"]) == {"a", "b"}

@@ -35,7 +35,7 @@ def test_a_job_error_s_notes_say_in_its_line_what_the_job_was_doing(tmp_path, ca
     with pytest.raises(SystemExit):
         with job_log(tmp_path / "job.log"):
             error = ModelLoadError("model 'm': damaged")
-            error.add_note("while drawing figure fig05_decomposition")
+            error.__notes__ = ["while drawing figure fig05_decomposition"]
             raise error
     assert capsys.readouterr().err == (
         "ctxvar error: model 'm': damaged (while drawing figure fig05_decomposition; "
