@@ -293,11 +293,12 @@ class FigureRun:
         """Those of one scope's ``figures`` that the run draws, in their order: the outputs of each job of the
         scope's rule, which must therefore be drawn for the same models or families (a figure whose inputs other
         models have belongs in a scope of its own)."""
-        drawn = [figure for figure in figures if self.instances(figure)]
-        if len({repr(self.instances(figure)) for figure in drawn}) > 1:
+        instances = {figure: self.instances(figure) for figure in figures}
+        drawn = [figure for figure in figures if instances[figure]]
+        if len({repr(instances[figure]) for figure in drawn}) > 1:
             raise ValueError(
                 f"the figures of rule {drawn[0].scope.rule} are drawn for different models or families: "
-                f"{', '.join(f'{figure.name} for {self.instances(figure)}' for figure in drawn)}; declare those "
+                f"{', '.join(f'{figure.name} for {instances[figure]}' for figure in drawn)}; declare those "
                 "drawn for other ones in a scope of their own"
             )
         return drawn
